@@ -1,0 +1,3 @@
+from provision.cli import main
+
+main()

@@ -1,0 +1,96 @@
+"""The facts data model: plain values parsed from real command output.
+
+A value nvidia-smi prints as "[N/A]" or "[Not Supported]" is None here; the
+parsers never invent numbers. Units are fixed: watts as float, clocks in MHz
+as int, PCIe generation and width as int.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ClockPair:
+    """One supported (memory, graphics) application-clock pair, in MHz."""
+
+    mem: int
+    sm: int
+
+    def __str__(self) -> str:
+        return f"{self.mem},{self.sm}"
+
+
+@dataclass
+class GpuFacts:
+    index: int
+    uuid: str
+    name: str
+    bus_id: str  # "00000000:00:06.0" as nvidia-smi prints it
+    persistence: bool | None = None  # Enabled/Disabled; None when N/A
+    power_limit: float | None = None  # power.limit (requested), W
+    power_default: float | None = None
+    power_min: float | None = None
+    power_max: float | None = None
+    power_enforced: float | None = None
+    app_clock_sm: int | None = None  # clocks.applications.graphics
+    app_clock_mem: int | None = None  # clocks.applications.memory
+    default_app_clock_sm: int | None = None
+    default_app_clock_mem: int | None = None
+    max_clock_sm: int | None = None
+    max_clock_mem: int | None = None
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    # Supported application-clock pairs; empty when the GPU reports none
+    # (GeForce prints "N/A"): such a GPU cannot take application clocks.
+    supported_clocks: list[ClockPair] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"GPU{self.index}"
+
+
+@dataclass
+class NvidiaFacts:
+    """The NVIDIA stack on a host, as one state among several."""
+
+    # "ok", "missing" (no nvidia-smi), "no-devices" ("No devices were found"),
+    # "error" (nvidia-smi ran and failed: driver not loaded, etc.)
+    state: str = "missing"
+    message: str = ""  # nvidia-smi's own words when state is not ok
+    driver_version: str | None = None
+    gpus: list[GpuFacts] = field(default_factory=list)
+    persistenced_path: str | None = None  # where nvidia-persistenced is installed
+    persistenced_running: bool = False
+
+
+@dataclass
+class FileFacts:
+    """A file the tasks manage, as it is on the host now."""
+
+    path: str
+    exists: bool = False
+    content: bytes | None = None
+    mode: str | None = None  # octal, e.g. "644"
+    owner: str | None = None
+    group: str | None = None
+
+
+@dataclass
+class SystemFacts:
+    hostname: str = ""
+    uid: int | None = None
+    os_id: str = ""  # ID from /etc/os-release
+    os_version: str = ""  # VERSION_ID
+    systemd_running: bool = False  # /run/systemd/system exists
+    sudo_nopasswd: bool = False  # "sudo -k -n true" succeeded
+
+
+@dataclass
+class HostFacts:
+    system: SystemFacts = field(default_factory=SystemFacts)
+    nvidia: NvidiaFacts = field(default_factory=NvidiaFacts)
+    files: dict[str, FileFacts] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)  # systemd unit -> "enabled"/"disabled"/...
