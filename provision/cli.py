@@ -1,0 +1,154 @@
+"""The `provision` command. Thin: parse options, build the run, print results."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from provision import __version__, report
+from provision.connection import LocalConnection, SSHConnection, SSHOptions, Unreachable
+from provision.engine import Engine, RunOptions
+from provision.errors import InputError, ProvisionError
+from provision.inventory import Host, load_inventory, local_inventory
+from provision.playbook import load_playbook, select_tasks
+from provision.resources import playbook_path, templates_dir
+from provision.results import EXIT_BAD_INPUT, exit_code, to_json
+from provision.runlog import RunLog, default_path
+
+EXIT_CODES_HELP = """\b
+Exit codes (bit flags):
+  0  every host converged (or, with --check, the plan was made)
+  1  some task failed on some host
+  2  bad input (inventory, playbook, options): no host was touched
+  4  some host was unreachable (5 = both 1 and 4)"""
+
+
+def inventory_options(func):
+    """Options shared by every command that works on hosts."""
+    options = [
+        click.argument("inventory", required=False, type=click.Path(dir_okay=False)),
+        click.option("--local", is_flag=True, help="Run on this machine, no SSH (all selected hosts' settings apply here)."),
+        click.option("-l", "--limit", help="Hosts or groups, comma-separated; globs, !exclude and &intersect allowed."),
+        click.option("-f", "--forks", type=click.IntRange(1, 512), default=16, show_default=True,
+                     help="Hosts worked on in parallel."),
+        click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout."),
+        click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False),
+                     help="An ssh_config file to use instead of ~/.ssh/config."),
+        click.option("--accept-new-host-keys", is_flag=True,
+                     help="Trust and record unknown SSH host keys (like StrictHostKeyChecking=accept-new). "
+                          "Changed keys are always refused."),
+        click.option("--connect-timeout", type=click.FloatRange(1, 600), default=10, show_default=True,
+                     help="Seconds to wait for an SSH connection."),
+        click.option("--identity", "-i", "identity_file", type=click.Path(exists=True, dir_okay=False),
+                     help="SSH private key file."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def select_hosts(inventory: str | None, local: bool, limit: str | None) -> tuple[str, list[Host]]:
+    if inventory is None and not local:
+        raise click.UsageError("give an INVENTORY file, or --local to work on this machine")
+    inv = load_inventory(inventory) if inventory else local_inventory()
+    return inv.path, inv.select(limit)
+
+
+def connector(local: bool, ssh: SSHOptions):
+    def connect(host: Host):
+        if local or host.connection == "local":
+            return LocalConnection(host.name)
+        return SSHConnection(host.name, host.address, host.user, host.port, ssh)
+    return connect
+
+
+def progress_printer(enabled: bool):
+    if not enabled:
+        return lambda message: None
+    return lambda message: click.echo(message, err=True)
+
+
+class ProvisionGroup(click.Group):
+    """Turns our input errors into clear messages and exit code 2, never a traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except InputError as exc:
+            click.secho(f"Error: {len(exc.problems)} problem(s) found; no host was touched:", fg="red", err=True)
+            for problem in exc.problems:
+                click.echo(f"  {problem}", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
+        except ProvisionError as exc:
+            click.secho(f"Error: {exc}", fg="red", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
+
+
+@click.group(cls=ProvisionGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="provision")
+def main():
+    """Provision and tune GPU training clusters over SSH.
+
+    Commands read a YAML inventory (Ansible's shape) and converge every host
+    to it, idempotently: a second run changes nothing and says so.
+    """
+
+
+@main.command(epilog=EXIT_CODES_HELP)
+@inventory_options
+@click.option("--check", is_flag=True, help="Show what would change; touch nothing.")
+@click.option("--diff", "show_diff", is_flag=True, help="Show file and value changes.")
+@click.option("--playbook", default=None, help="A playbook file, or a shipped one by name (site, gpu).  [default: site]")
+@click.option("--templates", type=click.Path(exists=True, file_okay=False), help="Templates folder (default: shipped).")
+@click.option("-t", "--tags", default="", help="Run only tasks with these tags (comma-separated).")
+@click.option("--skip-tags", default="", help="Skip tasks with these tags (comma-separated).")
+@click.option("-K", "--ask-sudo-pass", is_flag=True, help="Ask once for the sudo password (never stored or shown).")
+@click.option("--lock-wait", type=click.FloatRange(0, 3600), default=60, show_default=True,
+              help="Seconds to wait when another run holds a host's lock.")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None,
+              help=f"Run log (JSON lines). [default: {default_path()}]")
+def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout,
+          identity_file, check, show_diff, playbook, templates, tags, skip_tags, ask_sudo_pass, lock_wait, log_path):
+    """Converge hosts to the INVENTORY: persistence, power limits, files."""
+    inv_path, hosts = select_hosts(inventory, local, limit)
+    tasks = load_playbook(playbook_path(playbook), templates_dir(templates))
+    tasks = select_tasks(tasks, _split(tags), _split(skip_tags))
+    password = click.prompt("sudo password", hide_input=True, err=True) if ask_sudo_pass else None
+    ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
+                     accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
+    command = "apply --check" if check else "apply"
+    options = RunOptions(check=check, forks=forks, lock_wait=lock_wait, sudo_password=password, command=command,
+                         progress=progress_printer(sys.stderr.isatty() and not as_json))
+    log = RunLog(Path(log_path) if log_path else default_path(), command, inv_path)
+    results = Engine(tasks, options, connector(local, ssh), log, inv_path).run(hosts)
+    if as_json:
+        click.echo(json.dumps(to_json(results, check), indent=2, default=str))
+    else:
+        report.print_results(results, check, show_diff)
+    sys.exit(exit_code(results))
+
+
+@main.command(epilog=EXIT_CODES_HELP)
+@inventory_options
+def facts(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout, identity_file):
+    """Print what each host is now: system, driver, GPUs (read-only)."""
+    inv_path, hosts = select_hosts(inventory, local, limit)
+    ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
+                     accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
+    engine = Engine([], RunOptions(forks=forks, command="facts"), connector(local, ssh), None, inv_path)
+    states = engine.read_facts(hosts)
+    if as_json:
+        data = {s.host.name: (asdict(s.facts) if s.facts else {"unreachable": s.result.message}) for s in states}
+        click.echo(json.dumps(data, indent=2, default=str))
+    else:
+        for s in states:
+            report.print_facts(s.host.name, s.facts, s.result.message)
+    sys.exit(exit_code([s.result for s in states]))
+
+
+def _split(text: str) -> set[str]:
+    return {t.strip() for t in text.split(",") if t.strip()}

@@ -1,0 +1,254 @@
+"""Run tasks over hosts: gather facts, plan everywhere, then apply, in parallel and bounded.
+
+Two phases, so bad input never touches a host: first every host is read
+(one batched command, which also takes the host lock) and every task is
+planned; if any plan finds an input error (a power limit outside a GPU's
+range, ...) the run stops with all of them and nothing was changed. Then each
+host applies its own plan; one host failing never stops the others.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+from provision import remote
+from provision.connection import Connection, Privilege, Unreachable
+from provision.errors import InputError, Problem
+from provision.facts import gather
+from provision.facts.model import HostFacts
+from provision.inventory import Host
+from provision.results import UNREACHABLE, HostResult, TaskResult, task_status
+from provision.runlog import RunLog
+from provision.tasks.base import CHANGED, FAILED, SKIPPED, Change, Item, Plan, Task
+
+
+@dataclass
+class RunOptions:
+    check: bool = False
+    forks: int = 16
+    lock_wait: float = 60.0  # seconds to wait for another run's lock on a host
+    sudo_password: str | None = field(default=None, repr=False)
+    command: str = "apply"
+    progress: Callable[[str], None] = lambda message: None
+
+
+@dataclass
+class HostState:
+    """A host between the two phases."""
+
+    host: Host
+    conn: Connection | None = None
+    facts: HostFacts | None = None
+    result: HostResult | None = None
+    lock_owner: str | None = None
+    started: float = 0.0
+    plans: list[tuple[Task, Plan]] = field(default_factory=list)
+
+
+def lock_owner_id(command: str) -> str:
+    """Who holds a lock, in words a person can act on."""
+    since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"provision {command} by {getpass.getuser()}@{socket.gethostname()} pid {os.getpid()} since {since}"
+
+
+class Engine:
+    def __init__(self, tasks: list[Task], options: RunOptions, connect: Callable[[Host], Connection],
+                 log: RunLog | None = None, inventory_path: str = ""):
+        self.inventory_path = inventory_path
+        self.tasks = tasks
+        self.options = options
+        self.connect = connect
+        self.log = log
+        self._done = 0
+        self._lock = threading.Lock()
+
+    # -- phase 1: read and plan -------------------------------------------------
+
+    def gather(self, state: HostState, take_lock: bool) -> None:
+        """Connect and read facts; with take_lock, also take the host lock (waiting for it)."""
+        state.started = time.monotonic()
+        state.result = HostResult(state.host.name)
+        try:
+            state.conn = self.connect(state.host)
+            state.conn.open()
+        except Unreachable as exc:
+            state.result.status, state.result.message = UNREACHABLE, str(exc)
+            return
+        owner = lock_owner_id(self.options.command) if take_lock else None
+        paths = sorted({p for task in self.tasks for p in task.file_paths(state.host)})
+        deadline = time.monotonic() + self.options.lock_wait
+        while True:
+            try:
+                sections = self.read(state.conn, paths, owner)
+            except Unreachable as exc:
+                state.result.status, state.result.message = UNREACHABLE, str(exc)
+                return
+            lock = sections.get("lock")
+            if lock is None or lock.rc == 0:
+                break
+            if time.monotonic() >= deadline:
+                state.result.message = (
+                    f"another run holds the lock on this host ({lock.output.strip().removeprefix('held: ')}); "
+                    f"if none is running, remove {remote.LOCK_DIR} on the host"
+                )
+                return
+            self.options.progress(f"{state.host.name}: waiting for lock ({lock.output.strip()})")
+            time.sleep(1.0)
+        state.lock_owner = owner
+        state.facts = gather.parse_facts(sections)
+        system = state.facts.system
+        state.conn.privilege = Privilege(
+            is_root=system.uid == 0, sudo_nopasswd=system.sudo_nopasswd,
+            sudo_password=self.options.sudo_password,
+        )
+
+    @staticmethod
+    def read(conn: Connection, paths: list[str], lock_owner: str | None = None) -> dict[str, gather.Section]:
+        token = gather.new_token()
+        result = conn.run_script(gather.build_script(token, paths, lock_owner=lock_owner), timeout=120)
+        return gather.split_sections(token, result.stdout)
+
+    def plan_all(self, state: HostState) -> list[tuple[Task, Plan]]:
+        return [(task, task.plan(state.host, state.facts)) for task in self.tasks]
+
+    # -- phase 2: apply -----------------------------------------------------------
+
+    def apply_host(self, state: HostState) -> None:
+        result = state.result
+        for task in self.tasks:
+            plan = task.plan(state.host, state.facts)  # re-plan: earlier tasks may have changed facts
+            task_result = self.report_or_apply(state, task, plan)
+            result.tasks.append(task_result)
+            if self.log:
+                self.log.task(state.host.name, task_result, check=self.options.check)
+
+    def report_or_apply(self, state: HostState, task: Task, plan: Plan) -> TaskResult:
+        if plan.skipped:
+            return TaskResult(task.name, SKIPPED, message=plan.skipped)
+        if plan.failed or plan.problems:
+            return TaskResult(task.name, FAILED, list(plan.unchanged), plan.failed or "; ".join(plan.problems))
+        items = list(plan.unchanged)
+        if self.options.check:
+            items += [Item(c.target, CHANGED, c.what, c.before, c.after, "would change", c.diff) for c in plan.changes]
+            return TaskResult(task.name, task_status(items), items)
+        if not plan.changes:
+            return TaskResult(task.name, task_status(items), items)
+        applied = [(change, self.apply_change(state.conn, change)) for change in plan.changes]
+        try:
+            state.facts = gather.parse_facts(self.read(state.conn, sorted(state.facts.files)))
+        except Unreachable as exc:
+            return TaskResult(task.name, FAILED, items, f"lost the host while re-reading: {exc}")
+        for change, error in applied:
+            if error is None and change.verify is not None:
+                error = change.verify(state.facts)
+                error = error and f"the command succeeded but {error}"
+            status = FAILED if error else CHANGED
+            items.append(Item(change.target, status, change.what, change.before, change.after, error or "", change.diff))
+        return TaskResult(task.name, task_status(items), items)
+
+    def apply_change(self, conn: Connection, change: Change) -> str | None:
+        """Run a change's commands and file write; the error text, or None."""
+        try:
+            for argv in change.commands:
+                outcome = conn.run(argv, sudo=True, timeout=300)
+                if not outcome.ok:
+                    return f"`{' '.join(argv)}` exited {outcome.rc}: {outcome.output or 'no output'}"
+            if change.write:
+                w = change.write
+                stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+                outcome = conn.run(remote.atomic_write_argv(w.path, w.mode, w.owner, w.group, stamp),
+                                   sudo=True, stdin=w.content, timeout=120)
+                if not outcome.ok:
+                    return f"writing {w.path} failed: {outcome.output or f'exit {outcome.rc}'}"
+        except Unreachable as exc:
+            return str(exc)
+        except Exception as exc:  # a sudo that needs a password we do not have, ...
+            return str(exc)
+        return None
+
+    def release(self, state: HostState) -> None:
+        if state.conn is None:
+            return
+        try:
+            if state.lock_owner:
+                state.conn.run(remote.lock_release_argv(state.lock_owner), timeout=30)
+        except Unreachable:
+            pass
+        finally:
+            state.conn.close()
+        if state.result:
+            state.result.commands = state.conn.commands_run
+
+    # -- the run ------------------------------------------------------------------
+
+    def run(self, hosts: list[Host]) -> list[HostResult]:
+        states = [HostState(h) for h in hosts]
+        try:
+            self._parallel(lambda s: self._phase1(s), states, "read")
+            problems = self._input_problems(states)
+            if problems:
+                raise InputError(problems)
+            self._parallel(lambda s: self._phase2(s), states, "checked" if self.options.check else "applied")
+        finally:
+            self._parallel(self.release, states, None)
+        results = [s.result for s in states]
+        if self.log:
+            self.log.summary(results, check=self.options.check)
+        return results
+
+    def read_facts(self, hosts: list[Host]) -> list[HostState]:
+        """Read-only: connect, gather facts, disconnect. No lock, no plan."""
+        states = [HostState(h) for h in hosts]
+        try:
+            self._parallel(lambda s: self.gather(s, take_lock=False), states, "read")
+        finally:
+            self._parallel(self.release, states, None)
+        return states
+
+    def _phase1(self, state: HostState) -> None:
+        self.gather(state, take_lock=True)
+        if state.facts is not None:
+            state.plans = self.plan_all(state)
+
+    def _phase2(self, state: HostState) -> None:
+        result = state.result
+        if state.facts is not None:
+            try:
+                self.apply_host(state)
+            except Unreachable as exc:
+                result.status, result.message = UNREACHABLE, str(exc)
+        result.settle()
+        result.seconds = round(time.monotonic() - state.started, 3)
+
+    def _input_problems(self, states: list[HostState]) -> list[Problem]:
+        return [
+            Problem(self.inventory_path, f"host {state.host.name}", "", f"{task.name}: {problem}")
+            for state in states for task, plan in state.plans for problem in plan.problems
+        ]
+
+    def _parallel(self, work: Callable[[HostState], None], states: list[HostState], label: str | None) -> None:
+        self._done = 0
+
+        def one(state: HostState) -> None:
+            try:
+                work(state)
+            except Exception as exc:  # a bug must not take the other hosts down with it
+                if state.result is not None:
+                    state.result.status = FAILED
+                    state.result.message = f"internal error: {type(exc).__name__}: {exc}"
+            if label:
+                with self._lock:
+                    self._done += 1
+                    self.options.progress(f"[{self._done}/{len(states)}] {state.host.name} {label}")
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(states)))) as pool:
+            for future in [pool.submit(one, s) for s in states]:
+                future.result()

@@ -1,0 +1,164 @@
+"""Gather every fact a run needs with ONE remote command per host.
+
+The batch is a POSIX sh script made of sections. Each section runs one
+command and is framed by markers carrying a per-run token, so the output of
+one command can never be mistaken for a marker. Paths that come from the
+inventory are passed as quoted words (shlex.quote), never pasted raw.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import shlex
+from dataclasses import dataclass
+
+from provision import remote
+from provision.facts import gpu as gpu_parsers
+from provision.facts.model import FileFacts, HostFacts, NvidiaFacts, SystemFacts
+
+PERSISTENCED_PIDFILE = "/var/run/nvidia-persistenced/nvidia-persistenced.pid"
+
+# name -> sh snippet. Order matters only for readability of a raw dump.
+BASE_SECTIONS: dict[str, str] = {
+    "hostname": "cat /proc/sys/kernel/hostname 2>/dev/null || hostname",
+    "uid": "id -u",
+    "os-release": "cat /etc/os-release",
+    "systemd": "test -d /run/systemd/system",
+    # -k ignores cached credentials: success means NOPASSWD, not a warm cache.
+    "sudo": '[ "$(id -u)" = 0 ] || sudo -k -n true',
+    "nvidia-smi": "command -v nvidia-smi",
+    "query-gpu": shlex.join(gpu_parsers.QUERY_GPU_ARGV),
+    "supported-clocks": shlex.join(gpu_parsers.SUPPORTED_CLOCKS_ARGV),
+    "persistenced": "command -v nvidia-persistenced",
+    "persistenced-running": (
+        f"pid=$(cat {PERSISTENCED_PIDFILE} 2>/dev/null) && [ -n \"$pid\" ] && [ -d \"/proc/$pid\" ]"
+        " || systemctl is-active --quiet nvidia-persistenced 2>/dev/null"
+    ),
+}
+
+
+@dataclass
+class Section:
+    rc: int
+    output: str
+
+
+def build_script(token: str, file_paths: list[str] = (), units: list[str] = (),
+                 lock_owner: str | None = None) -> str:
+    """The whole batch as one sh script. Each section: begin marker, output, end marker + rc.
+
+    With lock_owner, the first section takes the host lock (see remote.py), so
+    a run costs no extra round trip for it.
+    """
+    sections = {"lock": shlex.join(remote.lock_take_argv(lock_owner))} if lock_owner else {}
+    sections.update(BASE_SECTIONS)
+    for path in file_paths:
+        quoted = shlex.quote(path)
+        sections[f"file:{path}"] = f"stat -c '%a %U %G' {quoted} && base64 {quoted}"
+    for unit in units:
+        sections[f"unit:{unit}"] = f"systemctl is-enabled {shlex.quote(unit)}"
+    lines = ["exec 2>&1"]
+    for name, snippet in sections.items():
+        marker = shlex.quote(f"@@{token} {name}")
+        lines.append(f"echo {marker}; ( {snippet} ); rc=$?; echo; echo {marker} rc=$rc")
+    return "\n".join(lines) + "\n"
+
+
+def split_sections(token: str, output: str) -> dict[str, Section]:
+    """Split the batch output back into sections. Tolerates a section that printed no newline."""
+    sections: dict[str, Section] = {}
+    prefix = f"@@{token} "
+    current: str | None = None
+    body: list[str] = []
+    for line in output.splitlines():
+        if not line.startswith(prefix):
+            body.append(line)
+            continue
+        name, _, rc = line[len(prefix):].partition(" rc=")
+        if current is None:
+            current, body = name, []
+        else:
+            # The script echoes an extra newline before the end marker.
+            if body and body[-1] == "":
+                body.pop()
+            sections[current] = Section(int(rc or 1), "\n".join(body))
+            current = None
+    return sections
+
+
+def new_token() -> str:
+    return secrets.token_hex(8)
+
+
+def parse_facts(sections: dict[str, Section]) -> HostFacts:
+    facts = HostFacts(system=_system(sections), nvidia=_nvidia(sections))
+    for name, section in sections.items():
+        if name.startswith("file:"):
+            path = name[len("file:"):]
+            facts.files[path] = _file(path, section)
+        elif name.startswith("unit:"):
+            facts.units[name[len("unit:"):]] = section.output.strip() or "not-found"
+    return facts
+
+
+def _system(sections: dict[str, Section]) -> SystemFacts:
+    def out(name: str) -> str:
+        section = sections.get(name)
+        return section.output.strip() if section and section.rc == 0 else ""
+
+    os_release = dict(
+        line.split("=", 1) for line in out("os-release").splitlines() if "=" in line
+    )
+    uid = out("uid")
+    return SystemFacts(
+        hostname=out("hostname"),
+        uid=int(uid) if uid.isdigit() else None,
+        os_id=os_release.get("ID", "").strip('"'),
+        os_version=os_release.get("VERSION_ID", "").strip('"'),
+        systemd_running=sections.get("systemd", Section(1, "")).rc == 0,
+        sudo_nopasswd=sections.get("sudo", Section(1, "")).rc == 0,
+    )
+
+
+def _nvidia(sections: dict[str, Section]) -> NvidiaFacts:
+    persistenced = sections.get("persistenced", Section(1, ""))
+    facts = NvidiaFacts(
+        persistenced_path=persistenced.output.strip() if persistenced.rc == 0 else None,
+        persistenced_running=sections.get("persistenced-running", Section(1, "")).rc == 0,
+    )
+    if sections.get("nvidia-smi", Section(1, "")).rc != 0:
+        facts.state, facts.message = "missing", "nvidia-smi is not installed (no NVIDIA driver)"
+        return facts
+    query = sections.get("query-gpu", Section(1, ""))
+    if "No devices were found" in query.output:
+        facts.state, facts.message = "no-devices", "No devices were found"
+        return facts
+    if query.rc != 0:
+        facts.state, facts.message = "error", query.output.strip() or f"nvidia-smi exited {query.rc}"
+        return facts
+    try:
+        facts.gpus, facts.driver_version = gpu_parsers.parse_query_gpu(query.output)
+    except gpu_parsers.ParseError as exc:
+        facts.state, facts.message = "error", f"cannot parse nvidia-smi output: {exc}"
+        return facts
+    supported = gpu_parsers.parse_supported_clocks_csv(sections.get("supported-clocks", Section(1, "")).output)
+    for gpu in facts.gpus:
+        gpu.supported_clocks = supported.get(gpu.uuid, [])
+    facts.state = "ok"
+    return facts
+
+
+def _file(path: str, section: Section) -> FileFacts:
+    if section.rc != 0:
+        return FileFacts(path=path, exists=False)
+    first, _, encoded = section.output.partition("\n")
+    mode, owner, group = (first.split() + ["", "", ""])[:3]
+    return FileFacts(
+        path=path,
+        exists=True,
+        content=base64.b64decode("".join(encoded.split())),
+        mode=mode,
+        owner=owner,
+        group=group,
+    )

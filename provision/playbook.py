@@ -1,0 +1,72 @@
+"""Playbooks: an ordered list of tasks, in YAML.
+
+    tasks:
+      - task: gpu-persistence
+      - task: template
+        name: gpu-tuning-conf
+        tags: [gpu]
+        src: gpu-tuning.conf.j2
+        dest: /etc/provision/gpu-tuning.conf
+        when: gpu
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from provision.errors import InputError, Problem
+from provision.tasks.base import Task
+from provision.tasks.files import TemplateFile
+from provision.tasks.gpu import Persistence, PowerLimit
+
+TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (Persistence, PowerLimit, TemplateFile)}
+
+
+def load_playbook(path: Path, templates: Path) -> list[Task]:
+    file = str(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise InputError([Problem(file, "", "", f"cannot read playbook: {exc.strerror}")]) from None
+    except yaml.YAMLError as exc:
+        raise InputError([Problem(file, "", "", f"invalid YAML: {exc}")]) from None
+    entries = data.get("tasks") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise InputError([Problem(file, "", "tasks", "a playbook is a mapping with a 'tasks' list")])
+    tasks, problems = [], []
+    for number, entry in enumerate(entries, 1):
+        where = f"task #{number}"
+        if not isinstance(entry, dict) or "task" not in entry:
+            problems.append(Problem(file, where, "task", "each entry needs 'task: <type>'",
+                                    f"types: {', '.join(TASK_TYPES)}"))
+            continue
+        params = dict(entry)
+        kind = params.pop("task")
+        cls = TASK_TYPES.get(kind)
+        if cls is None:
+            problems.append(Problem(file, where, "task", f"unknown task type {kind!r}",
+                                    f"types: {', '.join(TASK_TYPES)}"))
+            continue
+        tags = params.pop("tags", None)
+        task = cls(params, name=params.pop("name", None), tags=tags)
+        if isinstance(task, TemplateFile):
+            task.templates = templates
+            if isinstance(task.params.get("src"), str) and not (templates / task.params["src"]).is_file():
+                problems.append(Problem(file, where, "src", f"template {task.params['src']!r} not found in {templates}",
+                                        "use --templates DIR to point at your own"))
+        elif params:
+            problems.append(Problem(file, where, ", ".join(sorted(params)), f"task {kind!r} takes no parameters"))
+        problems += task.check_params(file)
+        tasks.append(task)
+    names = [t.name for t in tasks]
+    for name in {n for n in names if names.count(n) > 1}:
+        problems.append(Problem(file, "", "name", f"task name {name!r} is used twice", "give each task a unique name"))
+    if problems:
+        raise InputError(problems)
+    return tasks
+
+
+def select_tasks(tasks: list[Task], tags: set[str], skip_tags: set[str]) -> list[Task]:
+    return [t for t in tasks if (not tags or t.tags & tags) and not (t.tags & skip_tags)]

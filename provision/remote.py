@@ -1,0 +1,47 @@
+"""Small POSIX sh programs run on hosts. Values always travel as positional arguments ("$1"), never pasted in."""
+
+from __future__ import annotations
+
+# Write stdin to $1 atomically: temp file in the same directory, mode and owner
+# set before the rename, and the previous version kept as "$1.<time>~"
+# (a hard link: the old inode survives the rename, so nothing is copied or lost).
+ATOMIC_WRITE = r'''set -eu
+dest=$1 mode=$2 owner=$3 group=$4 stamp=$5
+dir=$(dirname "$dest")
+mkdir -p "$dir"
+tmp=$(mktemp "$dir/.provision.XXXXXX")
+trap 'rm -f "$tmp"' EXIT
+cat > "$tmp"
+chmod "$mode" "$tmp"
+chown "$owner:$group" "$tmp"
+if [ -e "$dest" ]; then ln -f "$dest" "$dest.$stamp~" 2>/dev/null || cp -p "$dest" "$dest.$stamp~"; fi
+mv -f "$tmp" "$dest"
+trap - EXIT
+echo "$dest.$stamp~"
+'''
+
+LOCK_DIR = "/run/lock/provision.lock"
+
+# Take the host lock: mkdir is atomic. On failure print who holds it.
+LOCK_TAKE = r'''d=$1 owner=$2
+mkdir -p "$(dirname "$d")" 2>/dev/null
+if mkdir "$d" 2>/dev/null; then printf '%s\n' "$owner" > "$d/owner"; echo taken
+else printf 'held: '; cat "$d/owner" 2>/dev/null || echo unknown; exit 1; fi
+'''
+
+# Release only our own lock.
+LOCK_RELEASE = r'''d=$1 owner=$2
+[ "$(cat "$d/owner" 2>/dev/null)" = "$owner" ] && rm -rf "$d"
+'''
+
+
+def atomic_write_argv(path: str, mode: str, owner: str, group: str, stamp: str) -> list[str]:
+    return ["sh", "-c", ATOMIC_WRITE, "provision-write", path, mode, owner, group, stamp]
+
+
+def lock_take_argv(owner: str) -> list[str]:
+    return ["sh", "-c", LOCK_TAKE, "provision-lock", LOCK_DIR, owner]
+
+
+def lock_release_argv(owner: str) -> list[str]:
+    return ["sh", "-c", LOCK_RELEASE, "provision-unlock", LOCK_DIR, owner]

@@ -1,0 +1,1 @@
+"""Tasks: each decides, from facts and settings alone, what must change (plan), then does only that."""

@@ -1,0 +1,94 @@
+"""The task contract: plan(facts, settings) -> Plan is pure; the engine applies Plan.changes.
+
+Results are reported per host, per task and per target (a GPU, a file, the
+host): ok, changed, failed or skipped, with before -> after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from provision.errors import Problem
+
+if TYPE_CHECKING:
+    from provision.facts.model import HostFacts
+    from provision.inventory import Host
+
+OK, CHANGED, FAILED, SKIPPED = "ok", "changed", "failed", "skipped"
+
+
+@dataclass
+class FileWrite:
+    """A whole file, written atomically with mode and owner; the old version is kept as a backup."""
+
+    path: str
+    content: str
+    mode: str = "0644"
+    owner: str = "root"
+    group: str = "root"
+    sensitive: bool = False  # never show or log its content (keys, passwords)
+
+
+@dataclass
+class Change:
+    """One thing to change on one target, and how."""
+
+    target: str  # "GPU0", a path, or "host"
+    what: str  # "power limit"
+    before: str
+    after: str
+    commands: list[list[str]] = field(default_factory=list)  # privileged argv lists, run in order
+    write: FileWrite | None = None
+    diff: str = ""  # unified diff for --diff (empty for sensitive files)
+    # The re-read check: given fresh facts, is the change really in place?
+    verify: Any = None  # Callable[[HostFacts], str | None]: None when in place, else what is wrong
+
+
+@dataclass
+class Item:
+    """The result for one target of one task."""
+
+    target: str
+    status: str
+    what: str = ""
+    before: str = ""
+    after: str = ""
+    message: str = ""
+    diff: str = ""
+
+
+@dataclass
+class Plan:
+    changes: list[Change] = field(default_factory=list)
+    unchanged: list[Item] = field(default_factory=list)  # already right: reported as ok
+    problems: list[str] = field(default_factory=list)  # input errors found against facts (out of range, ...)
+    skipped: str = ""  # the whole task does not apply here, and why
+    failed: str = ""  # the host cannot be brought to the wanted state (no driver, ...)
+
+
+class Task:
+    """Subclasses set name/tags and implement plan()."""
+
+    name: ClassVar[str] = ""
+    tags: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, params: dict | None = None, name: str | None = None, tags: list[str] | None = None):
+        self.params = params or {}
+        if name:
+            self.name = name
+        if tags is not None:
+            self.tags = frozenset(tags) | {self.name}
+        else:
+            self.tags = frozenset(type(self).tags) | {self.name}
+
+    def file_paths(self, host: "Host") -> list[str]:
+        """Files whose current state the plan needs (gathered in the one facts batch)."""
+        return []
+
+    def plan(self, host: "Host", facts: "HostFacts") -> Plan:
+        raise NotImplementedError
+
+    def check_params(self, file: str) -> list[Problem]:
+        """Static validation of the playbook entry; run before any host is touched."""
+        return []

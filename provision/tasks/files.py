@@ -1,0 +1,117 @@
+"""A file rendered from a jinja2 template and written atomically, with mode, owner and a backup."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import jinja2
+
+from provision.errors import Problem
+from provision.tasks.base import Change, FileWrite, Item, OK, Plan, Task
+
+
+def render(templates: Path, src: str, context: dict) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates)),
+        undefined=jinja2.StrictUndefined,  # a missing variable is an error, not an empty string
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env.get_template(src).render(**context)
+
+
+def unified_diff(path: str, old: str, new: str) -> str:
+    return "".join(difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True),
+        fromfile=f"{path} (now)", tofile=f"{path} (wanted)",
+    ))
+
+
+def plan_file(want: FileWrite, current) -> tuple[Change | None, Item | None]:
+    """Compare a wanted file with FileFacts; return the change, or the ok item."""
+    have = current.content.decode("utf-8", "replace") if current and current.exists else None
+    differences = []
+    if have != want.content:
+        differences.append("content")
+    if current and current.exists:
+        if int(current.mode or "0", 8) != int(want.mode, 8):
+            differences.append(f"mode {current.mode}->{want.mode.lstrip('0') or '0'}")
+        if (current.owner, current.group) != (want.owner, want.group):
+            differences.append(f"owner {current.owner}:{current.group}->{want.owner}:{want.group}")
+    if not differences:
+        return None, Item(want.path, OK, "file", after="up to date")
+    diff = "" if want.sensitive else unified_diff(want.path, have or "", want.content)
+    change = Change(
+        target=want.path, what="file",
+        before="absent" if have is None else "differs",
+        after=", ".join(differences) if have is not None else "written",
+        write=want, diff=diff,
+        verify=lambda facts, w=want: _check_file(facts, w),
+    )
+    return change, None
+
+
+def _check_file(facts, want: FileWrite) -> str | None:
+    current = facts.files.get(want.path)
+    if current is None or not current.exists:
+        return f"{want.path} is missing after writing it"
+    if current.content.decode("utf-8", "replace") != want.content:
+        return f"{want.path} content differs after writing it"
+    return None
+
+
+class TemplateFile(Task):
+    """Playbook params: src (template name), dest (absolute path), mode, owner, group, when (a settings block)."""
+
+    name = "template"
+    tags = frozenset({"files"})
+    templates: Path | None = None  # set by the engine from --templates
+
+    def check_params(self, file):
+        problems = []
+        for key in ("src", "dest"):
+            if not isinstance(self.params.get(key), str):
+                problems.append(Problem(file, f"task {self.name}", key, "is required (a string)"))
+        dest = self.params.get("dest", "/")
+        if isinstance(dest, str) and not dest.startswith("/"):
+            problems.append(Problem(file, f"task {self.name}", "dest", f"must be an absolute path, got {dest!r}"))
+        mode = str(self.params.get("mode", "0644"))
+        if not (mode.isdigit() and set(mode) <= set("01234567") and len(mode) in (3, 4)):
+            problems.append(Problem(file, f"task {self.name}", "mode", f"must be octal like 0644, got {mode!r}"))
+        unknown = set(self.params) - {"src", "dest", "mode", "owner", "group", "when"}
+        for key in sorted(unknown):
+            problems.append(Problem(file, f"task {self.name}", key, "unknown parameter",
+                                    "allowed: src, dest, mode, owner, group, when"))
+        return problems
+
+    def applies(self, host) -> bool:
+        when = self.params.get("when")
+        return not when or getattr(host.settings, when, None) is not None
+
+    def file_paths(self, host):
+        return [self.params["dest"]] if self.applies(host) else []
+
+    def plan(self, host, facts):
+        plan = Plan()
+        if not self.applies(host):
+            plan.skipped = f"{self.params['when']} not set"
+            return plan
+        context = {"host": host, "settings": host.settings, "facts": facts}
+        try:
+            content = render(self.templates, self.params["src"], context)
+        except jinja2.TemplateError as exc:
+            plan.problems.append(f"template {self.params['src']}: {exc}")
+            return plan
+        want = FileWrite(
+            path=self.params["dest"], content=content,
+            mode=str(self.params.get("mode", "0644")).zfill(4),
+            owner=self.params.get("owner", "root"), group=self.params.get("group", "root"),
+        )
+        change, item = plan_file(want, facts.files.get(want.path))
+        if change:
+            plan.changes.append(change)
+        else:
+            plan.unchanged.append(item)
+        return plan

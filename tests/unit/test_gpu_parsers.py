@@ -1,0 +1,74 @@
+"""The nvidia-smi parsers against verbatim captures from a real H100 (and public real outputs)."""
+
+from conftest import capture
+
+from provision.facts import gpu
+from provision.facts.model import ClockPair
+
+
+def test_query_gpu_matches_the_fields_we_ask_for_on_a_real_h100():
+    # qgpu-nh.txt asked for more fields than we do; rebuild our row from its columns by name.
+    header_line = capture("qgpu.txt")[0].splitlines()[0]
+    names = [h.split(" [")[0].replace("clocks.current.sm", "clocks.sm") for h in gpu.split_csv_row(header_line)]
+    row = dict(zip(names, gpu.split_csv_row(capture("qgpu-nh.txt")[0].strip())))
+    ours = ", ".join(row[field] for field, _, _ in gpu.QUERY_FIELDS)
+    gpus, driver = gpu.parse_query_gpu(ours + "\n")
+    assert driver == "580.159.04"
+    [h100] = gpus
+    assert (h100.index, h100.name, h100.bus_id) == (0, "NVIDIA H100 80GB HBM3", "00000000:00:06.0")
+    assert h100.uuid == "GPU-5afa2088-c32d-f982-1ae7-09bebe697bea"
+    assert h100.persistence is True
+    assert (h100.power_limit, h100.power_default, h100.power_min, h100.power_max) == (700.0, 700.0, 200.0, 700.0)
+    assert (h100.app_clock_mem, h100.app_clock_sm) == (2619, 1980)
+    assert (h100.pcie_gen_current, h100.pcie_gen_max, h100.pcie_width_current, h100.pcie_width_max) == (5, 5, 16, 16)
+
+
+def test_query_gpu_reads_units_too_and_not_available_values_as_none():
+    line = ("1, GPU-x, NVIDIA GeForce RTX 3090, 00000000:41:00.0, 580.65.06, Disabled, [N/A], [N/A], "
+            "[N/A], [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], 2100 MHz, 9751 MHz, 4, 4, 16, 16\n")
+    [g], _ = gpu.parse_query_gpu(line)
+    assert g.persistence is False and g.power_limit is None and g.app_clock_sm is None
+    assert (g.max_clock_sm, g.max_clock_mem) == (2100, 9751)
+
+
+def test_query_gpu_with_the_wrong_field_count_is_a_parse_error():
+    import pytest
+    with pytest.raises(gpu.ParseError, match="expected"):
+        gpu.parse_query_gpu("0, GPU-x, name\n")
+
+
+def test_supported_clocks_csv_from_a_real_h100():
+    text, code = capture("qsc-nh.txt")
+    assert code == 0
+    # The capture has no uuid column; prefix one as our command asks for it.
+    ours = "".join(f"GPU-a, {line}\n" for line in text.splitlines())
+    pairs = gpu.parse_supported_clocks_csv(ours)["GPU-a"]
+    assert pairs[0] == ClockPair(2619, 1980) and pairs[-1] == ClockPair(1593, 345)
+    assert {p.mem for p in pairs} == {2619, 1593}
+    assert len(pairs) == 2 * len(range(345, 1981, 15))
+
+
+def test_supported_clocks_q_from_a_real_h100_matches_the_csv():
+    q = gpu.parse_supported_clocks_q(capture("supported-clocks.txt")[0])
+    csv = gpu.parse_supported_clocks_csv(
+        "".join(f"GPU-a, {line}\n" for line in capture("qsc-nh.txt")[0].splitlines()))
+    assert q["00000000:00:06.0"] == csv["GPU-a"]
+
+
+def test_supported_clocks_q_of_a_real_v100(real_output):
+    pairs = next(iter(gpu.parse_supported_clocks_q(real_output("supported-clocks/v100-pcie-32gb-ttu-hpcc.txt")).values()))
+    assert ClockPair(877, 1380) in pairs
+
+
+def test_supported_clocks_na_on_geforce_gives_no_pairs(real_output):
+    parsed = gpu.parse_supported_clocks_q(real_output("supported-clocks/gtx1070-6gpu-na.txt"))
+    assert parsed and all(pairs == [] for pairs in parsed.values())
+
+
+def test_supported_clocks_csv_skips_not_available_rows():
+    assert gpu.parse_supported_clocks_csv("GPU-b, [N/A], [N/A]\n") == {"GPU-b": []}
+
+
+def test_gpu_list_from_a_real_h100():
+    assert gpu.parse_gpu_list(capture("list.txt")[0]) == [
+        (0, "NVIDIA H100 80GB HBM3", "GPU-bd221f42-4e11-474d-a54c-52d3f3b14ae0")]
