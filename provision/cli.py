@@ -152,3 +152,11 @@ def facts(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
 
 def _split(text: str) -> set[str]:
     return {t.strip() for t in text.split(",") if t.strip()}
+
+
+@main.command()
+def demo():
+    """Converge a simulated 4x V100 node on this machine, twice (no GPU, no root needed)."""
+    from provision.demo import run_demo
+
+    sys.exit(run_demo(click.echo))

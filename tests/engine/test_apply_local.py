@@ -1,0 +1,183 @@
+"""apply / --check / facts end to end on this machine, with the GPU simulator as nvidia-smi."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from conftest import needs_root
+
+pytestmark = needs_root()
+
+V100_FIX = {"persistence": True, "power_limit": 200}  # the basement V100 owner's settings (clocks: issue 4)
+
+
+def lines_with(output: str, *words: str) -> list[str]:
+    return [line for line in output.splitlines() if all(w in line for w in words)]
+
+
+def test_first_apply_converges_every_gpu_and_second_apply_changes_nothing(v100_node):
+    inventory = v100_node.inventory(V100_FIX)
+    first = v100_node.apply(inventory)
+    assert first.exit_code == 0, first.output
+    for index in range(4):
+        assert lines_with(first.output, "gpu-persistence", f"GPU{index}", "changed", "Disabled -> Enabled")
+        assert lines_with(first.output, "gpu-power-limit", f"GPU{index}", "changed", "300.00 W -> 200.00 W")
+    assert v100_node.query("persistence_mode") == ["Enabled"] * 4
+    assert v100_node.query("power.limit") == ["200.00"] * 4
+
+    second = v100_node.apply(inventory)
+    assert second.exit_code == 0, second.output
+    assert "changed" not in second.output.replace("changed=0", "")
+    for index in range(4):
+        assert lines_with(second.output, "gpu-persistence", f"GPU{index}", "ok", "Enabled")
+        assert lines_with(second.output, "gpu-power-limit", f"GPU{index}", "ok", "200.00 W")
+    assert lines_with(second.output, "node1", "ok=3 changed=0 failed=0 skipped=0")
+
+
+def test_check_shows_exactly_the_drift_and_touches_nothing(v100_node):
+    inventory = v100_node.inventory(V100_FIX)
+    assert v100_node.apply(inventory).exit_code == 0
+    assert v100_node.smi("-i", "2", "-pl", "250").returncode == 0  # someone "fixed" GPU2 by hand
+    before = v100_node.query("power.limit")
+
+    check = v100_node.apply(inventory, "--check")
+    assert check.exit_code == 0, check.output
+    assert lines_with(check.output, "gpu-power-limit", "GPU2", "would change", "250.00 W -> 200.00 W")
+    assert len(lines_with(check.output, "would change ")) == 1
+    assert "check mode: nothing was changed" in check.output
+    assert v100_node.query("power.limit") == before
+
+
+def test_out_of_range_power_limit_is_refused_before_any_gpu_is_touched(v100_node):
+    inventory = v100_node.inventory({"persistence": True, "power_limit": 400})
+    result = v100_node.apply(inventory)
+    assert result.exit_code == 2
+    assert "no host was touched" in result.output
+    problem = lines_with(result.output, inventory, "host node1", "GPU0", "400 W", "150..300 W")
+    assert problem, result.output
+    assert v100_node.query("persistence_mode") == ["Disabled"] * 4  # not even the valid part ran
+
+
+def test_invalid_inventory_value_is_refused_before_connecting(v100_node):
+    inventory = v100_node.inventory({"power_limit": -5})
+    result = v100_node.apply(inventory)
+    assert result.exit_code == 2
+    assert inventory in result.output and "gpu.power_limit" in result.output
+    assert not (v100_node.root / "state" / "provision" / "runs.jsonl").exists()  # the run never started
+
+
+def test_missing_nvidia_smi_is_reported_per_task_not_a_crash(v100_node, monkeypatch):
+    monkeypatch.setenv("PATH", os.environ["PATH"].replace(f"{v100_node.bin}:", ""))
+    result = v100_node.apply(v100_node.inventory(V100_FIX))
+    assert result.exit_code == 1
+    assert lines_with(result.output, "gpu-persistence", "failed", "nvidia-smi is not installed")
+    assert lines_with(result.output, "gpu-power-limit", "failed", "nvidia-smi is not installed")
+
+
+def test_no_devices_found_is_reported(tmp_path, monkeypatch):
+    from conftest import SimNode
+    node = SimNode(tmp_path, monkeypatch, [], daemon=False)
+    result = node.apply(node.inventory(V100_FIX))
+    assert result.exit_code == 1
+    assert lines_with(result.output, "gpu-persistence", "failed", "found no GPU")
+
+
+def test_json_output_has_every_gpu_item(v100_node):
+    result = v100_node.apply(v100_node.inventory(V100_FIX), "--json")
+    assert result.exit_code == 0
+    data = json.loads(result.output)
+    [host] = data["hosts"]
+    assert host["host"] == "node1" and host["status"] == "changed"
+    power = next(t for t in host["tasks"] if t["name"] == "gpu-power-limit")
+    assert [(i["target"], i["status"], i["before"], i["after"]) for i in power["items"]] == [
+        (f"GPU{n}", "changed", "300.00 W", "200.00 W") for n in range(4)]
+    assert host["commands"] >= 1
+
+
+def test_settings_file_is_written_atomically_with_a_backup_and_diffed(v100_node):
+    inventory = v100_node.inventory(V100_FIX)
+    assert v100_node.apply(inventory).exit_code == 0
+    conf = v100_node.root / "etc" / "provision" / "gpu-tuning.conf"
+    first = conf.read_text()
+    assert "power_limit=200" in first and oct(conf.stat().st_mode)[-3:] == "644"
+
+    changed = v100_node.inventory({"persistence": True, "power_limit": 250})
+    result = v100_node.apply(changed, "--diff")
+    assert result.exit_code == 0, result.output
+    assert lines_with(result.output, "-gpu=", "power_limit=200") and lines_with(result.output, "+gpu=", "power_limit=250")
+    backups = [p for p in conf.parent.iterdir() if p.name.startswith("gpu-tuning.conf.") and p.name.endswith("~")]
+    assert len(backups) == 1 and backups[0].read_text() == first
+    assert not [p for p in conf.parent.iterdir() if p.name.startswith(".provision.")]  # no temp file left
+
+
+def test_run_log_records_what_changed(v100_node):
+    v100_node.apply(v100_node.inventory(V100_FIX))
+    records = [json.loads(line) for line in (v100_node.root / "state" / "provision" / "runs.jsonl").read_text().splitlines()]
+    assert [r["event"] for r in records][0] == "start" and records[-1]["event"] == "end"
+    power = next(r for r in records if r.get("task") == "gpu-power-limit")
+    assert power["host"] == "node1" and power["status"] == "changed" and len(power["items"]) == 4
+
+
+def test_a_held_lock_is_reported_with_its_owner(v100_node):
+    os.makedirs("/run/lock/provision.lock")
+    try:
+        with open("/run/lock/provision.lock/owner", "w") as fh:
+            fh.write("provision apply by alice@laptop pid 42\n")
+        result = v100_node.apply(v100_node.inventory(V100_FIX), "--lock-wait", "0")
+    finally:
+        subprocess.run(["rm", "-rf", "/run/lock/provision.lock"], check=True)
+    assert result.exit_code == 1
+    assert lines_with(result.output, "another run holds the lock", "alice@laptop")
+    assert v100_node.query("persistence_mode") == ["Disabled"] * 4
+
+
+def test_the_lock_is_released_after_a_run(v100_node):
+    assert v100_node.apply(v100_node.inventory(V100_FIX), "--check").exit_code == 0
+    assert not os.path.exists("/run/lock/provision.lock")
+
+
+def test_an_unreachable_host_fails_alone(v100_node):
+    # 127.0.0.1:1 refuses connections at once: unreachable, while node1 converges.
+    inventory = v100_node.inventory(V100_FIX, extra_hosts={"ghost": {"host": "127.0.0.1", "port": 1}})
+    result = v100_node.apply(inventory)
+    assert result.exit_code == 4, result.output
+    assert lines_with(result.output, "ghost", "UNREACHABLE")
+    assert lines_with(result.output, "node1", "ok=1 changed=2")
+    assert v100_node.query("power.limit") == ["200.00"] * 4
+
+
+def test_persistenced_is_preferred_where_installed(v100_node_with_daemon):
+    node = v100_node_with_daemon
+    result = node.apply(node.inventory({"persistence": True}), "--tags", "persistence")
+    assert result.exit_code == 0, result.output
+    assert lines_with(result.output, "gpu-persistence", "host", "nvidia-persistenced", "stopped -> running")
+    assert node.query("persistence_mode") == ["Enabled"] * 4
+    again = node.apply(node.inventory({"persistence": True}), "--tags", "persistence")
+    assert lines_with(again.output, "node1", "ok=1 changed=0")
+
+
+def test_tags_and_skip_tags_select_tasks(v100_node):
+    inventory = v100_node.inventory(V100_FIX)
+    result = v100_node.apply(inventory, "--skip-tags", "power,files")
+    assert result.exit_code == 0
+    assert "gpu-power-limit" not in result.output and "gpu-persistence" in result.output
+    assert v100_node.query("power.limit") == ["300.00"] * 4
+
+
+def test_facts_table_and_json(v100_node):
+    inventory = v100_node.inventory(V100_FIX)
+    table = v100_node.provision("facts", inventory)
+    assert table.exit_code == 0, table.output
+    assert len(lines_with(table.output, "Tesla V100-SXM2-16GB", "off")) == 4
+    data = json.loads(v100_node.provision("facts", inventory, "--json").output)
+    gpus = data["node1"]["nvidia"]["gpus"]
+    assert [g["index"] for g in gpus] == [0, 1, 2, 3]
+    assert {"mem": 877, "sm": 1005} in gpus[0]["supported_clocks"]
+
+
+def test_facts_local_without_inventory(v100_node):
+    result = v100_node.provision("facts", "--local")
+    assert result.exit_code == 0 and "driver 580.159.04, 4 GPU(s)" in result.output
