@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from provision import __version__, report
-from provision.connection import LocalConnection, SSHConnection, SSHOptions, Unreachable
+from provision.connection import LocalConnection, SSHConnection, SSHOptions
 from provision.engine import Engine, RunOptions
 from provision.errors import InputError, ProvisionError
 from provision.inventory import Host, load_inventory, local_inventory

@@ -186,7 +186,10 @@ class SSHConnection(Connection):
         for path in files:
             if os.path.exists(path):
                 client.load_system_host_keys(path)
-        client.set_missing_host_key_policy(HostKeyPolicy(options.accept_new_host_keys, Path(files[0])))
+        # The user's own ssh_config may opt in too, as OpenSSH would honour it.
+        opted_in = conn.ssh_config.get("stricthostkeychecking", "").lower() in ("accept-new", "no", "off")
+        policy = HostKeyPolicy(options.accept_new_host_keys or opted_in, Path(files[0]))
+        client.set_missing_host_key_policy(policy)
 
     def open(self) -> None:
         try:

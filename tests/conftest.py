@@ -2,16 +2,7 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
-REAL_H100 = FIXTURES / "real" / "h100-80gb-hbm3"
 SHARED_REAL_OUTPUTS = Path(__file__).resolve().parents[2] / "shared" / "real-outputs"
-
-
-def capture(name: str) -> tuple[str, int]:
-    """A verbatim capture without its '$ command' first line and '[exit N]' last line: (output, exit code)."""
-    lines = (REAL_H100 / name).read_text().splitlines()
-    assert lines[0].startswith("$ ") and lines[-1].startswith("[exit ")
-    return "\n".join(lines[1:-1]) + "\n", int(lines[-1][6:-1])
 
 
 @pytest.fixture

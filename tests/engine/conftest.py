@@ -1,83 +1,11 @@
-"""Engine tests: the real CLI and engine on this machine (local connection), nvidia-smi being the simulator."""
+"""Fixtures for engine tests: this machine (local connection) with simulated GPUs."""
 
-from __future__ import annotations
-
-import json
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
-from click.testing import CliRunner
-
-from provision.cli import main
-
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
-
-
-class SimNode:
-    """This machine with simulated GPUs: nvidia-smi on PATH, state under tmp_path."""
-
-    def __init__(self, tmp_path: Path, monkeypatch, models: list[tuple[str, int]], daemon: bool):
-        self.root = tmp_path
-        self.bin = tmp_path / "bin"
-        config = {"driver_version": "580.159.04", "gpus": [{"model": m, "count": n} for m, n in models]}
-        (tmp_path / "sim-config.json").write_text(json.dumps(config))
-        monkeypatch.setenv("NVIDIA_SIM_CONFIG", str(tmp_path / "sim-config.json"))
-        monkeypatch.setenv("NVIDIA_SIM_STATE", str(tmp_path / "sim-state.json"))
-        monkeypatch.setenv("NVIDIA_SIM_KMSG", str(tmp_path / "kern.log"))
-        monkeypatch.delenv("NVIDIA_SIM_UID", raising=False)
-        subprocess.run([sys.executable, str(GPUSIM), "install", str(self.bin)], check=True)
-        if not daemon:
-            (self.bin / "nvidia-persistenced").unlink()
-        monkeypatch.setenv("PATH", f"{self.bin}:{os.environ['PATH']}")
-        monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-        self.runner = CliRunner()
-
-    def smi(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["nvidia-smi", *args], capture_output=True, text=True)
-
-    def query(self, field: str) -> list[str]:
-        out = self.smi(f"--query-gpu={field}", "--format=csv,noheader,nounits").stdout
-        return [line.strip() for line in out.splitlines()]
-
-    def inventory(self, gpu: dict, extra_hosts: dict | None = None, name: str = "inventory.yaml") -> str:
-        """One group `nodes` with the local host node1 (plus extra_hosts), its `gpu:` block as given."""
-        hosts = {"node1": {"connection": "local"}} | (extra_hosts or {})
-        data = {"all": {"children": {"nodes": {"hosts": hosts, "vars": {"gpu": gpu}}}}}
-        path = self.root / name
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
-        return str(path)
-
-    def playbook(self) -> str:
-        """The shipped GPU playbook, with the settings file written under tmp_path instead of /etc."""
-        path = self.root / "playbook.yaml"
-        path.write_text(textwrap.dedent(f"""\
-            tasks:
-              - task: gpu-persistence
-              - task: gpu-power-limit
-              - task: template
-                name: gpu-tuning-conf
-                tags: [gpu]
-                src: gpu-tuning.conf.j2
-                dest: {self.root}/etc/provision/gpu-tuning.conf
-                when: gpu
-            """))
-        return str(path)
-
-    def provision(self, *args: str):
-        return self.runner.invoke(main, list(args), catch_exceptions=False)
-
-    def apply(self, inventory: str, *args: str):
-        return self.provision("apply", inventory, "--playbook", self.playbook(), *args)
-
-
-def needs_root():
-    return pytest.mark.skipif(os.geteuid() != 0, reason="setters need root (the simulator checks like the real one)")
+from simnode import SimNode
 
 
 @pytest.fixture

@@ -6,8 +6,7 @@ import json
 import os
 import subprocess
 
-import pytest
-from conftest import needs_root
+from simnode import needs_root
 
 pytestmark = needs_root()
 
@@ -78,7 +77,7 @@ def test_missing_nvidia_smi_is_reported_per_task_not_a_crash(v100_node, monkeypa
 
 
 def test_no_devices_found_is_reported(tmp_path, monkeypatch):
-    from conftest import SimNode
+    from simnode import SimNode
     node = SimNode(tmp_path, monkeypatch, [], daemon=False)
     result = node.apply(node.inventory(V100_FIX))
     assert result.exit_code == 1

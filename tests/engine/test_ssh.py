@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
 import pytest
 import yaml
-from conftest import needs_root
+from simnode import needs_root
 from sshd import SSHServer
 
 pytestmark = [needs_root(), pytest.mark.skipif(not os.path.exists("/usr/sbin/sshd"), reason="needs openssh-server")]

@@ -1,6 +1,6 @@
 """The nvidia-smi parsers against verbatim captures from a real H100 (and public real outputs)."""
 
-from conftest import capture
+from realdata import capture
 
 from provision.facts import gpu
 from provision.facts.model import ClockPair

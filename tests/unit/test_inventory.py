@@ -1,0 +1,524 @@
+"""Loading the YAML inventory: structure, precedence, every refusal, --limit patterns, the basement file."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from provision.errors import InputError
+from provision.inventory import Inventory, load_inventory, local_inventory
+
+BASEMENT = Path(__file__).resolve().parents[2] / "inventories" / "basement.yaml"
+
+
+@pytest.fixture
+def inventory(tmp_path):
+    """Write YAML text to a file, load it."""
+    def load(text: str) -> Inventory:
+        return load_inventory(write(tmp_path, text))
+    return load
+
+
+@pytest.fixture
+def problems(tmp_path):
+    """Write YAML text to a file; the problems its loading raises, as printed."""
+    def collect(text: str) -> list[str]:
+        path = write(tmp_path, text)
+        with pytest.raises(InputError) as caught:
+            load_inventory(path)
+        lines = [str(p) for p in caught.value.problems]
+        assert all(line.startswith(f"{path}: ") for line in lines), lines
+        return lines
+    return collect
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "inventory.yaml"
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def one_line_with(lines: list[str], *texts: str) -> str:
+    found = [line for line in lines if all(t in line for t in texts)]
+    assert len(found) == 1, lines
+    return found[0]
+
+
+# --- loading ---
+
+def test_hosts_groups_and_connections(inventory):
+    inv = inventory("""
+        all:
+          children:
+            v100:
+              hosts:
+                v100-1: {ansible_host: 192.0.2.10, ansible_user: ops, ansible_port: 2222}
+                v100-2:
+                here: {connection: local}
+                old: {ansible_connection: paramiko, host: 192.0.2.12, port: 22}
+        """)
+    first, second, here, old = inv.hosts.values()
+    assert (first.name, first.address, first.user, first.port, first.connection) == (
+        "v100-1", "192.0.2.10", "ops", 2222, "ssh")
+    assert (second.address, second.user, second.port, second.connection) == ("v100-2", None, None, "ssh")
+    assert here.connection == "local" and (old.connection, old.address) == ("ssh", "192.0.2.12")
+    assert first.groups == ["all", "v100"] and first.settings.gpu is None
+    assert first.vars == {"host": "192.0.2.10", "user": "ops", "port": 2222}
+    assert inv.groups["v100"].hosts == ["v100-1", "v100-2", "here", "old"]
+    assert inv.groups["v100"].parents == ["all"] and inv.groups["all"].children == ["v100"]
+
+
+def test_ansible_style_top_level_groups_are_children_of_all(inventory):
+    inv = inventory("""
+        v100:
+          hosts: {a: }
+          vars: {gpu: {power_limit: 200}}
+        rtx:
+          hosts: {b: }
+        """)
+    assert list(inv.hosts) == ["a", "b"] and inv.groups["all"].children == ["v100", "rtx"]
+    assert inv.hosts["a"].settings.gpu.power_limit == 200 and inv.hosts["b"].groups == ["all", "rtx"]
+
+
+def test_hosts_directly_under_all_are_fine_without_groups(inventory):
+    inv = inventory("all: {hosts: {a: , b: }, vars: {gpu: {persistence: true}}}")
+    assert [h.groups for h in inv.hosts.values()] == [["all"], ["all"]]
+    assert inv.hosts["b"].settings.gpu.persistence is True
+
+
+def test_other_ansible_variables_are_ignored_but_kept(inventory):
+    inv = inventory("""
+        all:
+          hosts:
+            a: {ansible_python_interpreter: /usr/bin/python3, ansible_ssh_private_key_file: ~/.ssh/k}
+        """)
+    assert inv.hosts["a"].vars["ansible_python_interpreter"] == "/usr/bin/python3"
+
+
+def test_yaml_anchors_and_merge_keys_work(inventory):
+    inv = inventory("""
+        all:
+          children:
+            v100:
+              hosts:
+                a: &node {gpu: {power_limit: 200}}
+                b: {<<: *node, user: ops}
+        """)
+    assert [h.settings.gpu.power_limit for h in inv.hosts.values()] == [200, 200]
+
+
+# --- precedence ---
+
+def test_precedence_all_parent_child_host_with_deep_merge(inventory):
+    inv = inventory("""
+        all:
+          vars:
+            gpu: {persistence: true, power_limit: 300}
+            nccl: {debug: WARN}
+            custom: {rack: basement, owner: {name: ann}}
+          children:
+            gpu_nodes:
+              vars:
+                gpu: {power_limit: 250, clocks: {mem: 877, sm: 1100}}
+                custom: {owner: {mail: ann@example.org}}
+              children:
+                v100:
+                  vars:
+                    gpu: {power_limit: 200}
+                    user: ops
+                  hosts:
+                    v100-1:
+                      gpu: {clocks: {sm: 1005}}
+                    v100-2:
+                      user: root
+        """)
+    one, two = inv.hosts["v100-1"], inv.hosts["v100-2"]
+    assert one.groups == ["all", "gpu_nodes", "v100"]
+    gpu = one.settings.gpu
+    assert (gpu.persistence, gpu.power_limit, gpu.clocks.mem, gpu.clocks.sm) == (True, 200, 877, 1005)
+    assert two.settings.gpu.clocks.sm == 1100 and one.settings.nccl.debug == "WARN"
+    assert one.settings.custom == {"rack": "basement", "owner": {"name": "ann", "mail": "ann@example.org"}}
+    assert (one.user, two.user) == ("ops", "root")
+    assert inv.groups["gpu_nodes"].vars["gpu"] == {"power_limit": 250, "clocks": {"mem": 877, "sm": 1100}}
+
+
+def test_lists_replace_instead_of_merging(inventory):
+    inv = inventory("""
+        all:
+          children:
+            rtx:
+              vars:
+                gpu: {overrides: [{index: 0, power_limit: 300}, {index: 1, power_limit: 310}]}
+              hosts:
+                a: {gpu: {overrides: [{index: 2, power_limit: 320}]}}
+        """)
+    assert [o.index for o in inv.hosts["a"].settings.gpu.overrides] == [2]
+
+
+def test_a_child_group_outranks_its_parent_even_when_written_first(inventory):
+    inv = inventory("""
+        v100:
+          hosts: {a: }
+          vars: {gpu: {power_limit: 200}}
+        gpu_nodes:
+          children: {v100: }
+          vars: {gpu: {power_limit: 250}}
+        """)
+    assert inv.hosts["a"].groups == ["all", "gpu_nodes", "v100"]
+    assert inv.hosts["a"].settings.gpu.power_limit == 200
+
+
+def test_of_two_sibling_groups_the_later_in_the_file_wins(inventory):
+    inv = inventory("""
+        all:
+          children:
+            quiet:
+              hosts: {a: , b: }
+              vars: {gpu: {power_limit: 150, persistence: true}}
+            fast:
+              hosts: {a: }
+              vars: {gpu: {power_limit: 250}}
+        """)
+    a, b = inv.hosts["a"], inv.hosts["b"]
+    assert a.groups == ["all", "quiet", "fast"]
+    assert (a.settings.gpu.power_limit, a.settings.gpu.persistence, b.settings.gpu.power_limit) == (250, True, 150)
+
+
+def test_a_host_written_in_two_groups_merges_its_variables(inventory):
+    inv = inventory("""
+        all:
+          children:
+            v100:
+              hosts:
+                a: {ansible_host: 192.0.2.10}
+            slurm_nodes:
+              hosts:
+                a: {slurm: {role: compute}}
+        """)
+    assert inv.hosts["a"].address == "192.0.2.10" and inv.hosts["a"].settings.slurm.role == "compute"
+    assert inv.hosts["a"].groups == ["all", "v100", "slurm_nodes"]
+
+
+def test_a_host_given_two_different_values_is_refused(problems):
+    lines = problems("""
+        all:
+          children:
+            v100:
+              hosts:
+                a: {ansible_host: 192.0.2.10, gpu: {power_limit: 200}}
+            slurm_nodes:
+              hosts:
+                a: {ansible_host: 192.0.2.11, gpu: {power_limit: 200}}
+        """)
+    one_line_with(lines, "host a: ansible_host: set to different values", "again in group slurm_nodes",
+                  "set it in one place")
+
+
+# --- refusals ---
+
+def test_yaml_syntax_errors_give_the_line(problems):
+    lines = problems("""
+        all:
+          hosts:
+            a:
+            gpu: power_limit: 200
+        """)
+    one_line_with(lines, "invalid YAML at line 5", "mapping values are not allowed here")
+    lines = problems("""
+        all:
+          hosts:
+            a: {gpu: {power_limit: 200}
+        """)
+    one_line_with(lines, "invalid YAML at line 5", "while parsing a flow mapping that starts at line 4")
+
+
+def test_a_key_written_twice_is_refused_with_its_line(problems):
+    lines = problems("""
+        all:
+          children:
+            v100:
+              hosts: {a: }
+            v100:
+              hosts: {b: }
+        """)
+    one_line_with(lines, "invalid YAML at line 6", "'v100' is written twice")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "the inventory is empty"),
+    ("- a\n- b\n", "the top level must be a mapping of groups, not a list"),
+    ("all:\n  children:\n    v100:\n", "the inventory has no hosts"),
+])
+def test_empty_or_shapeless_inventories_are_refused(problems, text, message):
+    one_line_with(problems(text), message)
+
+
+def test_group_keys_are_checked(problems):
+    lines = problems("""
+        all:
+          children:
+            v100:
+              host: {a: }
+              vars: {gpu: {persistence: true}}
+              gpu: {power_limit: 200}
+            rtx:
+              hosts: [b, c]
+        """)
+    one_line_with(lines, "group v100: host: unknown group key 'host'", "hosts, children, vars", "did you mean 'hosts'?")
+    one_line_with(lines, "group v100: gpu: unknown group key", "variables under vars:")
+    one_line_with(lines, "group rtx: hosts: hosts must be a mapping", "not a list")
+
+
+def test_unknown_variables_point_at_where_they_are_written(problems):
+    lines = problems("""
+        all:
+          vars:
+            gpus: {persistence: true}
+          children:
+            v100:
+              vars:
+                gpu: {power_limt: 200}
+              hosts:
+                a: {usr: ops}
+                b:
+        """)
+    assert len(lines) == 3, lines  # once where written, not once per host
+    one_line_with(lines, "all: gpus: unknown variable 'gpus'", "did you mean 'gpu'?")
+    one_line_with(lines, "group v100: gpu.power_limt: unknown key", "did you mean 'power_limit'?")
+    one_line_with(lines, "host a: usr: unknown variable", "did you mean 'user'?")
+
+
+def test_values_are_checked_where_written_with_the_allowed_range(problems):
+    lines = problems("""
+        all:
+          children:
+            v100:
+              vars:
+                gpu:
+                  power_limit: -5
+                  overrides:
+                    - {index: 0, power_limit: 150}
+                    - {index: 1, power_limit: 9000}
+              hosts:
+                v100-1: {ansible_port: 70000, nccl: {socket_nthreads: 8, nsocks_perthread: 16}}
+        """)
+    one_line_with(lines, "group v100: gpu.power_limit: got -5", "> 0 and <= 1500", "hint:")
+    one_line_with(lines, "group v100: gpu.overrides[1].power_limit: got 9000", "<= 1500")
+    one_line_with(lines, "host v100-1: port: got 70000", "1..65535")
+    one_line_with(lines, "host v100-1: nccl: socket_nthreads x nsocks_perthread", "at most 64")
+
+
+def test_rules_across_levels_are_checked_on_the_merged_host(problems):
+    lines = problems("""
+        all:
+          children:
+            rtx:
+              vars:
+                nccl: {socket_nthreads: 8}
+                gpu: {clocks: {mem: 877}}
+              hosts:
+                a: {nccl: {nsocks_perthread: 16}, gpu: {clocks: {sm: 1005}}}
+                b:
+        """)
+    assert len(lines) == 2, lines
+    one_line_with(lines, "host a: nccl: socket_nthreads x nsocks_perthread = 8 x 16 = 128", "NCCL")
+    one_line_with(lines, "host b: gpu.clocks.sm: required, missing", "MHz")
+
+
+def test_connection_aliases_must_agree(problems, inventory):
+    lines = problems("all: {hosts: {a: {ansible_user: ops, user: root}}}")
+    one_line_with(lines, "host a: user: conflicts with the 'user'", "keep only one of user and ansible_user")
+    assert inventory("all: {hosts: {a: {ansible_user: ops, user: ops}}}").hosts["a"].user == "ops"
+
+
+def test_unsupported_connections_are_refused(problems):
+    one_line_with(problems("all: {hosts: {a: {ansible_connection: winrm}}}"),
+                  "host a: connection: got 'winrm'", "ssh or local")
+
+
+@pytest.mark.parametrize("key", ["ansible_password", "ansible_become_password", "ansible_become_pass"])
+def test_passwords_are_refused(problems, key):
+    line = one_line_with(problems(f"all: {{hosts: {{a: {{{key}: hunter2}}}}}}"), f"host a: {key}: passwords")
+    assert "hunter2" not in line and "asked once at run time" in line
+
+
+def test_a_host_in_no_group_while_groups_exist_is_probably_misindented(problems):
+    lines = problems("""
+        all:
+          hosts:
+            stray:
+          children:
+            v100:
+              hosts: {a: }
+        """)
+    one_line_with(lines, "host stray: this host is in no group", "wrong indentation", "under a group")
+
+
+def test_group_cycles_are_named(problems):
+    lines = problems("""
+        all:
+          children:
+            a:
+              hosts: {h: }
+              children: {b: }
+        b:
+          children: {c: }
+        c:
+          children: {a: }
+        """)
+    one_line_with(lines, "groups contain each other: a -> b -> c -> a")
+
+
+def test_a_group_inside_itself_is_a_cycle(problems):
+    one_line_with(problems("all: {children: {a: {hosts: {h: }, children: {all: }}}}"),
+                  "all: children: groups contain each other: all -> a -> all")
+
+
+def test_a_name_used_for_a_group_and_a_host_is_refused(problems):
+    lines = problems("all: {children: {v100: {hosts: {v100: , a: }}}}")
+    one_line_with(lines, "host v100: 'v100' is both a host and a group name")
+
+
+def test_names_that_break_limit_patterns_are_refused(problems):
+    one_line_with(problems("all: {children: {v100: {hosts: {'a,b': }}}}"), "host a,b: name 'a,b'")
+
+
+def test_two_hosts_at_one_address_and_port_are_refused(problems, inventory):
+    lines = problems("""
+        all:
+          children:
+            v100:
+              hosts:
+                a: {ansible_host: 192.0.2.10}
+                b: {ansible_host: 192.0.2.10, port: 22}
+                c: {ansible_host: 192.0.2.10, port: 2222}
+        """)
+    assert len(lines) == 1
+    one_line_with(lines, "host b: host: 192.0.2.10:22 is also host 'a'", "list each machine once")
+
+
+def test_the_slurm_controller_must_be_a_host_of_the_inventory(problems, inventory):
+    text = """
+        all:
+          vars: {slurm: {controller: %s}}
+          children:
+            compute:
+              hosts: {head: , node1: }
+        """
+    assert inventory(text % "head").hosts["node1"].settings.slurm.controller == "head"
+    one_line_with(problems(text % "haed"), "all: slurm.controller: 'haed' is not a host", "did you mean 'head'?")
+
+
+def test_all_problems_are_reported_together(problems):
+    lines = problems("""
+        all:
+          vars: {gpu: {persistence: maybe}}
+          children:
+            v100:
+              hosts: {a: {port: 0}, v100: }
+            rtx:
+              vars: {nccl: {debug: LOUD}}
+        """)
+    for where in ("all: gpu.persistence", "host a: port", "host v100: 'v100' is both", "group rtx: nccl.debug"):
+        one_line_with(lines, where)
+
+
+# --- select ---
+
+@pytest.fixture
+def cluster(inventory):
+    return inventory("""
+        all:
+          children:
+            gpu_nodes:
+              children:
+                v100:
+                  hosts: {v100-1: }
+                rtx3090:
+                  hosts: {rtx3090-1: , rtx3090-2: }
+            slurm:
+              hosts: {rtx3090-2: , head: }
+        """)
+
+
+@pytest.mark.parametrize("limit, names", [
+    (None, ["v100-1", "rtx3090-1", "rtx3090-2", "head"]),
+    ("head", ["head"]),
+    ("rtx3090", ["rtx3090-1", "rtx3090-2"]),
+    ("head,v100", ["v100-1", "head"]),  # always in file order
+    ("gpu_nodes", ["v100-1", "rtx3090-1", "rtx3090-2"]),  # nested groups count
+    ("rtx*", ["rtx3090-1", "rtx3090-2"]),
+    ("*-1", ["v100-1", "rtx3090-1"]),
+    ("gpu_nodes,!rtx3090-1", ["v100-1", "rtx3090-2"]),
+    ("!slurm", ["v100-1", "rtx3090-1"]),  # only exclusions: from all hosts
+    ("gpu_nodes,&slurm", ["rtx3090-2"]),
+    ("all,&gpu_nodes,!v100", ["rtx3090-1", "rtx3090-2"]),
+])
+def test_select_patterns(cluster, limit, names):
+    assert [h.name for h in cluster.select(limit)] == names
+
+
+def test_select_refuses_a_pattern_that_matches_nothing(cluster):
+    with pytest.raises(InputError) as caught:
+        cluster.select("v100,rtx3909")
+    assert "'rtx3909' matches no host or group" in str(caught.value)
+    assert "did you mean 'rtx3090'?" in str(caught.value)
+    with pytest.raises(InputError) as caught:
+        cluster.select("nothing*")
+    assert "groups: all, gpu_nodes, v100, rtx3090, slurm; hosts: v100-1" in str(caught.value)
+
+
+def test_select_refuses_an_empty_selection(cluster):
+    with pytest.raises(InputError, match="'v100,&slurm' selects no host"):
+        cluster.select("v100,&slurm")
+
+
+# --- local ---
+
+def test_local_inventory_is_this_machine():
+    inv = local_inventory()
+    [host] = inv.select(None)
+    assert (host.name, host.connection, host.groups, host.settings.gpu) == ("localhost", "local", ["all"], None)
+    assert local_inventory({"gpu": {"power_limit": 200}}).hosts["localhost"].settings.gpu.power_limit == 200
+
+
+def test_local_inventory_validates_its_settings():
+    with pytest.raises(InputError, match="<local>: host localhost: gpu.power_limit: got -1"):
+        local_inventory({"gpu": {"power_limit": -1}})
+
+
+# --- the basement inventory ---
+
+def test_the_basement_inventory_loads_with_each_clusters_settings():
+    inv = load_inventory(BASEMENT)
+    assert list(inv.hosts) == ["v100-1", "rtx3090-1", "rtx3090-2", "rtx3090-3", "rtx3090-4", "rtx4090-1"]
+    assert all(h.groups[:2] == ["all", "gpu_nodes"] and h.connection == "ssh" for h in inv.hosts.values())
+    assert all(h.address.startswith(("192.0.2.", "198.51.100.")) for h in inv.hosts.values())
+    for host in inv.hosts.values():
+        assert host.settings.gpu.persistence is True
+        assert (host.settings.launcher.kind, host.settings.launcher.nproc_per_node) == ("torchrun", "gpu")
+
+    v100 = inv.hosts["v100-1"].settings.gpu.for_gpu(0, "GPU-0", "Tesla V100-SXM2-16GB")
+    assert (v100.power_limit, v100.clocks.mem, v100.clocks.sm) == (200, 877, 1005)
+
+    for name in ("rtx3090-1", "rtx3090-4"):
+        nccl = inv.hosts[name].settings.nccl
+        assert (nccl.socket_ifname, nccl.socket_nthreads, nccl.expected_link_speed_mbps) == ("ens803f", 1, 10000)
+    assert inv.hosts["v100-1"].settings.nccl is None
+
+    rtx4090 = inv.hosts["rtx4090-1"].settings.gpu
+    hot, cool = (rtx4090.for_gpu(i, f"GPU-{i}", "NVIDIA GeForce RTX 4090") for i in (3, 0))
+    assert rtx4090.clocks is None and rtx4090.locked_clocks.sm == (210, 2520)
+    assert (hot.power_limit, cool.power_limit, hot.locked_clocks.sm) == (300, 400, (210, 2520))
+    assert [h.name for h in inv.select("rtx*,!rtx3090-2")] == ["rtx3090-1", "rtx3090-3", "rtx3090-4", "rtx4090-1"]
+
+
+def test_the_readme_example_loads(tmp_path):
+    readme = (BASEMENT.parent / "README.md").read_text()
+    example = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
+    inv = load_inventory(write(tmp_path, example))
+    gpu = inv.hosts["v100-1"].settings.gpu
+    assert (gpu.for_gpu(2, "GPU-2", "Tesla V100").power_limit, gpu.for_gpu(0, "GPU-0", "Tesla V100").power_limit) == (
+        180, 200)
