@@ -1,0 +1,144 @@
+"""`provision lab`: a real multi-node cluster on this machine, to rehearse on and to test against."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from provision.lab.cluster import DEFAULT_DIR, FAULTS, Lab
+from provision.lab.system import LabError
+
+EXIT_BAD_INPUT = 2
+
+
+class LabGroup(click.Group):
+    """Lab errors become a clear message and an exit code, never a traceback."""
+
+    def invoke(self, ctx):
+        from provision.errors import InputError  # --like inventories are validated like any other
+
+        try:
+            return super().invoke(ctx)
+        except LabError as exc:
+            click.secho(f"Error: {exc}", fg="red", err=True)
+            ctx.exit(exc.exit_code)
+        except InputError as exc:
+            click.secho(f"Error: {len(exc.problems)} problem(s) in the --like inventory; nothing was made:",
+                        fg="red", err=True)
+            for problem in exc.problems:
+                click.echo(f"  {problem}", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
+
+
+def dir_option(func):
+    return click.option("--dir", "lab_dir", type=click.Path(file_okay=False), default=str(DEFAULT_DIR),
+                        show_default=True, envvar="PROVISION_LAB_DIR",
+                        help="The lab's directory (state, inventory, ssh_config, node disks); "
+                             "one lab per directory.")(func)
+
+
+@click.group("lab", cls=LabGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def lab():
+    """A real multi-node cluster on this machine: Debian nodes in network namespaces, each with its own
+    root filesystem, sshd and simulated GPUs. Rehearse on it before the real cluster:
+
+    \b
+      provision lab up --like inventories/basement.yaml
+      provision apply /var/lib/provision-lab/default/inventory.yaml \\
+          --ssh-config /var/lib/provision-lab/default/ssh_config
+      provision lab fault lab-rtx4090-1 gpu-off-bus --gpu 3
+      provision lab down
+
+    Needs root and Linux. Nodes reach nothing but the lab's own addresses.
+    """
+
+
+@lab.command()
+@click.option("--nodes", "-n", type=int, default=None, help="Number of nodes, each 4x V100  [default: 3].")
+@click.option("--like", type=click.Path(exists=True, dir_okay=False),
+              help="Mirror this inventory: its groups, variables, GPU models and counts, NIC names.")
+@dir_option
+def up(nodes, like, lab_dir):
+    """Start the lab and write its inventory, ssh_config, known_hosts and client key."""
+    from provision.lab.spec import DEFAULT_NODES, default_spec, like_spec
+
+    if like and nodes is not None:
+        raise click.UsageError("--nodes and --like exclude each other: --like makes one node per host")
+    spec = like_spec(like) if like else default_spec(DEFAULT_NODES if nodes is None else nodes)
+    the_lab = Lab(lab_dir)
+    made = the_lab.up(spec, log=lambda message: click.echo(message, err=True))
+    if not made:
+        click.echo(f"The lab in {the_lab.dir} is already up ({spec.source}).", err=True)
+    _print_status(the_lab.status())
+    click.echo(f"\nInventory:  {the_lab.inventory_path}\nSSH config: {the_lab.ssh_config_path}")
+    click.echo(f"Try:        provision facts {the_lab.inventory_path} --ssh-config {the_lab.ssh_config_path}")
+
+
+@lab.command()
+@dir_option
+def down(lab_dir):
+    """Remove every namespace, mount, link, process and file the lab made (also of a crashed, half-made lab)."""
+    the_lab = Lab(lab_dir)
+    removed = the_lab.down(log=lambda message: click.echo(message, err=True))
+    click.echo(f"Lab in {the_lab.dir} is down" + ("" if removed else " (there was nothing to remove)") + ".")
+
+
+@lab.command()
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@dir_option
+def status(as_json, lab_dir):
+    """Nodes, addresses, power, sshd, GPUs (visible / configured), faults."""
+    found = Lab(lab_dir).status()
+    if as_json:
+        click.echo(json.dumps(found, indent=2))
+    elif found["phase"] == "down":
+        click.echo(f"No lab in {found['dir']}.")
+    else:
+        _print_status(found)
+    sys.exit(0 if found["phase"] == "up" else 1)
+
+
+@lab.command()
+@click.argument("node")
+@dir_option
+def reboot(node, lab_dir):
+    """Power-cycle NODE: its processes die, GPU settings reset, its enabled boot units run, sshd comes back."""
+    seconds = Lab(lab_dir).reboot(node, log=lambda message: click.echo(message, err=True))
+    click.echo(f"{node} rebooted ({seconds:.1f}s).")
+
+
+@lab.command()
+@click.argument("node")
+@click.argument("kind", type=click.Choice(FAULTS), metavar="KIND")
+@click.option("--gpu", type=int, help="GPU index for gpu-off-bus and pcie-degraded  [default: 0].")
+@click.option("--nic", help="NIC for nic-down  [default: the node's first fabric NIC].")
+@dir_option
+def fault(node, kind, gpu, nic, lab_dir):
+    """Inject a fault into NODE for a drill, or clear them all.
+
+    \b
+      gpu-off-bus    the GPU is gone from nvidia-smi; an Xid 79 line lands in the node's kernel log
+      pcie-degraded  the GPU's PCIe link trains below its maximum
+      nic-down       a fabric cable is pulled (the node sees NO-CARRIER)
+      sshd-down      the node runs but refuses SSH (unreachable)
+      clear          every fault above undone
+    """
+    click.echo(f"{node}: {Lab(lab_dir).fault(node, kind, gpu, nic)}")
+
+
+def _print_status(found: dict) -> None:
+    click.echo(f"Lab in {found['dir']} ({found.get('source')}): {found['phase']}, slot {found.get('slot')}")
+    rows = [("NODE", "ADDRESS", "POWER", "SSHD", "GPUS", "VISIBLE", "FAULTS")]
+    for n in found["nodes"]:
+        visible = "-" if n["gpus_visible"] is None else f"{n['gpus_visible']}/{n['gpus_configured']}"
+        rows.append((n["name"], n["address"], n["power"], "up" if n["sshd"] else "DOWN", n["gpus"], visible,
+                     "; ".join(n["faults"]) or "-"))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  " + "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+if __name__ == "__main__":
+    lab(prog_name="provision lab")

@@ -1,0 +1,341 @@
+"""A lab: real Debian nodes on this machine (namespaces + overlay + chroot + sshd + simulated GPUs).
+
+Layout of a lab directory (default /var/lib/provision-lab/default):
+
+  state.json          what was made (written before anything is made, so a crash can be undone)
+  inventory.yaml      the lab's inventory (Ansible shape), for `provision apply/facts`
+  ssh_config          one Host per node + the lab subnet: root, the lab key, the lab's known_hosts
+  known_hosts         every node's host key (the tool checks host keys strictly)
+  id_ed25519(.pub)    the lab's client key, authorized as root on every node
+  nodes/NAME/         upper/ + work/ (the node's disk), root/ (the overlay mount), console.log
+
+`down` undoes a lab from its state file AND from names (the "plab<slot>-"
+prefix, the management bridge's alias = this directory), so a half-made lab
+is cleaned as well.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+
+from provision.lab import netns, rootfs
+from provision.lab.netns import LabNet
+from provision.lab.node import GPUSIM, Node, NodeSpec
+from provision.lab.spec import LabSpec
+from provision.lab.system import LabError, mounts_under, remove_tree, require_host, run
+
+DEFAULT_DIR = Path("/var/lib/provision-lab/default")  # the default lab is slot 0: inventories/lab.yaml
+LOCK = Path("/run/lock/provision-lab.lock")  # one lab command at a time changes labs on this machine
+FILES = ("inventory.yaml", "ssh_config", "known_hosts", "id_ed25519", "id_ed25519.pub")
+KEY = "id_ed25519"
+FAULTS = ("gpu-off-bus", "pcie-degraded", "nic-down", "sshd-down", "clear")
+GONE_AT_REBOOT = ("gpu-off-bus", "sshd-down")  # a degraded link and a pulled cable stay
+
+
+class Lab:
+    def __init__(self, lab_dir: Path | str = DEFAULT_DIR):
+        self.dir = Path(lab_dir).resolve()
+        self.state_file = self.dir / "state.json"
+
+    # --- state ---------------------------------------------------------------------------------
+
+    def state(self) -> dict | None:
+        try:
+            return json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            return {"phase": "broken", "slot": None, "nodes": []}
+
+    def _save(self, state: dict) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        tmp.rename(self.state_file)
+
+    def _running_state(self) -> dict:
+        state = self.state()
+        if not state or state.get("phase") != "up":
+            raise LabError(f"no lab is up in {self.dir}: `provision lab up{self._dir_option()}` first")
+        return state
+
+    def _nodes(self, state: dict) -> list[Node]:
+        net = LabNet(state["slot"])
+        return [Node(NodeSpec(**n), net, self.dir) for n in state["nodes"]]
+
+    def node(self, name: str) -> tuple[dict, Node]:
+        state = self._running_state()
+        nodes = {n.spec.name: n for n in self._nodes(state)}
+        if name not in nodes:
+            raise LabError(f"no node {name!r} in this lab; nodes: {', '.join(nodes)}", 2)
+        return state, nodes[name]
+
+    def _dir_option(self) -> str:
+        return "" if self.dir == DEFAULT_DIR else f" --dir {self.dir}"
+
+    @property
+    def inventory_path(self) -> Path:
+        return self.dir / "inventory.yaml"
+
+    @property
+    def ssh_config_path(self) -> Path:
+        return self.dir / "ssh_config"
+
+    # --- up ------------------------------------------------------------------------------------
+
+    def up(self, spec: LabSpec, log=print) -> bool:
+        """Start the lab. False when this very lab is already up (nothing done)."""
+        require_host()
+        if set(str(self.dir)) & set(",: \t\n"):
+            raise LabError(f"--dir {self.dir}: a lab directory cannot contain commas, colons or spaces "
+                           "(they would break the overlay mount options)", 2)
+        if not GPUSIM.exists():
+            raise LabError(f"the GPU simulator {GPUSIM} is missing (nodes install it as nvidia-smi)", 2)
+        with _machine_lock():
+            state = self.state()
+            if state and state.get("phase") == "up":
+                if state.get("nodes") != spec.layout():
+                    raise LabError(f"a different lab is up in {self.dir} ({state.get('source')}): "
+                                   f"`provision lab down{self._dir_option()}` first", 2)
+                return False
+            if state or self._slots_with_traces():
+                log(f"A half-made lab is in {self.dir} (a crash?): cleaning it first.")
+                self._teardown(log)
+            image = rootfs.ensure_image(log)
+            self.dir.mkdir(parents=True, exist_ok=True)
+            state = {"version": 1, "phase": "starting", "slot": self._free_slot(), "source": spec.source,
+                     "image": str(image), "nodes": spec.layout(), "faults": {}}
+            self._save(state)
+            try:
+                self._make(state, spec, image, log)
+            except BaseException:
+                log("lab up failed: removing what it made ...")
+                self._teardown(lambda message: None)
+                raise
+            state["phase"] = "up"
+            self._save(state)
+            return True
+
+    def _make(self, state: dict, spec: LabSpec, image: Path, log) -> None:
+        net = LabNet(state["slot"])
+        started = time.monotonic()
+        public_key = self._client_key()
+        netns.make_bridges(net, max(len(n.nics) for n in spec.nodes), self.dir)
+        # LATER: the local apt repository of issue text (simulated driver .debs, munge/slurm) starts
+        # here, served from the controller address (http://10.213.<slot>.1:8213/, reachable from every
+        # node), with its sources entry written into each node (Node.create) or the image (rootfs.customize).
+        nodes = [Node(s, net, self.dir) for s in spec.nodes]
+        log(f"Making {len(nodes)} node(s) in {self.dir} (slot {net.slot}, management {net.controller}/24) ...")
+
+        def make(node: Node) -> None:
+            node.create(image, public_key)
+            netns.add_node(net, node.spec.name, node.spec.index, node.spec.nics)
+            node.start()
+
+        timeout = 30 + 0.5 * len(nodes)
+        with ThreadPoolExecutor(max_workers=min(32, len(nodes))) as pool:
+            list(pool.map(make, nodes))  # mostly waiting on subprocesses: threads overlap them
+            list(pool.map(lambda n: n.wait_ssh(timeout), nodes))
+        self._write_client_files(nodes, spec)
+        log(f"{len(nodes)} node(s) up in {time.monotonic() - started:.1f}s")
+
+    def _client_key(self) -> str:
+        key = self.dir / KEY
+        if not key.exists():
+            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"provision-lab@{self.dir}", "-f", str(key)])
+        return key.with_suffix(".pub").read_text()
+
+    def _write_client_files(self, nodes: list[Node], spec: LabSpec) -> None:
+        (self.dir / "known_hosts").write_text("".join(n.host_key_line() for n in nodes))
+        common = (f"  User root\n  IdentityFile {self.dir / KEY}\n  IdentitiesOnly yes\n"
+                  f"  UserKnownHostsFile {self.dir / 'known_hosts'}\n  StrictHostKeyChecking yes\n")
+        net = nodes[0].net
+        text = f"# provision lab in {self.dir}: written by `provision lab up`.\n"
+        text += "".join(f"Host {n.spec.name}\n  HostName {n.address}\n" for n in nodes)
+        text += f"\nHost {' '.join(n.spec.name for n in nodes)} 10.213.{net.slot}.*\n{common}"
+        self.ssh_config_path.write_text(text)
+        self.inventory_path.write_text(inventory_text(spec, self.dir, net))
+
+    def _free_slot(self) -> int:
+        """Slot 0 belongs to the default lab; any other lab takes the first slot nothing uses."""
+        if self.dir == DEFAULT_DIR:
+            return 0
+        used = netns.used_slots()
+        for slot in range(1, netns.MAX_SLOTS):
+            if slot not in used:
+                return slot
+        raise LabError(f"all {netns.MAX_SLOTS - 1} lab slots are in use: `provision lab down --dir ...` one", 2)
+
+    def _slots_with_traces(self) -> set[int]:
+        """Slots holding something of this lab: from the state file, the bridge alias, the default's slot 0."""
+        state = self.state() or {}
+        slots = {state["slot"]} if isinstance(state.get("slot"), int) else set()
+        used = netns.used_slots()
+        slots |= {slot for slot, owner in used.items() if owner == str(self.dir)}
+        if self.dir == DEFAULT_DIR and 0 in used:
+            slots.add(0)
+        return slots
+
+    # --- down ----------------------------------------------------------------------------------
+
+    def down(self, log=print) -> list[str]:
+        """Remove everything this lab made; what was removed, in words."""
+        require_host()
+        with _machine_lock():
+            return self._teardown(log)
+
+    def _teardown(self, log) -> list[str]:
+        removed = []
+        slots = self._slots_with_traces()
+        namespaces = [ns for slot in slots for ns in netns.lab_namespaces(LabNet(slot).prefix)]
+        for ns in namespaces:  # power off first: nothing may hold the mounts below
+            killed = netns.kill_namespace_processes(ns)
+            removed += [f"process of {ns}"] * killed
+        mounts = mounts_under(self.dir / "nodes")
+        for point in mounts:
+            if run(["umount", point], check=False).returncode != 0:
+                run(["umount", "--lazy", point])
+        removed += [f"mount {m}" for m in mounts]
+        for ns in namespaces:
+            netns.delete_namespace(ns)
+        removed += [f"namespace {ns}" for ns in namespaces]
+        for slot in slots:
+            removed += [f"link {name}" for name in netns.delete_links(LabNet(slot).prefix)]
+        remove_tree(self.dir / "nodes")
+        for name in FILES:
+            (self.dir / name).unlink(missing_ok=True)
+        self._check_gone(slots)
+        self.state_file.unlink(missing_ok=True)  # last: while anything is left, the state says where
+        if self.dir.is_dir() and not any(self.dir.iterdir()):
+            self.dir.rmdir()
+        if removed:
+            kinds = Counter(line.split()[0] for line in removed)
+            log("Removed " + ", ".join(f"{n} {kind}{'es' if kind == 'process' else 's'}" for kind, n in kinds.items()))
+        return removed
+
+    def _check_gone(self, slots: set[int]) -> None:
+        left = [f"namespace {ns}" for s in slots for ns in netns.lab_namespaces(LabNet(s).prefix)]
+        left += [f"link {link['ifname']}" for s in slots for link in netns.lab_links(LabNet(s).prefix)]
+        left += [f"mount {m}" for m in mounts_under(self.dir)]
+        if left:
+            raise LabError(f"could not remove: {', '.join(left)}; run `provision lab down{self._dir_option()}` "
+                           "again, or remove them by hand (ip netns delete / ip link delete / umount)")
+
+    # --- status, reboot, faults ------------------------------------------------------------------
+
+    def status(self) -> dict:
+        """The lab as it is now: per node, power, sshd, GPUs visible vs configured, faults."""
+        require_host()
+        state = self.state()
+        if not state:
+            return {"dir": str(self.dir), "phase": "down", "nodes": []}
+        nodes = self._nodes(state) if isinstance(state.get("slot"), int) else []
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(nodes)))) as pool:
+            rows = list(pool.map(lambda n: self._node_status(n, state), nodes))
+        return {"dir": str(self.dir), "phase": state.get("phase"), "slot": state.get("slot"),
+                "source": state.get("source"), "inventory": str(self.inventory_path),
+                "ssh_config": str(self.ssh_config_path), "nodes": rows}
+
+    def _node_status(self, node: Node, state: dict) -> dict:
+        running = node.init_pid() is not None
+        visible = None
+        if running:
+            out = node.exec(["nvidia-smi", "-L"], check=False, timeout=30).stdout
+            visible = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+        return {
+            "name": node.spec.name, "address": node.address, "netns": node.ns,
+            "fabric": {nic: node.net.fabric_address(k, node.spec.index) for k, nic in enumerate(node.spec.nics)},
+            "power": "on" if running else "off",
+            "sshd": running and "sshd" in node.processes().values() and node.ssh_port_open(),
+            "gpus": node.spec.describe_gpus(), "gpus_configured": node.spec.gpu_count, "gpus_visible": visible,
+            "faults": state.get("faults", {}).get(node.spec.name, []),
+        }
+
+    def reboot(self, name: str, log=print) -> float:
+        """Power-cycle one node: its processes die, GPUs reset, boot units run again, sshd comes back."""
+        require_host()
+        with _machine_lock():
+            state, node = self.node(name)
+            started = time.monotonic()
+            node.stop()
+            node.start()
+            node.wait_ssh()
+            faults = state.get("faults", {}).get(name, [])
+            faults[:] = [f for f in faults if not f.startswith(GONE_AT_REBOOT)]
+            self._save(state)
+            return time.monotonic() - started
+
+    def fault(self, name: str, kind: str, gpu: int | None = None, nic: str | None = None) -> str:
+        """Inject a fault for a drill (or clear them all); what was done, in words."""
+        require_host()
+        with _machine_lock():
+            state, node = self.node(name)
+            faults = state.setdefault("faults", {}).setdefault(name, [])
+            if kind == "clear":
+                done = self._clear(node, faults)
+                faults.clear()
+            else:
+                done = self._inject(node, kind, gpu, nic)
+                faults.append(done)
+            self._save(state)
+            return done
+
+    def _inject(self, node: Node, kind: str, gpu: int | None, nic: str | None) -> str:
+        if kind in ("gpu-off-bus", "pcie-degraded"):
+            gpu = 0 if gpu is None else gpu
+            if not 0 <= gpu < node.spec.gpu_count:
+                raise LabError(f"--gpu {gpu}: {node.spec.name} has GPUs 0..{node.spec.gpu_count - 1}", 2)
+            node.gpusim("fault", str(gpu), kind.removeprefix("gpu-"))
+            return f"{kind} GPU {gpu}"
+        if kind == "nic-down":
+            nic = nic or node.spec.nics[0]
+            if nic not in node.spec.nics:
+                raise LabError(f"--nic {nic}: {node.spec.name} has {', '.join(node.spec.nics)}", 2)
+            netns.set_cable(node.net, node.spec.index, node.spec.nics.index(nic), plugged=False)
+            return f"nic-down {nic}"
+        if kind == "sshd-down":
+            for pid, comm in node.processes().items():
+                if comm == "sshd":
+                    os.kill(pid, signal.SIGKILL)
+            return "sshd-down"
+        raise LabError(f"unknown fault {kind!r}; one of {', '.join(FAULTS)}", 2)
+
+    def _clear(self, node: Node, faults: list[str]) -> str:
+        for gpu in range(node.spec.gpu_count):
+            node.gpusim("fault", str(gpu), "clear")
+        for k in range(len(node.spec.nics)):
+            netns.set_cable(node.net, node.spec.index, k, plugged=True)
+        if "sshd" not in node.processes().values():
+            node.exec(["/usr/sbin/sshd"])  # daemonizes; the node's PID 1 adopts it
+            node.wait_ssh()
+        return f"cleared {', '.join(faults) or 'nothing (no fault recorded)'}"
+
+
+def inventory_text(spec: LabSpec, lab_dir: Path, net: LabNet) -> str:
+    """The lab's inventory file: a header saying how to use it and what each node is, then the YAML."""
+    lab_dir = Path(lab_dir)
+    header = [f"# provision lab in {lab_dir} ({spec.source}): written by `provision lab up`.",
+              f"# Use: provision apply {lab_dir / 'inventory.yaml'} --ssh-config {lab_dir / 'ssh_config'}",
+              *(f"#   {n.name}: {net.mgmt_address(n.index)}, {n.describe_gpus()}, NICs {' '.join(n.nics)}"
+                for n in spec.nodes)]
+    addresses = {n.name: net.mgmt_address(n.index) for n in spec.nodes}
+    body = yaml.safe_dump(spec.inventory(addresses), sort_keys=False, default_flow_style=None,
+                          width=120)  # leaf mappings on one line, as people write them
+    return "\n".join(header) + "\n" + body
+
+
+@contextmanager
+def _machine_lock():
+    LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(LOCK, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield

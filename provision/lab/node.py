@@ -1,0 +1,187 @@
+"""One lab node: its disk (an overlay over the shared image), its identity, its processes.
+
+A node runs as: `ip netns exec NS unshare --uts --pid --mount --fork` ->
+setup (hostname; the node's own /proc, /sys, /dev, /run) -> chroot ->
+nodeinit.py as PID 1 of the node. Killing every process of the namespace is
+a power cut: PID 1 goes, the kernel takes the rest of the node with it, and
+the mounts made inside vanish with its mount namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from provision.lab import netns
+from provision.lab.system import LabError, run
+
+HERE = Path(__file__).parent
+GPUSIM = HERE / "gpusim.py"
+NODE_SIM = "/usr/lib/provision-lab/gpusim"  # the simulator's own commands (reboot, fault) inside a node
+NODE_INIT = "usr/local/sbin/provision-lab-init"
+DRIVER_VERSION = "580.159.04"
+DEFAULT_GPUS = ({"model": "v100-sxm2-16gb", "count": 4},)  # the basement's main box
+DEFAULT_NICS = ("ens803f0", "ens803f1")  # the seed cluster's dual-port 10GbE
+
+# Inside the new namespaces, before the chroot: the node's own kernel views,
+# never the host's /dev (a node that creates /dev/nvidia0 must not create it here).
+SETUP = r'''set -eu
+root=$1 name=$2
+hostname "$name"
+mount -t proc proc "$root/proc"
+mount -t sysfs sysfs "$root/sys"
+mount -t tmpfs -o mode=0755,size=1m,nosuid dev "$root/dev"
+mknod -m 0666 "$root/dev/null" c 1 3
+mknod -m 0666 "$root/dev/zero" c 1 5
+mknod -m 0666 "$root/dev/full" c 1 7
+mknod -m 0666 "$root/dev/random" c 1 8
+mknod -m 0666 "$root/dev/urandom" c 1 9
+mknod -m 0666 "$root/dev/tty" c 5 0
+mkdir -m 0755 "$root/dev/pts"
+mkdir -m 1777 "$root/dev/shm"
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5 devpts "$root/dev/pts"
+ln -s pts/ptmx "$root/dev/ptmx"
+ln -s /proc/self/fd "$root/dev/fd"
+ln -s /proc/self/fd/0 "$root/dev/stdin"
+ln -s /proc/self/fd/1 "$root/dev/stdout"
+ln -s /proc/self/fd/2 "$root/dev/stderr"
+mount -t tmpfs -o mode=0755,nosuid,nodev run "$root/run"
+exec chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+    /usr/bin/python3 -I /''' + NODE_INIT + ''' "$name"
+'''
+
+
+@dataclass
+class NodeSpec:
+    """What a node is: its name in the lab's inventory, its place, GPUs and NICs."""
+
+    name: str
+    index: int  # 1-based: addresses and veth names
+    gpus: list[dict] = field(default_factory=lambda: [dict(g) for g in DEFAULT_GPUS])
+    nics: list[str] = field(default_factory=lambda: list(DEFAULT_NICS))
+    driver_version: str = DRIVER_VERSION
+    persistenced: bool = False  # install the simulated nvidia-persistenced too
+
+    @property
+    def gpu_count(self) -> int:
+        return sum(g["count"] for g in self.gpus)
+
+    def describe_gpus(self) -> str:
+        return " + ".join(f"{g['count']}x {g['model']}" for g in self.gpus) or "no GPU"
+
+
+class Node:
+    def __init__(self, spec: NodeSpec, net: netns.LabNet, lab_dir: Path):
+        self.spec = spec
+        self.net = net
+        self.dir = lab_dir / "nodes" / spec.name
+        self.root = self.dir / "root"
+        self.ns = net.netns(spec.name)
+        self.address = net.mgmt_address(spec.index)
+
+    # --- disk and identity ---------------------------------------------------------------------
+
+    def create(self, image: Path, client_public_key: str) -> None:
+        for sub in ("upper", "work", "root"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        run(["mount", "-t", "overlay", f"plab-{self.spec.name}", "-o",
+             f"lowerdir={image},upperdir={self.dir / 'upper'},workdir={self.dir / 'work'}", str(self.root)])
+        self.write("etc/hostname", f"{self.spec.name}\n")
+        self.write("etc/hosts", f"127.0.0.1 localhost\n127.0.1.1 {self.spec.name}\n")
+        self.write("root/.ssh/authorized_keys", client_public_key, mode=0o600)
+        (self.root / "root" / ".ssh").chmod(0o700)
+        key = self.root / "etc" / "ssh" / "ssh_host_ed25519_key"
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{self.spec.name}", "-f", str(key)])
+        self.install_gpus()
+        self.write(NODE_INIT, (HERE / "nodeinit.py").read_text(), mode=0o755)
+
+    def install_gpus(self) -> None:
+        """The simulator in /usr/lib/provision-lab with its config at the default path; /usr/bin/nvidia-smi
+        (+ nvidia-persistenced only when asked) and NODE_SIM as the wrappers `gpusim.py install` writes."""
+        if not GPUSIM.exists():
+            raise LabError(f"the GPU simulator {GPUSIM} is missing")
+        from provision.lab import gpusim  # stdlib only: its wrapper template, not its state
+
+        config = {"driver_version": self.spec.driver_version, "gpus": self.spec.gpus}
+        self.write("etc/nvidia-sim/config.json", json.dumps(config, indent=2) + "\n")
+        directory = Path(NODE_SIM).parent
+        self.write(str(directory / "gpusim.py"), GPUSIM.read_text())
+        programs = [NODE_SIM, "/usr/bin/nvidia-smi", *(["/usr/bin/nvidia-persistenced"] * self.spec.persistenced)]
+        for path in programs:
+            wrapper = gpusim.WRAPPER.format(python="/usr/bin/python3", name=Path(path).name, directory=str(directory))
+            self.write(path, wrapper, mode=0o755)
+
+    def write(self, path_in_node: str, text: str, mode: int = 0o644) -> None:
+        path = self.root / path_in_node.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod(mode)
+
+    def host_key_line(self) -> str:
+        """This node's known_hosts line: its address and name, its ed25519 host key."""
+        kind, key = (self.root / "etc/ssh/ssh_host_ed25519_key.pub").read_text().split()[:2]
+        return f"{self.address},{self.spec.name} {kind} {key}\n"
+
+    # --- processes -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Power on: the node boots (GPUs reset, boot units, sshd) in the background."""
+        if self.init_pid() is not None:
+            raise LabError(f"{self.spec.name} is already running")
+        argv = ["ip", "netns", "exec", self.ns, "unshare", "--uts", "--pid", "--mount", "--fork",
+                "--propagation", "private", "--kill-child=SIGKILL", "sh", "-c", SETUP, "setup",
+                str(self.root), self.spec.name]
+        with open(self.dir / "console.log", "a") as console:
+            subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
+                             start_new_session=True)  # outlives this command: the lab keeps running
+
+    def stop(self) -> int:
+        """Power cut: every process of the node, SIGKILL. Returns how many were killed."""
+        return netns.kill_namespace_processes(self.ns)
+
+    def init_pid(self) -> int | None:
+        return netns.ns_init_pid(self.ns)
+
+    def wait_ssh(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ssh_port_open():
+            if time.monotonic() > deadline:
+                tail = (self.dir / "console.log").read_text()[-1500:] if (self.dir / "console.log").exists() else ""
+                raise LabError(f"{self.spec.name}: sshd did not come up on {self.address}:22 within "
+                               f"{timeout:g}s; console:\n{tail}")
+            time.sleep(0.1)
+
+    def ssh_port_open(self) -> bool:
+        try:
+            with socket.create_connection((self.address, 22), timeout=0.5) as sock:
+                return sock.recv(4).startswith(b"SSH-")  # sshd itself answered, not just a listen backlog
+        except OSError:
+            return False
+
+    def processes(self) -> dict[int, str]:
+        """pid -> command name, for every process of the node."""
+        found = {}
+        for pid in netns.netns_pids(self.ns):
+            try:
+                found[pid] = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                pass
+        return found
+
+    def exec(self, argv: list[str], check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        """Run argv inside the running node: its namespaces, its root, its environment."""
+        pid = self.init_pid()
+        if pid is None:
+            raise LabError(f"{self.spec.name} is powered off: `provision lab reboot {self.spec.name}` starts it")
+        return run(["nsenter", "-t", str(pid), "-m", "-u", "-n", "-p", "-r", "-w", "--",
+                    "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", *argv], check=check, timeout=timeout)
+
+    def gpusim(self, *args: str) -> subprocess.CompletedProcess:
+        return self.exec([NODE_SIM, *args])
+
+    def to_state(self) -> dict:
+        return asdict(self.spec)

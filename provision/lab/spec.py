@@ -1,0 +1,159 @@
+"""What a lab is made of: its nodes (GPUs, NICs) and its inventory, from --nodes N or --like INVENTORY.
+
+With --like, the lab mirrors the inventory: the same groups, nesting and
+variables, every host renamed "lab-<host>" and reached at its lab address
+as root (the inventory's own connection variables are dropped). Each host's
+GPUs and NICs come from, first match wins:
+
+  GPUs  1. custom.lab.gpus: [{model: v100-sxm2-16gb, count: 4}, ...]  (host or group variable)
+        2. the host's name, then its groups (innermost first), containing a model hint:
+           v100 -> 4x v100-sxm2-16gb, 3090 -> 1x rtx-3090, 4090 -> 7x rtx-4090, h100 -> 8x h100-80gb-hbm3
+        3. 4x v100-sxm2-16gb
+  NICs  1. custom.lab.nics: [ens803f0, ens803f1]
+        2. nccl.socket_ifname: "=a,b" gives a and b; one prefix "p" gives p0 and p1
+        3. ens803f0, ens803f1
+  driver.version, when set, is the simulated driver's version; custom.lab.persistenced: true
+  installs the simulated nvidia-persistenced too.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+from provision.lab.netns import MAX_NICS, MAX_NODES
+from provision.lab.node import DEFAULT_GPUS, DEFAULT_NICS, DRIVER_VERSION, NodeSpec
+from provision.lab.system import LabError
+
+MODELS = ("v100-sxm2-16gb", "rtx-3090", "rtx-4090", "h100-80gb-hbm3")
+MODEL_HINTS = (("v100", "v100-sxm2-16gb", 4), ("3090", "rtx-3090", 1), ("4090", "rtx-4090", 7),
+               ("h100", "h100-80gb-hbm3", 8))
+LAB_KEYS = ("gpus", "nics", "persistenced")
+# The default lab rehearses the basement V100 fix: persistence on, 200 W.
+DEFAULT_VARS = {"gpu": {"persistence": True, "power_limit": 200}}
+NIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
+HOST_PREFIX = "lab-"
+DEFAULT_NODES = 3
+
+
+@dataclass
+class LabSpec:
+    nodes: list[NodeSpec]
+    tree: dict  # the inventory's YAML tree; each host's entry holds its own variables, no connection yet
+    source: str  # "--nodes N" or the --like inventory's path
+
+    def inventory(self, addresses: dict[str, str]) -> dict:
+        """The tree with every host reached at its lab address as root."""
+        tree = copy.deepcopy(self.tree)
+        for hosts in _host_maps(tree):
+            for name, own in hosts.items():
+                hosts[name] = {"ansible_host": addresses[name], "ansible_user": "root", **own}
+        return tree
+
+    def layout(self) -> list[dict]:
+        """What must match for `up` to call a running lab the same lab."""
+        return [asdict(n) for n in self.nodes]
+
+
+def default_spec(count: int) -> LabSpec:
+    if not 1 <= count <= MAX_NODES:
+        raise LabError(f"--nodes {count}: a lab has 1 to {MAX_NODES} nodes", 2)
+    nodes = [NodeSpec(f"{HOST_PREFIX}node-{i}", i) for i in range(1, count + 1)]
+    tree = {"all": {"children": {"nodes": {"hosts": {n.name: {} for n in nodes}, "vars": DEFAULT_VARS}}}}
+    return LabSpec(nodes, tree, f"--nodes {count}")
+
+
+def like_spec(path: str | Path) -> LabSpec:
+    """Mirror an inventory (validated first: InputError, exit 2, when it is bad)."""
+    from provision.inventory import load_inventory  # only --like needs the inventory code
+
+    inv = load_inventory(path)
+    if len(inv.hosts) > MAX_NODES:
+        raise LabError(f"{path}: {len(inv.hosts)} hosts; a lab has at most {MAX_NODES} nodes", 2)
+    nodes = [_node_for(host, i) for i, host in enumerate(inv.hosts.values(), start=1)]
+    raw = yaml.safe_load(Path(path).read_text())
+    tree = {str(name): _mirror_group(body) for name, body in raw.items()}
+    return LabSpec(nodes, tree, str(Path(path).resolve()))
+
+
+def _node_for(host, index: int) -> NodeSpec:
+    lab = host.settings.custom.get("lab") or {}
+    where = f"host {host.name}: custom.lab"
+    if not isinstance(lab, dict) or set(lab) - set(LAB_KEYS):
+        raise LabError(f"{where} must be a mapping with keys among {', '.join(LAB_KEYS)}", 2)
+    driver = host.settings.driver.version if host.settings.driver and host.settings.driver.version else None
+    return NodeSpec(name=HOST_PREFIX + host.name, index=index, gpus=_gpus(host, lab, where),
+                    nics=_nics(host, lab, where), driver_version=driver or DRIVER_VERSION,
+                    persistenced=bool(lab.get("persistenced", False)))
+
+
+def _gpus(host, lab: dict, where: str) -> list[dict]:
+    if "gpus" in lab:
+        gpus = lab["gpus"]
+        ok = isinstance(gpus, list) and all(
+            isinstance(g, dict) and set(g) == {"model", "count"} and g["model"] in MODELS
+            and isinstance(g["count"], int) and 1 <= g["count"] <= 16 for g in gpus)
+        if not ok:
+            raise LabError(f"{where}.gpus must be a list of {{model: M, count: 1..16}} with M one of "
+                           f"{', '.join(MODELS)}; got {gpus!r}", 2)
+        return [dict(g) for g in gpus]
+    for word in [host.name, *reversed(host.groups)]:
+        for hint, model, count in MODEL_HINTS:
+            if hint in word.lower():
+                return [{"model": model, "count": count}]
+    return [dict(g) for g in DEFAULT_GPUS]
+
+
+def _nics(host, lab: dict, where: str) -> list[str]:
+    nics = lab.get("nics")
+    if nics is None:
+        nics = _nics_from_nccl(host.settings.nccl.socket_ifname if host.settings.nccl else None)
+    ok = (isinstance(nics, list) and 1 <= len(nics) <= MAX_NICS and len(set(nics)) == len(nics)
+          and all(isinstance(n, str) and NIC_NAME.match(n) and n not in ("eth0", "lo") for n in nics))
+    if not ok:
+        raise LabError(f"{where}.nics must be 1 to {MAX_NICS} distinct interface names (up to 15 characters; "
+                       f"eth0 is the lab's management port); got {nics!r}", 2)
+    return list(nics)
+
+
+def _nics_from_nccl(ifname: str | None) -> list[str]:
+    if not ifname or ifname.startswith("^"):
+        return list(DEFAULT_NICS)
+    names = ifname.lstrip("=").split(",")
+    if ifname.startswith("="):
+        return names
+    return [f"{names[0]}0", f"{names[0]}1"] if len(names) == 1 else list(DEFAULT_NICS)
+
+
+def _mirror_group(body) -> dict:
+    """One group of the raw YAML, in its own key order: hosts renamed, connection variables dropped."""
+    out: dict = {}
+    for key, value in (body or {}).items():
+        if key == "hosts" and value:
+            out["hosts"] = {HOST_PREFIX + str(h): _without_connection(v) for h, v in value.items()}
+        elif key == "children" and value:
+            out["children"] = {str(name): _mirror_group(child) for name, child in value.items()}
+        elif key == "vars" and _without_connection(value):
+            out["vars"] = _without_connection(value)
+    return out
+
+
+def _without_connection(variables) -> dict:
+    connection = {"host", "user", "port", "connection"}
+    return {k: v for k, v in (variables or {}).items() if k not in connection and not k.startswith("ansible_")}
+
+
+def _host_maps(tree: dict):
+    for body in tree.values():
+        yield from _host_maps_in(body)
+
+
+def _host_maps_in(body: dict):
+    if body.get("hosts"):
+        yield body["hosts"]
+    for child in (body.get("children") or {}).values():
+        yield from _host_maps_in(child)

@@ -1,0 +1,89 @@
+"""The end-to-end lab: three real nodes (4x V100, 1x RTX 3090, 1x RTX 3090) from tests/lab/cluster.yaml.
+
+One lab per test session, in its own directory (never the user's default
+lab). A crashed earlier run is cleaned first (`lab down`), and the lab is
+always torn down at the end, also when a test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+LAB_DIR = Path("/var/lib/provision-lab/e2e")
+CLUSTER = Path(__file__).parent / "cluster.yaml"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
+
+
+class LabCluster:
+    """The running lab, driven the way a user drives it: the real CLIs, in subprocesses."""
+
+    def __init__(self, lab_dir: Path, log: Path):
+        self.dir = lab_dir
+        self.inventory = lab_dir / "inventory.yaml"
+        self.ssh_config = lab_dir / "ssh_config"
+        self.log = log
+
+    def lab(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        proc = _run([sys.executable, "-m", "provision.lab.cli", *args, "--dir", str(self.dir)])
+        assert not check or proc.returncode == 0, f"lab {' '.join(args)}: {proc.stdout}{proc.stderr}"
+        return proc
+
+    def provision(self, *args: str) -> subprocess.CompletedProcess:
+        return _run([sys.executable, "-m", "provision", *args])
+
+    def apply(self, *args: str, inventory: Path | None = None) -> tuple[int, dict]:
+        """`provision apply --json` on the lab: (exit code, the JSON; {} when there was none)."""
+        proc = self.provision("apply", str(inventory or self.inventory), "--ssh-config", str(self.ssh_config),
+                              "--json", "--log", str(self.log), *args)
+        return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else {"stderr": proc.stderr}
+
+    def facts(self) -> dict:
+        proc = self.provision("facts", str(self.inventory), "--ssh-config", str(self.ssh_config), "--json")
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    def gpus(self, node: str) -> list[dict]:
+        return self.facts()[node]["nvidia"]["gpus"]
+
+    def ssh(self, node: str, command: str) -> subprocess.CompletedProcess:
+        """A command on a node over real SSH (the lab's ssh_config: its key, its strict known_hosts)."""
+        return _run(["ssh", "-F", str(self.ssh_config), "-o", "BatchMode=yes", node, command])
+
+    def status(self) -> dict:
+        return json.loads(self.lab("status", "--json").stdout)
+
+    def node_file(self, node: str, path: str) -> Path:
+        """A file of a node, seen from this machine (the node's disk is an overlay mount)."""
+        return self.dir / "nodes" / node / "root" / path.lstrip("/")
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("the lab needs root on Linux (namespaces, bridges, mounts)")
+    if not GPUSIM.exists():
+        pytest.skip(f"{GPUSIM} (the GPU simulator) is not there yet")
+    from provision.lab.rootfs import ensure_image
+    from provision.lab.system import LabError
+
+    try:
+        ensure_image(log=lambda message: None)  # about a minute the first time, then cached
+    except LabError as exc:
+        pytest.skip(f"debootstrap cannot work here: {exc}")
+    cluster = LabCluster(LAB_DIR, tmp_path_factory.mktemp("lab") / "runs.jsonl")
+    cluster.lab("down")  # what a crashed earlier run left
+    try:
+        cluster.lab("up", "--like", str(CLUSTER))
+        yield cluster
+    finally:
+        cluster.lab("down")
