@@ -14,6 +14,7 @@ from provision.connection import LocalConnection, SSHConnection, SSHOptions
 from provision.engine import Engine, RunOptions
 from provision.errors import InputError, ProvisionError
 from provision.inventory import Host, load_inventory, local_inventory
+from provision.lab.cli import lab
 from provision.playbook import load_playbook, select_tasks
 from provision.resources import playbook_path, templates_dir
 from provision.results import EXIT_BAD_INPUT, exit_code, to_json
@@ -160,3 +161,6 @@ def demo():
     from provision.demo import run_demo
 
     sys.exit(run_demo(click.echo))
+
+
+main.add_command(lab)
