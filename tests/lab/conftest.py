@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-LAB_DIR = Path("/var/lib/provision-lab/e2e")
+# PROVISION_E2E_LAB_DIR: a second lab beside a running one (two checkouts testing at once).
+LAB_DIR = Path(os.environ.get("PROVISION_E2E_LAB_DIR", "/var/lib/provision-lab/e2e"))
 CLUSTER = Path(__file__).parent / "cluster.yaml"
 GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
 
