@@ -49,6 +49,8 @@ class HostState:
     facts: HostFacts | None = None
     result: HostResult | None = None
     lock_owner: str | None = None
+    paths: list[str] = field(default_factory=list)  # files and units the tasks read, re-read after changes
+    units: list[str] = field(default_factory=list)
     started: float = 0.0
     plans: list[tuple[Task, Plan]] = field(default_factory=list)
 
@@ -83,11 +85,12 @@ class Engine:
             state.result.status, state.result.message = UNREACHABLE, str(exc)
             return
         owner = lock_owner_id(self.options.command) if take_lock else None
-        paths = sorted({p for task in self.tasks for p in task.file_paths(state.host)})
+        state.paths = sorted({p for task in self.tasks for p in task.file_paths(state.host)})
+        state.units = sorted({u for task in self.tasks for u in task.unit_names(state.host)})
         deadline = time.monotonic() + self.options.lock_wait
         while True:
             try:
-                sections = self.read(state.conn, paths, owner)
+                sections = self.read(state.conn, state.paths, state.units, owner)
             except Unreachable as exc:
                 state.result.status, state.result.message = UNREACHABLE, str(exc)
                 return
@@ -111,9 +114,10 @@ class Engine:
         )
 
     @staticmethod
-    def read(conn: Connection, paths: list[str], lock_owner: str | None = None) -> dict[str, gather.Section]:
+    def read(conn: Connection, paths: list[str], units: list[str] = (),
+             lock_owner: str | None = None) -> dict[str, gather.Section]:
         token = gather.new_token()
-        result = conn.run_script(gather.build_script(token, paths, lock_owner=lock_owner), timeout=120)
+        result = conn.run_script(gather.build_script(token, paths, units, lock_owner=lock_owner), timeout=120)
         return gather.split_sections(token, result.stdout)
 
     def plan_all(self, state: HostState) -> list[tuple[Task, Plan]]:
@@ -143,7 +147,7 @@ class Engine:
             return TaskResult(task.name, task_status(items), items)
         applied = [(change, self.apply_change(state.conn, change)) for change in plan.changes]
         try:
-            state.facts = gather.parse_facts(self.read(state.conn, sorted(state.facts.files)))
+            state.facts = gather.parse_facts(self.read(state.conn, state.paths, state.units))
         except Unreachable as exc:
             return TaskResult(task.name, FAILED, items, f"lost the host while re-reading: {exc}")
         for change, error in applied:
@@ -156,11 +160,17 @@ class Engine:
 
     def apply_change(self, conn: Connection, change: Change) -> str | None:
         """Run a change's commands and file write; the error text, or None."""
-        try:
-            for argv in change.commands:
+        def run_all(commands: list[list[str]]) -> str | None:
+            for argv in commands:
                 outcome = conn.run(argv, sudo=True, timeout=300)
                 if not outcome.ok:
                     return f"`{' '.join(argv)}` exited {outcome.rc}: {outcome.output or 'no output'}"
+            return None
+
+        try:
+            error = run_all(change.commands)
+            if error:
+                return error
             if change.write:
                 w = change.write
                 stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -168,6 +178,7 @@ class Engine:
                                    sudo=True, stdin=w.content, timeout=120)
                 if not outcome.ok:
                     return f"writing {w.path} failed: {outcome.output or f'exit {outcome.rc}'}"
+            return run_all(change.after_write)
         except Unreachable as exc:
             return str(exc)
         except Exception as exc:  # a sudo that needs a password we do not have, ...

@@ -18,10 +18,14 @@ import yaml
 
 from provision.errors import InputError, Problem
 from provision.tasks.base import Task
+from provision.tasks.boot import BootConf
+from provision.tasks.clocks import ApplicationClocks, LockedClocks
 from provision.tasks.files import TemplateFile
 from provision.tasks.gpu import Persistence, PowerLimit
+from provision.tasks.services import ServiceEnabled
 
-TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (Persistence, PowerLimit, TemplateFile)}
+TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (
+    Persistence, PowerLimit, ApplicationClocks, LockedClocks, BootConf, TemplateFile, ServiceEnabled)}
 
 
 def load_playbook(path: Path, templates: Path) -> list[Task]:
@@ -56,7 +60,7 @@ def load_playbook(path: Path, templates: Path) -> list[Task]:
             if isinstance(task.params.get("src"), str) and not (templates / task.params["src"]).is_file():
                 problems.append(Problem(file, where, "src", f"template {task.params['src']!r} not found in {templates}",
                                         "use --templates DIR to point at your own"))
-        elif params:
+        elif params and not isinstance(task, (ServiceEnabled, BootConf)):
             problems.append(Problem(file, where, ", ".join(sorted(params)), f"task {kind!r} takes no parameters"))
         problems += task.check_params(file)
         tasks.append(task)

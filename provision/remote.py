@@ -45,3 +45,15 @@ def lock_take_argv(owner: str) -> list[str]:
 
 def lock_release_argv(owner: str) -> list[str]:
     return ["sh", "-c", LOCK_RELEASE, "provision-unlock", LOCK_DIR, owner]
+
+
+# Replace $1/$2 with the line $3, atomically (a small state record, no backup kept).
+WRITE_RECORD = r'''set -eu
+mkdir -p "$1"
+printf '%s\n' "$3" > "$1/.$2.tmp"
+mv -f "$1/.$2.tmp" "$1/$2"
+'''
+
+
+def write_record_argv(directory: str, name: str, line: str) -> list[str]:
+    return ["sh", "-c", WRITE_RECORD, "provision-record", directory, name, line]

@@ -9,6 +9,7 @@ inventory are passed as quoted words (shlex.quote), never pasted raw.
 from __future__ import annotations
 
 import base64
+import os
 import secrets
 import shlex
 from dataclasses import dataclass
@@ -18,6 +19,13 @@ from provision.facts import gpu as gpu_parsers
 from provision.facts.model import FileFacts, HostFacts, NvidiaFacts, SystemFacts
 
 PERSISTENCED_PIDFILE = "/var/run/nvidia-persistenced/nvidia-persistenced.pid"
+
+
+def clock_records_dir() -> str:
+    """Where provision records the locked clocks it set: one file per GPU (see tasks/clocks.py). On tmpfs,
+    so a reboot clears it as it clears the locks. PROVISION_CLOCK_RECORDS moves it (tests on this machine)."""
+    return os.environ.get("PROVISION_CLOCK_RECORDS", "/run/provision/gpu-clocks")
+
 
 # name -> sh snippet. Order matters only for readability of a raw dump.
 BASE_SECTIONS: dict[str, str] = {
@@ -53,6 +61,7 @@ def build_script(token: str, file_paths: list[str] = (), units: list[str] = (),
     """
     sections = {"lock": shlex.join(remote.lock_take_argv(lock_owner))} if lock_owner else {}
     sections.update(BASE_SECTIONS)
+    sections["clock-records"] = f"cat {shlex.quote(clock_records_dir())}/GPU-* 2>/dev/null || true"
     for path in file_paths:
         quoted = shlex.quote(path)
         sections[f"file:{path}"] = f"stat -c '%a %U %G' {quoted} && base64 {quoted}"
@@ -143,8 +152,10 @@ def _nvidia(sections: dict[str, Section]) -> NvidiaFacts:
         facts.state, facts.message = "error", f"cannot parse nvidia-smi output: {exc}"
         return facts
     supported = gpu_parsers.parse_supported_clocks_csv(sections.get("supported-clocks", Section(1, "")).output)
+    records = gpu_parsers.parse_clock_records(sections.get("clock-records", Section(0, "")).output)
     for gpu in facts.gpus:
         gpu.supported_clocks = supported.get(gpu.uuid, [])
+        gpu.locked = records.get(gpu.uuid, {})
     facts.state = "ok"
     return facts
 

@@ -32,6 +32,7 @@ QUERY_FIELDS: list[tuple[str, str, object]] = [
     ("uuid", "uuid", str),
     ("name", "name", str),
     ("pci.bus_id", "bus_id", str),
+    ("compute_cap", "compute_cap", _text),
     ("driver_version", "driver_version", _text),
     ("persistence_mode", "persistence", _enabled),
     ("power.limit", "power_limit", _float),
@@ -43,6 +44,8 @@ QUERY_FIELDS: list[tuple[str, str, object]] = [
     ("clocks.applications.memory", "app_clock_mem", _int),
     ("clocks.default_applications.graphics", "default_app_clock_sm", _int),
     ("clocks.default_applications.memory", "default_app_clock_mem", _int),
+    ("clocks.sm", "clock_sm", _int),
+    ("clocks.mem", "clock_mem", _int),
     ("clocks.max.graphics", "max_clock_sm", _int),
     ("clocks.max.memory", "max_clock_mem", _int),
     ("pcie.link.gen.current", "pcie_gen_current", _int),
@@ -137,6 +140,16 @@ def parse_supported_clocks_q(text: str) -> dict[str, list[ClockPair]]:
         elif key == "Graphics" and number.isdigit() and mem is not None:
             pairs[bus].append(ClockPair(mem, int(number)))
     return pairs
+
+
+def parse_clock_records(text: str) -> dict[str, dict[str, str]]:
+    """Parse the locked-clock records provision keeps (see tuning.py): "UUID key=value ..." lines -> uuid -> {key: value}."""
+    records: dict[str, dict[str, str]] = {}
+    for line in text.splitlines():
+        uuid, *words = line.split()
+        if uuid.startswith("GPU-"):
+            records[uuid] = dict(w.split("=", 1) for w in words if "=" in w)
+    return records
 
 
 def parse_gpu_list(text: str) -> list[tuple[int, str, str]]:

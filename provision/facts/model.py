@@ -27,6 +27,7 @@ class GpuFacts:
     uuid: str
     name: str
     bus_id: str  # "00000000:00:06.0" as nvidia-smi prints it
+    compute_cap: str | None = None  # "7.0" (Volta), "8.6", "9.0" (Hopper): decides which clock setters work
     persistence: bool | None = None  # Enabled/Disabled; None when N/A
     power_limit: float | None = None  # power.limit (requested), W
     power_default: float | None = None
@@ -37,6 +38,8 @@ class GpuFacts:
     app_clock_mem: int | None = None  # clocks.applications.memory
     default_app_clock_sm: int | None = None
     default_app_clock_mem: int | None = None
+    clock_sm: int | None = None  # current clocks.sm
+    clock_mem: int | None = None  # current clocks.mem
     max_clock_sm: int | None = None
     max_clock_mem: int | None = None
     pcie_gen_current: int | None = None
@@ -46,6 +49,10 @@ class GpuFacts:
     # Supported application-clock pairs; empty when the GPU reports none
     # (GeForce prints "N/A"): such a GPU cannot take application clocks.
     supported_clocks: list[ClockPair] = field(default_factory=list)
+    # Locked clocks cannot be read back from nvidia-smi: what provision set since
+    # boot, from its record in /run (gone at reboot, like the locks themselves).
+    # {"sm": "MIN,MAX" | "default", "mem": ..., "mem_deferred": "MHz" | "default"}
+    locked: dict[str, str] = field(default_factory=dict)
 
     @property
     def label(self) -> str:

@@ -40,6 +40,7 @@ class Change:
     after: str
     commands: list[list[str]] = field(default_factory=list)  # privileged argv lists, run in order
     write: FileWrite | None = None
+    after_write: list[list[str]] = field(default_factory=list)  # e.g. systemctl daemon-reload
     diff: str = ""  # unified diff for --diff (empty for sensitive files)
     # The re-read check: given fresh facts, is the change really in place?
     verify: Any = None  # Callable[[HostFacts], str | None]: None when in place, else what is wrong
@@ -84,6 +85,10 @@ class Task:
 
     def file_paths(self, host: "Host") -> list[str]:
         """Files whose current state the plan needs (gathered in the one facts batch)."""
+        return []
+
+    def unit_names(self, host: "Host") -> list[str]:
+        """systemd units whose enabled state the plan needs (also gathered in the one batch)."""
         return []
 
     def plan(self, host: "Host", facts: "HostFacts") -> Plan:

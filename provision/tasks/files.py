@@ -63,10 +63,12 @@ def _check_file(facts, want: FileWrite) -> str | None:
 
 
 class TemplateFile(Task):
-    """Playbook params: src (template name), dest (absolute path), mode, owner, group, when (a settings block)."""
+    """Playbook params: src (template name), dest (absolute path), mode, owner, group, when (a settings block),
+    systemd_reload (true for unit files: `systemctl daemon-reload` after a change, where systemd runs)."""
 
     name = "template"
     tags = frozenset({"files"})
+    PARAMS = ("src", "dest", "mode", "owner", "group", "when", "systemd_reload")
     templates: Path | None = None  # set by the engine from --templates
 
     def check_params(self, file):
@@ -80,10 +82,10 @@ class TemplateFile(Task):
         mode = str(self.params.get("mode", "0644"))
         if not (mode.isdigit() and set(mode) <= set("01234567") and len(mode) in (3, 4)):
             problems.append(Problem(file, f"task {self.name}", "mode", f"must be octal like 0644, got {mode!r}"))
-        unknown = set(self.params) - {"src", "dest", "mode", "owner", "group", "when"}
+        unknown = set(self.params) - set(self.PARAMS)
         for key in sorted(unknown):
             problems.append(Problem(file, f"task {self.name}", key, "unknown parameter",
-                                    "allowed: src, dest, mode, owner, group, when"))
+                                    f"allowed: {', '.join(self.PARAMS)}"))
         return problems
 
     def applies(self, host) -> bool:
@@ -111,6 +113,8 @@ class TemplateFile(Task):
         )
         change, item = plan_file(want, facts.files.get(want.path))
         if change:
+            if self.params.get("systemd_reload") and facts.system.systemd_running:
+                change.after_write.append(["systemctl", "daemon-reload"])
             plan.changes.append(change)
         else:
             plan.unchanged.append(item)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from provision import tuning
 from provision.facts.model import GpuFacts, HostFacts
 from provision.tasks.base import Change, Item, OK, Plan, Task
 
@@ -24,7 +25,7 @@ def wanted_per_gpu(host, facts: HostFacts, setting: str, plan: Plan) -> Iterator
         return
     nvidia = facts.nvidia
     if nvidia.state != "ok":
-        plan.failed = f"gpu.{setting} is set but {_why_unusable(nvidia.state, nvidia.message)}"
+        plan.failed = f"gpu.{setting} is set but {why_unusable(nvidia.state, nvidia.message)}"
         return
     for gpu in nvidia.gpus:
         want = getattr(gpu_settings.for_gpu(gpu.index, gpu.uuid, gpu.name), setting)
@@ -38,7 +39,7 @@ def _asks_for(gpu_settings, setting: str) -> bool:
     return any(getattr(o, setting, None) is not None for o in gpu_settings.overrides)
 
 
-def _why_unusable(state: str, message: str) -> str:
+def why_unusable(state: str, message: str) -> str:
     return {
         "missing": "nvidia-smi is not installed: install the NVIDIA driver first",
         "no-devices": "nvidia-smi found no GPU (fallen off the bus? see dmesg for Xid 79)",
@@ -118,19 +119,10 @@ class PowerLimit(Task):
     def plan(self, host, facts):
         plan = Plan()
         for gpu, want in wanted_per_gpu(host, facts, "power_limit", plan):
-            if gpu.power_limit is None or gpu.power_min is None or gpu.power_max is None:
-                plan.problems.append(
-                    f"{gpu.label} ({gpu.name}): gpu.power_limit is set but this GPU "
-                    "does not support changing its power limit; remove it for this GPU (gpu.overrides)"
-                )
-                continue
-            target = gpu.power_default if want == "default" else float(want)
-            if not gpu.power_min <= target <= gpu.power_max:
-                plan.problems.append(
-                    f"{gpu.label} ({gpu.name}): gpu.power_limit {target:g} W is outside "
-                    f"this GPU's range {gpu.power_min:g}..{gpu.power_max:g} W "
-                    f"(default {gpu.power_default:g} W)"
-                )
+            try:
+                target = tuning.power_target(gpu, want)
+            except tuning.Refused as exc:
+                plan.problems.append(str(exc))
                 continue
             if abs(gpu.power_limit - target) < 0.5:
                 plan.unchanged.append(Item(gpu.label, OK, "power limit", after=watts(target)))

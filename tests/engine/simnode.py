@@ -35,6 +35,8 @@ class SimNode:
             (self.bin / "nvidia-persistenced").unlink()
         monkeypatch.setenv("PATH", f"{self.bin}:{os.environ['PATH']}")
         monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+        monkeypatch.setenv("PROVISION_CLOCK_RECORDS", str(tmp_path / "run" / "gpu-clocks"))
+        self.conf = tmp_path / "etc" / "provision" / "gpu-tuning.conf"
         self.runner = CliRunner()
 
     def smi(self, *args: str) -> subprocess.CompletedProcess:
@@ -53,18 +55,16 @@ class SimNode:
         return str(path)
 
     def playbook(self) -> str:
-        """The shipped GPU playbook, with the settings file written under tmp_path instead of /etc."""
+        """The shipped GPU playbook without the boot unit, the settings file written under tmp_path, not /etc."""
         path = self.root / "playbook.yaml"
         path.write_text(textwrap.dedent(f"""\
             tasks:
               - task: gpu-persistence
               - task: gpu-power-limit
-              - task: template
-                name: gpu-tuning-conf
-                tags: [gpu]
-                src: gpu-tuning.conf.j2
-                dest: {self.root}/etc/provision/gpu-tuning.conf
-                when: gpu
+              - task: gpu-clocks
+              - task: gpu-locked-clocks
+              - task: gpu-boot-conf
+                dest: {self.conf}
             """))
         return str(path)
 

@@ -10,7 +10,7 @@ from simnode import needs_root
 
 pytestmark = needs_root()
 
-V100_FIX = {"persistence": True, "power_limit": 200}  # the basement V100 owner's settings (clocks: issue 4)
+V100_FIX = {"persistence": True, "power_limit": 200, "clocks": {"mem": 877, "sm": 1005}}  # the basement V100 fix
 
 
 def lines_with(output: str, *words: str) -> list[str]:
@@ -33,7 +33,7 @@ def test_first_apply_converges_every_gpu_and_second_apply_changes_nothing(v100_n
     for index in range(4):
         assert lines_with(second.output, "gpu-persistence", f"GPU{index}", "ok", "Enabled")
         assert lines_with(second.output, "gpu-power-limit", f"GPU{index}", "ok", "200.00 W")
-    assert lines_with(second.output, "node1", "ok=3 changed=0 failed=0 skipped=0")
+    assert lines_with(second.output, "node1", "ok=4 changed=0 failed=0 skipped=1")
 
 
 def test_check_shows_exactly_the_drift_and_touches_nothing(v100_node):
@@ -144,7 +144,7 @@ def test_an_unreachable_host_fails_alone(v100_node):
     result = v100_node.apply(inventory)
     assert result.exit_code == 4, result.output
     assert lines_with(result.output, "ghost", "UNREACHABLE")
-    assert lines_with(result.output, "node1", "ok=0 changed=3 failed=0")
+    assert lines_with(result.output, "node1", "ok=0 changed=4 failed=0")
     assert v100_node.query("power.limit") == ["200.00"] * 4
 
 

@@ -1,18 +1,14 @@
 """The nvidia-smi parsers against verbatim captures from a real H100 (and public real outputs)."""
 
-from realdata import capture
+from realdata import capture, h100_query_row
 
 from provision.facts import gpu
 from provision.facts.model import ClockPair
 
 
 def test_query_gpu_matches_the_fields_we_ask_for_on_a_real_h100():
-    # qgpu-nh.txt asked for more fields than we do; rebuild our row from its columns by name.
-    header_line = capture("qgpu.txt")[0].splitlines()[0]
-    names = [h.split(" [")[0].replace("clocks.current.sm", "clocks.sm") for h in gpu.split_csv_row(header_line)]
-    row = dict(zip(names, gpu.split_csv_row(capture("qgpu-nh.txt")[0].strip())))
-    ours = ", ".join(row[field] for field, _, _ in gpu.QUERY_FIELDS)
-    gpus, driver = gpu.parse_query_gpu(ours + "\n")
+    ours = h100_query_row([field for field, _, _ in gpu.QUERY_FIELDS])
+    gpus, driver = gpu.parse_query_gpu(ours)
     assert driver == "580.159.04"
     [h100] = gpus
     assert (h100.index, h100.name, h100.bus_id) == (0, "NVIDIA H100 80GB HBM3", "00000000:00:06.0")
@@ -24,11 +20,11 @@ def test_query_gpu_matches_the_fields_we_ask_for_on_a_real_h100():
 
 
 def test_query_gpu_reads_units_too_and_not_available_values_as_none():
-    line = ("1, GPU-x, NVIDIA GeForce RTX 3090, 00000000:41:00.0, 580.65.06, Disabled, [N/A], [N/A], "
-            "[N/A], [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], 2100 MHz, 9751 MHz, 4, 4, 16, 16\n")
+    line = ("1, GPU-x, NVIDIA GeForce RTX 3090, 00000000:41:00.0, 8.6, 580.65.06, Disabled, [N/A], [N/A], "
+            "[N/A], [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], 210 MHz, 405 MHz, 2100 MHz, 9751 MHz, 4, 4, 16, 16\n")
     [g], _ = gpu.parse_query_gpu(line)
     assert g.persistence is False and g.power_limit is None and g.app_clock_sm is None
-    assert (g.max_clock_sm, g.max_clock_mem) == (2100, 9751)
+    assert (g.max_clock_sm, g.max_clock_mem, g.clock_sm, g.compute_cap) == (2100, 9751, 210, "8.6")
 
 
 def test_query_gpu_with_the_wrong_field_count_is_a_parse_error():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from types import SimpleNamespace
 
-from realdata import capture
+from realdata import h100_query_row
 
 from provision.facts import gpu as parsers
 from provision.facts.model import GpuFacts, HostFacts, NvidiaFacts, SystemFacts
@@ -14,10 +14,7 @@ from provision.tasks.gpu import Persistence, PowerLimit
 
 
 def real_h100() -> GpuFacts:
-    header = [h.split(" [")[0].replace("clocks.current.sm", "clocks.sm")
-              for h in parsers.split_csv_row(capture("qgpu.txt")[0].splitlines()[0])]
-    row = dict(zip(header, parsers.split_csv_row(capture("qgpu-nh.txt")[0].strip())))
-    [gpu], _ = parsers.parse_query_gpu(", ".join(row[f] for f, _, _ in parsers.QUERY_FIELDS) + "\n")
+    [gpu], _ = parsers.parse_query_gpu(h100_query_row([f for f, _, _ in parsers.QUERY_FIELDS]))
     return gpu
 
 

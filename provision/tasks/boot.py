@@ -1,0 +1,118 @@
+"""The boot file and its task: what every GPU of a host must be set to again after each boot.
+
+/etc/provision/gpu-tuning.conf holds one line per GPU, addressed by UUID
+(indexes may change across reboots), with values already resolved and
+checked against that GPU (a nearest clock pair snapped, Hopper's deferred
+memory lock chosen):
+
+  gpu=GPU-1c2f... index=0 persistence=on power_limit=200 clocks=877,1005
+
+The boot script (templates/provision-gpu-tuning.sh, run by the
+provision-gpu-tuning.service oneshot) applies each key with nvidia-smi.
+Keys: persistence=on|off, power_limit=W, clocks=MEM,SM|default,
+locked_sm=MIN,MAX|default, locked_mem=MIN,MAX|default, mem_deferred=MHz|default.
+"""
+
+from __future__ import annotations
+
+from provision import tuning
+from provision.errors import Problem
+from provision.facts.model import GpuFacts, HostFacts
+from provision.tasks.base import FileWrite, Plan, Task
+from provision.tasks.files import plan_file
+from provision.tasks.gpu import why_unusable
+
+CONF = "/etc/provision/gpu-tuning.conf"
+LOCK_WORDS = {"sm": "locked_sm", "mem": "locked_mem", "mem_deferred": "mem_deferred"}
+HEADER = """\
+# Managed by provision for {host}: do not edit here, change the inventory
+# (or use `provision clocks|power|persistence`, which update this file too).
+# provision-gpu-tuning.service applies these at every boot, one line per GPU.
+"""
+
+
+def gpu_line(gpu: GpuFacts, want) -> str:
+    """The line for one GPU from its resolved settings. A value the GPU refuses is left out: the tasks
+    report it as an input error, and the run stops before this file is written."""
+    words = [f"gpu={gpu.uuid}", f"index={gpu.index}"]
+    if want.persistence is not None:
+        words.append(f"persistence={'on' if want.persistence else 'off'}")
+    for key, resolve in (("power_limit", _power), ("clocks", _clocks), ("locked_clocks", _locks)):
+        value = getattr(want, key)
+        if value is not None:
+            try:
+                words += resolve(gpu, value)
+            except tuning.Refused:
+                pass
+    return " ".join(words)
+
+
+def _power(gpu: GpuFacts, want) -> list[str]:
+    return [f"power_limit={tuning.power_target(gpu, want):g}"]
+
+
+def _clocks(gpu: GpuFacts, want) -> list[str]:
+    if want == tuning.DEFAULT and not tuning.takes_app_clocks(gpu):
+        return []  # nothing to reset on a GPU without application clocks
+    pair, _ = tuning.app_clocks_target(gpu, want)
+    return [f"clocks={tuning.DEFAULT if want == tuning.DEFAULT else pair}"]
+
+
+def _locks(gpu: GpuFacts, want) -> list[str]:
+    return [f"{LOCK_WORDS[lock.key]}={lock.value}" for lock in tuning.locked_targets(gpu, want)]
+
+
+def parse(text: str) -> dict[str, dict[str, str]]:
+    """uuid -> {key: value} (gpu and index included), from the file's text."""
+    lines = {}
+    for line in text.splitlines():
+        words = dict(w.split("=", 1) for w in line.split() if "=" in w)
+        if not line.startswith("#") and words.get("gpu", "").startswith("GPU-"):
+            lines[words["gpu"]] = words
+    return lines
+
+
+def render(host_name: str, gpu_settings, facts: HostFacts, old_text: str = "") -> str:
+    """The whole file. A GPU the old file lists but nvidia-smi does not show now (fallen off the bus,
+    being reseated) keeps its old line: after the repair and a reboot it is tuned again."""
+    seen = {g.uuid for g in facts.nvidia.gpus}
+    lines = [gpu_line(g, gpu_settings.for_gpu(g.index, g.uuid, g.name)) for g in facts.nvidia.gpus]
+    lost = [" ".join(f"{k}={v}" for k, v in words.items()) + "  # not seen at the last run"
+            for uuid, words in parse(old_text).items() if uuid not in seen]
+    return HEADER.format(host=host_name) + "".join(f"{line}\n" for line in lines + lost)
+
+
+class BootConf(Task):
+    """Writes CONF from the inventory's gpu settings, resolved per GPU (playbook: `task: gpu-boot-conf`)."""
+
+    name = "gpu-boot-conf"
+    tags = frozenset({"gpu", "boot"})
+
+    @property
+    def path(self) -> str:
+        return self.params.get("dest", CONF)
+
+    def check_params(self, file):
+        dest = self.params.get("dest", CONF)
+        extra = set(self.params) - {"dest"}
+        if not isinstance(dest, str) or not dest.startswith("/") or extra:
+            return [Problem(file, f"task {self.name}", "dest", "takes only dest: an absolute path", f"default {CONF}")]
+        return []
+
+    def file_paths(self, host):
+        return [self.path] if host.settings.gpu is not None else []
+
+    def plan(self, host, facts):
+        plan = Plan()
+        if host.settings.gpu is None:
+            plan.skipped = "gpu not set"
+            return plan
+        if facts.nvidia.state != "ok":  # never rewrite the file from an empty GPU list
+            plan.failed = f"cannot write {self.path}: {why_unusable(facts.nvidia.state, facts.nvidia.message)}"
+            return plan
+        current = facts.files.get(self.path)
+        old = current.content.decode("utf-8", "replace") if current and current.exists else ""
+        change, item = plan_file(FileWrite(self.path, render(host.name, host.settings.gpu, facts, old)), current)
+        plan.changes += [change] if change else []
+        plan.unchanged += [item] if item else []
+        return plan

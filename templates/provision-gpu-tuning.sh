@@ -1,0 +1,54 @@
+#!/bin/sh
+# provision-gpu-tuning: apply the GPU settings in /etc/provision/gpu-tuning.conf.
+# Installed by provision and run at every boot by provision-gpu-tuning.service:
+# persistence, power limits and clocks are lost at each reboot and driver reload.
+# Every GPU is tried, whatever fails on another; the exit status says if any failed.
+# Locked clocks cannot be read back from nvidia-smi: what is set is recorded in
+# /run/provision/gpu-clocks/<UUID>, where `provision facts/apply` read it.
+set -u
+set -f  # values are split on spaces below; never expand a glob
+conf=${1:-/etc/provision/gpu-tuning.conf}
+records=${PROVISION_CLOCK_RECORDS:-/run/provision/gpu-clocks}
+failed=0
+
+smi() {
+    echo "nvidia-smi $*"
+    nvidia-smi "$@" || { echo "provision-gpu-tuning: FAILED: nvidia-smi $*" >&2; failed=1; return 1; }
+}
+
+[ -r "$conf" ] || { echo "provision-gpu-tuning: no $conf: nothing to apply"; exit 0; }
+while read -r line; do
+    case $line in gpu=GPU-*) ;; *) continue ;; esac
+    gpu='' persistence='' power_limit='' clocks='' locked_sm='' locked_mem='' mem_deferred=''
+    for word in $line; do
+        case $word in
+            gpu=*) gpu=${word#*=} ;;
+            persistence=*) persistence=${word#*=} ;;
+            power_limit=*) power_limit=${word#*=} ;;
+            clocks=*) clocks=${word#*=} ;;
+            locked_sm=*) locked_sm=${word#*=} ;;
+            locked_mem=*) locked_mem=${word#*=} ;;
+            mem_deferred=*) mem_deferred=${word#*=} ;;
+            '#'*) break ;;
+        esac
+    done
+    case $persistence in on) smi -i "$gpu" -pm 1 ;; off) smi -i "$gpu" -pm 0 ;; esac
+    [ -z "$power_limit" ] || smi -i "$gpu" -pl "$power_limit"
+    case $clocks in '') ;; default) smi -i "$gpu" -eow -rac ;; *) smi -i "$gpu" -eow -ac "$clocks" ;; esac
+    record=$gpu ok=1
+    for lock in "sm:$locked_sm:-lgc:-rgc" "mem:$locked_mem:-lmc:-rmc" "mem_deferred:$mem_deferred:-lmcd:-rmcd"; do
+        IFS=: read -r key value set reset <<LOCK
+$lock
+LOCK
+        case $value in
+            '') continue ;;
+            default) smi -i "$gpu" -eow "$reset" || ok=0 ;;
+            *) smi -i "$gpu" -eow "$set" "$value" || ok=0 ;;
+        esac
+        record="$record $key=$value"
+    done
+    if [ "$record" != "$gpu" ] && [ $ok = 1 ]; then
+        mkdir -p "$records" && printf '%s\n' "$record" > "$records/.$gpu.tmp" && mv -f "$records/.$gpu.tmp" "$records/$gpu"
+    fi
+done < "$conf"
+exit $failed
