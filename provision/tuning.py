@@ -64,10 +64,13 @@ def nearest_pairs(gpu: GpuFacts, mem: int, sm: int, count: int = 4) -> list[Cloc
     return sorted(gpu.supported_clocks, key=lambda p: (abs(p.mem - mem), abs(p.sm - sm), -p.sm))[:count]
 
 
-def app_clocks_target(gpu: GpuFacts, want) -> tuple[ClockPair, str]:
-    """(the pair to set, a note for the report), for gpu.clocks = {mem, sm, nearest} or "default"."""
+def app_clocks_target(gpu: GpuFacts, want) -> tuple[ClockPair | None, str]:
+    """(the pair to set, a note for the report), for gpu.clocks = {mem, sm, nearest} or "default".
+    None for "default" on a GPU without application clocks: there is nothing to reset."""
+    if not takes_app_clocks(gpu) and want == DEFAULT:
+        return None, "this GPU has no application clocks"
     if not takes_app_clocks(gpu):
-        example = f"{{sm: [{gpu.clock_sm or 210}, {want.sm}]}}" if want != DEFAULT else "{sm: [MIN, MAX]}"
+        example = f"{{sm: [{_lowest(gpu, 'sm') or gpu.clock_sm or 'MIN'}, {want.sm}]}}"
         raise Refused(f"{gpu_words(gpu)}: gpu.clocks (application clocks, nvidia-smi -ac) is not supported by "
                       f"this GPU; use gpu.locked_clocks instead, e.g. locked_clocks: {example}")
     if want == DEFAULT:

@@ -52,9 +52,9 @@ def _power(gpu: GpuFacts, want) -> list[str]:
 
 
 def _clocks(gpu: GpuFacts, want) -> list[str]:
-    if want == tuning.DEFAULT and not tuning.takes_app_clocks(gpu):
-        return []  # nothing to reset on a GPU without application clocks
     pair, _ = tuning.app_clocks_target(gpu, want)
+    if pair is None:
+        return []  # nothing to reset on a GPU without application clocks
     return [f"clocks={tuning.DEFAULT if want == tuning.DEFAULT else pair}"]
 
 

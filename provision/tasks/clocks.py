@@ -39,6 +39,9 @@ class ApplicationClocks(Task):
             except tuning.Refused as exc:
                 plan.problems.append(str(exc))
                 continue
+            if target is None:
+                plan.unchanged.append(Item(gpu.label, OK, "application clocks", after=f"default ({note})"))
+                continue
             now = ClockPair(gpu.app_clock_mem, gpu.app_clock_sm) if gpu.app_clock_mem else None
             reset = want == tuning.DEFAULT
             after = f"{target} ({'-rac' if reset else '-ac'}{', ' + note if note else ''})"

@@ -10,7 +10,8 @@ from typing import Iterator
 
 from provision import tuning
 from provision.facts.model import GpuFacts, HostFacts
-from provision.tasks.base import Change, Item, OK, Plan, Task
+from provision.tasks.base import Change, FileWrite, Item, OK, Plan, Task
+from provision.tasks.files import plan_file
 
 
 def wanted_per_gpu(host, facts: HostFacts, setting: str, plan: Plan) -> Iterator[tuple[GpuFacts, object]]:
@@ -54,37 +55,56 @@ def on_off(value: bool | None) -> str:
     return {True: "Enabled", False: "Disabled", None: "N/A"}[value]
 
 
+PACKAGED_UNITS = ("/lib/systemd/system/nvidia-persistenced.service", "/usr/lib/systemd/system/nvidia-persistenced.service")
+DAEMON_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/provision.conf"
+DROPIN_TEXT = """\
+# Managed by provision: the packaged unit starts the daemon with --no-persistence-mode,
+# which keeps persistence off; the inventory says gpu.persistence: true.
+[Service]
+ExecStart=
+ExecStart={exec_start}
+"""
+
+
 class Persistence(Task):
     """Persistence mode: the driver stays loaded, so the other settings are not lost between jobs.
 
     Where nvidia-persistenced is installed it is the mechanism (NVIDIA calls
     `nvidia-smi -pm` legacy and the 580 driver logs it as deprecated); `-pm`
-    is the fallback, and also turns persistence off.
+    is the fallback, and also turns persistence off. Ubuntu's packaged unit
+    is static and runs the daemon with --no-persistence-mode: a drop-in
+    removes that flag (the boot unit's Wants= starts the daemon at boot).
     """
 
     name = "gpu-persistence"
     tags = frozenset({"gpu", "persistence"})
 
+    def file_paths(self, host):
+        return [*PACKAGED_UNITS, DAEMON_DROPIN] if host.settings.gpu is not None else []
+
     def plan(self, host, facts):
         plan = Plan()
         to_change: list[tuple[GpuFacts, bool]] = []
-        for gpu, want in wanted_per_gpu(host, facts, "persistence", plan):
+        wanted = list(wanted_per_gpu(host, facts, "persistence", plan))
+        for gpu, want in wanted:
             if gpu.persistence == want:
                 plan.unchanged.append(Item(gpu.label, OK, "persistence mode", after=on_off(want)))
             else:
                 to_change.append((gpu, want))
+        turning_on = [g for g, w in to_change if w]
+        dropin = _daemon_dropin(facts) if any(w for _, w in wanted) else None
+        if dropin:
+            dropin.verify = lambda f, uuids=[g.uuid for g in turning_on]: _check_persistence(f, uuids, True)
+            plan.changes.append(dropin)
         daemon = facts.nvidia.persistenced_path
-        start_daemon = daemon and not facts.nvidia.persistenced_running and any(w for _, w in to_change)
-        if start_daemon:
-            turning_on = [g for g, w in to_change if w]
-            command = (["systemctl", "enable", "--now", "nvidia-persistenced"]
-                       if facts.system.systemd_running else [daemon])
-            plan.changes.append(Change(
-                target="host", what="nvidia-persistenced",
-                before="stopped", after="running",
-                commands=[command],
-                verify=lambda f, uuids=[g.uuid for g in turning_on]: _check_persistence(f, uuids, True),
-            ))
+        if daemon and turning_on and (dropin or not facts.nvidia.persistenced_running):
+            if not (dropin and facts.system.systemd_running):  # else the drop-in's restart starts it
+                plan.changes.append(Change(
+                    target="host", what="nvidia-persistenced", before="stopped", after="running",
+                    commands=[["systemctl", "start", "nvidia-persistenced"] if facts.system.systemd_running
+                              else [daemon]],
+                    verify=lambda f, uuids=[g.uuid for g in turning_on]: _check_persistence(f, uuids, True),
+                ))
             to_change = [(g, w) for g, w in to_change if not w]
         for gpu, want in to_change:
             plan.changes.append(Change(
@@ -94,6 +114,23 @@ class Persistence(Task):
                 verify=lambda f, uuid=gpu.uuid, want=want: _check_persistence(f, [uuid], want),
             ))
         return plan
+
+
+def _daemon_dropin(facts: HostFacts) -> Change | None:
+    """The drop-in change when the packaged unit turns persistence off and no up-to-date drop-in fixes it."""
+    for path in PACKAGED_UNITS:
+        unit = facts.files.get(path)
+        text = unit.content.decode("utf-8", "replace") if unit and unit.exists else ""
+        exec_start = next((line.partition("=")[2].strip() for line in text.splitlines()
+                           if line.startswith("ExecStart=") and "--no-persistence-mode" in line), None)
+        if exec_start:
+            fixed = " ".join(w for w in exec_start.split() if w != "--no-persistence-mode")
+            change, _ = plan_file(FileWrite(DAEMON_DROPIN, DROPIN_TEXT.format(exec_start=fixed)),
+                                  facts.files.get(DAEMON_DROPIN))
+            if change and facts.system.systemd_running:
+                change.after_write += [["systemctl", "daemon-reload"], ["systemctl", "restart", "nvidia-persistenced"]]
+            return change
+    return None
 
 
 def _check_persistence(facts: HostFacts, uuids: list[str], want: bool) -> str | None:

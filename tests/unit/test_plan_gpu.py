@@ -85,7 +85,7 @@ def test_persistence_prefers_the_daemon_where_installed():
     assert change.commands == [["/usr/bin/nvidia-persistenced"]] and change.target == "host"
     facts.system.systemd_running = True
     [change] = Persistence().plan(host_with({"persistence": True}), facts).changes
-    assert change.commands == [["systemctl", "enable", "--now", "nvidia-persistenced"]]
+    assert change.commands == [["systemctl", "start", "nvidia-persistenced"]]  # the boot unit Wants= it at boot
 
 
 def test_persistence_off_uses_pm_0():
