@@ -44,8 +44,31 @@ def inventory_options(func):
                           "Changed keys are always refused."),
         click.option("--connect-timeout", type=click.FloatRange(1, 600), default=10, show_default=True,
                      help="Seconds to wait for an SSH connection."),
-        click.option("--identity", "-i", "identity_file", type=click.Path(exists=True, dir_okay=False),
+        click.option("--identity", "--private-key", "identity_file", type=click.Path(exists=True, dir_okay=False),
                      help="SSH private key file."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def adhoc_options(func):
+    """The ad-hoc commands: this machine by default, or -i INVENTORY; --gpu; --check; the SSH options."""
+    options = [
+        click.option("-i", "--inventory", type=click.Path(dir_okay=False),
+                     help="Work on this inventory's hosts instead of this machine."),
+        click.option("-l", "--limit", help="Hosts or groups of the inventory, comma-separated (as for apply)."),
+        click.option("--gpu", help="GPU indexes or UUIDs, comma-separated.  [default: every GPU]"),
+        click.option("--check", is_flag=True, help="Show what would change; touch nothing."),
+        click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout."),
+        click.option("-f", "--forks", type=click.IntRange(1, 512), default=16, show_default=True,
+                     help="Hosts worked on in parallel."),
+        click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False),
+                     help="An ssh_config file to use instead of ~/.ssh/config."),
+        click.option("--accept-new-host-keys", is_flag=True, help="Trust and record unknown SSH host keys."),
+        click.option("--identity", "--private-key", "identity_file", type=click.Path(exists=True, dir_okay=False),
+                     help="SSH private key file."),
+        click.option("-K", "--ask-sudo-pass", is_flag=True, help="Ask once for the sudo password."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -149,6 +172,114 @@ def facts(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
         for s in states:
             report.print_facts(s.host.name, s.facts, s.result.message)
     sys.exit(exit_code([s.result for s in states]))
+
+
+# --- ad-hoc commands: one setting, now and in the boot file ------------------------------------------
+
+def run_adhoc(command: str, change: dict, task_names: set[str], option: str, opts: dict) -> None:
+    """Plan and apply one ad-hoc change like `apply` does (see adhoc.py); exits with apply's codes."""
+    from provision.adhoc import AdhocSettings, check_change, gpu_chooser, with_gpu_block
+
+    check_change(change, option)
+    inventory = opts["inventory"]
+    inv_path, hosts = select_hosts(inventory, inventory is None, opts["limit"])
+    tasks = load_playbook(playbook_path("gpu"), templates_dir(None))
+    tasks = [t for t in tasks if t.name in task_names or "boot" in t.tags]
+    hook = AdhocSettings(change, gpu_chooser(opts["gpu"]), from_inventory=inventory is not None)
+    password = click.prompt("sudo password", hide_input=True, err=True) if opts["ask_sudo_pass"] else None
+    ssh = SSHOptions(ssh_config=opts["ssh_config"], accept_new_host_keys=opts["accept_new_host_keys"],
+                     identity_file=opts["identity_file"])
+    check, as_json = opts["check"], opts["as_json"]
+    command += " --check" if check else ""
+    options = RunOptions(check=check, forks=opts["forks"], sudo_password=password, command=command,
+                         progress=progress_printer(sys.stderr.isatty() and not as_json), adjust_host=hook)
+    log = RunLog(default_path(), command, inv_path)
+    results = Engine(tasks, options, connector(inventory is None, ssh), log, inv_path).run(
+        [with_gpu_block(h) for h in hosts])
+    if as_json:
+        click.echo(json.dumps(to_json(results, check) | {"warnings": hook.warnings}, indent=2, default=str))
+    else:
+        report.print_results(results, check, False)
+    for warning in hook.warnings:
+        click.secho(f"Warning: {warning}", fg="yellow", err=True)
+    sys.exit(exit_code(results))
+
+
+@main.command(epilog=EXIT_CODES_HELP)
+@adhoc_options
+@click.option("--mem", type=click.IntRange(min=1), help="Memory clock, MHz (with --sm: an application-clock pair).")
+@click.option("--sm", help="Graphics clock, MHz; with --locked MIN,MAX or one value.")
+@click.option("--nearest", is_flag=True, help="Use the nearest supported pair instead of refusing.")
+@click.option("--locked", is_flag=True, help="Lock clocks (-lgc/-lmc; Hopper memory: -lmcd) instead: GeForce cards.")
+@click.option("--reset", is_flag=True, help="Back to the driver's defaults (-rac, and -rgc/-rmc where locked).")
+@click.option("--list", "list_pairs", is_flag=True, help="Show the supported clocks per GPU model, compact.")
+def clocks(mem, sm, nearest, locked, reset, list_pairs, **opts):
+    """Set GPU clocks now and at every boot: application clocks, or --locked.
+
+    \b
+      provision clocks --mem 877 --sm 1005          # the V100 fix: -ac 877,1005
+      provision clocks --locked --sm 210,1695       # GeForce: lock the graphics clock range
+      provision clocks --reset -i inventories/basement.yaml -l v100
+      provision clocks --list
+    """
+    if list_pairs:
+        return list_clocks(opts)
+    if sum([reset, mem is not None or sm is not None]) != 1:
+        raise click.UsageError("give --mem and --sm (or --locked --sm/--mem), --reset, or --list")
+    if reset:
+        change = {"clocks": "default", "locked_clocks": "default"}
+    elif locked:
+        change = {"locked_clocks": {k: _mhz_range(v, f"--{k}") for k, v in (("sm", sm), ("mem", mem)) if v}}
+    else:
+        if mem is None or sm is None or not str(sm).isdigit():
+            raise click.UsageError("application clocks are a pair: --mem MHz --sm MHz (see --list)")
+        change = {"clocks": {"mem": mem, "sm": int(sm), "nearest": nearest}}
+    run_adhoc("clocks", change, {"gpu-clocks", "gpu-locked-clocks"} & {f"gpu-{k.replace('_', '-')}" for k in change},
+              "--sm/--mem", opts)
+
+
+def _mhz_range(value, option: str) -> list[int]:
+    try:
+        numbers = [int(v) for v in str(value).split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: MHz as MIN,MAX or one value", param_hint=option) from None
+    return numbers * 2 if len(numbers) == 1 else numbers
+
+
+def list_clocks(opts: dict) -> None:
+    inventory = opts["inventory"]
+    inv_path, hosts = select_hosts(inventory, inventory is None, opts["limit"])
+    ssh = SSHOptions(ssh_config=opts["ssh_config"], accept_new_host_keys=opts["accept_new_host_keys"],
+                     identity_file=opts["identity_file"])
+    engine = Engine([], RunOptions(forks=opts["forks"], command="clocks --list"), connector(inventory is None, ssh),
+                    None, inv_path)
+    states = engine.read_facts(hosts)
+    models = report.clock_models([s.facts for s in states if s.facts])
+    if opts["as_json"]:
+        click.echo(json.dumps(models, indent=2))
+    else:
+        report.print_clock_models(models)
+    sys.exit(exit_code([s.result for s in states]))
+
+
+@main.command(epilog=EXIT_CODES_HELP)
+@adhoc_options
+@click.option("--watts", required=True, help='Power limit in W, within each GPU\'s min..max, or "default".')
+def power(watts, **opts):
+    """Set GPU power limits now and at every boot (nvidia-smi -pl)."""
+    try:
+        value = watts if watts == "default" else (int(watts) if watts.isdigit() else float(watts))
+    except ValueError:
+        raise click.BadParameter(f"{watts!r}: watts (a number) or default", param_hint="--watts") from None
+    run_adhoc("power", {"power_limit": value}, {"gpu-power-limit"}, "--watts", opts)
+
+
+@main.command(epilog=EXIT_CODES_HELP)
+@adhoc_options
+@click.argument("state", type=click.Choice(["on", "off"]))
+def persistence(state, **opts):
+    """Turn persistence mode on or off now and at every boot."""
+    run_adhoc("persistence", {"persistence": state == "on"}, {"gpu-persistence"}, "STATE", opts)
 
 
 def _split(text: str) -> set[str]:

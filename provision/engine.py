@@ -38,6 +38,8 @@ class RunOptions:
     sudo_password: str | None = field(default=None, repr=False)
     command: str = "apply"
     progress: Callable[[str], None] = lambda message: None
+    # Settings made once a host's facts are read (the ad-hoc commands); None: the inventory's.
+    adjust_host: Callable[[Host, HostFacts], Host] | None = None
 
 
 @dataclass
@@ -227,6 +229,8 @@ class Engine:
     def _phase1(self, state: HostState) -> None:
         self.gather(state, take_lock=True)
         if state.facts is not None:
+            if self.options.adjust_host:
+                state.host = self.options.adjust_host(state.host, state.facts)
             state.plans = self.plan_all(state)
 
     def _phase2(self, state: HostState) -> None:

@@ -46,6 +46,10 @@ BASE_SECTIONS: dict[str, str] = {
 }
 
 
+UNIT_STATES = {"enabled", "enabled-runtime", "linked", "linked-runtime", "alias", "masked", "masked-runtime",
+               "static", "indirect", "disabled", "generated", "transient", "bad"}  # systemctl is-enabled
+
+
 @dataclass
 class Section:
     rc: int
@@ -107,7 +111,9 @@ def parse_facts(sections: dict[str, Section]) -> HostFacts:
             path = name[len("file:"):]
             facts.files[path] = _file(path, section)
         elif name.startswith("unit:"):
-            facts.units[name[len("unit:"):]] = section.output.strip() or "not-found"
+            state = section.output.strip().splitlines()[-1:] or [""]
+            # is-enabled prints a state word; a missing unit prints an error (and exits non-zero)
+            facts.units[name[len("unit:"):]] = state[0] if state[0] in UNIT_STATES else "not-found"
     return facts
 
 
