@@ -17,6 +17,8 @@ Usage
   gpusim.py fault GPU off-bus|pcie-degraded|clear [--width N] [--gen N]
                                          GPU: slot number (0.. in config order), UUID or PCI bus id;
                                          pcie-degraded trains the link at x8 unless --width/--gen say otherwise
+  gpusim.py set-driver VERSION           the loaded driver is VERSION from now on (the config's GPUs stay); what
+                                         the lab's driver packages run when installed; no config: nothing to do
   gpusim.py install DIR                  DIR/nvidia-smi and DIR/nvidia-persistenced: wrappers that run this file
   gpusim.py show                         the state as JSON
 
@@ -1994,13 +1996,28 @@ def cmd_init(args: list) -> int:
 
 def install_config(source: str) -> None:
     with open(source) as fh:
-        text = fh.read()
+        write_config(fh.read())
+
+
+def write_config(text: str) -> None:
     target = env_path("NVIDIA_SIM_CONFIG")
     os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
     with open(target + ".new", "w") as fh:
         fh.write(text)
     os.replace(target + ".new", target)
     load_config()  # refuse a config the simulator cannot use, now rather than at the next nvidia-smi
+
+
+def cmd_set_driver(args: list) -> int:
+    """A driver package was installed: nvidia-smi reports its version (and its CUDA version) from now on."""
+    if len(args) != 1 or not all(part.isdigit() for part in args[0].split(".")):
+        raise SimError("usage: gpusim.py set-driver VERSION (digits and dots, e.g. 570.195.03)")
+    config = load_config()
+    if config is None:
+        return 0  # no GPUs configured here: no driver to report
+    config["driver_version"] = args[0]
+    write_config(json.dumps(config, indent=2) + "\n")
+    return 0
 
 
 def cmd_reboot(args: list) -> int:
@@ -2086,7 +2103,8 @@ def cmd_show(args: list) -> int:
     return 0
 
 
-COMMANDS = {"init": cmd_init, "reboot": cmd_reboot, "fault": cmd_fault, "install": cmd_install, "show": cmd_show}
+COMMANDS = {"init": cmd_init, "reboot": cmd_reboot, "fault": cmd_fault, "set-driver": cmd_set_driver,
+            "install": cmd_install, "show": cmd_show}
 PROGRAMS = {"nvidia-smi": smi_main, "nvidia-persistenced": persistenced_main}
 
 
