@@ -7,7 +7,8 @@ Layout of a lab directory (default /var/lib/provision-lab/default):
   ssh_config          one Host per node + the lab subnet: root, the lab key, the lab's known_hosts
   known_hosts         every node's host key (the tool checks host keys strictly)
   id_ed25519(.pub)    the lab's client key, authorized as root on every node
-  nodes/NAME/         upper/ + work/ (the node's disk), root/ (the overlay mount), console.log
+  nodes/NAME/         upper/ + work/ (the node's disk), root/ (the overlay mount, the lab's apt repository
+                      mounted read-only in it at /srv/provision-lab/apt), console.log
 
 `down` undoes a lab from its state file AND from names (the "plab<slot>-"
 prefix, the management bridge's alias = this directory), so a half-made lab
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from provision.lab import netns, rootfs
+from provision.lab import aptrepo, netns, rootfs
 from provision.lab.netns import LabNet
 from provision.lab.node import GPUSIM, Node, NodeSpec
 from provision.lab.spec import LabSpec
@@ -111,12 +112,13 @@ class Lab:
                 log(f"A half-made lab is in {self.dir} (a crash?): cleaning it first.")
                 self._teardown(log)
             image = rootfs.ensure_image(log)
+            apt_repo = aptrepo.ensure_repo(image, log)  # before anything is made: a failed fetch leaves nothing
             self.dir.mkdir(parents=True, exist_ok=True)
             state = {"version": 1, "phase": "starting", "slot": self._free_slot(), "source": spec.source,
-                     "image": str(image), "nodes": spec.layout(), "faults": {}}
+                     "image": str(image), "apt_repo": str(apt_repo), "nodes": spec.layout(), "faults": {}}
             self._save(state)
             try:
-                self._make(state, spec, image, log)
+                self._make(state, spec, image, apt_repo, log)
             except BaseException:
                 log("lab up failed: removing what it made ...")
                 self._teardown(lambda message: None)
@@ -125,19 +127,16 @@ class Lab:
             self._save(state)
             return True
 
-    def _make(self, state: dict, spec: LabSpec, image: Path, log) -> None:
+    def _make(self, state: dict, spec: LabSpec, image: Path, apt_repo: Path, log) -> None:
         net = LabNet(state["slot"])
         started = time.monotonic()
         public_key = self._client_key()
         netns.make_bridges(net, max(len(n.nics) for n in spec.nodes), self.dir)
-        # LATER: the local apt repository of issue text (simulated driver .debs, munge/slurm) starts
-        # here, served from the controller address (http://10.213.<slot>.1:8213/, reachable from every
-        # node), with its sources entry written into each node (Node.create) or the image (rootfs.customize).
         nodes = [Node(s, net, self.dir) for s in spec.nodes]
         log(f"Making {len(nodes)} node(s) in {self.dir} (slot {net.slot}, management {net.controller}/24) ...")
 
         def make(node: Node) -> None:
-            node.create(image, public_key)
+            node.create(image, apt_repo, public_key)  # the apt repository: a read-only mount in each node
             netns.add_node(net, node.spec.name, node.spec.index, node.spec.nics)
             node.start()
 

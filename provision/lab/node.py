@@ -17,11 +17,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from provision.lab import netns
+from provision.lab.rootfs import APT_REPO_IN_NODE
 from provision.lab.system import LabError, run
 
 HERE = Path(__file__).parent
 GPUSIM = HERE / "gpusim.py"
 NODE_SIM = "/usr/lib/provision-lab/gpusim"  # the simulator's own commands (reboot, fault) inside a node
+NODE_SIM_SOURCE = "/usr/lib/provision-lab/gpusim.py"  # what the wrappers import (the lab's driver packages own it)
 NODE_INIT = "usr/local/sbin/provision-lab-init"
 DRIVER_VERSION = "580.159.04"
 DEFAULT_GPUS = ({"model": "v100-sxm2-16gb", "count": 4},)  # the basement's main box
@@ -85,11 +87,12 @@ class Node:
 
     # --- disk and identity ---------------------------------------------------------------------
 
-    def create(self, image: Path, client_public_key: str) -> None:
+    def create(self, image: Path, apt_repo: Path, client_public_key: str) -> None:
         for sub in ("upper", "work", "root"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         run(["mount", "-t", "overlay", f"plab-{self.spec.name}", "-o",
              f"lowerdir={image},upperdir={self.dir / 'upper'},workdir={self.dir / 'work'}", str(self.root)])
+        self.serve_apt_repo(apt_repo)
         self.write("etc/hostname", f"{self.spec.name}\n")
         self.write("etc/hosts", f"127.0.0.1 localhost\n127.0.1.1 {self.spec.name}\n")
         self.write("root/.ssh/authorized_keys", client_public_key, mode=0o600)
@@ -104,16 +107,19 @@ class Node:
         (+ nvidia-persistenced only when asked) and NODE_SIM as the wrappers `gpusim.py install` writes."""
         if not GPUSIM.exists():
             raise LabError(f"the GPU simulator {GPUSIM} is missing")
-        from provision.lab import gpusim  # stdlib only: its wrapper template, not its state
-
         config = {"driver_version": self.spec.driver_version, "gpus": self.spec.gpus}
         self.write("etc/nvidia-sim/config.json", json.dumps(config, indent=2) + "\n")
-        directory = Path(NODE_SIM).parent
-        self.write(str(directory / "gpusim.py"), GPUSIM.read_text())
+        self.write(NODE_SIM_SOURCE, GPUSIM.read_text())
         programs = [NODE_SIM, "/usr/bin/nvidia-smi", *(["/usr/bin/nvidia-persistenced"] * self.spec.persistenced)]
         for path in programs:
-            wrapper = gpusim.WRAPPER.format(python="/usr/bin/python3", name=Path(path).name, directory=str(directory))
-            self.write(path, wrapper, mode=0o755)
+            self.write(path, sim_wrapper(path), mode=0o755)
+
+    def serve_apt_repo(self, apt_repo: Path) -> None:
+        """The lab's apt repository, read-only at APT_REPO_IN_NODE: the file: source the image lists."""
+        mount_point = self.root / APT_REPO_IN_NODE.lstrip("/")
+        mount_point.mkdir(parents=True, exist_ok=True)
+        run(["mount", "--bind", str(apt_repo), str(mount_point)])
+        run(["mount", "-o", "remount,bind,ro", str(mount_point)])  # a bind mount takes ro only on a remount
 
     def write(self, path_in_node: str, text: str, mode: int = 0o644) -> None:
         path = self.root / path_in_node.lstrip("/")
@@ -185,3 +191,11 @@ class Node:
 
     def to_state(self) -> dict:
         return asdict(self.spec)
+
+
+def sim_wrapper(program_in_node: str) -> str:
+    """The executable that runs the node's simulator (NODE_SIM_SOURCE) as program_in_node (nvidia-smi, ...)."""
+    from provision.lab import gpusim  # stdlib only: its wrapper template, not its state
+
+    return gpusim.WRAPPER.format(python="/usr/bin/python3", name=Path(program_in_node).name,
+                                 directory=str(Path(NODE_SIM_SOURCE).parent))

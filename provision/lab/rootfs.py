@@ -15,13 +15,17 @@ import subprocess
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 from provision.lab.system import LabError, remove_tree, run
 
 CACHE = Path("/var/cache/provision-lab")
 SUITE = "bookworm"
 PACKAGES = ("openssh-server", "sudo", "iproute2", "kmod", "python3", "systemd", "ca-certificates")
-IMAGE_REVISION = 1  # bump when customize() changes: a new cache key, a fresh image
+IMAGE_REVISION = 2  # bump when customize() changes: a new cache key, a fresh image
+# The lab's own apt repository (aptrepo.py), as every node sees it: a read-only bind mount (Node.create).
+APT_REPO_IN_NODE = "/srv/provision-lab/apt"
+APT_SOURCES = f"deb [trusted=yes] file:{APT_REPO_IN_NODE} ./\n"
 
 # Units the distro enables that need a running systemd, a console or the
 # network; the lab starts sshd itself. Left enabled they would run at every
@@ -54,46 +58,57 @@ def image_path() -> Path:
 
 def ensure_image(log=print) -> Path:
     """The cached image's root, built first if needed (about a minute). LabError when it cannot be built."""
-    path = image_path()
+
+    def build(tmp: Path) -> None:
+        mirror, keyring = debian_mirror()
+        debootstrap = _debootstrap_binary(log)
+        log(f"Building the lab image (debootstrap {SUITE} from {mirror}, about a minute) into {image_path()} ...")
+        argv = [debootstrap, "--variant=minbase", f"--include={','.join(PACKAGES)}"]
+        argv += [f"--keyring={keyring}"] if keyring else []
+        run([*argv, SUITE, str(tmp / "root"), mirror], timeout=1800)
+        customize(tmp / "root")
+        (tmp / "image.txt").write_text(f"debootstrap {SUITE} {' '.join(PACKAGES)} from {mirror}, "
+                                       f"revision {IMAGE_REVISION}\n")
+
+    return build_cached(image_path(), build, "the lab image") / "root"
+
+
+def build_cached(path: Path, build: Callable[[Path], None], what: str) -> Path:
+    """path in the cache, made first if needed: build(tmp) fills a temp dir that is renamed to path once
+    complete, under the cache's lock (one builder at a time; the others wait and reuse its result)."""
     if path.exists():
-        return path / "root"
+        return path
     CACHE.mkdir(parents=True, exist_ok=True)
     with _locked(CACHE / ".lock"):
         if path.exists():  # another process built it while we waited
-            return path / "root"
-        for stale in CACHE.glob(".build-*"):  # a crashed build: may still hold debootstrap's /proc mount
+            return path
+        for stale in CACHE.glob(".build-*"):  # a crashed build: may still hold a /proc or overlay mount
             remove_tree(stale)
-        mirror, keyring = debian_mirror()
-        debootstrap = _debootstrap_binary(log)
         tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=CACHE))
         try:
-            log(f"Building the lab image (debootstrap {SUITE} from {mirror}, about a minute) into {path} ...")
-            argv = [debootstrap, "--variant=minbase", f"--include={','.join(PACKAGES)}"]
-            argv += [f"--keyring={keyring}"] if keyring else []
-            run([*argv, SUITE, str(tmp / "root"), mirror], timeout=1800)
-            customize(tmp / "root")
-            (tmp / "image.txt").write_text(f"debootstrap {SUITE} {' '.join(PACKAGES)} from {mirror}, "
-                                           f"revision {IMAGE_REVISION}\n")
+            build(tmp)
             tmp.chmod(0o755)
             tmp.rename(path)
         except (LabError, subprocess.TimeoutExpired) as exc:
-            raise LabError(f"cannot build the lab image: {exc}", 2) from None
+            raise LabError(f"cannot build {what}: {exc}", 2) from None
         finally:
             remove_tree(tmp)  # gone already when the rename happened
-    return path / "root"
+    return path
 
 
 def customize(root: Path) -> None:
-    """What every node shares: no host keys (each node makes its own), our sshd settings, stock units off."""
+    """What every node shares: no host keys (each node makes its own), our sshd settings, stock units off,
+    the lab's apt repository as the only apt source."""
     for key in (root / "etc" / "ssh").glob("ssh_host_*"):
         key.unlink()
     (root / "etc" / "ssh" / "sshd_config.d" / "provision-lab.conf").write_text(SSHD_CONFIG)
     for link in (root / "etc" / "systemd" / "system").glob("*.wants/*"):
         if link.name in STOCK_UNITS:
             link.unlink()
-    # Nodes have no route out of the lab: the Debian mirror is unreachable from them.
-    # LATER: the lab's local apt repository (see Lab._make) may be listed here, as
-    # /etc/apt/sources.list.d/provision-lab.list (bump IMAGE_REVISION then).
+    # Nodes have no route out of the lab: the Debian mirror debootstrap listed is unreachable from them.
+    (root / "etc" / "apt" / "sources.list").write_text(
+        "# provision lab: nodes have no route out; their packages come from sources.list.d/provision-lab.list\n")
+    (root / "etc" / "apt" / "sources.list.d" / "provision-lab.list").write_text(APT_SOURCES)
 
 
 def debian_mirror(sources_dir: Path = Path("/etc/apt")) -> tuple[str, str | None]:

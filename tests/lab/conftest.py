@@ -74,13 +74,15 @@ def lab(tmp_path_factory):
         pytest.skip("the lab needs root on Linux (namespaces, bridges, mounts)")
     if not GPUSIM.exists():
         pytest.skip(f"{GPUSIM} (the GPU simulator) is not there yet")
+    from provision.lab.aptrepo import ensure_repo
     from provision.lab.rootfs import ensure_image
     from provision.lab.system import LabError
 
     try:
-        ensure_image(log=lambda message: None)  # about a minute the first time, then cached
+        image = ensure_image(log=lambda message: None)  # about a minute the first time, then cached
+        ensure_repo(image, log=lambda message: None)  # the Debian mirror once more: seconds, then cached
     except LabError as exc:
-        pytest.skip(f"debootstrap cannot work here: {exc}")
+        pytest.skip(f"the lab's image or apt repository cannot be built here (Debian mirror?): {exc}")
     cluster = LabCluster(LAB_DIR, tmp_path_factory.mktemp("lab") / "runs.jsonl")
     cluster.lab("down")  # what a crashed earlier run left
     try:

@@ -1,0 +1,217 @@
+"""The lab's local apt repository: simulated NVIDIA driver packages, Debian's munge and Slurm, for the nodes.
+
+Nodes have no route out of the lab. They see this repository as a flat file: source
+(rootfs.APT_SOURCES, at rootfs.APT_REPO_IN_NODE: a read-only bind mount, see Node.create), and real
+apt and dpkg install from it. Two cached parts, each built once (rootfs.build_cached):
+
+  debian-<key>/  munge and Slurm with exactly the dependencies the node image lacks: apt-get
+                 --download-only in a chroot of the image (an overlay over it: the image itself is
+                 never written), from this machine's Debian mirror. Keyed by the image.
+  apt-<key>/     the served repository: those .debs (hard links), the simulated driver packages
+                 built here, Packages, Packages.gz, Release. Keyed by the image and the simulator,
+                 so a changed gpusim.py makes a new repository in about a second, with no download.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from email.utils import formatdate
+from pathlib import Path
+
+from provision.lab import rootfs
+from provision.lab.node import GPUSIM, NODE_SIM_SOURCE, sim_wrapper
+from provision.lab.system import run, unmount_all_under
+
+REPO_REVISION = 1  # bump when the driver packages or the index change: a new cache key, a fresh repository
+DEBIAN_PACKAGES = ("munge", "slurmd", "slurmctld", "slurm-client")
+# Simulated driver packages: name -> driver version (branches gpusim.CUDA_FOR_DRIVER knows).
+DRIVERS = {"nvidia-driver-580": "580.159.04", "nvidia-driver-570": "570.195.03"}
+DEBIAN_REVISION = "-1provision1"
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+
+# As Ubuntu's packaged drivers ship it: static (no [Install]), persistence mode left off
+# (see ../shared/reference/gpu-node-reference.md, 1.1).
+PERSISTENCED_UNIT = """\
+[Unit]
+Description=NVIDIA Persistence Daemon
+Wants=syslog.target
+
+[Service]
+Type=forking
+ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode --verbose
+ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced
+"""
+
+CONTROL = """\
+Package: {name}
+Version: {version}
+Architecture: all
+Maintainer: provision lab <root@localhost>
+Depends: python3, passwd
+Provides: nvidia-driver
+Conflicts: nvidia-driver
+Replaces: nvidia-driver
+Section: misc
+Priority: optional
+Description: NVIDIA driver {driver} (simulated, provision lab)
+ The provision lab's GPU simulator as nvidia-smi and nvidia-persistenced, with the
+ nvidia-persistenced unit as Ubuntu ships it. Installing it makes the node's simulated
+ GPUs report driver {driver}.
+"""
+
+# The daemon's --user must exist; the new driver is "loaded" at once (a real one needs a reboot).
+POSTINST = """\
+#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+    getent passwd nvidia-persistenced >/dev/null || useradd --system --user-group --home-dir /nonexistent \\
+        --no-create-home --shell /usr/sbin/nologin --comment "NVIDIA Persistence Daemon" nvidia-persistenced
+    python3 {sim} set-driver {driver}
+fi
+"""
+
+
+def ensure_repo(image: Path, log=print) -> Path:
+    """The repository's directory (what nodes mount), built first if needed. LabError when it cannot be."""
+    path = rootfs.CACHE / f"apt-{repo_key()}"
+    if path.exists():
+        return path
+    debian = ensure_debian_packages(image, log)
+
+    def build(tmp: Path) -> None:
+        started = time.monotonic()
+        for deb in sorted(debian.glob("*.deb")):
+            os.link(deb, tmp / deb.name)  # the same filesystem: no copy
+        for name, driver in DRIVERS.items():
+            build_driver_package(tmp, name, driver)
+        write_index(tmp)
+        log(f"Lab apt repository ready in {path} ({time.monotonic() - started:.1f}s)")
+
+    return rootfs.build_cached(path, build, "the lab's apt repository")
+
+
+def repo_key() -> str:
+    text = f"{rootfs.image_key()} rev{REPO_REVISION} {sorted(DRIVERS.items())} {DEBIAN_PACKAGES}"
+    return hashlib.sha256(text.encode() + GPUSIM.read_bytes()).hexdigest()[:10]
+
+
+# --- munge and Slurm from Debian ------------------------------------------------------------------
+
+
+def ensure_debian_packages(image: Path, log=print) -> Path:
+    """A directory of the .debs that installing DEBIAN_PACKAGES on a node needs, built first if needed."""
+    key = hashlib.sha256(f"{rootfs.image_key()} {DEBIAN_PACKAGES}".encode()).hexdigest()[:10]
+    path = rootfs.CACHE / f"debian-{key}"
+
+    def build(tmp: Path) -> None:
+        mirror, _ = rootfs.debian_mirror()
+        started = time.monotonic()
+        log(f"Fetching {', '.join(DEBIAN_PACKAGES)} and their dependencies for the lab's apt repository "
+            f"(apt-get in the image, from {mirror}) ...")
+        chroot = tmp / ".chroot"
+        try:
+            root = _overlay_over(image, chroot)
+            _download(root, mirror)
+            for deb in (root / "var" / "cache" / "apt" / "archives").glob("*.deb"):
+                shutil.move(deb, tmp / deb.name)
+        finally:
+            unmount_all_under(chroot)
+            shutil.rmtree(chroot, ignore_errors=True)
+        debs = list(tmp.glob("*.deb"))
+        log(f"Fetched {len(debs)} packages ({sum(d.stat().st_size for d in debs) / 2**20:.0f} MiB) "
+            f"in {time.monotonic() - started:.0f}s")
+
+    return rootfs.build_cached(path, build, f"the lab's Debian packages ({', '.join(DEBIAN_PACKAGES)})")
+
+
+def _overlay_over(image: Path, work: Path) -> Path:
+    """A writable root over the image (whose files stay as they are), with /proc: apt runs in it."""
+    for sub in ("upper", "work", "root"):
+        (work / sub).mkdir(parents=True)
+    root = work / "root"
+    run(["mount", "-t", "overlay", "plab-apt", "-o",
+         f"lowerdir={image},upperdir={work / 'upper'},workdir={work / 'work'}", str(root)])
+    run(["mount", "-t", "proc", "proc", str(root / "proc")])
+    return root
+
+
+def _download(root: Path, mirror: str) -> None:
+    """apt-get --download-only in the chroot: the image's own apt and dpkg status decide what is missing."""
+    etc_apt = root / "etc" / "apt"
+    (etc_apt / "sources.list").write_text(f"deb {mirror} {rootfs.SUITE} main\n")
+    (etc_apt / "sources.list.d" / "provision-lab.list").unlink(missing_ok=True)  # not served here
+    shutil.copy(Path("/etc/resolv.conf").resolve(), root / "etc" / "resolv.conf")  # the host's network
+    env = ["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND=noninteractive", "LANG=C.UTF-8",
+           *(f"{name}={os.environ[name]}" for name in PROXY_VARIABLES if name in os.environ)]
+    apt = ["chroot", str(root), *env, "apt-get", "-q", "-y"]
+    run([*apt, "clean"])  # debootstrap's own .debs: the archives directory then holds only what is fetched
+    run([*apt, "update"], timeout=600)
+    run([*apt, "install", "--download-only", *DEBIAN_PACKAGES], timeout=1800)
+
+
+# --- the simulated driver packages ------------------------------------------------------------------
+
+
+def build_driver_package(out_dir: Path, name: str, driver: str) -> Path:
+    """out_dir/NAME_VERSION_all.deb: the simulator as nvidia-smi and nvidia-persistenced, reporting driver."""
+    version = driver + DEBIAN_REVISION
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "tree"
+        files = {
+            "DEBIAN/control": (CONTROL.format(name=name, version=version, driver=driver), 0o644),
+            "DEBIAN/postinst": (POSTINST.format(sim=NODE_SIM_SOURCE, driver=driver), 0o755),
+            NODE_SIM_SOURCE: (GPUSIM.read_text(), 0o644),
+            "/usr/bin/nvidia-smi": (sim_wrapper("/usr/bin/nvidia-smi"), 0o755),
+            "/usr/bin/nvidia-persistenced": (sim_wrapper("/usr/bin/nvidia-persistenced"), 0o755),
+            # Debian bookworm ships units under /lib (usrmerge aliasing), and nodeinit looks there.
+            "/lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644),
+        }
+        for path_in_package, (text, mode) in files.items():
+            path = tree / path_in_package.lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            path.chmod(mode)
+        deb = out_dir / f"{name}_{version}_all.deb"
+        run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(tree), str(deb)])
+    return deb
+
+
+# --- the index ----------------------------------------------------------------------------------------
+
+
+def write_index(repo: Path) -> None:
+    """Packages, Packages.gz and Release of a flat repository: what apt-get update reads.
+
+    Written here rather than by dpkg-scanpackages/apt-ftparchive (dpkg-dev, apt-utils), which the
+    host may not have; dpkg-deb, which every Debian has, reads each package's control fields.
+    """
+    stanzas = []
+    for deb in sorted(repo.glob("*.deb")):
+        control = run(["dpkg-deb", "--field", str(deb)]).stdout
+        stanzas.append(index_stanza(control, f"./{deb.name}", deb.read_bytes()))
+    packages = "\n".join(stanzas).encode()
+    (repo / "Packages").write_bytes(packages)
+    (repo / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
+    (repo / "Release").write_text(release_text({"Packages": packages,
+                                                "Packages.gz": (repo / "Packages.gz").read_bytes()}))
+
+
+def index_stanza(control: str, filename: str, data: bytes) -> str:
+    """One package's Packages entry: its control fields as dpkg-deb prints them, then where and what it is."""
+    fields = control.rstrip("\n")
+    return (f"{fields}\nFilename: {filename}\nSize: {len(data)}\nMD5sum: {hashlib.md5(data).hexdigest()}\n"
+            f"SHA256: {hashlib.sha256(data).hexdigest()}\n")
+
+
+def release_text(files: dict[str, bytes], date: float | None = None) -> str:
+    """A flat repository's Release: the index files' sizes and checksums (unsigned: nodes say trusted=yes)."""
+    lines = ["Origin: provision-lab", "Label: provision-lab", f"Date: {formatdate(date, usegmt=True)}"]
+    for title, digest in (("MD5Sum", hashlib.md5), ("SHA256", hashlib.sha256)):
+        lines.append(f"{title}:")
+        lines += [f" {digest(data).hexdigest()} {len(data)} {name}" for name, data in sorted(files.items())]
+    return "\n".join(lines) + "\n"
