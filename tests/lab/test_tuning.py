@@ -1,0 +1,111 @@
+"""GPU tuning end to end on a lab that mirrors inventories/basement.yaml: V100 (application clocks),
+RTX 3090 blades, the RTX 4090 riser box (locked clocks, one hot GPU at a lower limit).
+
+Its own lab beside the session's one; tests run in file order and each leaves it converged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.lab
+
+BASEMENT = Path(__file__).resolve().parents[2] / "inventories" / "basement.yaml"
+V100, BLADE, RISERS = "lab-v100-1", "lab-rtx3090-1", "lab-rtx4090-1"
+CONF = "/etc/provision/gpu-tuning.conf"
+
+
+@pytest.fixture(scope="module")
+def basement(lab, tmp_path_factory):
+    cluster = type(lab)(Path(f"{lab.dir}-basement"), tmp_path_factory.mktemp("basement") / "runs.jsonl")
+    cluster.lab("down")
+    try:
+        cluster.lab("up", "--like", str(BASEMENT))
+        yield cluster
+    finally:
+        cluster.lab("down")
+
+
+def items(result: dict, host: str, task: str) -> dict[str, dict]:
+    return {i["target"]: i for h in result["hosts"] if h["host"] == host
+            for t in h["tasks"] if t["name"] == task for i in t["items"]}
+
+
+def adhoc(lab, *args: str):
+    return lab.provision(*args, "-i", str(lab.inventory), "--ssh-config", str(lab.ssh_config), "--json")
+
+
+def test_every_basement_model_converges_then_changes_nothing(basement):
+    code, first = basement.apply()
+    assert code == 0, first
+    clocks = items(first, V100, "gpu-clocks")
+    assert [clocks[f"GPU{i}"]["after"] for i in range(4)] == ["877,1005 (-ac)"] * 4
+    locks = items(first, RISERS, "gpu-locked-clocks")
+    assert {g: i["after"] for g, i in locks.items()} == {f"GPU{i}": "210,2520" for i in range(7)}
+    power = items(first, RISERS, "gpu-power-limit")
+    assert power["GPU3"]["after"] == "300.00 W" and power["GPU0"]["after"] == "400.00 W"
+    assert items(first, BLADE, "gpu-boot-unit")["provision-gpu-tuning.service"]["status"] == "changed"
+
+    code, again = basement.apply()
+    assert code == 0, again
+    assert [h["counts"]["changed"] for h in again["hosts"]] == [0] * len(again["hosts"])
+    assert items(again, RISERS, "gpu-locked-clocks")["GPU6"]["status"] == "ok"
+    conf = basement.node_file(V100, CONF).read_text()
+    assert conf.count("clocks=877,1005") == 4 and conf.count("power_limit=200") == 4
+
+
+def test_the_settings_come_back_after_a_reboot(basement):
+    for node in (V100, RISERS):
+        basement.lab("reboot", node)
+    facts = basement.facts()
+    for gpu in facts[V100]["nvidia"]["gpus"]:
+        assert (gpu["persistence"], gpu["power_limit"], gpu["app_clock_mem"], gpu["app_clock_sm"]) == \
+               (True, 200.0, 877, 1005)
+    risers = facts[RISERS]["nvidia"]["gpus"]
+    assert [g["power_limit"] for g in risers] == [400.0, 400.0, 400.0, 300.0, 400.0, 400.0, 400.0]
+    assert all(g["locked"] == {"sm": "210,2520"} and g["clock_sm"] <= 2520 for g in risers)
+    code, check = basement.apply("--check")
+    assert code == 0 and [h["counts"]["changed"] for h in check["hosts"]] == [0] * len(check["hosts"]), check
+
+
+def test_bad_values_are_refused_on_every_node_before_any_is_touched(basement, tmp_path):
+    tree = yaml.safe_load(basement.inventory.read_text())
+    groups = tree["all"]["children"]["gpu_nodes"]["children"]
+    groups["v100"]["vars"]["gpu"]["clocks"] = {"mem": 877, "sm": 1001}  # not a supported pair
+    groups["rtx3090"]["vars"]["gpu"] = {"clocks": {"mem": 9751, "sm": 1500}}  # GeForce: no application clocks
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(tree))
+    before = {node: basement.node_file(node, CONF).read_text() for node in (V100, BLADE)}
+    code, result = basement.apply(inventory=bad)
+    assert code == 2, result
+    assert "877,1005" in result["stderr"] and "use gpu.locked_clocks" in result["stderr"]
+    assert {node: basement.node_file(node, CONF).read_text() for node in (V100, BLADE)} == before
+    assert [g["app_clock_sm"] for g in basement.gpus(V100)] == [1005] * 4
+
+
+def test_adhoc_commands_on_one_node_and_a_group_then_apply_converges_back(basement):
+    done = adhoc(basement, "power", "--watts", "250", "-l", V100, "--gpu", "1")
+    assert done.returncode == 0, done.stderr
+    assert "the inventory says gpu.power_limit 200" in done.stderr
+    assert [g["power_limit"] for g in basement.gpus(V100)] == [200.0, 250.0, 200.0, 200.0]
+    conf = basement.node_file(V100, CONF).read_text()
+    assert conf.count("power_limit=250") == 1 and conf.count("clocks=877,1005") == 4  # other settings kept
+
+    done = adhoc(basement, "clocks", "--locked", "--sm", "210,1695", "-l", "rtx3090")
+    assert done.returncode == 0, done.stderr
+    facts = basement.facts()
+    blades = [h for h in facts if h.startswith("lab-rtx3090-")]
+    assert len(blades) == 4 and all(facts[h]["nvidia"]["gpus"][0]["locked"] == {"sm": "210,1695"} for h in blades)
+    assert "locked_sm=210,1695" in basement.node_file(BLADE, CONF).read_text()
+
+    refused = adhoc(basement, "clocks", "--mem", "9751", "--sm", "1500", "-l", "rtx3090")
+    assert refused.returncode == 2 and "use gpu.locked_clocks" in refused.stderr
+
+    code, back = basement.apply()
+    assert code == 0, back
+    assert items(back, V100, "gpu-power-limit")["GPU1"]["status"] == "changed"
+    assert [g["power_limit"] for g in basement.gpus(V100)] == [200.0] * 4
+    assert "locked_sm" not in basement.node_file(BLADE, CONF).read_text()
