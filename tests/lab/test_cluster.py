@@ -84,20 +84,27 @@ def test_unreachable_node_fails_alone_while_the_rest_converge(lab):
     assert lab.apply()[0] == 0
 
 
-def test_reboot_resets_volatile_gpu_settings(lab):
+def test_reboot_resets_volatile_gpu_settings_unless_the_boot_unit_runs(lab):
     assert lab.apply()[0] == 0
+    lab.lab("reboot", BLADE2)  # apply installed and enabled provision-gpu-tuning.service: settings come back
+    assert [(g["persistence"], g["power_limit"]) for g in lab.gpus(BLADE2)] == [(True, 300.0)]
+    assert lab.ssh(V100, "systemctl disable provision-gpu-tuning.service").returncode == 0  # "forgot" it
     lab.lab("reboot", V100)
     for gpu in lab.gpus(V100):
         assert gpu["persistence"] is False
         assert gpu["power_limit"] == gpu["power_default"] != 200.0
     assert all(g["power_limit"] == 300.0 for g in lab.gpus(BLADE1))  # the others kept theirs
-    assert lab.apply()[0] == 0
+    code, result = lab.apply()
+    assert code == 0
+    v100 = next(h for h in result["hosts"] if h["host"] == V100)
+    assert [t["status"] for t in v100["tasks"] if t["name"] == "gpu-boot-unit"] == ["changed"]  # enabled again
 
 
 def test_enabled_boot_units_run_at_reboot(lab):
     """What makes settings survive reboots: a unit enabled offline (no running systemd) runs at boot."""
     # Persistence first: without it the driver unloads when nvidia-smi exits, and forgets the limit.
-    unit = ("[Unit]\nDescription=lab test: GPU settings at boot\n[Service]\nType=oneshot\n"
+    unit = ("[Unit]\nDescription=lab test: GPU settings at boot\nAfter=provision-gpu-tuning.service\n"
+            "[Service]\nType=oneshot\n"
             "ExecStart=/usr/bin/nvidia-smi -pm 1\nExecStart=/usr/bin/nvidia-smi -pl 250\n"
             "[Install]\nWantedBy=multi-user.target\n")
     enable = lab.ssh(BLADE1, f"printf '%s' '{unit}' > /etc/systemd/system/lab-test.service"
