@@ -26,10 +26,12 @@ import time
 from pathlib import Path
 
 from provision.facts import gather
+from provision.inventory import load_inventory
+from provision.playbook import load_playbook
+from provision.resources import playbook_path, templates_dir
 from provision.lab.cluster import Lab
 from provision.lab.spec import default_spec
 
-TEMPLATE_DEST = "/etc/provision/gpu-tuning.conf"  # the file the shipped site playbook manages
 
 # One command per host, all hosts at once, host keys checked like the tool does.
 FLOOR = textwrap.dedent("""\
@@ -92,7 +94,10 @@ def measure(size: int, lab_dir: Path, repeat: int) -> dict:
         row["floor"] = statistics.median(floor(lab, addresses) for _ in range(repeat))
         # The same floor running the very command a no-op run reads each host with: what is left
         # between this and the no-op is the tool's own cost (imports, planning, the lock release).
-        batch = gather.build_script(gather.new_token(), [TEMPLATE_DEST])
+        host = load_inventory(str(lab.inventory_path)).select(None)[0]
+        tasks = load_playbook(playbook_path("site"), templates_dir(None))
+        paths = sorted({p for t in tasks for p in t.file_paths(host)})
+        batch = gather.build_script(gather.new_token(), paths, sorted({u for t in tasks for u in t.unit_names(host)}))
         row["floor_facts"] = statistics.median(floor(lab, addresses, batch) for _ in range(repeat))
     finally:
         lab.down(log=lambda message: None)

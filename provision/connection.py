@@ -8,7 +8,6 @@ on a command line, never logged).
 
 from __future__ import annotations
 
-import io
 import os
 import shlex
 import socket
@@ -213,13 +212,30 @@ class SSHConnection(Connection):
         self.fabric.close()
 
     def _run(self, argv, stdin, timeout):
+        if stdin is not None:
+            return self._run_with_stdin(argv, stdin, timeout)
         try:
-            result = self.fabric.run(
-                shlex.join(argv), hide=True, warn=True, timeout=timeout,
-                in_stream=io.StringIO(stdin) if stdin is not None else False,
-            )
+            result = self.fabric.run(shlex.join(argv), hide=True, warn=True, timeout=timeout, in_stream=False)
         except invoke.exceptions.CommandTimedOut:
             return CommandResult(argv, 124, "", f"timed out after {timeout}s")
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise Unreachable(f"lost the connection to {self.name}: {exc}") from None
         return CommandResult(argv, result.exited, result.stdout, result.stderr)
+
+    def _run_with_stdin(self, argv, stdin: str, timeout):
+        """stdin sent, then EOF: Invoke's in_stream never closes the remote stdin, so `cat > file` would wait
+        on it (seconds to a timeout per written file). A plain paramiko channel can say EOF."""
+        try:
+            channel = self.fabric.client.get_transport().open_session()
+            channel.settimeout(timeout)
+            channel.exec_command(shlex.join(argv))
+            channel.sendall(stdin.encode())
+            channel.shutdown_write()
+            out, err = channel.makefile("rb").read(), channel.makefile_stderr("rb").read()
+            rc = channel.recv_exit_status()
+            channel.close()
+        except socket.timeout:
+            return CommandResult(argv, 124, "", f"timed out after {timeout}s")
+        except (OSError, paramiko.SSHException, EOFError, AttributeError) as exc:
+            raise Unreachable(f"lost the connection to {self.name}: {exc}") from None
+        return CommandResult(argv, rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
