@@ -109,7 +109,13 @@ class AdhocSettings:
             base = settings_from_boot_file(current.content.decode("utf-8", "replace"))
         else:
             base = host.settings.gpu or GpuSettings()
+        if facts.nvidia.state != "ok":  # no GPU to pick: set it host-wide, so the task says why it cannot
+            gpu = base.model_copy(update=self.change)
+            return replace(host, settings=host.settings.model_copy(update={"gpu": gpu}))
         chosen = [g for g in facts.nvidia.gpus if self.choose(g)]
+        if not chosen:
+            self.warnings.append(f"{host.name}: no GPU matches --gpu; GPUs: "
+                                 + ", ".join(f"{g.index} {g.uuid}" for g in facts.nvidia.gpus))
         overrides = [GpuOverride.model_validate({"uuid": g.uuid, **self.change}) for g in chosen]
         if self.from_inventory:
             self._warn_if_inventory_differs(host, chosen)

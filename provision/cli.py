@@ -176,14 +176,16 @@ def facts(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
 
 # --- ad-hoc commands: one setting, now and in the boot file ------------------------------------------
 
-def run_adhoc(command: str, change: dict, task_names: set[str], option: str, opts: dict) -> None:
-    """Plan and apply one ad-hoc change like `apply` does (see adhoc.py); exits with apply's codes."""
+def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
+    """Plan and apply one ad-hoc change like `apply` does (see adhoc.py); exits with apply's codes.
+    The tasks: the one for each changed setting (gpu.power_limit -> gpu-power-limit), and the boot ones."""
     from provision.adhoc import AdhocSettings, check_change, gpu_chooser, with_gpu_block
 
     check_change(change, option)
     inventory = opts["inventory"]
     inv_path, hosts = select_hosts(inventory, inventory is None, opts["limit"])
     tasks = load_playbook(playbook_path("gpu"), templates_dir(None))
+    task_names = {"gpu-" + setting.replace("_", "-") for setting in change}
     tasks = [t for t in tasks if t.name in task_names or "boot" in t.tags]
     hook = AdhocSettings(change, gpu_chooser(opts["gpu"]), from_inventory=inventory is not None)
     password = click.prompt("sudo password", hide_input=True, err=True) if opts["ask_sudo_pass"] else None
@@ -234,8 +236,7 @@ def clocks(mem, sm, nearest, locked, reset, list_pairs, **opts):
         if mem is None or sm is None or not str(sm).isdigit():
             raise click.UsageError("application clocks are a pair: --mem MHz --sm MHz (see --list)")
         change = {"clocks": {"mem": mem, "sm": int(sm), "nearest": nearest}}
-    run_adhoc("clocks", change, {"gpu-clocks", "gpu-locked-clocks"} & {f"gpu-{k.replace('_', '-')}" for k in change},
-              "--sm/--mem", opts)
+    run_adhoc("clocks", change, "--sm/--mem", opts)
 
 
 def _mhz_range(value, option: str) -> list[int]:
@@ -255,11 +256,15 @@ def list_clocks(opts: dict) -> None:
                     None, inv_path)
     states = engine.read_facts(hosts)
     models = report.clock_models([s.facts for s in states if s.facts])
+    unusable = {s.host.name: s.facts.nvidia.message if s.facts else s.result.message
+                for s in states if not s.facts or s.facts.nvidia.state != "ok"}
     if opts["as_json"]:
-        click.echo(json.dumps(models, indent=2))
+        click.echo(json.dumps({"models": models, "hosts_without_gpus": unusable}, indent=2))
     else:
         report.print_clock_models(models)
-    sys.exit(exit_code([s.result for s in states]))
+        for host, why in unusable.items():
+            click.secho(f"{host}: {why}", fg="red", err=True)
+    sys.exit(exit_code([s.result for s in states]) | (1 if unusable else 0))
 
 
 @main.command(epilog=EXIT_CODES_HELP)
@@ -271,7 +276,7 @@ def power(watts, **opts):
         value = watts if watts == "default" else (int(watts) if watts.isdigit() else float(watts))
     except ValueError:
         raise click.BadParameter(f"{watts!r}: watts (a number) or default", param_hint="--watts") from None
-    run_adhoc("power", {"power_limit": value}, {"gpu-power-limit"}, "--watts", opts)
+    run_adhoc("power", {"power_limit": value}, "--watts", opts)
 
 
 @main.command(epilog=EXIT_CODES_HELP)
@@ -279,7 +284,7 @@ def power(watts, **opts):
 @click.argument("state", type=click.Choice(["on", "off"]))
 def persistence(state, **opts):
     """Turn persistence mode on or off now and at every boot."""
-    run_adhoc("persistence", {"persistence": state == "on"}, {"gpu-persistence"}, "STATE", opts)
+    run_adhoc("persistence", {"persistence": state == "on"}, "STATE", opts)
 
 
 def _split(text: str) -> set[str]:

@@ -121,8 +121,6 @@ def clock_models(all_facts: list[HostFacts]) -> list[dict]:
 
 
 def print_clock_models(models: list[dict]) -> None:
-    if not models:
-        click.echo("No GPU found.")
     for m in models:
         app = (f"application clocks: yes (default {m['application_clocks']})" if m["application_clocks"]
                else "application clocks: no (use --locked)")

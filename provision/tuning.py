@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from provision.facts.model import ClockPair, GpuFacts
 
 DEFAULT = "default"
+RESET_NOTE = "the default"  # app_clocks_target's note for "default": set with -rac
 
 
 class Refused(ValueError):
@@ -74,7 +75,7 @@ def app_clocks_target(gpu: GpuFacts, want) -> tuple[ClockPair | None, str]:
         raise Refused(f"{gpu_words(gpu)}: gpu.clocks (application clocks, nvidia-smi -ac) is not supported by "
                       f"this GPU; use gpu.locked_clocks instead, e.g. locked_clocks: {example}")
     if want == DEFAULT:
-        return ClockPair(gpu.default_app_clock_mem, gpu.default_app_clock_sm), "the default"
+        return ClockPair(gpu.default_app_clock_mem, gpu.default_app_clock_sm), RESET_NOTE
     asked = ClockPair(want.mem, want.sm)
     if asked in gpu.supported_clocks:
         return asked, ""

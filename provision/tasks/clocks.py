@@ -14,15 +14,11 @@ from __future__ import annotations
 
 from provision import remote, tuning
 from provision.facts.gather import clock_records_dir
-from provision.facts.model import ClockPair, GpuFacts, HostFacts
+from provision.facts.model import ClockPair, HostFacts
 from provision.tasks.base import Change, Item, OK, Plan, Task
-from provision.tasks.gpu import find_gpu, wanted_per_gpu
+from provision.tasks.gpu import find_gpu, smi, targets_per_gpu
 
 LOCK_KEYS = ("sm", "mem", "mem_deferred")
-
-
-def smi(gpu: GpuFacts, *args: str) -> list[str]:
-    return ["nvidia-smi", "-i", gpu.uuid, *args]
 
 
 class ApplicationClocks(Task):
@@ -33,17 +29,12 @@ class ApplicationClocks(Task):
 
     def plan(self, host, facts):
         plan = Plan()
-        for gpu, want in wanted_per_gpu(host, facts, "clocks", plan):
-            try:
-                target, note = tuning.app_clocks_target(gpu, want)
-            except tuning.Refused as exc:
-                plan.problems.append(str(exc))
-                continue
+        for gpu, (target, note) in targets_per_gpu(host, facts, "clocks", plan, tuning.app_clocks_target):
             if target is None:
                 plan.unchanged.append(Item(gpu.label, OK, "application clocks", after=f"default ({note})"))
                 continue
             now = ClockPair(gpu.app_clock_mem, gpu.app_clock_sm) if gpu.app_clock_mem else None
-            reset = want == tuning.DEFAULT
+            reset = note == tuning.RESET_NOTE
             after = f"{target} ({'-rac' if reset else '-ac'}{', ' + note if note else ''})"
             if now == target:
                 plan.unchanged.append(Item(gpu.label, OK, "application clocks", after=after))
@@ -72,12 +63,7 @@ class LockedClocks(Task):
 
     def plan(self, host, facts):
         plan = Plan()
-        for gpu, want in wanted_per_gpu(host, facts, "locked_clocks", plan):
-            try:
-                locks = tuning.locked_targets(gpu, want)
-            except tuning.Refused as exc:
-                plan.problems.append(str(exc))
-                continue
+        for gpu, locks in targets_per_gpu(host, facts, "locked_clocks", plan, tuning.locked_targets):
             differ = [lock for lock in locks if tuning.current_lock(gpu, lock.key) != lock.value]
             for lock in locks:
                 if lock not in differ:

@@ -34,6 +34,21 @@ def wanted_per_gpu(host, facts: HostFacts, setting: str, plan: Plan) -> Iterator
             yield gpu, want
 
 
+def targets_per_gpu(host, facts: HostFacts, setting: str, plan: Plan, resolve) -> Iterator[tuple[GpuFacts, object]]:
+    """Like wanted_per_gpu, each wanted value resolved against its GPU by resolve(gpu, want) (tuning.py);
+    a value the GPU refuses becomes a plan problem (an input error: the run stops before any change)."""
+    for gpu, want in wanted_per_gpu(host, facts, setting, plan):
+        try:
+            yield gpu, resolve(gpu, want)
+        except tuning.Refused as exc:
+            plan.problems.append(str(exc))
+
+
+def smi(gpu: GpuFacts, *args: str) -> list[str]:
+    """An nvidia-smi setter for one GPU, addressed by UUID (indexes may change across reboots)."""
+    return ["nvidia-smi", "-i", gpu.uuid, *args]
+
+
 def _asks_for(gpu_settings, setting: str) -> bool:
     if getattr(gpu_settings, setting) is not None:
         return True
@@ -110,7 +125,7 @@ class Persistence(Task):
             plan.changes.append(Change(
                 target=gpu.label, what="persistence mode",
                 before=on_off(gpu.persistence), after=on_off(want),
-                commands=[["nvidia-smi", "-i", gpu.uuid, "-pm", "1" if want else "0"]],
+                commands=[smi(gpu, "-pm", "1" if want else "0")],
                 verify=lambda f, uuid=gpu.uuid, want=want: _check_persistence(f, [uuid], want),
             ))
         return plan
@@ -155,19 +170,14 @@ class PowerLimit(Task):
 
     def plan(self, host, facts):
         plan = Plan()
-        for gpu, want in wanted_per_gpu(host, facts, "power_limit", plan):
-            try:
-                target = tuning.power_target(gpu, want)
-            except tuning.Refused as exc:
-                plan.problems.append(str(exc))
-                continue
+        for gpu, target in targets_per_gpu(host, facts, "power_limit", plan, tuning.power_target):
             if abs(gpu.power_limit - target) < 0.5:
                 plan.unchanged.append(Item(gpu.label, OK, "power limit", after=watts(target)))
                 continue
             plan.changes.append(Change(
                 target=gpu.label, what="power limit",
                 before=watts(gpu.power_limit), after=watts(target),
-                commands=[["nvidia-smi", "-i", gpu.uuid, "-pl", f"{target:g}"]],
+                commands=[smi(gpu, "-pl", f"{target:g}")],
                 verify=lambda f, uuid=gpu.uuid, target=target: _check_power(f, uuid, target),
             ))
         return plan
