@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
@@ -83,10 +83,12 @@ def select_hosts(inventory: str | None, local: bool, limit: str | None) -> tuple
 
 
 def connector(local: bool, ssh: SSHOptions):
+    """Connections per host; --ssh-config on the command line wins over the inventory's ssh_config."""
     def connect(host: Host):
         if local or host.connection == "local":
             return LocalConnection(host.name)
-        return SSHConnection(host.name, host.address, host.user, host.port, ssh)
+        options = ssh if ssh.ssh_config or not host.ssh_config else replace(ssh, ssh_config=host.ssh_config)
+        return SSHConnection(host.name, host.address, host.user, host.port, options)
     return connect
 
 

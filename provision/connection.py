@@ -53,9 +53,10 @@ class Privilege:
     is_root: bool = True
     sudo_nopasswd: bool = False
     sudo_password: str | None = field(default=None, repr=False)
+    become: bool = True  # false (inventory `become: false`): privileged commands run as the login user
 
     def wrap(self, argv: list[str], stdin: str | None) -> tuple[list[str], str | None]:
-        if self.is_root:
+        if self.is_root or not self.become:
             return argv, stdin
         if self.sudo_nopasswd:
             return ["sudo", "-n", "--", *argv], stdin

@@ -1,8 +1,16 @@
-"""`provision demo`: the main job on an embedded default, on any machine, no GPU and no root.
+"""`provision demo`: the basement V100 fix, end to end, on any machine: no GPU, no root.
 
-A simulated 4x Tesla V100-SXM2 server (the basement's home-built-power box)
-gets its fix, persistence on and a 200 W limit, and then the same apply runs
-again to show that nothing changes.
+A simulated 4x Tesla V100-SXM2 server (the basement's home-built-power box,
+with the settings of its group in inventories/basement.yaml) is converged by
+the shipped `gpu` playbook: persistence on, 200 W, application clocks
+877,1005, and the boot file, script and unit that bring them back after every
+reboot. Then the same apply runs again and changes nothing; the node is
+power-cycled (the simulator forgets every setting, as real GPUs do); the
+boot unit runs; and a last apply finds nothing to change.
+
+Everything the playbook would write under / goes under the demo's own
+temporary root instead (the unit is enabled there with `systemctl --root`),
+and the inventory says `become: false`, so nothing needs root.
 """
 
 from __future__ import annotations
@@ -11,14 +19,22 @@ import getpass
 import grp
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
+from provision.resources import shipped
+
 GPUSIM = Path(__file__).parent / "lab" / "gpusim.py"
+HOST = "basement-v100"
+# The v100 group of inventories/basement.yaml (tests check that the two agree).
+BASEMENT_V100_GPU = {"persistence": True, "power_limit": 200, "clocks": {"mem": 877, "sm": 1005}}
+BOOT_UNIT = "provision-gpu-tuning.service"
 
 
 def demo_environment(workdir: Path) -> dict[str, str]:
@@ -34,43 +50,71 @@ def demo_environment(workdir: Path) -> dict[str, str]:
         NVIDIA_SIM_STATE=str(workdir / "sim-state.json"),
         NVIDIA_SIM_KMSG=str(workdir / "kern.log"),
         NVIDIA_SIM_UID="0",  # simulated GPUs: their setters need no real root
+        PROVISION_CLOCK_RECORDS=str(workdir / "root" / "run" / "provision" / "gpu-clocks"),
         XDG_STATE_HOME=str(workdir / "state"),
     )
     return env
 
 
+def sandboxed_playbook(root: Path) -> dict:
+    """The shipped gpu playbook with every path it manages moved under `root`, owned by this user."""
+    playbook = yaml.safe_load((shipped("playbooks") / "gpu.yaml").read_text())
+    owner = {"owner": getpass.getuser(), "group": grp.getgrgid(os.getgid()).gr_name}
+    for entry in playbook["tasks"]:
+        if entry["task"] == "gpu-boot-conf":
+            from provision.tasks.boot import CONF
+
+            entry.update(dest=f"{root}{entry.get('dest', CONF)}", **owner)
+        elif entry["task"] == "template":
+            entry.update(dest=f"{root}{entry['dest']}", **owner)
+        elif entry["task"] == "service":
+            entry["root"] = str(root)
+    return playbook
+
+
 def write_demo_files(workdir: Path) -> tuple[Path, Path]:
     inventory = {"all": {"children": {"v100": {
-        "hosts": {"basement-v100": {"connection": "local"}},
-        "vars": {"gpu": {"persistence": True, "power_limit": 200}},
+        "hosts": {HOST: {"connection": "local", "become": False}},
+        "vars": {"gpu": BASEMENT_V100_GPU},
     }}}}
-    playbook = {"tasks": [
-        {"task": "gpu-persistence"},
-        {"task": "gpu-power-limit"},
-        {"task": "template", "name": "gpu-tuning-conf", "src": "gpu-tuning.conf.j2", "when": "gpu",
-         "dest": str(workdir / "etc" / "provision" / "gpu-tuning.conf"),
-         "owner": getpass.getuser(), "group": grp.getgrgid(os.getgid()).gr_name},
-    ]}
     (workdir / "inventory.yaml").write_text(yaml.safe_dump(inventory, sort_keys=False))
-    (workdir / "playbook.yaml").write_text(yaml.safe_dump(playbook, sort_keys=False))
+    (workdir / "playbook.yaml").write_text(yaml.safe_dump(sandboxed_playbook(workdir / "root"), sort_keys=False))
     return workdir / "inventory.yaml", workdir / "playbook.yaml"
 
 
-def run_demo(echo) -> int:
+def boot_command(root: Path) -> list[str]:
+    """What systemd runs at boot for the unit provision wrote: its ExecStart, with paths under the demo's root."""
+    unit = (root / "etc" / "systemd" / "system" / BOOT_UNIT).read_text()
+    exec_start = next(line.split("=", 1)[1] for line in unit.splitlines() if line.startswith("ExecStart="))
+    return [f"{root}{word}" if word.startswith("/") else word for word in shlex.split(exec_start)]
+
+
+def run_demo(echo: Callable[[str], None]) -> int:
     with tempfile.TemporaryDirectory(prefix="provision-demo-") as tmp:
         workdir = Path(tmp)
+        root = workdir / "root"
         env = demo_environment(workdir)
         inventory, playbook = write_demo_files(workdir)
-        apply = [sys.executable, "-m", "provision", "apply", str(inventory), "--playbook", str(playbook)]
-        steps = [
-            ("What the node is now:", [sys.executable, "-m", "provision", "facts", str(inventory)]),
-            ("First apply (converge):", apply),
-            ("Second apply (nothing to do):", apply),
+        provision = [sys.executable, "-m", "provision"]
+        apply = [*provision, "apply", str(inventory), "--playbook", str(playbook)]
+        steps: list[tuple[str, Callable[[], list[str]]]] = [
+            ("the node as it boots: persistence off, 300 W, default clocks",
+             lambda: [*provision, "facts", str(inventory)]),
+            ("converge: persistence, 200 W, clocks 877,1005, and the boot file, script and unit",
+             lambda: apply),
+            ("again: nothing to change", lambda: apply),
+            ("power cycle", lambda: [sys.executable, str(GPUSIM), "reboot"]),
+            ("the GPUs forgot every setting", lambda: [*provision, "facts", str(inventory)]),
+            ("the boot unit is enabled", lambda: ["systemctl", f"--root={root}", "is-enabled", BOOT_UNIT]),
+            ("at boot, systemd runs its ExecStart", lambda: boot_command(root)),
+            ("after the reboot: nothing to change, the boot unit brought every setting back", lambda: apply),
         ]
-        code = 0
         for title, argv in steps:
-            echo(f"\n$ {' '.join(argv[2:])}   # {title}")
-            code = subprocess.run(argv, env=env).returncode
+            command = argv()
+            shown = ["provision", *command[3:]] if command[:3] == provision else command
+            echo(f"\n$ {shlex.join(shown)}   # {title}")
+            code = subprocess.run(command, env=env).returncode
             if code:
+                echo(f"demo: that step exited {code}")
                 return code
-        return code
+        return 0

@@ -23,7 +23,7 @@ from provision import remote
 from provision.connection import Connection, Privilege, Unreachable
 from provision.errors import InputError, Problem
 from provision.facts import gather
-from provision.facts.model import HostFacts
+from provision.facts.model import HostFacts, UnitRef
 from provision.inventory import Host
 from provision.results import UNREACHABLE, HostResult, TaskResult, task_status
 from provision.runlog import RunLog
@@ -52,7 +52,7 @@ class HostState:
     result: HostResult | None = None
     lock_owner: str | None = None
     paths: list[str] = field(default_factory=list)  # files and units the tasks read, re-read after changes
-    units: list[str] = field(default_factory=list)
+    units: list[UnitRef] = field(default_factory=list)
     started: float = 0.0
     plans: list[tuple[Task, Plan]] = field(default_factory=list)
 
@@ -112,11 +112,11 @@ class Engine:
         system = state.facts.system
         state.conn.privilege = Privilege(
             is_root=system.uid == 0, sudo_nopasswd=system.sudo_nopasswd,
-            sudo_password=self.options.sudo_password,
+            sudo_password=self.options.sudo_password, become=state.host.become,
         )
 
     @staticmethod
-    def read(conn: Connection, paths: list[str], units: list[str] = (),
+    def read(conn: Connection, paths: list[str], units: list[UnitRef] = (),
              lock_owner: str | None = None) -> dict[str, gather.Section]:
         token = gather.new_token()
         result = conn.run_script(gather.build_script(token, paths, units, lock_owner=lock_owner), timeout=120)

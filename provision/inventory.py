@@ -30,9 +30,10 @@ from provision.settings import (BLOCKS, HostSettings, Port, did_you_mean, parse_
                                 validation_problems)
 
 GROUP_KEYS = ("hosts", "children", "vars")
-CONNECTION_KEYS = ("host", "user", "port", "connection")
+CONNECTION_KEYS = ("host", "user", "port", "connection", "ssh_config", "become")
 ALIASES = {"ansible_host": "host", "ansible_ssh_host": "host", "ansible_user": "user", "ansible_ssh_user": "user",
-           "ansible_port": "port", "ansible_ssh_port": "port", "ansible_connection": "connection"}
+           "ansible_port": "port", "ansible_ssh_port": "port", "ansible_connection": "connection",
+           "ansible_become": "become"}
 NOT_GROUPS = ("all", "ungrouped")  # a host only in these while groups exist is probably mis-indented
 BAD_NAME_CHARS = set(",!&*?[] \t")  # these would break --limit patterns
 
@@ -44,6 +45,8 @@ class Host:
     user: str | None
     port: int | None
     connection: str  # "ssh" | "local"
+    ssh_config: str | None  # an ssh_config file for this host (absolute; written relative to the inventory)
+    become: bool  # run privileged commands as root (sudo when the login user is not root)
     groups: list[str]  # every group the host is in (transitively), outermost first, incl. "all"
     vars: dict  # merged raw variables (connection keys under their short names)
     settings: HostSettings
@@ -110,12 +113,12 @@ def load_inventory(path: str | Path) -> Inventory:
         raise InputError([Problem(file, "", "", f"cannot read inventory: {exc.strerror}")]) from None
     except yaml.YAMLError as exc:
         raise InputError([Problem(file, "", "", _yaml_error(exc))]) from None
-    return _Builder(file).build(data)
+    return _Builder(file, Path(path).resolve().parent).build(data)
 
 
 def local_inventory(vars: dict | None = None) -> Inventory:
     """This machine as the one host "localhost" (connection local), its settings validated from `vars`."""
-    return _Builder("<local>").build({"all": {"hosts": {"localhost": {**(vars or {}), "connection": "local"}}}})
+    return _Builder("<local>", Path.cwd()).build({"all": {"hosts": {"localhost": {**(vars or {}), "connection": "local"}}}})
 
 
 def _yaml_error(exc: yaml.YAMLError) -> str:
@@ -150,6 +153,8 @@ class ConnectionVars(BaseModel):
     port: Port | None = setting(None, "a port, 1..65535")
     connection: Literal["ssh", "local", "paramiko", "smart"] | None = setting(
         None, "ssh or local (Ansible's paramiko and smart mean ssh)")
+    ssh_config: str | None = setting(None, "an ssh_config file, relative to the inventory file", min_length=1)
+    become: bool | None = setting(None, "true (default: setters run as root, through sudo when needed) or false")
 
 
 def deep_merge(base: dict, top: dict) -> dict:
@@ -176,8 +181,9 @@ class _Builder:
     """Reads the YAML tree once (groups, hosts and the variables written at each, in file order), then
     checks the structure, validates each level's variables where written, and merges them per host."""
 
-    def __init__(self, file: str):
+    def __init__(self, file: str, base_dir: Path):
         self.file = file
+        self.base_dir = base_dir  # relative paths in the inventory (ssh_config) start here
         self.problems: list[Problem] = []
         self.groups: dict[str, Group] = {"all": Group("all", [], [], [], {})}
         self.host_groups: dict[str, list[str]] = {}  # host -> groups it is written in, file order
@@ -340,8 +346,15 @@ class _Builder:
             ConnectionVars.model_validate(_connection_part(variables))
         except ValidationError as exc:
             self.problems += validation_problems(exc, ConnectionVars, self.file, where)
+        else:
+            self.check_ssh_config(variables.get("ssh_config"), where)
         if len(self.problems) > before:
             self.bad_levels.add(where)
+
+    def check_ssh_config(self, ssh_config: str | None, where: str) -> None:
+        if ssh_config is not None and not (self.base_dir / Path(ssh_config).expanduser()).is_file():
+            self.problem(where, "ssh_config", f"{ssh_config!r}: no such file (relative paths start at "
+                         f"{self.base_dir})", "give the path of an ssh_config file, or remove the key")
 
     def check_controllers(self, level_vars: dict[str, dict]) -> None:
         for where, variables in level_vars.items():
@@ -365,7 +378,7 @@ class _Builder:
             if not self.bad_levels.intersection(levels):  # else already reported where it is written
                 settings, problems = parse_host_settings(_settings_part(variables), self.file, _where_host(name))
                 self.problems += problems
-            host = _host(name, groups, variables, settings or HostSettings())
+            host = _host(name, groups, variables, settings or HostSettings(), self.base_dir)
             target = (str(host.address), str(host.port or 22))  # str: unchecked values may be unhashable
             if host.connection == "ssh" and target in seen_at:
                 self.problem(_where_host(name), "host", f"{host.address}:{target[1]} is also host "
@@ -397,11 +410,13 @@ class _Builder:
         return found
 
 
-def _host(name: str, groups: list[str], variables: dict, settings: HostSettings) -> Host:
+def _host(name: str, groups: list[str], variables: dict, settings: HostSettings, base_dir: Path) -> Host:
     connection = "local" if variables.get("connection") == "local" else "ssh"
+    ssh_config = variables.get("ssh_config")
     return Host(name=name, address=variables.get("host") or name, user=variables.get("user"),
-                port=variables.get("port"), connection=connection, groups=groups, vars=variables,
-                settings=settings)
+                port=variables.get("port"), connection=connection,
+                ssh_config=str(base_dir / Path(ssh_config).expanduser()) if isinstance(ssh_config, str) else None,
+                become=variables.get("become") is not False, groups=groups, vars=variables, settings=settings)
 
 
 def _settings_part(variables: dict) -> dict:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from provision import remote
 from provision.facts import gpu as gpu_parsers
-from provision.facts.model import FileFacts, HostFacts, NvidiaFacts, SystemFacts
+from provision.facts.model import FileFacts, HostFacts, NvidiaFacts, SystemFacts, UnitRef
 
 PERSISTENCED_PIDFILE = "/var/run/nvidia-persistenced/nvidia-persistenced.pid"
 
@@ -56,7 +56,7 @@ class Section:
     output: str
 
 
-def build_script(token: str, file_paths: list[str] = (), units: list[str] = (),
+def build_script(token: str, file_paths: list[str] = (), units: list[UnitRef] = (),
                  lock_owner: str | None = None) -> str:
     """The whole batch as one sh script. Each section: begin marker, output, end marker + rc.
 
@@ -70,7 +70,7 @@ def build_script(token: str, file_paths: list[str] = (), units: list[str] = (),
         quoted = shlex.quote(path)
         sections[f"file:{path}"] = f"stat -c '%a %U %G' {quoted} && base64 {quoted}"
     for unit in units:
-        sections[f"unit:{unit}"] = f"systemctl is-enabled {shlex.quote(unit)}"
+        sections[f"unit:{unit.key}"] = shlex.join(unit.systemctl("is-enabled"))
     lines = ["exec 2>&1"]
     for name, snippet in sections.items():
         marker = shlex.quote(f"@@{token} {name}")

@@ -95,9 +95,26 @@ class SystemFacts:
     sudo_nopasswd: bool = False  # "sudo -k -n true" succeeded
 
 
+@dataclass(frozen=True, order=True)
+class UnitRef:
+    """A systemd unit whose enabled state a task reads: on the host, or in a tree under `root`
+    (`systemctl --root`, as when preparing an image; the demo uses one)."""
+
+    name: str
+    root: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Its key in HostFacts.units."""
+        return self.name if self.root is None else f"{self.root}:{self.name}"
+
+    def systemctl(self, *args: str) -> list[str]:
+        return ["systemctl", *([f"--root={self.root}"] if self.root else []), *args, self.name]
+
+
 @dataclass
 class HostFacts:
     system: SystemFacts = field(default_factory=SystemFacts)
     nvidia: NvidiaFacts = field(default_factory=NvidiaFacts)
     files: dict[str, FileFacts] = field(default_factory=dict)
-    units: dict[str, str] = field(default_factory=dict)  # systemd unit -> "enabled"/"disabled"/...
+    units: dict[str, str] = field(default_factory=dict)  # UnitRef.key -> "enabled"/"disabled"/...

@@ -323,7 +323,7 @@ def inventory_text(spec: LabSpec, lab_dir: Path, net: LabNet) -> str:
     """The lab's inventory file: a header saying how to use it and what each node is, then the YAML."""
     lab_dir = Path(lab_dir)
     header = [f"# provision lab in {lab_dir} ({spec.source}): written by `provision lab up`.",
-              f"# Use: provision apply {lab_dir / 'inventory.yaml'} --ssh-config {lab_dir / 'ssh_config'}",
+              f"# Use: provision apply {lab_dir / 'inventory.yaml'}   (its hosts use the lab's ssh_config)",
               *(f"#   {n.name}: {net.mgmt_address(n.index)}, {n.describe_gpus()}, NICs {' '.join(n.nics)}"
                 for n in spec.nodes)]
     addresses = {n.name: net.mgmt_address(n.index) for n in spec.nodes}

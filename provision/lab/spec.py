@@ -47,11 +47,13 @@ class LabSpec:
     source: str  # "--nodes N" or the --like inventory's path
 
     def inventory(self, addresses: dict[str, str]) -> dict:
-        """The tree with every host reached at its lab address as root."""
+        """The tree with every host reached at its lab address as root, through the lab's own ssh_config
+        (beside the inventory file, so `provision apply` needs no --ssh-config)."""
         tree = copy.deepcopy(self.tree)
         for hosts in _host_maps(tree):
             for name, own in hosts.items():
-                hosts[name] = {"ansible_host": addresses[name], "ansible_user": "root", **own}
+                hosts[name] = {"ansible_host": addresses[name], "ansible_user": "root", "ssh_config": "ssh_config",
+                               **own}
         return tree
 
     def layout(self) -> list[dict]:
@@ -143,8 +145,9 @@ def _mirror_group(body) -> dict:
 
 
 def _without_connection(variables) -> dict:
-    connection = {"host", "user", "port", "connection"}
-    return {k: v for k, v in (variables or {}).items() if k not in connection and not k.startswith("ansible_")}
+    from provision.inventory import CONNECTION_KEYS
+
+    return {k: v for k, v in (variables or {}).items() if k not in CONNECTION_KEYS and not k.startswith("ansible_")}
 
 
 def _host_maps(tree: dict):

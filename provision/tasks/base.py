@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from provision.errors import Problem
 
 if TYPE_CHECKING:
-    from provision.facts.model import HostFacts
+    from provision.facts.model import HostFacts, UnitRef
     from provision.inventory import Host
 
 OK, CHANGED, FAILED, SKIPPED = "ok", "changed", "failed", "skipped"
@@ -87,7 +87,7 @@ class Task:
         """Files whose current state the plan needs (gathered in the one facts batch)."""
         return []
 
-    def unit_names(self, host: "Host") -> list[str]:
+    def unit_names(self, host: "Host") -> list["UnitRef"]:
         """systemd units whose enabled state the plan needs (also gathered in the one batch)."""
         return []
 

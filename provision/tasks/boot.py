@@ -93,11 +93,17 @@ class BootConf(Task):
         return self.params.get("dest", CONF)
 
     def check_params(self, file):
+        problems = []
         dest = self.params.get("dest", CONF)
-        extra = set(self.params) - {"dest"}
-        if not isinstance(dest, str) or not dest.startswith("/") or extra:
-            return [Problem(file, f"task {self.name}", "dest", "takes only dest: an absolute path", f"default {CONF}")]
-        return []
+        if not isinstance(dest, str) or not dest.startswith("/"):
+            problems.append(Problem(file, f"task {self.name}", "dest", f"must be an absolute path, got {dest!r}",
+                                    f"default {CONF}"))
+        for key in ("owner", "group"):
+            if not isinstance(self.params.get(key, "root"), str):
+                problems.append(Problem(file, f"task {self.name}", key, "must be a name (default root)"))
+        for key in sorted(set(self.params) - {"dest", "owner", "group"}):
+            problems.append(Problem(file, f"task {self.name}", key, "unknown parameter", "allowed: dest, owner, group"))
+        return problems
 
     def file_paths(self, host):
         return [self.path] if host.settings.gpu is not None else []
@@ -112,7 +118,9 @@ class BootConf(Task):
             return plan
         current = facts.files.get(self.path)
         old = current.content.decode("utf-8", "replace") if current and current.exists else ""
-        change, item = plan_file(FileWrite(self.path, render(host.name, host.settings.gpu, facts, old)), current)
+        want = FileWrite(self.path, render(host.name, host.settings.gpu, facts, old),
+                         owner=self.params.get("owner", "root"), group=self.params.get("group", "root"))
+        change, item = plan_file(want, current)
         plan.changes += [change] if change else []
         plan.unchanged += [item] if item else []
         return plan

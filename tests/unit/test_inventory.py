@@ -522,3 +522,31 @@ def test_the_readme_example_loads(tmp_path):
     gpu = inv.hosts["v100-1"].settings.gpu
     assert (gpu.for_gpu(2, "GPU-2", "Tesla V100").power_limit, gpu.for_gpu(0, "GPU-0", "Tesla V100").power_limit) == (
         180, 200)
+
+
+def test_an_ssh_config_is_found_beside_the_inventory_and_a_group_can_set_it(inventory, tmp_path):
+    (tmp_path / "ssh_config").write_text("Host *\n  User ops\n")
+    inv = inventory("""
+        all:
+          vars: {ssh_config: ssh_config}
+          hosts:
+            a: {}
+            b: {ssh_config: /etc/ssh/ssh_config, ansible_become: false}
+    """)
+    assert inv.hosts["a"].ssh_config == str(tmp_path / "ssh_config") and inv.hosts["a"].become is True
+    assert inv.hosts["b"].ssh_config == "/etc/ssh/ssh_config" and inv.hosts["b"].become is False
+
+
+def test_an_ssh_config_that_is_not_there_is_refused_where_written(problems, tmp_path):
+    [line] = problems("""
+        all:
+          hosts:
+            a: {ssh_config: nowhere/ssh_config}
+    """)
+    assert "host a: ssh_config: 'nowhere/ssh_config': no such file" in line and str(tmp_path) in line
+    [line] = problems("""
+        all:
+          hosts:
+            a: {become: "no"}
+    """)
+    assert "host a: become:" in line

@@ -251,10 +251,21 @@ def test_the_boot_file_is_never_rewritten_without_a_working_nvidia_smi():
 def test_the_boot_unit_is_enabled_offline_and_started_only_where_systemd_runs():
     task = ServiceEnabled({"unit": "provision-gpu-tuning.service", "when": "gpu"})
     host = host_with({"persistence": True})
-    assert task.unit_names(host) == ["provision-gpu-tuning.service"]
+    assert [u.key for u in task.unit_names(host)] == ["provision-gpu-tuning.service"]
     [offline] = task.plan(host, facts_with(units={"provision-gpu-tuning.service": "disabled"})).changes
     assert offline.commands == [["systemctl", "enable", "provision-gpu-tuning.service"]]
     [live] = task.plan(host, facts_with(systemd=True)).changes
     assert live.commands == [["systemctl", "enable", "--now", "provision-gpu-tuning.service"]]
     done = task.plan(host, facts_with(units={"provision-gpu-tuning.service": "enabled"}))
     assert done.changes == [] and done.unchanged[0].after == "enabled"
+
+
+def test_a_unit_under_another_root_is_read_and_enabled_there_and_never_started():
+    task = ServiceEnabled({"unit": "provision-gpu-tuning.service", "root": "/srv/image", "when": "gpu"})
+    host = host_with({"persistence": True})
+    [unit] = task.unit_names(host)
+    assert unit.systemctl("is-enabled") == ["systemctl", "--root=/srv/image", "is-enabled", "provision-gpu-tuning.service"]
+    [change] = task.plan(host, facts_with(systemd=True, units={unit.key: "disabled"})).changes
+    assert change.commands == [["systemctl", "--root=/srv/image", "enable", "provision-gpu-tuning.service"]]
+    assert task.plan(host, facts_with(units={unit.key: "enabled"})).changes == []
+    assert ServiceEnabled({"unit": "x.service", "root": "image"}).check_params("pb.yaml")[0].key == "root"
