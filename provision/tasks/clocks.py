@@ -16,7 +16,7 @@ from provision import remote, tuning
 from provision.facts.gather import clock_records_dir
 from provision.facts.model import ClockPair, HostFacts
 from provision.tasks.base import Change, Item, OK, Plan, Task
-from provision.tasks.gpu import find_gpu, smi, targets_per_gpu
+from provision.tasks.gpu import find_gpu, smi, targets_per_gpu, unless_persistent
 
 LOCK_KEYS = ("sm", "mem", "mem_deferred")
 
@@ -52,7 +52,8 @@ def _check_app_clocks(facts: HostFacts, uuid: str, target: ClockPair) -> str | N
     if gpu is None:
         return f"GPU {uuid} disappeared"
     now = f"{gpu.app_clock_mem},{gpu.app_clock_sm}"
-    return None if now == str(target) else f"{gpu.label} application clocks read {now}, not {target}"
+    return None if now == str(target) else (f"{gpu.label} application clocks read {now}, not {target}"
+                                             f"{unless_persistent(facts, gpu)}")
 
 
 class LockedClocks(Task):

@@ -66,6 +66,14 @@ def find_gpu(facts: HostFacts, uuid: str) -> GpuFacts | None:
     return next((g for g in facts.nvidia.gpus if g.uuid == uuid), None)
 
 
+def unless_persistent(facts: HostFacts, gpu: GpuFacts) -> str:
+    """Why a setting read back unchanged, when the likely cause is an unloaded driver."""
+    if gpu.persistence is False and not facts.nvidia.persistenced_running:
+        return ("; persistence mode is off, so the driver unloaded when nvidia-smi exited and forgot it: "
+                "turn persistence on first (gpu.persistence: true, or `provision persistence on`)")
+    return ""
+
+
 def on_off(value: bool | None) -> str:
     return {True: "Enabled", False: "Disabled", None: "N/A"}[value]
 
@@ -188,5 +196,5 @@ def _check_power(facts: HostFacts, uuid: str, target: float) -> str | None:
     if gpu is None:
         return f"GPU {uuid} disappeared"
     if gpu.power_limit is None or abs(gpu.power_limit - target) >= 0.5:
-        return f"{gpu.label} power limit reads {watts(gpu.power_limit)}, not {watts(target)}"
+        return f"{gpu.label} power limit reads {watts(gpu.power_limit)}, not {watts(target)}{unless_persistent(facts, gpu)}"
     return None

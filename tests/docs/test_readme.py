@@ -1,0 +1,284 @@
+"""Every command README.md shows is run here, as written, where it is meant to run.
+
+The README's command blocks (indented or fenced shell) are read from the file
+itself, and each command must be listed in WHERE with the place it runs:
+
+  fresh      a copy of this checkout in an empty directory, as a new user: venv, install, demo
+  ci         the test command itself: .ci/run must run it (running it here would recurse)
+  unit       run as written (the pure tests pass alone)
+  simulator  the GPU simulator block, as one shell session in an empty HOME
+  sandbox    this machine as root, with a simulated 4x V100 on PATH, in a private mount namespace whose
+             /etc, /usr/local, /run and /var are overlays: what the command writes never reaches the host
+  geforce    the same on a simulated RTX 4090
+  lab        a lab that mirrors inventories/basement.yaml (lab marker); the basement's addresses reach
+             their lab nodes through ~/.ssh/config, so `provision apply inventories/basement.yaml` runs as
+             written; the README's default lab directory is this test's lab directory
+
+A command added to the README without a place here fails the first test: an
+example nobody runs breaks unnoticed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+COMMAND_WORDS = ("provision", "python", "python3", ".venv/bin/", "export", "echo", "nvidia-smi", "sudo")
+DEFAULT_LAB = "/var/lib/provision-lab/default"
+
+WHERE = {
+    "python3 -m venv .venv && .venv/bin/pip install -e .": "fresh",
+    ".venv/bin/provision demo": "fresh",
+    ".venv/bin/python -m pytest": "ci",
+    "python -m pytest": "ci",
+    "python -m pytest tests/unit": "unit",
+    "provision apply --local": "sandbox",
+    "provision facts --local --json": "sandbox",
+    "provision clocks --mem 877 --sm 1005": "sandbox",
+    "provision clocks --reset": "sandbox",
+    "provision clocks --list": "sandbox",
+    "provision persistence on": "sandbox",
+    "provision clocks --locked --sm 210,2520": "geforce",
+    "python3 provision/lab/gpusim.py install ~/bin": "simulator",
+    "export PATH=~/bin:$PATH NVIDIA_SIM_CONFIG=sim.json NVIDIA_SIM_STATE=state.json": "simulator",
+    """echo '{"gpus": [{"model": "v100-sxm2-16gb", "count": 4}]}' > sim.json""": "simulator",
+    "nvidia-smi -q -d SUPPORTED_CLOCKS": "simulator",
+    "python3 provision/lab/gpusim.py reboot": "simulator",
+    "python3 provision/lab/gpusim.py fault 2 off-bus": "simulator",
+    "provision lab up --like inventories/basement.yaml": "lab",
+    "provision apply inventories/basement.yaml": "lab",
+    "provision apply inventories/basement.yaml --check": "lab",
+    "provision apply inventories/basement.yaml --diff --limit v100": "lab",
+    "provision facts inventories/basement.yaml": "lab",
+    "provision power --watts 200 -i inventories/basement.yaml -l v100 --gpu 3": "lab",
+    f"provision apply {DEFAULT_LAB}/inventory.yaml": "lab",
+    "provision lab status --json": "lab",
+    "provision lab reboot lab-v100-1": "lab",
+    "provision lab fault lab-rtx4090-1 gpu-off-bus --gpu 3": "lab",
+    "provision lab down": "lab",
+}
+
+
+def command_blocks(text: str) -> list[list[str]]:
+    """The shell blocks of a Markdown text: lists of commands, comments cut, `\\` continuations joined."""
+    blocks, current, fence = [], [], None
+
+    def close() -> None:
+        if current:
+            blocks.append(list(current))
+        current.clear()
+
+    for line in text.splitlines():
+        if line.startswith("```"):
+            close()
+            fence = line[3:].strip() if fence is None else None
+        elif fence is not None:
+            if fence in ("", "sh", "bash", "shell", "console"):
+                current.append(line)
+        elif line.startswith("    "):
+            current.append(line[4:])
+        else:
+            close()
+    close()
+    return [commands for lines in blocks if (commands := _commands(lines))]
+
+
+def _commands(lines: list[str]) -> list[str]:
+    joined = re.sub(r"\\\n\s*", "", "\n".join(lines))
+    commands = [re.sub(r"\s+#\s.*$", "", line).strip() for line in joined.splitlines()]
+    commands = [c for c in commands if c]
+    return commands if commands and commands[0].startswith(COMMAND_WORDS) else []
+
+
+def readme_commands() -> list[str]:
+    return [c for block in command_blocks(README.read_text()) for c in block]
+
+
+def commands_for(where: str) -> list[str]:
+    """The README's commands for one place, in README order."""
+    return [c for c in readme_commands() if WHERE.get(c) == where]
+
+
+def run(command: str, cwd: Path, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def ok(proc: subprocess.CompletedProcess, command: str) -> str:
+    assert proc.returncode == 0, f"README command `{command}` exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def needs_root_on_linux():
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("needs root on Linux (mount namespaces, the lab)")
+
+
+# --- the walk itself ------------------------------------------------------------------------------
+
+def test_every_readme_command_is_run_by_a_test():
+    commands = readme_commands()
+    assert "provision apply inventories/basement.yaml" in commands and ".venv/bin/provision demo" in commands
+    unknown = [c for c in commands if c not in WHERE]
+    assert not unknown, f"README commands no test runs: add each to WHERE with where it runs: {unknown}"
+    gone = [c for c in WHERE if c not in commands]
+    assert not gone, f"WHERE lists commands the README no longer shows: {gone}"
+
+
+def test_the_blocks_are_read_like_a_reader_reads_them():
+    text = "Prose\n\n    provision a   # note\n    provision b \\\n        --x\n\n    gpu: {}\n\n```sh\necho 1\n```\n"
+    assert command_blocks(text) == [["provision a", "provision b --x"], ["echo 1"]]
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    for command in commands_for("ci"):
+        assert any(line.strip().endswith(command.removeprefix(".venv/bin/")) for line in ci), command
+
+
+def test_a_fresh_copy_installs_and_runs_the_demo(tmp_path):
+    """A new user's first minutes: the files git would give them, an empty venv, the README's commands."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        source = REPO / name
+        if source.is_file() or source.is_symlink():
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, tmp_path / name, follow_symlinks=False)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    outputs = [ok(run(c, tmp_path, env), c) for c in commands_for("fresh")]
+    assert "ok=7 changed=0 failed=0" in outputs[-1]
+
+
+def test_the_unit_tests_pass_on_their_own():
+    for command in commands_for("unit"):
+        out = ok(run(command.replace("python", sys.executable, 1), REPO), command)
+        assert re.search(r"\d+ passed", out)
+
+
+def test_the_simulator_block_runs_as_one_session(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    script = "set -e\n" + "\n".join(commands_for("simulator")).replace("python3 provision/", f"python3 {REPO}/provision/")
+    env = {"HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "NVIDIA_SIM_KMSG": str(tmp_path / "kmsg")}
+    out = ok(run(script, tmp_path, env), "the simulator block")
+    assert out.count("Supported Clocks") == 4 and re.search(r"Memory +: 877 MHz", out)
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert [gpu["off_bus"] for gpu in state["gpus"]] == [False, False, True, False]  # what the last line did
+
+
+# --- this machine, sandboxed ------------------------------------------------------------------------
+
+SANDBOXED = ("/etc", "/usr/local", "/run", "/var")
+
+
+def sandbox_script(tmp_path: Path, command: str) -> str:
+    """`command` in a private mount namespace where SANDBOXED are overlays kept under tmp_path."""
+    mounts = []
+    for top in SANDBOXED:
+        upper, work = tmp_path / "overlay" / top.strip("/") / "upper", tmp_path / "overlay" / top.strip("/") / "work"
+        upper.mkdir(parents=True, exist_ok=True)
+        work.mkdir(parents=True, exist_ok=True)
+        mounts.append(f"mount -t overlay overlay -o lowerdir={top},upperdir={upper},workdir={work} {top}")
+    return " && ".join(mounts) + f" && exec bash -c {json.dumps(command)}"
+
+
+def simulated_machine(tmp_path: Path, model: str, count: int) -> dict:
+    bin_dir = tmp_path / "bin"
+    subprocess.run([sys.executable, str(REPO / "provision" / "lab" / "gpusim.py"), "install", str(bin_dir)],
+                   check=True)
+    (bin_dir / "nvidia-persistenced").unlink()  # -pm: a daemon started here would outlive the test
+    (tmp_path / "sim.json").write_text(json.dumps({"gpus": [{"model": model, "count": count}]}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVIDIA_SIM", "PROVISION_"))}
+    return env | {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:{env['PATH']}",
+                  "NVIDIA_SIM_CONFIG": str(tmp_path / "sim.json"), "NVIDIA_SIM_STATE": str(tmp_path / "state.json"),
+                  "NVIDIA_SIM_KMSG": str(tmp_path / "kmsg"), "XDG_STATE_HOME": str(tmp_path / "state")}
+
+
+@pytest.mark.parametrize("where, model, count", [("sandbox", "v100-sxm2-16gb", 4), ("geforce", "rtx-4090", 1)])
+def test_commands_on_this_machine_run_in_a_sandbox(tmp_path, where, model, count):
+    needs_root_on_linux()
+    env = simulated_machine(tmp_path, model, count)
+    outputs = {}
+    for command in commands_for(where):
+        proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                               sandbox_script(tmp_path, command)], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300, stdin=subprocess.DEVNULL)
+        outputs[command] = ok(proc, command)
+    if where == "geforce":
+        assert re.search(r"GPU0 +changed +locked GPU clocks \(-lgc\): default -> 210,2520", outputs[
+            "provision clocks --locked --sm 210,2520"])
+        return
+    assert json.loads(outputs["provision facts --local --json"])["localhost"]["nvidia"]["state"] == "ok"
+    assert "877,1312 -> 877,1005" in outputs["provision clocks --mem 877 --sm 1005"]
+    assert "877,1005 -> 877,1312 (-rac" in outputs["provision clocks --reset"]
+    assert "Tesla V100-SXM2-16GB" in outputs["provision clocks --list"]
+    assert "Disabled -> Enabled" in outputs["provision persistence on"]
+    conf = tmp_path / "overlay" / "etc" / "upper" / "provision" / "gpu-tuning.conf"
+    assert conf.read_text().count("persistence=on") == 4  # the boot file, in the sandbox's /etc
+
+
+# --- the lab -----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def basement_lab(tmp_path_factory):
+    """The README's lab commands, in README order, against a lab mirroring inventories/basement.yaml."""
+    needs_root_on_linux()
+    lab_dir = Path(os.environ.get("PROVISION_README_LAB_DIR", "/var/lib/provision-lab/readme"))
+    home = tmp_path_factory.mktemp("home")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVIDIA_SIM", "PROVISION_"))}
+    env |= {"PROVISION_LAB_DIR": str(lab_dir), "HOME": str(home), "XDG_STATE_HOME": str(home / "state"),
+            "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"}
+    subprocess.run([sys.executable, "-m", "provision", "lab", "down"], env=env, capture_output=True)
+    outputs = {}
+    try:
+        for command in commands_for("lab"):
+            if command.startswith("provision lab down"):
+                continue  # last, below
+            outputs[command] = ok(run(command.replace(DEFAULT_LAB, str(lab_dir)), REPO, env), command)
+            if command.startswith("provision lab up"):
+                basement_reaches_the_lab(home, lab_dir, env)
+    finally:
+        outputs["provision lab down"] = ok(run("provision lab down", REPO, env), "provision lab down")
+    return outputs
+
+
+def basement_reaches_the_lab(home: Path, lab_dir: Path, env: dict) -> None:
+    """~/.ssh/config: each basement host's address leads to its lab node (the lab's key and known_hosts)."""
+    from provision.inventory import load_inventory
+
+    status = json.loads(ok(run("provision lab status --json", REPO, env), "lab status"))
+    lab_address = {n["name"]: n["address"] for n in status["nodes"]}
+    lines = []
+    for host in load_inventory(REPO / "inventories" / "basement.yaml").hosts.values():
+        lines += [f"Host {host.address}", f"  HostName {lab_address['lab-' + host.name]}", "  User root",
+                  f"  IdentityFile {lab_dir / 'id_ed25519'}", f"  UserKnownHostsFile {lab_dir / 'known_hosts'}"]
+    (home / ".ssh").mkdir(mode=0o700, exist_ok=True)
+    (home / ".ssh" / "config").write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.lab
+def test_the_lab_commands_run_as_written(basement_lab):
+    assert "Summary" in basement_lab["provision apply inventories/basement.yaml"]
+    assert "would change=0" in basement_lab["provision apply inventories/basement.yaml --check"]
+    assert "lab-v100-1" in basement_lab[f"provision apply {DEFAULT_LAB}/inventory.yaml"]
+    nodes = json.loads(basement_lab["provision lab status --json"])["nodes"]
+    assert len(nodes) == 6
+
+
+@pytest.mark.lab
+def test_the_basement_commands_converge_the_mirror(basement_lab):
+    first = basement_lab["provision apply inventories/basement.yaml"]
+    assert re.search(r"v100-1 +ok=\d+ changed=[1-9]", first)
+    facts = basement_lab["provision facts inventories/basement.yaml"]
+    assert facts.count("Tesla V100-SXM2-16GB") == 4 and "877,1005" in facts
+    assert "GPU3" in basement_lab["provision power --watts 200 -i inventories/basement.yaml -l v100 --gpu 3"]
