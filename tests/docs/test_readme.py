@@ -240,13 +240,15 @@ def basement_lab(tmp_path_factory):
             "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"}
     subprocess.run([sys.executable, "-m", "provision", "lab", "down"], env=env, capture_output=True)
     outputs = {}
+    up, *rest = sorted(commands_for("lab"), key=lambda c: not c.startswith("provision lab up"))
+    assert up.startswith("provision lab up"), "the README's lab section starts no lab"
     try:
-        for command in commands_for("lab"):
-            if command.startswith("provision lab down"):
-                continue  # last, below
-            outputs[command] = ok(run(command.replace(DEFAULT_LAB, str(lab_dir)), REPO, env), command)
-            if command.startswith("provision lab up"):
-                basement_reaches_the_lab(home, lab_dir, env)
+        # The lab first, and the basement's addresses mapped to it before any command can dial them.
+        outputs[up] = ok(run(up, REPO, env), up)
+        basement_reaches_the_lab(home, lab_dir, env)
+        for command in rest:
+            if not command.startswith("provision lab down"):  # last, below
+                outputs[command] = ok(run(command.replace(DEFAULT_LAB, str(lab_dir)), REPO, env), command)
     finally:
         outputs["provision lab down"] = ok(run("provision lab down", REPO, env), "provision lab down")
     return outputs
