@@ -51,6 +51,7 @@ def demo_environment(workdir: Path) -> dict[str, str]:
         NVIDIA_SIM_KMSG=str(workdir / "kern.log"),
         NVIDIA_SIM_UID="0",  # simulated GPUs: their setters need no real root
         PROVISION_CLOCK_RECORDS=str(workdir / "root" / "run" / "provision" / "gpu-clocks"),
+        PROVISION_CLOCK_CACHE=str(workdir / "root" / "var" / "cache" / "provision" / "supported-clocks"),
         XDG_STATE_HOME=str(workdir / "state"),
     )
     return env

@@ -1,10 +1,13 @@
 """Run tasks over hosts: gather facts, plan everywhere, then apply, in parallel and bounded.
 
 Two phases, so bad input never touches a host: first every host is read
-(one batched command, which also takes the host lock) and every task is
-planned; if any plan finds an input error (a power limit outside a GPU's
-range, ...) the run stops with all of them and nothing was changed. Then each
-host applies its own plan; one host failing never stops the others.
+(one batched command) and every task is planned; if any plan finds an input
+error (a power limit outside a GPU's range, ...) the run stops with all of
+them and nothing was changed. Then each host with something to change reads
+itself again under the host lock (one command that takes the lock and
+gathers, so another run's changes in between are seen) and applies its own
+plan; one host failing never stops the others. A host with nothing to
+change, and every host under --check, costs that first command alone.
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from provision import remote
-from provision.connection import Connection, Privilege, Unreachable
-from provision.errors import InputError, Problem
-from provision.facts import gather
+from provision.connection import CommandResult, Connection, Privilege, Unreachable
+from provision.errors import InputError, Problem, ProvisionError
+from provision.facts import clock_cache, gather
 from provision.facts.model import HostFacts, UnitRef
 from provision.inventory import Host
 from provision.results import UNREACHABLE, HostResult, TaskResult, task_status
@@ -76,8 +79,8 @@ class Engine:
 
     # -- phase 1: read and plan -------------------------------------------------
 
-    def gather(self, state: HostState, take_lock: bool) -> None:
-        """Connect and read facts; with take_lock, also take the host lock (waiting for it)."""
+    def gather(self, state: HostState) -> None:
+        """Connect and read facts. No lock: reading changes nothing (a run takes the lock only to change)."""
         state.started = time.monotonic()
         state.result = HostResult(state.host.name)
         try:
@@ -86,34 +89,40 @@ class Engine:
         except Unreachable as exc:
             state.result.status, state.result.message = UNREACHABLE, str(exc)
             return
-        owner = lock_owner_id(self.options.command) if take_lock else None
         state.paths = sorted({p for task in self.tasks for p in task.file_paths(state.host)})
         state.units = sorted({u for task in self.tasks for u in task.unit_names(state.host)})
+        self.read_into(state, lock=False)
+
+    def read_into(self, state: HostState, lock: bool) -> bool:
+        """Read the host's facts into state; with lock, take the host lock in the same command, waiting for it.
+        False when the host could not be read or locked (state.result says why)."""
+        owner = lock_owner_id(self.options.command) if lock else None
         deadline = time.monotonic() + self.options.lock_wait
         while True:
             try:
                 sections = self.read(state.conn, state.paths, state.units, owner)
             except Unreachable as exc:
                 state.result.status, state.result.message = UNREACHABLE, str(exc)
-                return
-            lock = sections.get("lock")
-            if lock is None or lock.rc == 0:
+                return False
+            held = sections.get("lock")
+            if held is None or held.rc == 0:
                 break
             if time.monotonic() >= deadline:
                 state.result.message = (
-                    f"another run holds the lock on this host ({lock.output.strip().removeprefix('held: ')}); "
+                    f"another run holds the lock on this host ({held.output.strip().removeprefix('held: ')}); "
                     f"if none is running, remove {remote.LOCK_DIR} on the host"
                 )
-                return
-            self.options.progress(f"{state.host.name}: waiting for lock ({lock.output.strip()})")
+                return False
+            self.options.progress(f"{state.host.name}: waiting for lock ({held.output.strip()})")
             time.sleep(1.0)
-        state.lock_owner = owner
+        state.lock_owner = owner or state.lock_owner
         state.facts = gather.parse_facts(sections)
         system = state.facts.system
         state.conn.privilege = Privilege(
             is_root=system.uid == 0, sudo_nopasswd=system.sudo_nopasswd,
             sudo_password=self.options.sudo_password, become=state.host.become,
         )
+        return True
 
     @staticmethod
     def read(conn: Connection, paths: list[str], units: list[UnitRef] = (),
@@ -187,6 +196,20 @@ class Engine:
             return str(exc)
         return None
 
+    def remember_supported_clocks(self, state: HostState) -> None:
+        """A run that may change hosts caches the supported clocks nvidia-smi had to list (facts/clock_cache.py),
+        so the next reads cost one nvidia-smi call. Best effort: a cache that cannot be written is asked again."""
+        nvidia = state.facts.nvidia
+        argv = clock_cache.write_argv(nvidia.driver_version)
+        if self.options.check or nvidia.supported_clocks_source != clock_cache.FROM_NVIDIA_SMI or not argv:
+            return
+        try:
+            outcome = state.conn.run(argv, sudo=True, stdin=clock_cache.rows(nvidia.gpus), timeout=60)
+        except ProvisionError as exc:  # a sudo that wants a password we were not given
+            outcome = CommandResult(argv, 1, "", str(exc))
+        if not outcome.ok:
+            self.options.progress(f"{state.host.name}: could not cache the supported clocks: {outcome.output}")
+
     def release(self, state: HostState) -> None:
         if state.conn is None:
             return
@@ -221,13 +244,13 @@ class Engine:
         """Read-only: connect, gather facts, disconnect. No lock, no plan."""
         states = [HostState(h) for h in hosts]
         try:
-            self._parallel(lambda s: self.gather(s, take_lock=False), states, "read")
+            self._parallel(self.gather, states, "read")
         finally:
             self._parallel(self.release, states, None)
         return states
 
     def _phase1(self, state: HostState) -> None:
-        self.gather(state, take_lock=True)
+        self.gather(state)
         if state.facts is not None:
             if self.options.adjust_host:
                 state.host = self.options.adjust_host(state.host, state.facts)
@@ -237,7 +260,12 @@ class Engine:
         result = state.result
         if state.facts is not None:
             try:
-                self.apply_host(state)
+                # Something to change: read again under the host lock (another run may have changed the host
+                # since the first read), then apply. A no-op and --check never lock: one command per host.
+                changes = not self.options.check and any(plan.changes for _, plan in state.plans)
+                if not changes or self.read_into(state, lock=True):
+                    self.apply_host(state)
+                    self.remember_supported_clocks(state)
             except Unreachable as exc:
                 result.status, result.message = UNREACHABLE, str(exc)
         result.settle()

@@ -59,7 +59,7 @@ def print_summary(results: list[HostResult], check: bool) -> None:
         c = r.counts()
         changed = "would change" if check else "changed"
         click.echo(f"  {r.host:<{width}}  ok={c[OK]} {changed}={c[CHANGED]} failed={c[FAILED]} "
-                   f"skipped={c[SKIPPED]}  ({r.commands} commands, {r.seconds:.2f} s)")
+                   f"skipped={c[SKIPPED]}  ({r.commands} command{'' if r.commands == 1 else 's'}, {r.seconds:.2f} s)")
 
 
 def print_facts(host: str, facts: HostFacts | None, error: str = "") -> None:
@@ -82,6 +82,10 @@ def print_facts(host: str, facts: HostFacts | None, error: str = "") -> None:
         pcie = f"gen{_num(g.pcie_gen_current)} x{_num(g.pcie_width_current)} / gen{_num(g.pcie_gen_max)} x{_num(g.pcie_width_max)}"
         persist = {True: "on", False: "off", None: "N/A"}[g.persistence]
         click.echo(f"  {g.index:<4} {g.name[:29]:<29} {g.bus_id:<17} {persist:<9} {power:<25} {clocks:<18} {pcie}")
+    for lost in n.lost:  # not tuned until repaired; the boot file keeps its line
+        click.echo(f"  {click.style('unreadable', fg='red')} {lost}")
+    for note in n.notes:
+        click.echo(f"  note: {note}")
 
 
 def _num(value) -> str:

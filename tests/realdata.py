@@ -12,15 +12,21 @@ def capture(name: str) -> tuple[str, int]:
     return "\n".join(lines[1:-1]) + "\n", int(lines[-1][6:-1])
 
 
-def h100_query_row(fields: list[str]) -> str:
-    """Our --query-gpu row for the real H100, rebuilt by name from qgpu.txt (which asked for more fields).
+def h100_query_output(fields: list[str] | None = None) -> str:
+    """What `--query-gpu=FIELDS --format=csv,nounits` prints on the real H100 (default: the fields we ask for).
 
-    compute_cap was not in that capture: "9.0" is the H100's (CUDA's compute capability table).
+    Rebuilt from qgpu.txt (its header, with nvidia-smi's canonical names and units) and qgpu-nh.txt (its
+    row, nounits), which asked for more fields: columns are picked by position in the captured command.
+    compute_cap was not in that capture: its header is its name, and "9.0" is the H100's (CUDA's compute
+    capability table).
     """
-    from provision.facts.gpu import split_csv_row
+    from provision.facts.gpu import QUERY_FIELDS, split_csv_row
 
-    header = [h.split(" [")[0].replace("clocks.current.sm", "clocks.sm").replace("clocks.current.memory", "clocks.mem")
-              for h in split_csv_row(capture("qgpu.txt")[0].splitlines()[0])]
-    row = dict(zip(header, split_csv_row(capture("qgpu-nh.txt")[0].strip())))
-    row.setdefault("compute_cap", "9.0")
-    return ", ".join(row[f] for f in fields) + "\n"
+    command = (REAL_H100 / "qgpu.txt").read_text().splitlines()[0]
+    asked = command.split("--query-gpu=", 1)[1].split(" ", 1)[0].split(",")
+    header = split_csv_row(capture("qgpu.txt")[0].splitlines()[0])
+    row = split_csv_row(capture("qgpu-nh.txt")[0].strip())
+    columns = dict(zip(asked, zip(header, row)))
+    columns.setdefault("compute_cap", ("compute_cap", "9.0"))
+    picked = [columns[name] for name in fields or [f.name for f in QUERY_FIELDS]]
+    return ", ".join(head for head, _ in picked) + "\n" + ", ".join(cell for _, cell in picked) + "\n"

@@ -15,6 +15,7 @@ import shlex
 from dataclasses import dataclass
 
 from provision import remote
+from provision.facts import clock_cache
 from provision.facts import gpu as gpu_parsers
 from provision.facts.model import FileFacts, HostFacts, NvidiaFacts, SystemFacts, UnitRef
 
@@ -36,8 +37,7 @@ BASE_SECTIONS: dict[str, str] = {
     # -k ignores cached credentials: success means NOPASSWD, not a warm cache.
     "sudo": '[ "$(id -u)" = 0 ] || sudo -k -n true',
     "nvidia-smi": "command -v nvidia-smi",
-    "query-gpu": shlex.join(gpu_parsers.QUERY_GPU_ARGV),
-    "supported-clocks": shlex.join(gpu_parsers.SUPPORTED_CLOCKS_ARGV),
+    "query-gpu": gpu_parsers.QUERY_GPU_SNIPPET,
     "persistenced": "command -v nvidia-persistenced",
     "persistenced-running": (
         f"pid=$(cat {PERSISTENCED_PIDFILE} 2>/dev/null) && [ -n \"$pid\" ] && [ -d \"/proc/$pid\" ]"
@@ -65,6 +65,7 @@ def build_script(token: str, file_paths: list[str] = (), units: list[UnitRef] = 
     """
     sections = {"lock": shlex.join(remote.lock_take_argv(lock_owner))} if lock_owner else {}
     sections.update(BASE_SECTIONS)
+    sections["supported-clocks"] = clock_cache.read_snippet()  # reads "$q", the query-gpu output
     sections["clock-records"] = f"cat {shlex.quote(clock_records_dir())}/GPU-* 2>/dev/null || true"
     for path in file_paths:
         quoted = shlex.quote(path)
@@ -74,7 +75,11 @@ def build_script(token: str, file_paths: list[str] = (), units: list[UnitRef] = 
     lines = ["exec 2>&1"]
     for name, snippet in sections.items():
         marker = shlex.quote(f"@@{token} {name}")
-        lines.append(f"echo {marker}; ( {snippet} ); rc=$?; echo; echo {marker} rc=$rc")
+        if name == "query-gpu":  # kept in $q for the supported-clocks section: nvidia-smi runs once
+            lines.append(f"echo {marker}; q=$( ( {snippet} ) 2>&1 ); rc=$?; printf '%s\\n' \"$q\"; "
+                         f"echo; echo {marker} rc=$rc")
+        else:
+            lines.append(f"echo {marker}; ( {snippet} ); rc=$?; echo; echo {marker} rc=$rc")
     return "\n".join(lines) + "\n"
 
 
@@ -106,6 +111,7 @@ def new_token() -> str:
 
 def parse_facts(sections: dict[str, Section]) -> HostFacts:
     facts = HostFacts(system=_system(sections), nvidia=_nvidia(sections))
+    facts.nvidia.supported_clocks_source = clock_cache.source_of(sections.get("supported-clocks", Section(0, "")).output)
     for name, section in sections.items():
         if name.startswith("file:"):
             path = name[len("file:"):]
@@ -149,14 +155,18 @@ def _nvidia(sections: dict[str, Section]) -> NvidiaFacts:
     if "No devices were found" in query.output:
         facts.state, facts.message = "no-devices", "No devices were found"
         return facts
-    if query.rc != 0:
-        facts.state, facts.message = "error", query.output.strip() or f"nvidia-smi exited {query.rc}"
-        return facts
     try:
-        facts.gpus, facts.driver_version = gpu_parsers.parse_query_gpu(query.output)
+        read = gpu_parsers.read_query_gpu(query.output)
     except gpu_parsers.ParseError as exc:
         facts.state, facts.message = "error", f"cannot parse nvidia-smi output: {exc}"
         return facts
+    facts.gpus, facts.driver_version, facts.lost, facts.notes = read.gpus, read.driver_version, read.lost, read.notes
+    if not facts.gpus:  # not one GPU readable: driver not loaded, NVML mismatch, every GPU lost
+        said = [str(lost) for lost in facts.lost] + facts.notes
+        facts.state, facts.message = "error", "; ".join(said) or f"nvidia-smi exited {query.rc}"
+        return facts
+    if query.rc != 0:  # some GPUs read (15: another fell off the bus): tune those, and say so
+        facts.notes.append(f"nvidia-smi --query-gpu exited {query.rc}")
     supported = gpu_parsers.parse_supported_clocks_csv(sections.get("supported-clocks", Section(1, "")).output)
     records = gpu_parsers.parse_clock_records(sections.get("clock-records", Section(0, "")).output)
     for gpu in facts.gpus:

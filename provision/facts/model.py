@@ -60,17 +60,38 @@ class GpuFacts:
 
 
 @dataclass
+class LostGpu:
+    """A GPU nvidia-smi names but cannot read (fallen off the bus, needs a reset). It is not among the
+    GPUs the tasks tune, and the boot file keeps its line (tasks/boot.py) for after the repair."""
+
+    bus_id: str | None  # as nvidia-smi printed it ("0000:41:00.0" in its error lines); None if unreadable
+    message: str  # nvidia-smi's words: its error line, or the "[GPU is lost]" of the GPU's cells
+    uuid: str | None = None
+    index: int | None = None
+
+    def __str__(self) -> str:
+        names = [f"GPU{self.index}" if self.index is not None else "", self.bus_id or "", self.uuid or ""]
+        return f"{' '.join(n for n in names if n) or 'a GPU'}: {self.message}"
+
+
+@dataclass
 class NvidiaFacts:
     """The NVIDIA stack on a host, as one state among several."""
 
-    # "ok", "missing" (no nvidia-smi), "no-devices" ("No devices were found"),
-    # "error" (nvidia-smi ran and failed: driver not loaded, etc.)
+    # "ok" (at least one GPU read; any others are in `lost`), "missing" (no nvidia-smi),
+    # "no-devices" ("No devices were found"), "error" (nvidia-smi ran but no GPU could be read:
+    # driver not loaded, NVML mismatch, every GPU lost, etc.)
     state: str = "missing"
     message: str = ""  # nvidia-smi's own words when state is not ok
     driver_version: str | None = None
     gpus: list[GpuFacts] = field(default_factory=list)
+    lost: list[LostGpu] = field(default_factory=list)  # GPUs nvidia-smi names but cannot read
+    # What the parser could not use (a value, a line, a field this driver does not know), so it is shown.
+    notes: list[str] = field(default_factory=list)
     persistenced_path: str | None = None  # where nvidia-persistenced is installed
     persistenced_running: bool = False
+    # Where the supported clocks came from (facts/clock_cache.py): "cache", "nvidia-smi" or "none".
+    supported_clocks_source: str = "none"
 
 
 @dataclass

@@ -36,6 +36,7 @@ class SimNode:
         monkeypatch.setenv("PATH", f"{self.bin}:{os.environ['PATH']}")
         monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
         monkeypatch.setenv("PROVISION_CLOCK_RECORDS", str(tmp_path / "run" / "gpu-clocks"))
+        monkeypatch.setenv("PROVISION_CLOCK_CACHE", str(tmp_path / "cache" / "supported-clocks"))
         self.conf = tmp_path / "etc" / "provision" / "gpu-tuning.conf"
         self.runner = CliRunner()
 

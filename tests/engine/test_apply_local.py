@@ -133,8 +133,34 @@ def test_a_held_lock_is_reported_with_its_owner(v100_node):
     assert v100_node.query("persistence_mode") == ["Disabled"] * 4
 
 
+def test_a_no_op_and_check_read_each_host_once_and_never_wait_for_the_lock(v100_node):
+    inventory = v100_node.inventory(V100_FIX)
+    first = v100_node.apply(inventory)
+    assert lines_with(first.output, "node1", "changed=4")
+    os.makedirs("/run/lock/provision.lock")
+    try:  # another run holds the host: reading it changes nothing, so neither waits
+        noop = v100_node.apply(inventory, "--lock-wait", "0")
+        check = v100_node.apply(inventory, "--check", "--lock-wait", "0")
+    finally:
+        subprocess.run(["rm", "-rf", "/run/lock/provision.lock"], check=True)
+    assert noop.exit_code == 0 and lines_with(noop.output, "node1", "changed=0", "(1 command,")
+    assert check.exit_code == 0 and lines_with(check.output, "node1", "would change=0", "(1 command,")
+
+
+def test_a_cold_host_caches_its_supported_clocks_and_a_warm_one_calls_nvidia_smi_once(v100_node, tmp_path):
+    inventory = v100_node.inventory(V100_FIX)
+    assert v100_node.apply(inventory, "--check").exit_code == 0
+    cache = tmp_path / "cache" / "supported-clocks" / "580.159.04"
+    assert not cache.exists()  # --check reads only
+    assert v100_node.apply(inventory).exit_code == 0
+    assert len(list(cache.iterdir())) == 4
+    data = json.loads(v100_node.provision("facts", inventory, "--json").output)["node1"]["nvidia"]
+    assert data["supported_clocks_source"] == "cache" and {"mem": 877, "sm": 1005} in data["gpus"][3]["supported_clocks"]
+
+
 def test_the_lock_is_released_after_a_run(v100_node):
-    assert v100_node.apply(v100_node.inventory(V100_FIX), "--check").exit_code == 0
+    result = v100_node.apply(v100_node.inventory(V100_FIX))  # changes: takes the lock
+    assert result.exit_code == 0 and lines_with(result.output, "node1", "changed=4")
     assert not os.path.exists("/run/lock/provision.lock")
 
 

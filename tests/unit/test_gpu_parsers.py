@@ -1,14 +1,13 @@
 """The nvidia-smi parsers against verbatim captures from a real H100 (and public real outputs)."""
 
-from realdata import capture, h100_query_row
+from realdata import capture, h100_query_output
 
 from provision.facts import gpu
 from provision.facts.model import ClockPair
 
 
 def test_query_gpu_matches_the_fields_we_ask_for_on_a_real_h100():
-    ours = h100_query_row([field for field, _, _ in gpu.QUERY_FIELDS])
-    gpus, driver = gpu.parse_query_gpu(ours)
+    gpus, driver = gpu.parse_query_gpu(h100_query_output())
     assert driver == "580.159.04"
     [h100] = gpus
     assert (h100.index, h100.name, h100.bus_id) == (0, "NVIDIA H100 80GB HBM3", "00000000:00:06.0")
@@ -20,17 +19,18 @@ def test_query_gpu_matches_the_fields_we_ask_for_on_a_real_h100():
 
 
 def test_query_gpu_reads_units_too_and_not_available_values_as_none():
+    header = ", ".join(f.header for f in gpu.QUERY_FIELDS) + "\n"
     line = ("1, GPU-x, NVIDIA GeForce RTX 3090, 00000000:41:00.0, 8.6, 580.65.06, Disabled, [N/A], [N/A], "
             "[N/A], [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], 210 MHz, 405 MHz, 2100 MHz, 9751 MHz, 4, 4, 16, 16\n")
-    [g], _ = gpu.parse_query_gpu(line)
+    [g], _ = gpu.parse_query_gpu(header + line)
     assert g.persistence is False and g.power_limit is None and g.app_clock_sm is None
     assert (g.max_clock_sm, g.max_clock_mem, g.clock_sm, g.compute_cap) == (2100, 9751, 210, "8.6")
 
 
-def test_query_gpu_with_the_wrong_field_count_is_a_parse_error():
-    import pytest
-    with pytest.raises(gpu.ParseError, match="expected"):
-        gpu.parse_query_gpu("0, GPU-x, name\n")
+def test_query_gpu_line_with_the_wrong_field_count_is_noted_and_the_gpus_still_read():
+    read = gpu.read_query_gpu(h100_query_output() + "0, GPU-x, name\n")
+    assert [g.uuid for g in read.gpus] == ["GPU-5afa2088-c32d-f982-1ae7-09bebe697bea"]
+    assert read.notes == ["0, GPU-x, name"] and read.lost == []
 
 
 def test_supported_clocks_csv_from_a_real_h100():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from types import SimpleNamespace
 
-from realdata import h100_query_row
+from realdata import h100_query_output
 
 from provision.facts import gpu as parsers
 from provision.facts.model import GpuFacts, HostFacts, NvidiaFacts, SystemFacts
@@ -14,7 +14,7 @@ from provision.tasks.gpu import Persistence, PowerLimit
 
 
 def real_h100() -> GpuFacts:
-    [gpu], _ = parsers.parse_query_gpu(h100_query_row([f for f, _, _ in parsers.QUERY_FIELDS]))
+    [gpu], _ = parsers.parse_query_gpu(h100_query_output())
     return gpu
 
 
