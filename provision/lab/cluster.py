@@ -327,7 +327,7 @@ def inventory_text(spec: LabSpec, lab_dir: Path, net: LabNet) -> str:
               *(f"#   {n.name}: {net.mgmt_address(n.index)}, {n.describe_gpus()}, NICs {' '.join(n.nics)}"
                 for n in spec.nodes)]
     addresses = {n.name: net.mgmt_address(n.index) for n in spec.nodes}
-    body = yaml.safe_dump(spec.inventory(addresses), sort_keys=False, default_flow_style=None,
+    body = yaml.safe_dump(spec.inventory(addresses, str(lab_dir / "ssh_config")), sort_keys=False, default_flow_style=None,
                           width=120)  # leaf mappings on one line, as people write them
     return "\n".join(header) + "\n" + body
 

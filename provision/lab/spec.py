@@ -46,13 +46,13 @@ class LabSpec:
     tree: dict  # the inventory's YAML tree; each host's entry holds its own variables, no connection yet
     source: str  # "--nodes N" or the --like inventory's path
 
-    def inventory(self, addresses: dict[str, str]) -> dict:
+    def inventory(self, addresses: dict[str, str], ssh_config: str) -> dict:
         """The tree with every host reached at its lab address as root, through the lab's own ssh_config
-        (beside the inventory file, so `provision apply` needs no --ssh-config)."""
+        (so `provision apply` needs no --ssh-config; absolute, so a copy of the file works anywhere)."""
         tree = copy.deepcopy(self.tree)
         for hosts in _host_maps(tree):
             for name, own in hosts.items():
-                hosts[name] = {"ansible_host": addresses[name], "ansible_user": "root", "ssh_config": "ssh_config",
+                hosts[name] = {"ansible_host": addresses[name], "ansible_user": "root", "ssh_config": ssh_config,
                                **own}
         return tree
 

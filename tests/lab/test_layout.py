@@ -32,9 +32,10 @@ def test_like_basement_mirrors_groups_models_counts_and_nics():
     assert nodes["lab-rtx3090-2"].gpus == [{"model": "rtx-3090", "count": 1}]
     assert nodes["lab-rtx4090-1"].gpus == [{"model": "rtx-4090", "count": 7}]
     assert nodes["lab-rtx3090-1"].nics == ["ens803f0", "ens803f1"]  # from nccl.socket_ifname: ens803f
-    tree = spec.inventory({name: f"10.213.9.{n.index + 10}" for name, n in nodes.items()})
+    tree = spec.inventory({name: f"10.213.9.{n.index + 10}" for name, n in nodes.items()}, "/lab/ssh_config")
     groups = tree["all"]["children"]["gpu_nodes"]["children"]
-    assert groups["v100"]["hosts"]["lab-v100-1"] == {"ansible_host": "10.213.9.11", "ansible_user": "root"}
+    assert groups["v100"]["hosts"]["lab-v100-1"] == {"ansible_host": "10.213.9.11", "ansible_user": "root",
+                                                     "ssh_config": "/lab/ssh_config"}
     assert groups["v100"]["vars"]["gpu"]["power_limit"] == 200
     assert groups["rtx4090"]["hosts"]["lab-rtx4090-1"]["gpu"]["overrides"] == [{"index": 3, "power_limit": 300}]
     assert tree["all"]["vars"]["gpu"] == {"persistence": True}
@@ -56,8 +57,9 @@ def test_like_custom_lab_wins_and_connection_vars_are_dropped(tmp_path):
     node = like_spec(path).nodes[0]
     assert (node.gpus, node.nics, node.driver_version, node.persistenced) == (
         [{"model": "h100-80gb-hbm3", "count": 2}], ["enp1s0f0", "enp1s0f1"], "570.86.15", True)
-    host = like_spec(path).inventory({"lab-box1": "10.213.9.11"})["all"]["children"]["boxes"]["hosts"]["lab-box1"]
-    assert host == {"ansible_host": "10.213.9.11", "ansible_user": "root"}
+    host = like_spec(path).inventory({"lab-box1": "10.213.9.11"}, "/lab/ssh_config")["all"]["children"]["boxes"][
+        "hosts"]["lab-box1"]
+    assert host == {"ansible_host": "10.213.9.11", "ansible_user": "root", "ssh_config": "/lab/ssh_config"}
 
 
 @pytest.mark.parametrize("lab, message", [
