@@ -1,37 +1,68 @@
-"""How `provision apply` scales on the lab, against the floor of SSH itself.
+"""How `provision apply` scales on the lab, against the floor of SSH itself and against its peers.
 
-For labs of 1, 8, 32 (and 64) nodes, each 4x V100: wall time of the first
-converge, a no-op converge and --check (the real CLI in a subprocess, so
-interpreter start and imports count, as they do for a user), the remote
-commands per host (the --json `commands`), and the floor: the same nodes
-reached by one parallel Fabric command per host (connect + `true`), also in a
-fresh interpreter, and "floor+facts": the same with the very facts batch a
-no-op run sends (its nvidia-smi calls included), so that what remains is the
-tool's own cost. Every host is worked on in parallel (-f N, N workers).
+For labs of 1, 8, 32 (and 64) nodes, each 4x V100, every host worked on in parallel (N nodes: N workers),
+every measurement a fresh process (interpreter start and imports count, as they do for a user). The work,
+the same for every tool: persistence mode on, a 200 W power limit and application clocks 877,1005 on each
+GPU (each changed only where it differs), /etc/nccl.conf, the boot settings file, script and unit
+(provision-gpu-tuning.service), the unit enabled.
 
-    sudo .venv/bin/python benchmarks/apply_scale.py [--sizes 1,8,32,64] [--repeat 3]
+- provision: the first converge (a fresh lab), a no-op converge and --check, of the shipped site playbook
+  plus /etc/nccl.conf (benchmarks/provision-site/: the shipped playbook and templates + one template task;
+  the inventory: the lab's + clocks and NCCL settings), and the remote commands per host (--json).
+- the floors, in a fresh interpreter too, one parallel Fabric command per host, host keys checked:
+  "floor" connects and runs `true`; "floor+smi" runs ONE `nvidia-smi --query-gpu=...` (the least any
+  tool must do to know a GPU's state); "floor+facts" runs the very facts batch a no-op run sends (its
+  nvidia-smi calls and file reads included), so that what remains is the tool's own cost.
+- the peers (--peers, on by default; --no-peers skips them): Ansible (ansible-core, pipelining, forks = N,
+  no fact gathering; SSH connections shared within a run, never across runs) and pyinfra (--parallel N),
+  doing the same work (benchmarks/peers/): their first converge and no-op.
+
+Between tools the nodes are reset (the files and the boot unit's link removed over SSH, every node
+power-cycled: GPU settings do not survive a reboot) and checked to be unconverged, so that each first
+converge really converges. After each tool's first converge every node is read back over SSH (GPUs at
+the target, files there, unit enabled); each no-op must report 0 changed (provision's --json, Ansible's
+PLAY RECAP, pyinfra's --json results); after the no-ops one node is rebooted and its boot unit must
+bring the GPUs back. Any failure stops the run (the lab is brought down); each size's row is printed
+to stderr as JSON as soon as it is measured.
+
+The peers run from their own venv, not the project's (once, as root; ansible-core 2.20+ wants Python
+3.12+ on the controller, setup.sh picks the newest Python it finds):
+
+    sh benchmarks/peers/setup.sh      # -> /var/cache/provision-bench/venv; VENV=DIR to move it (--peers-venv DIR)
+    sudo .venv/bin/python benchmarks/apply_scale.py [--sizes 1,8,32,64] [--repeat 3] [--no-peers]
+
+The lab's nodes share this machine's CPUs with the tools: on a small machine, large sizes measure CPU
+contention as much as latency. `--sizes 1,8,32` takes about 15 minutes on 2 cores (32 nodes: about
+10, most of it Ansible); --no-peers about a third of that.
 
 Target: no-op converge within 1.3x the floor at 32 nodes.
 """
-
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
-import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
 
+import yaml
+
 from provision.facts import gather
 from provision.inventory import load_inventory
 from provision.playbook import load_playbook
-from provision.resources import playbook_path, templates_dir
+from provision.resources import playbook_path
 from provision.lab.cluster import Lab
 from provision.lab.spec import default_spec
 
+from peers import run as peers
+
+HERE = Path(__file__).resolve().parent
+PLAYBOOK = HERE / "provision-site" / "site.yaml"  # the shipped site playbook + /etc/nccl.conf
+TEMPLATES = HERE / "provision-site" / "templates"  # the shipped templates (links) + nccl.conf.j2
 
 # One command per host, all hosts at once, host keys checked like the tool does.
 FLOOR = textwrap.dedent("""\
@@ -50,15 +81,18 @@ FLOOR = textwrap.dedent("""\
 """)
 
 
-def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess]:
-    start = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
-    return time.monotonic() - start, proc
+def check_playbook() -> None:
+    """The benchmark's playbook must stay the shipped site playbook plus the nccl.conf task."""
+    shipped = yaml.safe_load(playbook_path("site").read_text())["tasks"]
+    ours = yaml.safe_load(PLAYBOOK.read_text())["tasks"]
+    if ours[:-1] != shipped or ours[-1]["dest"] != "/etc/nccl.conf":
+        raise SystemExit(f"{PLAYBOOK} is no longer playbooks/site.yaml + the nccl.conf task: update it")
 
 
-def apply(lab: Lab, forks: int, log: Path, *extra: str) -> tuple[float, dict]:
-    seconds, proc = timed([sys.executable, "-m", "provision", "apply", str(lab.inventory_path), "--ssh-config",
-                           str(lab.ssh_config_path), "--json", "-f", str(forks), "--log", str(log), *extra])
+def apply(lab: Lab, inventory: Path, forks: int, log: Path, *extra: str) -> tuple[float, dict]:
+    seconds, proc = peers.timed([sys.executable, "-m", "provision", "apply", str(inventory), "--ssh-config",
+                                 str(lab.ssh_config_path), "--playbook", str(PLAYBOOK), "--templates", str(TEMPLATES),
+                                 "--json", "-f", str(forks), "--log", str(log), *extra])
     if proc.returncode != 0:
         raise SystemExit(f"apply {' '.join(extra)} exited {proc.returncode}: {proc.stderr[-2000:]}")
     return seconds, json.loads(proc.stdout)
@@ -66,43 +100,113 @@ def apply(lab: Lab, forks: int, log: Path, *extra: str) -> tuple[float, dict]:
 
 def floor(lab: Lab, addresses: list[str], command: str = "true") -> float:
     """Wall time of the floor, a fresh interpreter like the CLI's."""
-    seconds, proc = timed([sys.executable, "-c", FLOOR, str(lab.ssh_config_path),
-                           str(lab.dir / "known_hosts"), command, *addresses])
+    seconds, proc = peers.timed([sys.executable, "-c", FLOOR, str(lab.ssh_config_path),
+                                 str(lab.dir / "known_hosts"), command, *addresses])
     if proc.returncode != 0:
         raise SystemExit(f"floor failed: {proc.stderr[-2000:]}")
     return seconds
 
 
-def measure(size: int, lab_dir: Path, repeat: int) -> dict:
+def facts_batch(inventory: Path) -> str:
+    """The command a no-op run reads each host with (its lock section aside)."""
+    host = load_inventory(str(inventory)).select(None)[0]
+    tasks = load_playbook(PLAYBOOK, TEMPLATES)
+    paths = sorted({p for t in tasks for p in t.file_paths(host)})
+    units = sorted({u for t in tasks for u in t.unit_names(host)})
+    return gather.build_script(gather.new_token(), paths, units)
+
+
+def median(measure, repeat: int) -> float:
+    return statistics.median(measure() for _ in range(repeat))
+
+
+def measure_provision(lab: Lab, nodes: list[dict], inventory: Path, workdir: Path, repeat: int) -> dict:
+    size, log = len(nodes), workdir / "runs.jsonl"
+    row = {}
+    peers.expect_unconverged(lab, nodes)  # a fresh lab: nothing done yet
+    row["first"], first = apply(lab, inventory, size, log)
+    peers.expect_converged(lab, nodes, "provision")
+    row["commands_first"] = max(h["commands"] for h in first["hosts"])
+    noop = [apply(lab, inventory, size, log) for _ in range(repeat)]
+    if any(h["counts"]["changed"] for _, result in noop for h in result["hosts"]):
+        raise SystemExit(f"a provision no-op changed something: {noop[0][1]}")
+    row["noop"] = statistics.median(s for s, _ in noop)
+    row["commands_noop"] = max(h["commands"] for h in noop[0][1]["hosts"])
+    checks = [apply(lab, inventory, size, log, "--check") for _ in range(repeat)]
+    row["check"] = statistics.median(s for s, _ in checks)
+    row["commands_check"] = max(h["commands"] for h in checks[0][1]["hosts"])
+    peers.expect_boot_reapplies(lab, nodes[0], "provision")
+    return row
+
+
+def measure_floors(lab: Lab, nodes: list[dict], inventory: Path, repeat: int) -> dict:
+    addresses = [n["address"] for n in nodes]
+    batch = facts_batch(inventory)
+    return {"floor": median(lambda: floor(lab, addresses), repeat),
+            "floor_smi": median(lambda: floor(lab, addresses, peers.SMI_QUERY), repeat),
+            "floor_facts": median(lambda: floor(lab, addresses, batch), repeat)}
+
+
+def measure_peer(name: str, run, lab: Lab, nodes: list[dict], inventory: Path, workdir: Path, repeat: int) -> dict:
+    """Reset the nodes, then the peer's first converge (checked on the nodes) and its no-op (median)."""
+    reset_s = peers.reset(lab, nodes)
+    first = run(inventory, nodes, workdir, first=True)
+    peers.expect_converged(lab, nodes, name)
+    noop = median(lambda: run(inventory, nodes, workdir, first=False), repeat)
+    peers.expect_boot_reapplies(lab, nodes[0], name)
+    return {f"{name}_first": first, f"{name}_noop": noop, f"{name}_reset": reset_s}
+
+
+def measure(size: int, lab_dir: Path, repeat: int, venv: Path | None) -> dict:
     lab = Lab(lab_dir)
     lab.down(log=lambda message: None)
     started = time.monotonic()
     lab.up(default_spec(size), log=lambda message: None)
     row = {"nodes": size, "lab_up": time.monotonic() - started}
     try:
-        addresses = [n["address"] for n in lab.status()["nodes"]]
-        log = lab_dir / "bench-runs.jsonl"
-        row["first"], first = apply(lab, size, log)
-        row["commands_first"] = max(h["commands"] for h in first["hosts"])
-        noop = [apply(lab, size, log) for _ in range(repeat)]
-        assert all(h["counts"]["changed"] == 0 for _, result in noop for h in result["hosts"])
-        row["noop"] = statistics.median(s for s, _ in noop)
-        row["commands_noop"] = max(h["commands"] for h in noop[0][1]["hosts"])
-        checks = [apply(lab, size, log, "--check") for _ in range(repeat)]
-        row["check"] = statistics.median(s for s, _ in checks)
-        row["commands_check"] = max(h["commands"] for h in checks[0][1]["hosts"])
-        row["floor"] = statistics.median(floor(lab, addresses) for _ in range(repeat))
-        # The same floor running the very command a no-op run reads each host with: what is left
-        # between this and the no-op is the tool's own cost (imports, planning, the lock release).
-        host = load_inventory(str(lab.inventory_path)).select(None)[0]
-        tasks = load_playbook(playbook_path("site"), templates_dir(None))
-        paths = sorted({p for t in tasks for p in t.file_paths(host)})
-        batch = gather.build_script(gather.new_token(), paths, sorted({u for t in tasks for u in t.unit_names(host)}))
-        row["floor_facts"] = statistics.median(floor(lab, addresses, batch) for _ in range(repeat))
+        with tempfile.TemporaryDirectory(prefix="provision-bench-") as tmp:
+            workdir = Path(tmp)
+            nodes = [{"name": n["name"], "address": n["address"]} for n in lab.status()["nodes"]]
+            inventories = peers.write_inventories(lab, nodes, workdir)
+            row |= measure_provision(lab, nodes, inventories["provision"], workdir, repeat)
+            row |= measure_floors(lab, nodes, inventories["provision"], repeat)
+            if venv:
+                for name in ("ansible", "pyinfra"):
+                    run = functools.partial(getattr(peers, name), venv)
+                    row |= measure_peer(name, run, lab, nodes, inventories[name], workdir, repeat)
     finally:
         lab.down(log=lambda message: None)
-        (lab_dir / "bench-runs.jsonl").unlink(missing_ok=True)
     return row
+
+
+def table(head: tuple[str, ...], rows: list[list[str]]) -> str:
+    lines = [" | ".join(head), " | ".join("---" for _ in head)]
+    return "\n".join(lines + [" | ".join(r) for r in rows])
+
+
+def seconds(row: dict, key: str) -> str:
+    return f"{row[key]:.2f}"
+
+
+def ratio(row: dict, key: str, base: str) -> str:
+    return f"{row[key] / row[base]:.2f}x"
+
+
+def provision_table(rows: list[dict]) -> str:
+    head = ("nodes", "lab up s", "first s", "no-op s", "--check s", "floor s", "no-op/floor", "floor+smi s",
+            "no-op/floor+smi", "floor+facts s", "no-op/floor+facts", "cmds/host first", "no-op", "check")
+    return table(head, [[str(r["nodes"]), *(seconds(r, k) for k in ("lab_up", "first", "noop", "check", "floor")),
+                         ratio(r, "noop", "floor"), seconds(r, "floor_smi"), ratio(r, "noop", "floor_smi"),
+                         seconds(r, "floor_facts"), ratio(r, "noop", "floor_facts"),
+                         str(r["commands_first"]), str(r["commands_noop"]), str(r["commands_check"])] for r in rows])
+
+
+def peers_table(rows: list[dict]) -> str:
+    head = ("nodes", "floor+smi s", "provision first s", "no-op s", "Ansible first s", "no-op s", "pyinfra first s",
+            "no-op s", "provision no-op/floor+smi", "pyinfra no-op/provision", "Ansible no-op/provision")
+    keys = ("floor_smi", "first", "noop", "ansible_first", "ansible_noop", "pyinfra_first", "pyinfra_noop")
+    return table(head, [[str(r["nodes"]), *(seconds(r, k) for k in keys), ratio(r, "noop", "floor_smi"),
+                         ratio(r, "pyinfra_noop", "noop"), ratio(r, "ansible_noop", "noop")] for r in rows])
 
 
 def main() -> None:
@@ -110,20 +214,26 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,8,32,64", help="lab sizes, comma-separated")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each idempotent measurement (median)")
     parser.add_argument("--dir", default="/var/lib/provision-lab/bench", help="the benchmark lab's directory")
+    parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
+                        help="measure Ansible and pyinfra too (--no-peers: provision and the floors only)")
+    parser.add_argument("--peers-venv", type=Path, default=peers.DEFAULT_VENV,
+                        help="the peers' venv (benchmarks/peers/setup.sh makes it)")
     args = parser.parse_args()
+    check_playbook()
+    versions = peers.check_venv(args.peers_venv) if args.peers else None  # before any lab comes up
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
         print(f"measuring {size} node(s) ...", file=sys.stderr, flush=True)
-        rows.append(measure(size, Path(args.dir), args.repeat))
-    head = ("nodes", "lab up s", "first s", "no-op s", "--check s", "floor s", "no-op/floor",
-            "floor+facts s", "no-op/floor+facts", "cmds/host first", "no-op", "check")
-    print(" | ".join(head))
-    print(" | ".join("---" for _ in head))
-    for r in rows:
-        print(" | ".join([str(r["nodes"]), *(f"{r[k]:.2f}" for k in ("lab_up", "first", "noop", "check", "floor")),
-                          f"{r['noop'] / r['floor']:.2f}x", f"{r['floor_facts']:.2f}",
-                          f"{r['noop'] / r['floor_facts']:.2f}x", str(r["commands_first"]), str(r["commands_noop"]),
-                          str(r["commands_check"])]))
+        rows.append(measure(size, Path(args.dir), args.repeat, args.peers_venv if args.peers else None))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # kept, should a later size fail
+    print(provision_table(rows))
+    if versions:
+        print()
+        print(peers_table(rows))
+        print()
+        print(f"Peers: ansible-core {versions['ansible-core']}, pyinfra {versions['pyinfra']} "
+              f"(Python {versions['python']}); provision on Python {sys.version.split()[0]}; "
+              f"median of {args.repeat} no-op runs.")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+../../../templates/provision-gpu-tuning.sh
