@@ -126,9 +126,10 @@ class Engine:
 
     @staticmethod
     def read(conn: Connection, paths: list[str], units: list[UnitRef] = (),
-             lock_owner: str | None = None) -> dict[str, gather.Section]:
+             lock_owner: str | None = None, nvidia: bool = True) -> dict[str, gather.Section]:
         token = gather.new_token()
-        result = conn.run_script(gather.build_script(token, paths, units, lock_owner=lock_owner), timeout=120)
+        script = gather.build_script(token, paths, units, lock_owner=lock_owner, nvidia=nvidia)
+        result = conn.run_script(script, timeout=120)
         return gather.split_sections(token, result.stdout)
 
     def plan_all(self, state: HostState) -> list[tuple[Task, Plan]]:
@@ -156,9 +157,12 @@ class Engine:
             return TaskResult(task.name, task_status(items), items)
         if not plan.changes:
             return TaskResult(task.name, task_status(items), items)
-        applied = [(change, self.apply_change(state.conn, change)) for change in plan.changes]
+        applied = list(zip(plan.changes, self.apply_changes(state.conn, plan.changes)))
         try:
-            state.facts = gather.parse_facts(self.read(state.conn, state.paths, state.units))
+            fresh = gather.parse_facts(self.read(state.conn, state.paths, state.units, nvidia=task.changes_gpus))
+            if not task.changes_gpus:  # not read again: this task changed files and units only
+                fresh.nvidia = state.facts.nvidia
+            state.facts = fresh
         except Unreachable as exc:
             return TaskResult(task.name, FAILED, items, f"lost the host while re-reading: {exc}")
         for change, error in applied:
@@ -168,6 +172,35 @@ class Engine:
             status = FAILED if error else CHANGED
             items.append(Item(change.target, status, change.what, change.before, change.after, error or "", change.diff))
         return TaskResult(task.name, task_status(items), items)
+
+    def apply_changes(self, conn: Connection, changes: list[Change]) -> list[str | None]:
+        """Each change's error text, or None. A task's changes that only run commands (one per GPU, mostly) go to
+        the host as ONE command; a change that writes a file sends it on stdin, on its own."""
+        batched = [i for i, change in enumerate(changes) if not change.write]
+        errors = dict(zip(batched, self.run_batch(conn, [changes[i].commands for i in batched]))) \
+            if len(batched) > 1 else {}
+        return [errors[i] if i in errors else self.apply_change(conn, change) for i, change in enumerate(changes)]
+
+    @staticmethod
+    def run_batch(conn: Connection, command_lists: list[list[list[str]]]) -> list[str | None]:
+        token = gather.new_token()
+        try:
+            outcome = conn.run(["sh", "-c", remote.command_batch(token, command_lists)], sudo=True,
+                               timeout=300 + 60 * len(command_lists))
+        except ProvisionError as exc:  # unreachable, or a sudo that needs a password we do not have
+            return [str(exc)] * len(command_lists)
+        sections = gather.split_sections(token, outcome.stdout)
+        errors = []
+        for i, commands in enumerate(command_lists):
+            error = None
+            for j, argv in enumerate(commands):
+                ran = sections.get(f"{i}.{j}")
+                if ran is None or ran.rc != 0:
+                    said = ran.output.strip() if ran else outcome.output[-500:]
+                    error = f"`{' '.join(argv)}` exited {ran.rc if ran else outcome.rc}: {said or 'no output'}"
+                    break
+            errors.append(error)
+        return errors
 
     def apply_change(self, conn: Connection, change: Change) -> str | None:
         """Run a change's commands and file write; the error text, or None."""
@@ -264,8 +297,8 @@ class Engine:
                 # since the first read), then apply. A no-op and --check never lock: one command per host.
                 changes = not self.options.check and any(plan.changes for _, plan in state.plans)
                 if not changes or self.read_into(state, lock=True):
+                    self.remember_supported_clocks(state)  # first: the re-reads after each task hit the cache
                     self.apply_host(state)
-                    self.remember_supported_clocks(state)
             except Unreachable as exc:
                 result.status, result.message = UNREACHABLE, str(exc)
         result.settle()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 # Write stdin to $1 atomically: temp file in the same directory, mode and owner
 # set before the rename, and the previous version kept as "$1.<time>~"
 # (a hard link: the old inode survives the rename, so nothing is copied or lost).
@@ -57,3 +59,17 @@ mv -f "$1/.$2.tmp" "$1/$2"
 
 def write_record_argv(directory: str, name: str, line: str) -> list[str]:
     return ["sh", "-c", WRITE_RECORD, "provision-record", directory, name, line]
+
+
+def command_batch(token: str, command_lists: list[list[list[str]]]) -> str:
+    """One sh script for several changes' commands: each change's list runs in order in its own subshell and
+    stops at its first failure; changes never stop each other. Each command's output is framed like the
+    facts batch's sections ("@@TOKEN i.j" ... "@@TOKEN i.j rc=N"), for gather.split_sections."""
+    lines = ["exec 2>&1"]
+    for i, commands in enumerate(command_lists):
+        steps = []
+        for j, argv in enumerate(commands):
+            marker = shlex.quote(f"@@{token} {i}.{j}")
+            steps.append(f"echo {marker}; {shlex.join(argv)}; rc=$?; echo; echo {marker} rc=$rc; [ $rc = 0 ] || exit")
+        lines.append("(\n" + "\n".join(steps) + "\n)")
+    return "\n".join(lines) + "\n"

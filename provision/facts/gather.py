@@ -46,6 +46,10 @@ BASE_SECTIONS: dict[str, str] = {
 }
 
 
+# The sections that read the NVIDIA stack; a re-read after a task that changed only files skips them.
+NVIDIA_SECTIONS = frozenset({"nvidia-smi", "query-gpu", "supported-clocks", "persistenced", "persistenced-running",
+                             "clock-records"})
+
 UNIT_STATES = {"enabled", "enabled-runtime", "linked", "linked-runtime", "alias", "masked", "masked-runtime",
                "static", "indirect", "disabled", "generated", "transient", "bad"}  # systemctl is-enabled
 
@@ -57,7 +61,7 @@ class Section:
 
 
 def build_script(token: str, file_paths: list[str] = (), units: list[UnitRef] = (),
-                 lock_owner: str | None = None) -> str:
+                 lock_owner: str | None = None, nvidia: bool = True) -> str:
     """The whole batch as one sh script. Each section: begin marker, output, end marker + rc.
 
     With lock_owner, the first section takes the host lock (see remote.py), so
@@ -72,6 +76,8 @@ def build_script(token: str, file_paths: list[str] = (), units: list[UnitRef] = 
         sections[f"file:{path}"] = f"stat -c '%a %U %G' {quoted} && base64 {quoted}"
     for unit in units:
         sections[f"unit:{unit.key}"] = shlex.join(unit.systemctl("is-enabled"))
+    if not nvidia:
+        sections = {name: snippet for name, snippet in sections.items() if name not in NVIDIA_SECTIONS}
     lines = ["exec 2>&1"]
     for name, snippet in sections.items():
         marker = shlex.quote(f"@@{token} {name}")

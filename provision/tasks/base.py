@@ -73,6 +73,7 @@ class Task:
 
     name: ClassVar[str] = ""
     tags: ClassVar[frozenset[str]] = frozenset()
+    changes_gpus: ClassVar[bool] = False  # its changes touch GPU state: the re-read after them asks nvidia-smi
 
     def __init__(self, params: dict | None = None, name: str | None = None, tags: list[str] | None = None):
         self.params = params or {}

@@ -26,6 +26,7 @@ class ApplicationClocks(Task):
 
     name = "gpu-clocks"
     tags = frozenset({"gpu", "clocks"})
+    changes_gpus = True
 
     def plan(self, host, facts):
         plan = Plan()
@@ -61,6 +62,7 @@ class LockedClocks(Task):
 
     name = "gpu-locked-clocks"
     tags = frozenset({"gpu", "clocks"})
+    changes_gpus = True
 
     def plan(self, host, facts):
         plan = Plan()

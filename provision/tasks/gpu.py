@@ -101,6 +101,7 @@ class Persistence(Task):
 
     name = "gpu-persistence"
     tags = frozenset({"gpu", "persistence"})
+    changes_gpus = True
 
     def file_paths(self, host):
         return [*PACKAGED_UNITS, DAEMON_DROPIN] if host.settings.gpu is not None else []
@@ -175,6 +176,7 @@ class PowerLimit(Task):
 
     name = "gpu-power-limit"
     tags = frozenset({"gpu", "power"})
+    changes_gpus = True
 
     def plan(self, host, facts):
         plan = Plan()

@@ -64,3 +64,9 @@ def test_lock_is_taken_once_and_reports_its_holder(tmp_path, monkeypatch):
     assert (tmp_path / "lock").exists()  # not B's to release
     subprocess.run(remote.lock_release_argv("run A"), check=True)
     assert not (tmp_path / "lock").exists()
+
+
+def test_a_reread_after_file_changes_skips_the_nvidia_sections():
+    full = gather.build_script("tok", ["/etc/x"])
+    files_only = gather.build_script("tok", ["/etc/x"], nvidia=False)
+    assert "nvidia-smi" in full and "nvidia-smi" not in files_only and "@@tok file:/etc/x" in files_only
