@@ -10,6 +10,7 @@ itself, and each command must be listed in WHERE with the place it runs:
   sandbox    this machine as root, with a simulated 4x V100 on PATH, in a private mount namespace whose
              /etc, /usr/local, /run and /var are overlays: what the command writes never reaches the host
   geforce    the same on a simulated RTX 4090
+  benchmark  as written but at one node, one repeat, without the peers (their venv is not a test's to make)
   lab        a lab that mirrors inventories/basement.yaml (lab marker); the basement's addresses reach
              their lab nodes through ~/.ssh/config, so `provision apply inventories/basement.yaml` runs as
              written; the README's default lab directory is this test's lab directory
@@ -65,6 +66,7 @@ WHERE = {
     "provision lab reboot lab-v100-1": "lab",
     "provision lab fault lab-rtx4090-1 gpu-off-bus --gpu 3": "lab",
     "provision lab down": "lab",
+    "sudo .venv/bin/python benchmarks/apply_scale.py --sizes 1,8,32": "benchmark",
 }
 
 
@@ -284,3 +286,14 @@ def test_the_basement_commands_converge_the_mirror(basement_lab):
     facts = basement_lab["provision facts inventories/basement.yaml"]
     assert facts.count("Tesla V100-SXM2-16GB") == 4 and "877,1005" in facts
     assert "GPU3" in basement_lab["provision power --watts 200 -i inventories/basement.yaml -l v100 --gpu 3"]
+
+
+@pytest.mark.lab
+def test_the_benchmark_runs_at_one_node():
+    needs_root_on_linux()
+    for command in commands_for("benchmark"):
+        small = re.sub(r"--sizes [0-9,]+", "--sizes 1 --repeat 1 --no-peers", command.removeprefix("sudo "))
+        lab = "/var/lib/provision-lab/readme-bench"
+        out = ok(run(f"{small} --dir {lab}".replace(".venv/bin/python", sys.executable), REPO), command)
+        [row] = [line for line in out.splitlines() if line.startswith("1 | ")]
+        assert row.endswith("| 1 | 1"), row  # a no-op and --check: one command per host
