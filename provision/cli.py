@@ -21,11 +21,12 @@ from provision.results import EXIT_BAD_INPUT, exit_code, to_json
 from provision.runlog import RunLog, default_path
 
 EXIT_CODES_HELP = """\b
-Exit codes (bit flags):
-  0  every host converged (or, with --check, the plan was made)
+Exit codes (bit flags, added up):
+  0  every host converged (with --check: every host is as intended)
   1  some task failed on some host
   2  bad input (inventory, playbook, options): no host was touched
-  4  some host was unreachable (5 = both 1 and 4)"""
+  4  some host was unreachable (5 = both 1 and 4)
+  8  --check only: some host would change (a drift gate for scripts)"""
 
 
 def inventory_options(func):
@@ -155,7 +156,7 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
         click.echo(json.dumps(to_json(results, check), indent=2, default=str))
     else:
         report.print_results(results, check, show_diff)
-    sys.exit(exit_code(results))
+    sys.exit(exit_code(results, check))
 
 
 @main.command(epilog=EXIT_CODES_HELP)
@@ -206,7 +207,7 @@ def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
         report.print_results(results, check, False)
     for warning in hook.warnings:
         click.secho(f"Warning: {warning}", fg="yellow", err=True)
-    sys.exit(exit_code(results))
+    sys.exit(exit_code(results, check))
 
 
 @main.command(epilog=EXIT_CODES_HELP)

@@ -13,6 +13,7 @@ EXIT_OK = 0
 EXIT_TASK_FAILED = 1  # some task failed on some host
 EXIT_BAD_INPUT = 2  # inventory/playbook/options invalid: nothing was touched (also Click usage errors)
 EXIT_UNREACHABLE = 4  # some host could not be reached (5 = both 1 and 4)
+EXIT_WOULD_CHANGE = 8  # --check: some host is not as intended (a drift gate, like terraform's -detailed-exitcode)
 
 
 @dataclass
@@ -54,12 +55,14 @@ def task_status(items: list[Item]) -> str:
     return OK
 
 
-def exit_code(results: list[HostResult]) -> int:
+def exit_code(results: list[HostResult], check: bool = False) -> int:
     code = EXIT_OK
     if any(r.status == FAILED for r in results):
         code |= EXIT_TASK_FAILED
     if any(r.status == UNREACHABLE for r in results):
         code |= EXIT_UNREACHABLE
+    if check and any(r.status == CHANGED for r in results):
+        code |= EXIT_WOULD_CHANGE
     return code
 
 
@@ -67,5 +70,5 @@ def to_json(results: list[HostResult], check: bool) -> dict:
     return {
         "check": check,
         "hosts": [asdict(r) | {"counts": r.counts()} for r in results],
-        "exit_code": exit_code(results),
+        "exit_code": exit_code(results, check),
     }

@@ -43,7 +43,7 @@ def test_check_shows_exactly_the_drift_and_touches_nothing(v100_node):
     before = v100_node.query("power.limit")
 
     check = v100_node.apply(inventory, "--check")
-    assert check.exit_code == 0, check.output
+    assert check.exit_code == 8, check.output  # would change: the drift gate's bit
     assert lines_with(check.output, "gpu-power-limit", "GPU2", "would change", "250.00 W -> 200.00 W")
     assert len(lines_with(check.output, "would change ")) == 1
     assert "check mode: nothing was changed" in check.output
@@ -149,7 +149,7 @@ def test_a_no_op_and_check_read_each_host_once_and_never_wait_for_the_lock(v100_
 
 def test_a_cold_host_caches_its_supported_clocks_and_a_warm_one_calls_nvidia_smi_once(v100_node, tmp_path):
     inventory = v100_node.inventory(V100_FIX)
-    assert v100_node.apply(inventory, "--check").exit_code == 0
+    assert v100_node.apply(inventory, "--check").exit_code == 8  # all would change
     cache = tmp_path / "cache" / "supported-clocks" / "580.159.04"
     assert not cache.exists()  # --check reads only
     assert v100_node.apply(inventory).exit_code == 0

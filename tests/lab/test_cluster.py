@@ -60,7 +60,7 @@ def test_check_shows_exactly_the_drift_and_changes_nothing(lab):
     drift = lab.ssh(V100, "nvidia-smi -i 1 -pl 250")
     assert drift.returncode == 0, drift.stderr
     code, check = lab.apply("--check")
-    assert code == 0, check
+    assert code == 8 and check["exit_code"] == 8, check  # drift found: the --check bit
     changed = [(host, task, i["target"], i["before"], i["after"])
                for host, task, i in all_items(check) if i["status"] != "ok"]
     assert changed == [(V100, "gpu-power-limit", "GPU1", "250.00 W", "200.00 W")]
