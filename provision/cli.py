@@ -142,8 +142,8 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
           identity_file, check, show_diff, playbook, templates, tags, skip_tags, ask_sudo_pass, lock_wait, log_path):
     """Converge hosts to the INVENTORY: persistence, power limits, files."""
     inv_path, hosts = select_hosts(inventory, local, limit)
-    tasks = load_playbook(playbook_path(playbook), templates_dir(templates))
-    tasks = select_tasks(tasks, _split(tags), _split(skip_tags))
+    book = playbook_path(playbook)
+    tasks = select_tasks(load_playbook(book, templates_dir(templates)), _split(tags), _split(skip_tags), str(book))
     password = click.prompt("sudo password", hide_input=True, err=True) if ask_sudo_pass else None
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)

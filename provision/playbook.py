@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from provision.errors import InputError, Problem
+from provision.settings import did_you_mean
 from provision.tasks.base import Task
 from provision.tasks.boot import BootConf
 from provision.tasks.clocks import ApplicationClocks, LockedClocks
@@ -72,5 +73,15 @@ def load_playbook(path: Path, templates: Path) -> list[Task]:
     return tasks
 
 
-def select_tasks(tasks: list[Task], tags: set[str], skip_tags: set[str]) -> list[Task]:
+def select_tasks(tasks: list[Task], tags: set[str], skip_tags: set[str], playbook: str = "") -> list[Task]:
+    """The tasks --tags picks and --skip-tags leaves. A tag no task has is an error, as a --limit that matches
+    no host is: a typo would otherwise run nothing, or skip nothing, and exit 0."""
+    # This playbook's tags, and every tag a task type has (skipping "files" where no task writes one is fine).
+    known = sorted(set().union(*(t.tags for t in tasks), *(cls.tags | {cls.name} for cls in TASK_TYPES.values())))
+    problems = [Problem(playbook, "", option, f"no task has the tag {tag!r}",
+                        did_you_mean(tag, known) or f"known tags: {', '.join(known)}")
+                for option, given in (("--tags", tags), ("--skip-tags", skip_tags)) for tag in sorted(given)
+                if tag not in known]
+    if problems:
+        raise InputError(problems)
     return [t for t in tasks if (not tags or t.tags & tags) and not (t.tags & skip_tags)]
