@@ -108,9 +108,12 @@ def load_inventory(path: str | Path) -> Inventory:
     """Read and validate an inventory file; raises InputError listing every problem."""
     file = str(path)
     try:
-        data = yaml.load(Path(path).read_text(), Loader=_StrictLoader)
+        data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_StrictLoader)
     except OSError as exc:
         raise InputError([Problem(file, "", "", f"cannot read inventory: {exc.strerror}")]) from None
+    except UnicodeDecodeError as exc:
+        raise InputError([Problem(file, "", "", f"not a text file: byte {exc.start} is not UTF-8",
+                                  "an inventory is a YAML text file; is this the right path?")]) from None
     except yaml.YAMLError as exc:
         raise InputError([Problem(file, "", "", _yaml_error(exc))]) from None
     return _Builder(file, Path(path).resolve().parent).build(data)
@@ -148,8 +151,11 @@ class ConnectionVars(BaseModel):
     """How to reach a host: `host`/`ansible_host` and friends, checked where they are written."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    host: str | None = setting(None, "a host name or IP address", min_length=1)
-    user: str | None = setting(None, "a user name", min_length=1)
+    # Never read as an ssh option ("-oProxyCommand=...") nor a shell word: names and addresses only.
+    host: str | None = setting(None, "a host name or IP address (letters, digits, . - _ : [ ] %; not starting "
+                               "with -)", pattern=r"^[A-Za-z0-9_.:%\[\]][A-Za-z0-9_.:%\[\]-]*$")
+    user: str | None = setting(None, "a user name (letters, digits, . _ -; not starting with -)",
+                               pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")
     port: Port | None = setting(None, "a port, 1..65535")
     connection: Literal["ssh", "local", "paramiko", "smart"] | None = setting(
         None, "ssh or local (Ansible's paramiko and smart mean ssh)")
@@ -272,7 +278,10 @@ class _Builder:
     def check_names(self) -> None:
         real_groups = [g for g in self.groups if g not in NOT_GROUPS]
         for name in [*self.groups, *self.host_groups]:
-            if BAD_NAME_CHARS.intersection(name) or not name:
+            if any(not c.isprintable() for c in name):  # a newline would add lines to the files named after it
+                self.problem(_where(name, self.groups), "", f"name {name!r} has a control character",
+                             "host and group names are one line of printable text; rename it")
+            elif BAD_NAME_CHARS.intersection(name) or not name:
                 self.problem(_where(name, self.groups), "", f"name {name!r} has a space or one of , ! & * ? [ ]",
                              "these would break --limit patterns; rename it")
         for host, groups in self.host_groups.items():

@@ -32,9 +32,12 @@ TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (
 def load_playbook(path: Path, templates: Path) -> list[Task]:
     file = str(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError([Problem(file, "", "", f"cannot read playbook: {exc.strerror}")]) from None
+    except UnicodeDecodeError as exc:
+        raise InputError([Problem(file, "", "", f"not a text file: byte {exc.start} is not UTF-8",
+                                  "a playbook is a YAML text file; is this the right path?")]) from None
     except yaml.YAMLError as exc:
         raise InputError([Problem(file, "", "", f"invalid YAML: {exc}")]) from None
     entries = data.get("tasks") if isinstance(data, dict) else None

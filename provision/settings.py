@@ -330,6 +330,8 @@ def _problem(error: dict, path: list, model: type[BaseModel], file: str, where: 
     message = error["msg"][0].lower() + error["msg"][1:]
     if kind in ("model_type", "dict_type"):
         message = "expected a mapping"  # not pydantic's "or instance of GpuSettings"
+    if kind == "string_pattern_mismatch":
+        message = "not allowed here"  # the allowed text says it in words; the regex would not help
     return Problem(file, where, key, f"got {what}: {message}" + (f"; allowed: {allowed}" if allowed else ""), hint)
 
 

@@ -550,3 +550,33 @@ def test_an_ssh_config_that_is_not_there_is_refused_where_written(problems, tmp_
             a: {become: "no"}
     """)
     assert "host a: become:" in line
+
+
+@pytest.mark.parametrize("name", ["gpu1\nExecStartPre=/bin/sh -c x", "gpu1\r", "gpu\x1b[2J"])
+def test_a_name_with_a_control_character_is_refused(problems, name):
+    quoted = name.encode("unicode_escape").decode()
+    [line] = problems(f'all: {{hosts: {{"{quoted}": {{}}}}}}')
+    assert "has a control character" in line
+
+
+@pytest.mark.parametrize("key, value", [("ansible_host", "-oProxyCommand=touch /tmp/x"), ("ansible_host", "a b"),
+                                        ("ansible_user", "root;touch x"), ("ansible_user", "-lroot"),
+                                        ("ansible_host", "gpu1\nx")])
+def test_addresses_and_users_that_could_be_read_as_options_or_shell_are_refused(problems, key, value):
+    quoted = value.encode("unicode_escape").decode()
+    [line] = problems(f'all: {{hosts: {{a: {{{key}: "{quoted}"}}}}}}')
+    short = key.removeprefix("ansible_")
+    assert f"host a: {short}: got" in line and "not allowed here; allowed: a " in line and "pattern" not in line
+
+
+def test_ipv6_and_plain_names_are_fine(inventory):
+    inv = inventory('all: {hosts: {a: {ansible_host: "fe80::1%eth0", user: ops.admin}, b: {host: gpu-b.lab}}}')
+    assert inv.hosts["a"].address == "fe80::1%eth0" and inv.hosts["b"].address == "gpu-b.lab"
+
+
+def test_a_binary_inventory_is_bad_input_naming_the_file(tmp_path):
+    path = tmp_path / "inventory.yaml"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    with pytest.raises(InputError) as caught:
+        load_inventory(path)
+    assert str(caught.value).startswith(f"{path}: not a text file: byte 0 is not UTF-8")
