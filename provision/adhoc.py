@@ -15,6 +15,7 @@ back to the inventory.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -43,11 +44,19 @@ def with_gpu_block(host: Host) -> Host:
     return replace(host, settings=host.settings.model_copy(update={"gpu": GpuSettings()}))
 
 
+GPU_WORD = re.compile(r"^(\d+|GPU-[0-9a-fA-F-]+)$")
+
+
 def gpu_chooser(spec: str | None) -> Callable[[GpuFacts], bool]:
-    """--gpu "0,2" or UUIDs, comma-separated; None: every GPU."""
-    if not spec:
+    """--gpu "0,2" or UUIDs, comma-separated; None: every GPU. Anything else is bad input."""
+    if spec is None:
         return lambda gpu: True
-    wanted = {word.strip().lower() for word in spec.split(",") if word.strip()}
+    words = [word.strip() for word in spec.split(",")]
+    bad = [word for word in words if not GPU_WORD.match(word)]
+    if bad:
+        raise InputError([Problem("command line", "", "--gpu", f"{', '.join(map(repr, bad))} is not a GPU index or "
+                                  "UUID", "indexes (0,2) or UUIDs (GPU-...), comma-separated; see `provision facts`")])
+    wanted = {word.lower() for word in words}
     return lambda gpu: str(gpu.index) in wanted or gpu.uuid.lower() in wanted
 
 
@@ -113,9 +122,10 @@ class AdhocSettings:
             gpu = base.model_copy(update=self.change)
             return replace(host, settings=host.settings.model_copy(update={"gpu": gpu}))
         chosen = [g for g in facts.nvidia.gpus if self.choose(g)]
-        if not chosen:
-            self.warnings.append(f"{host.name}: no GPU matches --gpu; GPUs: "
-                                 + ", ".join(f"{g.index} {g.uuid}" for g in facts.nvidia.gpus))
+        if not chosen:  # before anything changes here (the engine stops the run on it)
+            raise InputError([Problem("command line", f"host {host.name}", "--gpu", "matches no GPU here; GPUs: "
+                                      + ", ".join(f"{g.index} {g.uuid}" for g in facts.nvidia.gpus),
+                                      "give indexes or UUIDs from this list")])
         overrides = [GpuOverride.model_validate({"uuid": g.uuid, **self.change}) for g in chosen]
         if self.from_inventory:
             self._warn_if_inventory_differs(host, chosen)

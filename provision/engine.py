@@ -58,6 +58,7 @@ class HostState:
     units: list[UnitRef] = field(default_factory=list)
     started: float = 0.0
     plans: list[tuple[Task, Plan]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)  # input errors found once its facts were read
 
 
 def lock_owner_id(command: str) -> str:
@@ -286,7 +287,11 @@ class Engine:
         self.gather(state)
         if state.facts is not None:
             if self.options.adjust_host:
-                state.host = self.options.adjust_host(state.host, state.facts)
+                try:
+                    state.host = self.options.adjust_host(state.host, state.facts)
+                except InputError as exc:  # e.g. an ad-hoc --gpu that matches no GPU of this host
+                    state.problems += exc.problems
+                    return
             state.plans = self.plan_all(state)
 
     def _phase2(self, state: HostState) -> None:
@@ -305,7 +310,7 @@ class Engine:
         result.seconds = round(time.monotonic() - state.started, 3)
 
     def _input_problems(self, states: list[HostState]) -> list[Problem]:
-        return [
+        return [problem for state in states for problem in state.problems] + [
             Problem(self.inventory_path, f"host {state.host.name}", "", f"{task.name}: {problem}")
             for state in states for task, plan in state.plans for problem in plan.problems
         ]

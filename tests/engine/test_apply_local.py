@@ -202,6 +202,15 @@ def test_a_tag_no_task_has_is_bad_input_before_any_host_is_touched(v100_node):
     assert v100_node.query("persistence_mode") == ["Disabled"] * 4
 
 
+def test_an_adhoc_gpu_choice_that_matches_nothing_is_bad_input_before_anything_changes(v100_node):
+    hostile = v100_node.provision("power", "--watts", "200", "--gpu", "0;id")
+    assert hostile.exit_code == 2 and "--gpu: '0;id' is not a GPU index or UUID" in hostile.output
+    absent = v100_node.provision("power", "--watts", "200", "--gpu", "99")
+    assert absent.exit_code == 2, absent.output
+    assert "host localhost: --gpu: matches no GPU here; GPUs: 0 GPU-" in absent.output
+    assert v100_node.query("power.limit") == ["300.00"] * 4 and not os.path.exists("/etc/provision/gpu-tuning.conf")
+
+
 def test_facts_table_and_json(v100_node):
     inventory = v100_node.inventory(V100_FIX)
     table = v100_node.provision("facts", inventory)
