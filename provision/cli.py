@@ -138,8 +138,11 @@ def main():
               help="Seconds to wait when another run holds a host's lock.")
 @click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None,
               help=f"Run log (JSON lines). [default: {default_path()}]")
+@click.option("--keep-backups", type=click.IntRange(0, 100), default=3, show_default=True,
+              help="Backups FILE.<time>~ kept per changed file (older ones are removed).")
 def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout,
-          identity_file, check, show_diff, playbook, templates, tags, skip_tags, ask_sudo_pass, lock_wait, log_path):
+          identity_file, check, show_diff, playbook, templates, tags, skip_tags, ask_sudo_pass, lock_wait, log_path,
+          keep_backups):
     """Converge hosts to the INVENTORY: persistence, power limits, files."""
     inv_path, hosts = select_hosts(inventory, local, limit)
     book = playbook_path(playbook)
@@ -149,7 +152,8 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     command = "apply --check" if check else "apply"
     options = RunOptions(check=check, forks=forks, lock_wait=lock_wait, sudo_password=password, command=command,
-                         progress=progress_printer(sys.stderr.isatty() and not as_json))
+                         progress=progress_printer(sys.stderr.isatty() and not as_json), notice=progress_printer(True),
+                         keep_backups=keep_backups)
     log = RunLog(Path(log_path) if log_path else default_path(), command, inv_path)
     results = Engine(tasks, options, connector(local, ssh), log, inv_path).run(hosts)
     if as_json:
@@ -197,7 +201,8 @@ def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
     check, as_json = opts["check"], opts["as_json"]
     command += " --check" if check else ""
     options = RunOptions(check=check, forks=opts["forks"], sudo_password=password, command=command,
-                         progress=progress_printer(sys.stderr.isatty() and not as_json), adjust_host=hook)
+                         progress=progress_printer(sys.stderr.isatty() and not as_json), notice=progress_printer(True),
+                         adjust_host=hook)
     log = RunLog(default_path(), command, inv_path)
     results = Engine(tasks, options, connector(inventory is None, ssh), log, inv_path).run(
         [with_gpu_block(h) for h in hosts])

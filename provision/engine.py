@@ -41,6 +41,8 @@ class RunOptions:
     sudo_password: str | None = field(default=None, repr=False)
     command: str = "apply"
     progress: Callable[[str], None] = lambda message: None
+    notice: Callable[[str], None] = lambda message: None  # said even on a pipe or with --json (on stderr)
+    keep_backups: int = 3  # backups FILE.<time>~ kept per managed file
     # Settings made once a host's facts are read (the ad-hoc commands); None: the inventory's.
     adjust_host: Callable[[Host, HostFacts], Host] | None = None
 
@@ -98,7 +100,7 @@ class Engine:
         """Read the host's facts into state; with lock, take the host lock in the same command, waiting for it.
         False when the host could not be read or locked (state.result says why)."""
         owner = lock_owner_id(self.options.command) if lock else None
-        deadline = time.monotonic() + self.options.lock_wait
+        deadline, waited = time.monotonic() + self.options.lock_wait, False
         while True:
             try:
                 sections = self.read(state.conn, state.paths, state.units, owner)
@@ -114,7 +116,10 @@ class Engine:
                     f"if none is running, remove {remote.LOCK_DIR} on the host"
                 )
                 return False
-            self.options.progress(f"{state.host.name}: waiting for lock ({held.output.strip()})")
+            if not waited:
+                self.options.notice(f"{state.host.name}: waiting up to {self.options.lock_wait:g} s for the host "
+                                    f"lock, held by {held.output.strip().removeprefix('held: ')}")
+            waited = True
             time.sleep(1.0)
         state.lock_owner = owner or state.lock_owner
         state.facts = gather.parse_facts(sections)
@@ -219,7 +224,8 @@ class Engine:
             if change.write:
                 w = change.write
                 stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-                outcome = conn.run(remote.atomic_write_argv(w.path, w.mode, w.owner, w.group, stamp),
+                outcome = conn.run(remote.atomic_write_argv(w.path, w.mode, w.owner, w.group, stamp,
+                                                           self.options.keep_backups),
                                    sudo=True, stdin=w.content, timeout=120)
                 if not outcome.ok:
                     return f"writing {w.path} failed: {outcome.output or f'exit {outcome.rc}'}"
@@ -267,6 +273,10 @@ class Engine:
             if problems:
                 raise InputError(problems)
             self._parallel(lambda s: self._phase2(s), states, "checked" if self.options.check else "applied")
+        except (KeyboardInterrupt, InputError) as exc:  # the log says how the run ended
+            if self.log:
+                self.log.abort("interrupted" if isinstance(exc, KeyboardInterrupt) else "bad input", str(exc))
+            raise
         finally:
             self._parallel(self.release, states, None)
         results = [s.result for s in states]

@@ -7,8 +7,9 @@ import shlex
 # Write stdin to $1 atomically: temp file in the same directory, mode and owner
 # set before the rename, and the previous version kept as "$1.<time>~"
 # (a hard link: the old inode survives the rename, so nothing is copied or lost).
+# Only the newest $6 such backups stay (their names sort by time; others' files are never touched).
 ATOMIC_WRITE = r'''set -eu
-dest=$1 mode=$2 owner=$3 group=$4 stamp=$5
+dest=$1 mode=$2 owner=$3 group=$4 stamp=$5 keep=$6
 dir=$(dirname "$dest")
 mkdir -p "$dir"
 tmp=$(mktemp "$dir/.provision.XXXXXX")
@@ -19,6 +20,11 @@ chown "$owner:$group" "$tmp"
 if [ -e "$dest" ]; then ln -f "$dest" "$dest.$stamp~" 2>/dev/null || cp -p "$dest" "$dest.$stamp~"; fi
 mv -f "$tmp" "$dest"
 trap - EXIT
+set -- "$dest".[0-9]*T[0-9]*Z~
+if [ -e "$1" ] && [ $# -gt "$keep" ]; then
+  extra=$(($# - keep))
+  for old do [ "$extra" -gt 0 ] || break; rm -f "$old"; extra=$((extra - 1)); done
+fi
 echo "$dest.$stamp~"
 '''
 
@@ -37,8 +43,8 @@ LOCK_RELEASE = r'''d=$1 owner=$2
 '''
 
 
-def atomic_write_argv(path: str, mode: str, owner: str, group: str, stamp: str) -> list[str]:
-    return ["sh", "-c", ATOMIC_WRITE, "provision-write", path, mode, owner, group, stamp]
+def atomic_write_argv(path: str, mode: str, owner: str, group: str, stamp: str, keep: int = 3) -> list[str]:
+    return ["sh", "-c", ATOMIC_WRITE, "provision-write", path, mode, owner, group, stamp, str(keep)]
 
 
 def lock_take_argv(owner: str) -> list[str]:

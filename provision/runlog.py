@@ -42,3 +42,7 @@ class RunLog:
     def summary(self, results, check: bool) -> None:
         self._write({"event": "end", "check": check,
                      "hosts": {r.host: {"status": r.status, "message": r.message} | r.counts() for r in results}})
+
+    def abort(self, why: str, detail: str = "") -> None:
+        """The end of a run that stopped before its summary (Ctrl-C, bad input found on the hosts)."""
+        self._write({"event": "end", "aborted": why, "detail": detail})

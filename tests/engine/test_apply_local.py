@@ -125,11 +125,12 @@ def test_a_held_lock_is_reported_with_its_owner(v100_node):
     try:
         with open("/run/lock/provision.lock/owner", "w") as fh:
             fh.write("provision apply by alice@laptop pid 42\n")
-        result = v100_node.apply(v100_node.inventory(V100_FIX), "--lock-wait", "0")
+        result = v100_node.apply(v100_node.inventory(V100_FIX), "--lock-wait", "1")
     finally:
         subprocess.run(["rm", "-rf", "/run/lock/provision.lock"], check=True)
     assert result.exit_code == 1
     assert lines_with(result.output, "another run holds the lock", "alice@laptop")
+    assert "node1: waiting up to 1 s for the host lock, held by provision apply by alice@laptop" in result.output
     assert v100_node.query("persistence_mode") == ["Disabled"] * 4
 
 
@@ -225,3 +226,12 @@ def test_facts_table_and_json(v100_node):
 def test_facts_local_without_inventory(v100_node):
     result = v100_node.provision("facts", "--local")
     assert result.exit_code == 0 and "driver 580.159.04, 4 GPU(s)" in result.output
+
+
+def test_a_run_stopped_by_bad_input_found_on_the_hosts_still_logs_its_end(v100_node, tmp_path):
+    log = tmp_path / "runs.jsonl"
+    result = v100_node.apply(v100_node.inventory({"power_limit": 900}), "--log", str(log))
+    assert result.exit_code == 2 and "outside this GPU's range 150..300 W" in result.output
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert records[0]["event"] == "start" and records[-1]["event"] == "end"
+    assert records[-1]["aborted"] == "bad input" and "900 W" in records[-1]["detail"]
