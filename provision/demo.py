@@ -29,6 +29,7 @@ from typing import Callable
 import yaml
 
 from provision.resources import shipped
+from provision.tasks.boot import CONF
 
 GPUSIM = Path(__file__).parent / "lab" / "gpusim.py"
 HOST = "basement-v100"
@@ -63,8 +64,6 @@ def sandboxed_playbook(root: Path) -> dict:
     owner = {"owner": getpass.getuser(), "group": grp.getgrgid(os.getgid()).gr_name}
     for entry in playbook["tasks"]:
         if entry["task"] == "gpu-boot-conf":
-            from provision.tasks.boot import CONF
-
             entry.update(dest=f"{root}{entry.get('dest', CONF)}", **owner)
         elif entry["task"] == "template":
             entry.update(dest=f"{root}{entry['dest']}", **owner)

@@ -183,8 +183,7 @@ class Engine:
         """Each change's error text, or None. A task's changes that only run commands (one per GPU, mostly) go to
         the host as ONE command; a change that writes a file sends it on stdin, on its own."""
         batched = [i for i, change in enumerate(changes) if not change.write]
-        errors = dict(zip(batched, self.run_batch(conn, [changes[i].commands for i in batched]))) \
-            if len(batched) > 1 else {}
+        errors = dict(zip(batched, self.run_batch(conn, [changes[i].commands for i in batched]))) if batched else {}
         return [errors[i] if i in errors else self.apply_change(conn, change) for i, change in enumerate(changes)]
 
     @staticmethod
@@ -209,7 +208,7 @@ class Engine:
         return errors
 
     def apply_change(self, conn: Connection, change: Change) -> str | None:
-        """Run a change's commands and file write; the error text, or None."""
+        """A change that writes a file: its commands, the write (stdin), its after-write commands; the error or None."""
         def run_all(commands: list[list[str]]) -> str | None:
             for argv in commands:
                 outcome = conn.run(argv, sudo=True, timeout=300)

@@ -28,7 +28,8 @@ class Problem:
         text = f"{loc}: {self.message}"
         if self.hint:
             text += f" (hint: {self.hint})"
-        return text
+        # User input is quoted in these lines: a newline or a terminal escape in it must not reach the terminal.
+        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 class InputError(ProvisionError):

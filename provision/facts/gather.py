@@ -117,7 +117,6 @@ def new_token() -> str:
 
 def parse_facts(sections: dict[str, Section]) -> HostFacts:
     facts = HostFacts(system=_system(sections), nvidia=_nvidia(sections))
-    facts.nvidia.supported_clocks_source = clock_cache.source_of(sections.get("supported-clocks", Section(0, "")).output)
     for name, section in sections.items():
         if name.startswith("file:"):
             path = name[len("file:"):]
@@ -173,7 +172,9 @@ def _nvidia(sections: dict[str, Section]) -> NvidiaFacts:
         return facts
     if query.rc != 0:  # some GPUs read (15: another fell off the bus): tune those, and say so
         facts.notes.append(f"nvidia-smi --query-gpu exited {query.rc}")
-    supported = gpu_parsers.parse_supported_clocks_csv(sections.get("supported-clocks", Section(1, "")).output)
+    supported_section = sections.get("supported-clocks", Section(1, ""))
+    supported = gpu_parsers.parse_supported_clocks_csv(supported_section.output)
+    facts.supported_clocks_source = clock_cache.source_of(supported_section.output)
     records = gpu_parsers.parse_clock_records(sections.get("clock-records", Section(0, "")).output)
     for gpu in facts.gpus:
         gpu.supported_clocks = supported.get(gpu.uuid, [])
