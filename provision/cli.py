@@ -15,7 +15,7 @@ from provision.engine import Engine, RunOptions
 from provision.errors import InputError, ProvisionError
 from provision.inventory import Host, load_inventory, local_inventory
 from provision.lab.cli import lab
-from provision.playbook import load_playbook, select_tasks
+from provision.playbook import load_playbook, select_tasks, unapplied_blocks
 from provision.resources import playbook_path, templates_dir
 from provision.results import EXIT_BAD_INPUT, exit_code, to_json
 from provision.runlog import RunLog, default_path
@@ -140,13 +140,26 @@ def main():
               help=f"Run log (JSON lines). [default: {default_path()}]")
 @click.option("--keep-backups", type=click.IntRange(0, 100), default=3, show_default=True,
               help="Backups FILE.<time>~ kept per changed file (older ones are removed).")
+@click.option("--accept-gpu-changes", is_flag=True,
+              help="The GPUs differ from the last good run (a card replaced, removed or added) and that is intended: "
+                   "record the new layout; `index:` overrides then follow the new numbering.")
 def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout,
           identity_file, check, show_diff, playbook, templates, tags, skip_tags, ask_sudo_pass, lock_wait, log_path,
-          keep_backups):
-    """Converge hosts to the INVENTORY: persistence, power limits, files."""
+          keep_backups, accept_gpu_changes):
+    """Converge hosts to the INVENTORY: persistence, power limits, files.
+
+    Each host records its GPUs (index, UUID, bus id) at a good run. When
+    they differ later (one fell off the bus, was replaced or renumbered), the
+    host fails until the GPU is back or --accept-gpu-changes, and an `index:`
+    override is never moved onto another card.
+    """
     inv_path, hosts = select_hosts(inventory, local, limit)
+    hosts = [replace(h, accept_gpu_changes=True) for h in hosts] if accept_gpu_changes else hosts
     book = playbook_path(playbook)
-    tasks = select_tasks(load_playbook(book, templates_dir(templates)), _split(tags), _split(skip_tags), str(book))
+    loaded = load_playbook(book, templates_dir(templates))
+    tasks = select_tasks(loaded, _split(tags), _split(skip_tags), str(book))
+    for warning in unapplied_blocks(loaded, hosts, book.name):
+        click.secho(warning, fg="yellow", err=True)
     password = click.prompt("sudo password", hide_input=True, err=True) if ask_sudo_pass else None
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)

@@ -53,6 +53,7 @@ def demo_environment(workdir: Path) -> dict[str, str]:
         NVIDIA_SIM_UID="0",  # simulated GPUs: their setters need no real root
         PROVISION_CLOCK_RECORDS=str(workdir / "root" / "run" / "provision" / "gpu-clocks"),
         PROVISION_CLOCK_CACHE=str(workdir / "root" / "var" / "cache" / "provision" / "supported-clocks"),
+        PROVISION_GPU_LAYOUT=str(workdir / "root" / "var" / "lib" / "provision" / "gpu-layout"),
         XDG_STATE_HOME=str(workdir / "state"),
     )
     return env

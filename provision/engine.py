@@ -156,8 +156,8 @@ class Engine:
         if plan.skipped:
             return TaskResult(task.name, SKIPPED, message=plan.skipped)
         if plan.failed or plan.problems:
-            return TaskResult(task.name, FAILED, list(plan.unchanged), plan.failed or "; ".join(plan.problems))
-        items = list(plan.unchanged)
+            return TaskResult(task.name, FAILED, plan.unchanged + plan.refused, plan.failed or "; ".join(plan.problems))
+        items = plan.unchanged + plan.refused
         if self.options.check:
             items += [Item(c.target, CHANGED, c.what, c.before, c.after, "would change", c.diff) for c in plan.changes]
             return TaskResult(task.name, task_status(items), items)

@@ -50,6 +50,9 @@ class Host:
     groups: list[str]  # every group the host is in (transitively), outermost first, incl. "all"
     vars: dict  # merged raw variables (connection keys under their short names)
     settings: HostSettings
+    # The GPUs differ from the last good run's record, and that is intended (apply --accept-gpu-changes):
+    # record the new layout; `index:` overrides follow the new numbering (facts/layout.py).
+    accept_gpu_changes: bool = False
 
 
 @dataclass

@@ -17,16 +17,17 @@ from pathlib import Path
 import yaml
 
 from provision.errors import InputError, Problem
-from provision.settings import did_you_mean
+from provision.settings import BLOCKS, did_you_mean
 from provision.tasks.base import Task
 from provision.tasks.boot import BootConf
 from provision.tasks.clocks import ApplicationClocks, LockedClocks
 from provision.tasks.files import TemplateFile
 from provision.tasks.gpu import Persistence, PowerLimit
+from provision.tasks.layout import GpuLayout
 from provision.tasks.services import ServiceEnabled
 
 TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (
-    Persistence, PowerLimit, ApplicationClocks, LockedClocks, BootConf, TemplateFile, ServiceEnabled)}
+    GpuLayout, Persistence, PowerLimit, ApplicationClocks, LockedClocks, BootConf, TemplateFile, ServiceEnabled)}
 
 
 def load_playbook(path: Path, templates: Path) -> list[Task]:
@@ -88,3 +89,19 @@ def select_tasks(tasks: list[Task], tags: set[str], skip_tags: set[str], playboo
     if problems:
         raise InputError(problems)
     return [t for t in tasks if (not tags or t.tags & tags) and not (t.tags & skip_tags)]
+
+
+def unapplied_blocks(tasks: list[Task], hosts: list, playbook: str) -> list[str]:
+    """One warning per typed inventory block that some selected host sets and no task of the playbook applies
+    (before --tags): accepted and validated, yet nothing on the hosts would change for it."""
+    used = set().union(*(task.blocks() for task in tasks))
+    anywhere = set().union(*(cls.settings_blocks for cls in TASK_TYPES.values()))
+    warnings = []
+    for block in (b for b in BLOCKS if b != "custom" and b not in used):
+        setting = [host.name for host in hosts if getattr(host.settings, block) is not None]
+        if setting:
+            named = ", ".join(setting[:3]) + (f" and {len(setting) - 3} more" if len(setting) > 3 else "")
+            why = (f"no task of {playbook} applies it" if block in anywhere
+                   else f"this version of provision has no {block} tasks yet")
+            warnings.append(f"warning: the inventory's `{block}:` block ({named}) is checked but not applied: {why}")
+    return warnings

@@ -155,7 +155,7 @@ class GpuOverride(GpuTuning):
         """model 0 < index 1 < uuid 2: a more specific override is applied later, so it wins."""
         return next(i for i, s in enumerate(SELECTORS) if getattr(self, s) is not None)
 
-    def matches(self, index: int, uuid: str, name: str) -> bool:
+    def matches(self, index: int | None, uuid: str, name: str) -> bool:
         if self.uuid is not None:
             return self.uuid.lower() == uuid.lower()
         if self.index is not None:
@@ -166,8 +166,8 @@ class GpuOverride(GpuTuning):
 class GpuSettings(GpuTuning):
     overrides: list[GpuOverride] = setting([], "a list of {index|uuid|model: ..., plus settings}")
 
-    def for_gpu(self, index: int, uuid: str, name: str) -> GpuSettings:
-        """The settings for one GPU, with `overrides` empty.
+    def for_gpu(self, index: int | None, uuid: str, name: str) -> GpuSettings:
+        """The settings for one GPU, with `overrides` empty. index None: no `index:` override applies.
 
         Matching overrides are applied over the block from least to most
         specific (model, then index, then uuid; list order within a kind), so

@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass
 
 from provision import remote
-from provision.facts import clock_cache
+from provision.facts import clock_cache, layout
 from provision.facts import gpu as gpu_parsers
 from provision.facts.model import FileFacts, HostFacts, NvidiaFacts, SystemFacts, UnitRef
 
@@ -71,6 +71,7 @@ def build_script(token: str, file_paths: list[str] = (), units: list[UnitRef] = 
     sections.update(BASE_SECTIONS)
     sections["supported-clocks"] = clock_cache.read_snippet()  # reads "$q", the query-gpu output
     sections["clock-records"] = f"cat {shlex.quote(clock_records_dir())}/GPU-* 2>/dev/null || true"
+    sections["gpu-layout"] = f"cat {shlex.quote(layout.record_path())}"  # exit 1: no record yet
     for path in file_paths:
         quoted = shlex.quote(path)
         sections[f"file:{path}"] = f"stat -c '%a %U %G' {quoted} && base64 {quoted}"
@@ -117,6 +118,9 @@ def new_token() -> str:
 
 def parse_facts(sections: dict[str, Section]) -> HostFacts:
     facts = HostFacts(system=_system(sections), nvidia=_nvidia(sections))
+    record = sections.get("gpu-layout")
+    if record is not None and record.rc == 0:
+        facts.gpu_layout = layout.parse_record(record.output)
     for name, section in sections.items():
         if name.startswith("file:"):
             path = name[len("file:"):]

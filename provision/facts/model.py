@@ -74,6 +74,16 @@ class LostGpu:
         return f"{' '.join(n for n in names if n) or 'a GPU'}: {self.message}"
 
 
+@dataclass(frozen=True)
+class RecordedGpu:
+    """One GPU of a host's last good run, as recorded on the host (facts/layout.py)."""
+
+    index: int
+    uuid: str
+    bus_id: str
+    name: str
+
+
 @dataclass
 class NvidiaFacts:
     """The NVIDIA stack on a host, as one state among several."""
@@ -139,3 +149,5 @@ class HostFacts:
     nvidia: NvidiaFacts = field(default_factory=NvidiaFacts)
     files: dict[str, FileFacts] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)  # UnitRef.key -> "enabled"/"disabled"/...
+    # The GPUs of the last good run (facts/layout.py); None when the host has no record yet.
+    gpu_layout: list[RecordedGpu] | None = None

@@ -112,14 +112,17 @@ def reboot(node, lab_dir):
 @lab.command()
 @click.argument("node")
 @click.argument("kind", type=click.Choice(FAULTS), metavar="KIND")
-@click.option("--gpu", type=int, help="GPU index for gpu-off-bus and pcie-degraded  [default: 0].")
+@click.option("--gpu", type=int, help="GPU slot (its index with every GPU present) for the gpu faults  [default: 0].")
 @click.option("--nic", help="NIC for nic-down  [default: the node's first fabric NIC].")
 @dir_option
 def fault(node, kind, gpu, nic, lab_dir):
     """Inject a fault into NODE for a drill, or clear them all.
 
     \b
-      gpu-off-bus    the GPU is gone from nvidia-smi; an Xid 79 line lands in the node's kernel log
+      gpu-off-bus    the GPU fell off the bus (Xid 79 in the node's kernel log): nvidia-smi prints
+                     "Unable to determine the device handle" for it and exits 15; a reboot brings it back
+      gpu-gone       the GPU no longer enumerates (a dead card or riser): nvidia-smi numbers the others
+                     again; it stays gone across reboots until clear
       pcie-degraded  the GPU's PCIe link trains below its maximum
       nic-down       a fabric cable is pulled (the node sees NO-CARRIER)
       sshd-down      the node runs but refuses SSH (unreachable)

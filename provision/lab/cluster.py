@@ -39,8 +39,8 @@ DEFAULT_DIR = Path("/var/lib/provision-lab/default")  # the default lab is slot 
 LOCK = Path("/run/lock/provision-lab.lock")  # one lab command at a time changes labs on this machine
 FILES = ("inventory.yaml", "ssh_config", "known_hosts", "id_ed25519", "id_ed25519.pub")
 KEY = "id_ed25519"
-FAULTS = ("gpu-off-bus", "pcie-degraded", "nic-down", "sshd-down", "clear")
-GONE_AT_REBOOT = ("gpu-off-bus", "sshd-down")  # a degraded link and a pulled cable stay
+FAULTS = ("gpu-off-bus", "gpu-gone", "pcie-degraded", "nic-down", "sshd-down", "clear")
+GONE_AT_REBOOT = ("gpu-off-bus", "sshd-down")  # a gone GPU, a degraded link and a pulled cable stay
 
 
 class Lab:
@@ -289,7 +289,7 @@ class Lab:
             return done
 
     def _inject(self, node: Node, kind: str, gpu: int | None, nic: str | None) -> str:
-        if kind in ("gpu-off-bus", "pcie-degraded"):
+        if kind in ("gpu-off-bus", "gpu-gone", "pcie-degraded"):
             gpu = 0 if gpu is None else gpu
             if not 0 <= gpu < node.spec.gpu_count:
                 raise LabError(f"--gpu {gpu}: {node.spec.name} has GPUs 0..{node.spec.gpu_count - 1}", 2)

@@ -14,8 +14,13 @@ Usage
   gpusim.py reboot                       power cycle: persistence off, power limits and clocks back to
                                          defaults, pending -lmcd applied, fallen-off GPUs back; a degraded
                                          link stays degraded; kills no process
-  gpusim.py fault GPU off-bus|pcie-degraded|clear [--width N] [--gen N]
-                                         GPU: slot number (0.. in config order), UUID or PCI bus id;
+  gpusim.py fault GPU off-bus|gone|pcie-degraded|clear [--width N] [--gen N]
+                                         GPU: slot number (0.. in config order), UUID or PCI bus id.
+                                         off-bus: fallen off the bus while running (Xid 79): still counted,
+                                         its handle fails, nvidia-smi says so and exits 15, the others keep
+                                         their indexes; a reboot brings it back.
+                                         gone: not enumerated at all (a dead card or riser, a pulled GPU):
+                                         the others are renumbered; it stays gone across reboots until clear.
                                          pcie-degraded trains the link at x8 unless --width/--gen say otherwise
   gpusim.py set-driver VERSION           the loaded driver is VERSION from now on (the config's GPUs stay); what
                                          the lab's driver packages run when installed; no config: nothing to do
@@ -89,6 +94,7 @@ def effective_uid() -> int:
 # --- nvidia-smi's return codes (man page, RETURN VALUE) -----------------------------------------
 
 RC_OK, RC_INVALID, RC_NOT_SUPPORTED, RC_NO_PERMISSION, RC_NOT_FOUND, RC_NO_DRIVER = 0, 2, 3, 4, 6, 9
+RC_GPU_LOST = 15  # nvidia-smi(1): "GPU has fallen off the bus or has otherwise become inaccessible"
 RC_SIM = 255  # the simulator itself cannot do what was asked (bad config, unsimulated option)
 
 # --- what the real programs print ---------------------------------------------------------------
@@ -421,7 +427,8 @@ def new_record(slot: int, model: Model, given: dict, hostname: str) -> dict:
         "daemon_pm": None,  # persistence set through the running daemon; None: the daemon's default
         "deferred_mem": None,  # -lmcd value, applied at the next boot
         "deferred_active": None,  # the -lmcd value in force since the last boot
-        "off_bus": False,
+        "off_bus": False,  # fallen off the bus since boot: enumerated, but its handle fails
+        "gone": False,  # not enumerated at all (dead, pulled): the others are renumbered
         "link": None,  # {"gen": g, "width": w} when the link trained below its maximum
     }
     record.update({key: None for key in VOLATILE})
@@ -572,13 +579,14 @@ def clamp(value: int, bounds: Optional[list]) -> int:
 
 
 class Host:
-    """What one run sees: the state, the daemon, the GPUs still on the bus (indexed 0..n-1)."""
+    """What one run sees: the state, the daemon, the GPUs the driver enumerated (indexed 0..n-1), among them
+    any that fell off the bus since (lost: counted, but no handle)."""
 
     def __init__(self, state: dict):
         self.state = state
         self.daemon = sync_daemon(state)
-        visible = [r for r in state["gpus"] if not r["off_bus"]]
-        self.gpus = [Gpu(self, record, index) for index, record in enumerate(visible)]
+        enumerated = [r for r in state["gpus"] if not r.get("gone")]
+        self.gpus = [Gpu(self, record, index) for index, record in enumerate(enumerated)]
 
     @property
     def driver(self) -> str:
@@ -597,6 +605,14 @@ class Gpu:
     @property
     def bus_id(self) -> str:
         return self.record["bus_id"]
+
+    @property
+    def lost(self) -> bool:
+        return bool(self.record["off_bus"])
+
+    def handle_error(self) -> str:
+        """What nvidia-smi prints for a GPU whose handle NVML cannot get (a 4-digit PCI domain)."""
+        return f"Unable to determine the device handle for GPU{self.bus_id[4:]}: Unknown Error\n"
 
     @property
     def uuid(self) -> str:
@@ -1625,6 +1641,8 @@ def select_gpus(host: Host, spec: Optional[str]) -> list:
 def matches(g: Gpu, item: str) -> bool:
     if item.isdigit():
         return int(item) == g.index
+    if g.lost:
+        return False  # its UUID and serial cannot be read without a handle
     if item.upper().startswith("GPU-"):
         return item.lower() == g.uuid.lower()
     if item == g.record["serial"]:
@@ -1656,6 +1674,18 @@ def smi_run(host: Host, opts: dict, action: str, value) -> tuple:
     if action == "version":
         return render_version(host), RC_OK
     gpus = select_gpus(host, opts.get("id"))
+    lost = [g for g in gpus if g.lost]
+    if lost:  # each GPU without a handle is an error line before what the others print; the exit says so
+        errors = "".join(g.handle_error() for g in lost)
+        readable = [g for g in gpus if not g.lost]
+        if not readable or action in ("table", "query"):  # these stop at the first GPU they cannot open
+            return errors, RC_GPU_LOST
+        text, _ = smi_run_on(host, opts, action, value, readable)
+        return errors + text, RC_GPU_LOST
+    return smi_run_on(host, opts, action, value, gpus)
+
+
+def smi_run_on(host: Host, opts: dict, action: str, value, gpus: list) -> tuple:
     queries = {"query_gpu": query_gpus, "query_supported_clocks": query_supported_clocks,
                "query_remapped_rows": query_remapped_rows, "query_compute_apps": query_compute_apps}
     if action in queries:
@@ -2027,6 +2057,7 @@ def cmd_reboot(args: list) -> int:
     with open_state(config) as state:
         for record in state["gpus"]:
             reset_volatile(record)
+            # a GPU that fell off the bus is back (a gone one stays gone)
             record.update(legacy_pm=False, daemon_pm=None, off_bus=False, deferred_active=record["deferred_mem"])
         state["daemon"] = None
         state["boot_time"] = time.time()
@@ -2046,20 +2077,27 @@ def find_record(state: dict, spec: str) -> dict:
 
 def cmd_fault(args: list) -> int:
     if len(args) < 2:
-        raise SimError("usage: gpusim.py fault GPU off-bus|pcie-degraded|clear [--width N] [--gen N]")
+        raise SimError("usage: gpusim.py fault GPU off-bus|gone|pcie-degraded|clear [--width N] [--gen N]")
     spec, kind, extra = args[0], args[1], dict(zip(args[2::2], args[3::2]))
-    if kind not in ("off-bus", "pcie-degraded", "clear") or set(extra) - {"--width", "--gen"}:
-        raise SimError(f"unknown fault {' '.join(args[1:])!r}: off-bus, pcie-degraded [--width N] [--gen N], clear")
+    if kind not in ("off-bus", "gone", "pcie-degraded", "clear") or set(extra) - {"--width", "--gen"}:
+        raise SimError(f"unknown fault {' '.join(args[1:])!r}: off-bus, gone, pcie-degraded [--width N] [--gen N], "
+                       "clear")
     with open_state(require_config()) as state:
         record = find_record(state, spec)
         if kind == "off-bus":
             fall_off_bus(state, record)
+        elif kind == "gone":
+            record.update(gone=True, off_bus=False)
+            device = MODELS[record["model"]].device_id  # "0x268410DE": device 2684 of vendor 10de
+            kmsg(state, f"NVRM: The NVIDIA GPU {record['bus_id'][4:].lower()} (PCI ID: 10de:{device[2:6].lower()}) "
+                        "installed in this system has fallen off the bus and is not responding to commands.")
+            kmsg(state, "NVRM: The NVIDIA probe routine failed for 1 device(s).")
         elif kind == "pcie-degraded":
             model = MODELS[record["model"]]
             width = int(extra.get("--width", 8 if "--gen" not in extra else model.pcie_width))
             record["link"] = {"gen": int(extra.get("--gen", model.pcie_gen)), "width": width}
         else:
-            record.update(off_bus=False, link=None)
+            record.update(off_bus=False, gone=False, link=None)
     return 0
 
 

@@ -63,6 +63,7 @@ class Item:
 class Plan:
     changes: list[Change] = field(default_factory=list)
     unchanged: list[Item] = field(default_factory=list)  # already right: reported as ok
+    refused: list[Item] = field(default_factory=list)  # targets left alone on purpose, reported as failed
     problems: list[str] = field(default_factory=list)  # input errors found against facts (out of range, ...)
     skipped: str = ""  # the whole task does not apply here, and why
     failed: str = ""  # the host cannot be brought to the wanted state (no driver, ...)
@@ -74,6 +75,7 @@ class Task:
     name: ClassVar[str] = ""
     tags: ClassVar[frozenset[str]] = frozenset()
     changes_gpus: ClassVar[bool] = False  # its changes touch GPU state: the re-read after them asks nvidia-smi
+    settings_blocks: ClassVar[frozenset[str]] = frozenset()  # the inventory blocks it applies (besides `when:`)
 
     def __init__(self, params: dict | None = None, name: str | None = None, tags: list[str] | None = None):
         self.params = params or {}
@@ -83,6 +85,11 @@ class Task:
             self.tags = frozenset(tags) | {self.name}
         else:
             self.tags = frozenset(type(self).tags) | {self.name}
+
+    def blocks(self) -> frozenset[str]:
+        """The inventory blocks this task applies: its class's, and the one its `when:` names."""
+        when = self.params.get("when")
+        return self.settings_blocks | ({when} if isinstance(when, str) else set())
 
     def file_paths(self, host: "Host") -> list[str]:
         """Files whose current state the plan needs (gathered in the one facts batch)."""

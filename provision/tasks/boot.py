@@ -20,7 +20,7 @@ from provision.errors import Problem
 from provision.facts.model import GpuFacts, HostFacts
 from provision.tasks.base import FileWrite, Plan, Task
 from provision.tasks.files import plan_file
-from provision.tasks.gpu import why_unusable
+from provision.tasks.gpu import resolve_gpus, why_unusable
 
 CONF = "/etc/provision/gpu-tuning.conf"
 LOCK_WORDS = {"sm": "locked_sm", "mem": "locked_mem", "mem_deferred": "mem_deferred"}
@@ -72,14 +72,25 @@ def parse(text: str) -> dict[str, dict[str, str]]:
     return lines
 
 
-def render(host_name: str, gpu_settings, facts: HostFacts, old_text: str = "") -> str:
-    """The whole file. A GPU the old file lists but nvidia-smi does not show now (fallen off the bus,
-    being reseated) keeps its old line: after the repair and a reboot it is tuned again."""
+def render(host, facts: HostFacts, old_text: str = "") -> str:
+    """The whole file, from each GPU's settings as resolve_gpus binds them. A GPU the old file lists but
+    nvidia-smi does not show now (fallen off the bus, being reseated) keeps its old line: after the repair
+    and a reboot it is tuned again. The line stays as it was while no other GPU has its index (a GPU off the
+    bus keeps its index until the next boot: nothing to rewrite); else the index moves behind the "#" as
+    was_index (the boot script stops there): never two lines for one index. Lines go in index order."""
     seen = {g.uuid for g in facts.nvidia.gpus}
-    lines = [gpu_line(g, gpu_settings.for_gpu(g.index, g.uuid, g.name)) for g in facts.nvidia.gpus]
-    lost = [" ".join(f"{k}={v}" for k, v in words.items()) + "  # not seen at the last run"
-            for uuid, words in parse(old_text).items() if uuid not in seen]
-    return HEADER.format(host=host_name) + "".join(f"{line}\n" for line in lines + lost)
+    taken = {str(g.index) for g in facts.nvidia.gpus}
+    lines = [(gpu.index, gpu_line(gpu, settings)) for gpu, settings in resolve_gpus(host, facts).per_gpu]
+    for uuid, words in parse(old_text).items():
+        if uuid not in seen:
+            index = words.pop("index", None) or words.pop("was_index", None)
+            if index is not None and index not in taken:
+                words = {"gpu": words.pop("gpu"), "index": index, **words}
+            line = " ".join(f"{k}={v}" for k, v in words.items())
+            if index in taken:
+                line += f"  # not seen at the last run: was_index={index}"
+            lines.append((int(index) if index and index not in taken and index.isdigit() else 1 << 30, line))
+    return HEADER.format(host=host.name) + "".join(f"{line}\n" for _, line in sorted(lines, key=lambda l: l[0]))
 
 
 class BootConf(Task):
@@ -87,6 +98,7 @@ class BootConf(Task):
 
     name = "gpu-boot-conf"
     tags = frozenset({"gpu", "boot"})
+    settings_blocks = frozenset({"gpu"})
 
     @property
     def path(self) -> str:
@@ -118,7 +130,7 @@ class BootConf(Task):
             return plan
         current = facts.files.get(self.path)
         old = current.content.decode("utf-8", "replace") if current and current.exists else ""
-        want = FileWrite(self.path, render(host.name, host.settings.gpu, facts, old),
+        want = FileWrite(self.path, render(host, facts, old),
                          owner=self.params.get("owner", "root"), group=self.params.get("group", "root"))
         change, item = plan_file(want, current)
         plan.changes += [change] if change else []

@@ -26,6 +26,7 @@ class ApplicationClocks(Task):
 
     name = "gpu-clocks"
     tags = frozenset({"gpu", "clocks"})
+    settings_blocks = frozenset({"gpu"})
     changes_gpus = True
 
     def plan(self, host, facts):
@@ -62,6 +63,7 @@ class LockedClocks(Task):
 
     name = "gpu-locked-clocks"
     tags = frozenset({"gpu", "clocks"})
+    settings_blocks = frozenset({"gpu"})
     changes_gpus = True
 
     def plan(self, host, facts):

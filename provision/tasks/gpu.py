@@ -1,24 +1,91 @@
 """GPU tuning tasks: persistence mode and power limit, per GPU.
 
 GPUs are addressed by UUID in commands (enumeration order may change across
-reboots) and by index in reports (what people read in nvidia-smi).
+reboots) and by index in reports (what people read in nvidia-smi). Which
+settings a GPU gets is bound to its identity too (resolve_gpus): when the
+GPUs differ from the last good run's record, an `index:` override keeps
+meaning the GPU that had that index then, and is never moved onto another.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
+import yaml
+
 from provision import tuning
-from provision.facts.model import GpuFacts, HostFacts
-from provision.tasks.base import Change, FileWrite, Item, OK, Plan, Task
+from provision.facts import layout
+from provision.facts.model import GpuFacts, HostFacts, RecordedGpu
+from provision.settings import TUNING_KEYS, GpuOverride, GpuSettings
+from provision.tasks.base import FAILED, Change, FileWrite, Item, OK, Plan, Task
 from provision.tasks.files import plan_file
+
+SETTING_WORDS = {"persistence": "persistence mode", "power_limit": "power limit", "clocks": "application clocks",
+                 "locked_clocks": "locked clocks"}
+
+
+@dataclass
+class HeldOverride:
+    """An `index:` override left alone: the GPUs changed since the last good run, and the GPU it meant is
+    not here (or the record had none at that index)."""
+
+    override: GpuOverride
+    meant: RecordedGpu | None  # the record's GPU at that index
+    now: GpuFacts | None  # the GPU with that index now: it would have moved onto this one
+    change: layout.LayoutChange
+
+    def message(self) -> str:
+        fields = self.override.model_dump(exclude_none=True, exclude_defaults=True)
+        written = yaml.safe_dump({"index": fields.pop("index"), **fields}, default_flow_style=True,
+                                 sort_keys=False, width=1000).strip()  # as the inventory has it: selector first
+        meant = (f"GPU{self.meant.index} of the last good run, {self.meant.uuid} at {self.meant.bus_id}, which is "
+                 "not here" if self.meant else f"no GPU{self.override.index} of the last good run")
+        moved = f"; not moved onto {self.now.uuid} at {self.now.bus_id}, GPU{self.now.index} now" if self.now else ""
+        return (f"left alone: the override {written} meant {meant}{moved}. The GPUs changed ({self.change.summary()}): "
+                "repair and run again, or select by `uuid:`, or accept the new layout with --accept-gpu-changes "
+                "(index overrides then follow the new numbering)")
+
+
+@dataclass
+class Resolution:
+    """Every GPU's settings on a host, and the overrides held back."""
+
+    per_gpu: list[tuple[GpuFacts, GpuSettings]]
+    held: list[HeldOverride]
+
+
+def resolve_gpus(host, facts: HostFacts) -> Resolution:
+    """Each GPU's settings, bound to its UUID. With an unaccepted layout change, an `index:` override applies
+    to the GPU that had that index in the record, wherever it is now; when that GPU is missing, the override is
+    held, and the GPU now at that index gets none of the settings it names (neither override nor block)."""
+    gpu_settings, gpus = host.settings.gpu, facts.nvidia.gpus
+    change = None if host.accept_gpu_changes else layout.compare(facts.gpu_layout, facts.nvidia)
+    if not change:
+        return Resolution([(g, gpu_settings.for_gpu(g.index, g.uuid, g.name)) for g in gpus], [])
+    recorded = {r.uuid.lower(): r for r in facts.gpu_layout}
+    by_index = {r.index: r for r in facts.gpu_layout}
+    held = []
+    for override in (o for o in gpu_settings.overrides if o.index is not None):
+        meant = by_index.get(override.index)
+        if meant is None or meant.uuid.lower() not in {g.uuid.lower() for g in gpus}:
+            now = next((g for g in gpus if g.index == override.index), None)
+            held.append(HeldOverride(override, meant, now, change))
+    per_gpu = []
+    for gpu in gpus:
+        was = recorded.get(gpu.uuid.lower())
+        settings = gpu_settings.for_gpu(was.index if was else None, gpu.uuid, gpu.name)
+        withheld = {key: None for h in held if h.now is gpu for key in TUNING_KEYS if getattr(h.override, key) is not None}
+        per_gpu.append((gpu, settings.model_copy(update=withheld)))
+    return Resolution(per_gpu, held)
 
 
 def wanted_per_gpu(host, facts: HostFacts, setting: str, plan: Plan) -> Iterator[tuple[GpuFacts, object]]:
     """Yield (gpu, wanted value) for every GPU whose resolved settings set `setting`.
 
     Sets plan.skipped when nothing asks for it, plan.failed when the host
-    cannot be tuned (no driver, no GPU visible).
+    cannot be tuned (no driver, no GPU visible); a held override that sets it
+    is a refused (failed) item.
     """
     gpu_settings = host.settings.gpu
     if gpu_settings is None or not _asks_for(gpu_settings, setting):
@@ -28,8 +95,13 @@ def wanted_per_gpu(host, facts: HostFacts, setting: str, plan: Plan) -> Iterator
     if nvidia.state != "ok":
         plan.failed = f"gpu.{setting} is set but {why_unusable(nvidia.state, nvidia.message)}"
         return
-    for gpu in nvidia.gpus:
-        want = getattr(gpu_settings.for_gpu(gpu.index, gpu.uuid, gpu.name), setting)
+    resolution = resolve_gpus(host, facts)
+    for held in resolution.held:
+        if getattr(held.override, setting) is not None:
+            plan.refused.append(Item(f"GPU{held.override.index}", FAILED, SETTING_WORDS[setting],
+                                     message=held.message()))
+    for gpu, settings in resolution.per_gpu:
+        want = getattr(settings, setting)
         if want is not None:
             yield gpu, want
 
@@ -101,6 +173,7 @@ class Persistence(Task):
 
     name = "gpu-persistence"
     tags = frozenset({"gpu", "persistence"})
+    settings_blocks = frozenset({"gpu"})
     changes_gpus = True
 
     def file_paths(self, host):
@@ -176,6 +249,7 @@ class PowerLimit(Task):
 
     name = "gpu-power-limit"
     tags = frozenset({"gpu", "power"})
+    settings_blocks = frozenset({"gpu"})
     changes_gpus = True
 
     def plan(self, host, facts):

@@ -158,7 +158,7 @@ def test_a_fresh_copy_installs_and_runs_the_demo(tmp_path):
             shutil.copy2(source, tmp_path / name, follow_symlinks=False)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     outputs = [ok(run(c, tmp_path, env), c) for c in commands_for("fresh")]
-    assert "ok=7 changed=0 failed=0" in outputs[-1]
+    assert "ok=8 changed=0 failed=0" in outputs[-1]
 
 
 def test_the_unit_tests_pass_on_their_own():

@@ -37,6 +37,7 @@ class SimNode:
         monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
         monkeypatch.setenv("PROVISION_CLOCK_RECORDS", str(tmp_path / "run" / "gpu-clocks"))
         monkeypatch.setenv("PROVISION_CLOCK_CACHE", str(tmp_path / "cache" / "supported-clocks"))
+        monkeypatch.setenv("PROVISION_GPU_LAYOUT", str(tmp_path / "var" / "gpu-layout"))
         self.conf = tmp_path / "etc" / "provision" / "gpu-tuning.conf"
         self.runner = CliRunner()
 
@@ -60,6 +61,7 @@ class SimNode:
         path = self.root / "playbook.yaml"
         path.write_text(textwrap.dedent(f"""\
             tasks:
+              - task: gpu-layout
               - task: gpu-persistence
               - task: gpu-power-limit
               - task: gpu-clocks

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 
+import yaml
 from simnode import needs_root
 
 pytestmark = needs_root()
@@ -33,7 +34,7 @@ def test_first_apply_converges_every_gpu_and_second_apply_changes_nothing(v100_n
     for index in range(4):
         assert lines_with(second.output, "gpu-persistence", f"GPU{index}", "ok", "Enabled")
         assert lines_with(second.output, "gpu-power-limit", f"GPU{index}", "ok", "200.00 W")
-    assert lines_with(second.output, "node1", "ok=4 changed=0 failed=0 skipped=1")
+    assert lines_with(second.output, "node1", "ok=5 changed=0 failed=0 skipped=1")
 
 
 def test_check_shows_exactly_the_drift_and_touches_nothing(v100_node):
@@ -137,7 +138,7 @@ def test_a_held_lock_is_reported_with_its_owner(v100_node):
 def test_a_no_op_and_check_read_each_host_once_and_never_wait_for_the_lock(v100_node):
     inventory = v100_node.inventory(V100_FIX)
     first = v100_node.apply(inventory)
-    assert lines_with(first.output, "node1", "changed=4")
+    assert lines_with(first.output, "node1", "changed=5")
     os.makedirs("/run/lock/provision.lock")
     try:  # another run holds the host: reading it changes nothing, so neither waits
         noop = v100_node.apply(inventory, "--lock-wait", "0")
@@ -161,7 +162,7 @@ def test_a_cold_host_caches_its_supported_clocks_and_a_warm_one_calls_nvidia_smi
 
 def test_the_lock_is_released_after_a_run(v100_node):
     result = v100_node.apply(v100_node.inventory(V100_FIX))  # changes: takes the lock
-    assert result.exit_code == 0 and lines_with(result.output, "node1", "changed=4")
+    assert result.exit_code == 0 and lines_with(result.output, "node1", "changed=5")
     assert not os.path.exists("/run/lock/provision.lock")
 
 
@@ -171,7 +172,7 @@ def test_an_unreachable_host_fails_alone(v100_node):
     result = v100_node.apply(inventory)
     assert result.exit_code == 4, result.output
     assert lines_with(result.output, "ghost", "UNREACHABLE")
-    assert lines_with(result.output, "node1", "ok=0 changed=4 failed=0")
+    assert lines_with(result.output, "node1", "ok=0 changed=5 failed=0")
     assert v100_node.query("power.limit") == ["200.00"] * 4
 
 
@@ -201,6 +202,22 @@ def test_a_tag_no_task_has_is_bad_input_before_any_host_is_touched(v100_node):
     assert unknown.exit_code == 2 and "--skip-tags: no task has the tag 'bogusxyz'" in unknown.output
     assert "known tags: boot, clocks, files, gpu," in unknown.output
     assert v100_node.query("persistence_mode") == ["Disabled"] * 4
+
+
+def test_a_block_no_task_applies_is_named_once_per_run(v100_node):
+    inventory = v100_node.inventory(V100_FIX, extra_hosts={"node2": {"connection": "local"}})
+    data = yaml.safe_load(open(inventory))
+    data["all"]["children"]["nodes"]["vars"].update(nccl={"socket_ifname": "ens803f"}, launcher={"kind": "torchrun"})
+    with open(inventory, "w") as fh:
+        yaml.safe_dump(data, fh)
+    result = v100_node.apply(inventory, "--check", "--limit", "node1")
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: the inventory's `nccl:` block (node1) is checked but not applied: this version of provision has "
+        "no nccl tasks yet",
+        "warning: the inventory's `launcher:` block (node1) is checked but not applied: this version of provision "
+        "has no launcher tasks yet"]
+    assert not any("gpu:" in line for line in warnings)
 
 
 def test_an_adhoc_gpu_choice_that_matches_nothing_is_bad_input_before_anything_changes(v100_node):

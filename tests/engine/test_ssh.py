@@ -48,14 +48,14 @@ def test_unknown_host_key_is_refused_with_its_fingerprint(ssh_node):
 def test_accept_new_records_the_key_and_converges_over_ssh(ssh_node):
     first = ssh_apply(ssh_node, "--accept-new-host-keys")
     assert first.exit_code == 0, first.output
-    assert "sshnode" in first.output and "ok=0 changed=3" in first.output
+    assert "sshnode" in first.output and "ok=0 changed=4" in first.output
     recorded = ssh_node.known_hosts.read_text()
     assert ssh_node.server.known_hosts_line().split()[2] in recorded
     assert ssh_node.query("power.limit") == ["200.00"] * 4
 
     second = ssh_apply(ssh_node)  # now known: no opt-in needed
     assert second.exit_code == 0, second.output
-    assert "ok=3 changed=0 failed=0" in second.output
+    assert "ok=4 changed=0 failed=0" in second.output
 
 
 def test_a_changed_host_key_is_always_refused(ssh_node):

@@ -109,3 +109,59 @@ def test_adhoc_commands_on_one_node_and_a_group_then_apply_converges_back(baseme
     assert items(back, V100, "gpu-power-limit")["GPU1"]["status"] == "changed"
     assert [g["power_limit"] for g in basement.gpus(V100)] == [200.0] * 4
     assert "locked_sm" not in basement.node_file(BLADE, CONF).read_text()
+
+
+def layout_failures(result: dict, host: str) -> list[str]:
+    """The gpu-layout task's messages (its items all target "host") when it failed."""
+    return [message for h in result["hosts"] if h["host"] == host for t in h["tasks"]
+            if t["name"] == "gpu-layout" and t["status"] == "failed"
+            for message in [t["message"], *(i["message"] for i in t["items"] if i["status"] == "failed")]]
+
+
+def test_a_gone_riser_card_moves_no_override_and_fails_the_host_until_it_is_back(basement):
+    before = [g["uuid"] for g in basement.gpus(RISERS)]
+    basement.lab("fault", RISERS, "gpu-gone", "--gpu", "3")  # the hot card's riser: the others are renumbered
+    try:
+        gpus = basement.gpus(RISERS)
+        assert [g["uuid"] for g in gpus] == before[:3] + before[4:] and gpus[3]["power_limit"] == 400.0
+        for args in (("--check",), ()):
+            code, result = basement.apply("--limit", RISERS, *args)
+            assert code & 1 and not code & 2, result  # failed, not bad input
+            held = items(result, RISERS, "gpu-power-limit")["GPU3"]
+            assert held["status"] == "failed" and f"not moved onto {before[4]}" in held["message"]
+            assert any(f"GPU3 {before[3]}" in m and "is gone" in m for m in layout_failures(result, RISERS))
+        assert [g["power_limit"] for g in basement.gpus(RISERS)] == [400.0] * 6  # no card took the 300 W cap
+        conf = basement.node_file(RISERS, CONF).read_text()
+        assert conf.count("index=3 ") == 1 and f"gpu={before[3]} " in conf and "was_index=3" in conf
+    finally:
+        basement.lab("fault", RISERS, "clear")
+    code, result = basement.apply("--limit", RISERS)
+    assert code == 0, result
+    assert result["hosts"][0]["counts"]["changed"] == 1  # the boot file gets the card's line back; nothing else
+    assert [g["power_limit"] for g in basement.gpus(RISERS)] == [400.0, 400.0, 400.0, 300.0, 400.0, 400.0, 400.0]
+
+
+def test_a_v100_off_the_bus_fails_every_run_until_it_is_back_and_a_removal_until_accepted(basement):
+    basement.lab("fault", V100, "gpu-off-bus", "--gpu", "2")
+    for _ in range(2):
+        code, result = basement.apply("--limit", V100)
+        assert code & 1, result
+        assert any("Unable to determine the device handle" in m for m in layout_failures(result, V100))
+    basement.lab("reboot", V100)  # it comes back; the boot unit re-applies the settings
+    code, result = basement.apply("--limit", V100)
+    assert code == 0 and result["hosts"][0]["counts"]["changed"] == 0, result
+
+    basement.lab("fault", V100, "gpu-gone", "--gpu", "2")  # the card is pulled for repair
+    try:
+        code, result = basement.apply("--limit", V100)
+        assert code & 1 and any("is gone" in m for m in layout_failures(result, V100)), result
+        code, result = basement.apply("--limit", V100, "--accept-gpu-changes")
+        assert code == 0, result
+        code, result = basement.apply("--limit", V100)
+        assert code == 0 and result["hosts"][0]["counts"]["changed"] == 0, result
+    finally:
+        basement.lab("fault", V100, "clear")
+    code, result = basement.apply("--limit", V100)  # back from repair: a new GPU until accepted
+    assert code & 1 and any("new GPU2" in m for m in layout_failures(result, V100)), result
+    code, result = basement.apply("--limit", V100, "--accept-gpu-changes")
+    assert code == 0, result

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from realdata import capture, h100_query_output
@@ -20,7 +21,7 @@ from realdata import capture, h100_query_output
 from provision.facts import gather
 from provision.facts import gpu as parsers
 from provision.facts.model import ClockPair, FileFacts, HostFacts
-from provision.settings import GpuSettings
+from provision.settings import GpuSettings, HostSettings
 from provision.tasks import boot
 
 GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
@@ -112,9 +113,11 @@ def test_every_gpu_lost_is_an_error_in_nvidia_smis_words():
 def test_the_boot_file_keeps_the_line_of_a_lost_gpu():
     facts = HostFacts(nvidia=nvidia_facts(f"{h100_query_output()}{DEVICE_HANDLE_ERROR}\n", rc=15))
     old = f"gpu={H100_UUID} index=0 power_limit=700\ngpu=GPU-0b5e7c1a-lost index=1 power_limit=300\n"
-    text = boot.render("node1", GpuSettings.model_validate({"power_limit": 300}), facts, old)
+    host = SimpleNamespace(name="node1", settings=HostSettings(gpu=GpuSettings.model_validate({"power_limit": 300})),
+                           accept_gpu_changes=False)
+    text = boot.render(host, facts, old)
     assert f"gpu={H100_UUID} index=0 power_limit=300\n" in text
-    assert "gpu=GPU-0b5e7c1a-lost index=1 power_limit=300  # not seen at the last run\n" in text
+    assert "gpu=GPU-0b5e7c1a-lost index=1 power_limit=300\n" in text
 
 
 # --- --query-gpu read by column name -----------------------------------------------------------

@@ -506,19 +506,41 @@ def test_reboot_resets_volatile_state(sim):
 # --- faults --------------------------------------------------------------------------------------------
 
 
-def test_a_gpu_fallen_off_the_bus_vanishes_and_is_logged(sim):
+def test_a_gpu_fallen_off_the_bus_is_an_error_line_and_exit_15_and_the_others_keep_their_indexes(sim):
     sim.configure(("v100-sxm2-16gb", 4))
     uuids, bus1 = sim.column("uuid"), sim.bus(1)
     assert sim.run("fault", "1", "off-bus").returncode == 0
-    assert sim.column("uuid") == [uuids[0]] + uuids[2:]
-    assert sim.column("index") == ["0", "1", "2"]  # enumeration closes the gap
-    assert bus1 not in sim.ok() + sim.ok("-q") + sim.ok("-L")
-    assert "Attached GPUs                                          : 3" in sim.ok("-q")
-    assert sim.smi("-i", uuids[1], "-pl", "200").returncode == 6
+    error = f"Unable to determine the device handle for GPU{bus1[4:]}: Unknown Error"
+    query = sim.smi("--query-gpu=index,uuid", "--format=csv,noheader")
+    assert query.returncode == 15
+    assert query.stdout.splitlines() == [error] + [f"{i}, {uuids[i]}" for i in (0, 2, 3)]  # no renumbering
+    table = sim.smi()
+    assert (table.returncode, table.stdout) == (15, error + "\n")  # the table stops at the GPU it cannot open
+    listing = sim.smi("-L")
+    assert listing.returncode == 15 and listing.stdout.splitlines()[0] == error and len(listing.stdout.splitlines()) == 4
+    assert "Attached GPUs                                          : 4" not in sim.smi("-q").stdout
+    assert sim.smi("-i", uuids[1], "-pl", "200").returncode == 6  # its UUID cannot be read without a handle
+    assert sim.smi("-i", "1", "-pl", "200").returncode == 15
+    assert sim.smi("-i", uuids[2], "-pl", "200").returncode == 0  # the others still take settings
     short = bus1[4:].lower()
     assert f"NVRM: Xid (PCI:{short[:-2]}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus." \
            in sim.kmsg.read_text()
     sim.run("reboot")
+    assert sim.column("uuid") == uuids
+
+
+def test_a_gone_gpu_is_not_enumerated_the_others_are_renumbered_and_it_stays_gone_across_reboots(sim):
+    sim.configure(("rtx-4090", 7))
+    uuids, bus3 = sim.column("uuid"), sim.bus(3)
+    assert sim.run("fault", "3", "gone").returncode == 0
+    assert sim.column("uuid") == uuids[:3] + uuids[4:]
+    assert sim.column("index") == [str(i) for i in range(6)]  # enumeration closes the gap
+    assert sim.ok("-L").count("GPU ") == 6 and bus3 not in sim.ok("-q")
+    assert f"NVRM: The NVIDIA GPU {bus3[4:].lower()} (PCI ID: 10de:2684) installed in this system has fallen off " \
+           "the bus and is not responding to commands." in sim.kmsg.read_text()
+    sim.run("reboot")
+    assert len(sim.column("uuid")) == 6
+    sim.run("fault", "3", "clear")
     assert sim.column("uuid") == uuids
 
 
@@ -532,10 +554,14 @@ def test_xid_line_has_the_real_shape(sim, real_output):
     assert [shape(line) for line in lines(sim.kmsg.read_text())] == real
 
 
-def test_every_gpu_off_the_bus_means_no_devices(sim):
+def test_every_gpu_off_the_bus_is_error_lines_alone(sim):
     sim.configure(("h100-80gb-hbm3", 1))
     sim.run("fault", "GPU-" + sim.column("uuid")[0][4:], "off-bus")
-    assert sim.smi("-L").returncode == 6
+    listing = sim.smi("-L")
+    assert listing.returncode == 15 and listing.stdout.startswith("Unable to determine the device handle for GPU")
+    sim.run("fault", "0", "clear")
+    sim.run("fault", "0", "gone")
+    assert sim.smi("-L").returncode == 6  # "No devices were found"
     sim.run("fault", "0", "clear")
     assert sim.smi("-L").returncode == 0
 

@@ -52,7 +52,8 @@ def gpus_of(model: str, count: int = 1, tmp: Path = Path("/tmp")) -> list:
 
 
 def host_with(gpu: dict):
-    return SimpleNamespace(name="node1", settings=HostSettings(gpu=GpuSettings.model_validate(gpu)))
+    return SimpleNamespace(name="node1", settings=HostSettings(gpu=GpuSettings.model_validate(gpu)),
+                           accept_gpu_changes=False)
 
 
 def facts_with(*gpus, systemd: bool = False, files: dict | None = None, units: dict | None = None) -> HostFacts:
@@ -225,20 +226,20 @@ def test_a_no_persistence_mode_unit_gets_a_drop_in_and_a_restart_where_systemd_r
 def test_the_boot_file_has_one_resolved_line_per_gpu_and_keeps_a_gpu_that_is_gone():
     v100, rtx, h100 = gpus_of("v100-sxm2-16gb")[0], gpus_of("rtx-3090")[0], gpus_of("h100-80gb-hbm3")[0]
     rtx, h100 = replace(rtx, index=1), replace(h100, index=2)
-    settings = GpuSettings.model_validate({
+    host = host_with({
         "persistence": True, "power_limit": 250,
         "overrides": [{"model": "V100", "clocks": {"mem": 877, "sm": 1004, "nearest": True}},
                       {"model": "3090", "locked_clocks": {"sm": [210, 1005], "mem": [405, 9751]}},
                       {"model": "H100", "power_limit": "default", "locked_clocks": {"mem": 2619}}]})
     old = "gpu=GPU-gone index=3 persistence=on power_limit=200\n"
-    text = boot.render("node1", settings, facts_with(v100, rtx, h100), old)
+    text = boot.render(host, facts_with(v100, rtx, h100), old)
     assert text.startswith("# Managed by provision for node1")
     lines = [line for line in text.splitlines() if line.startswith("gpu=")]
     assert lines == [
         f"gpu={v100.uuid} index=0 persistence=on power_limit=250 clocks=877,1005",
         f"gpu={rtx.uuid} index=1 persistence=on power_limit=250 locked_sm=210,1005 locked_mem=405,9751",
         f"gpu={h100.uuid} index=2 persistence=on power_limit=700 mem_deferred=2619",
-        "gpu=GPU-gone index=3 persistence=on power_limit=200  # not seen at the last run"]
+        "gpu=GPU-gone index=3 persistence=on power_limit=200"]
     assert boot.parse(text)[rtx.uuid]["locked_mem"] == "405,9751" and "GPU-gone" in boot.parse(text)
 
 
