@@ -16,6 +16,7 @@ from provision.errors import InputError, ProvisionError
 from provision.inventory import Host, load_inventory, local_inventory
 from provision.lab.cli import lab
 from provision.playbook import load_playbook, select_tasks, unapplied_blocks
+from provision.progress import Progress
 from provision.resources import playbook_path, templates_dir
 from provision.results import EXIT_BAD_INPUT, exit_code, to_json
 from provision.runlog import RunLog, default_path
@@ -93,10 +94,10 @@ def connector(local: bool, ssh: SSHOptions):
     return connect
 
 
-def progress_printer(enabled: bool):
-    if not enabled:
-        return lambda message: None
-    return lambda message: click.echo(message, err=True)
+def run_progress(as_json: bool) -> Progress:
+    """Progress on stderr: a live bar on a terminal, plain lines on a pipe; none with --json (stdout is then for
+    a script, and the lock-wait notice still shows)."""
+    return Progress(sys.stderr, live=sys.stderr.isatty(), enabled=not as_json)
 
 
 class ProvisionGroup(click.Group):
@@ -140,12 +141,13 @@ def main():
               help=f"Run log (JSON lines). [default: {default_path()}]")
 @click.option("--keep-backups", type=click.IntRange(0, 100), default=3, show_default=True,
               help="Backups FILE.<time>~ kept per changed file (older ones are removed).")
+@click.option("-v", "--verbose", is_flag=True, help="Every task and GPU, also those already as intended.")
 @click.option("--accept-gpu-changes", is_flag=True,
               help="The GPUs differ from the last good run (a card replaced, removed or added) and that is intended: "
                    "record the new layout; `index:` overrides then follow the new numbering.")
 def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout,
           identity_file, check, show_diff, playbook, templates, tags, skip_tags, ask_sudo_pass, lock_wait, log_path,
-          keep_backups, accept_gpu_changes):
+          keep_backups, verbose, accept_gpu_changes):
     """Converge hosts to the INVENTORY: persistence, power limits, files.
 
     Each host records its GPUs (index, UUID, bus id) at a good run. When
@@ -164,15 +166,18 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     command = "apply --check" if check else "apply"
+    progress = run_progress(as_json)
     options = RunOptions(check=check, forks=forks, lock_wait=lock_wait, sudo_password=password, command=command,
-                         progress=progress_printer(sys.stderr.isatty() and not as_json), notice=progress_printer(True),
-                         keep_backups=keep_backups)
+                         progress=progress, notice=progress.notice, keep_backups=keep_backups)
     log = RunLog(Path(log_path) if log_path else default_path(), command, inv_path)
-    results = Engine(tasks, options, connector(local, ssh), log, inv_path).run(hosts)
+    try:
+        results = Engine(tasks, options, connector(local, ssh), log, inv_path).run(hosts)
+    finally:
+        progress.close()
     if as_json:
         click.echo(json.dumps(to_json(results, check), indent=2, default=str))
     else:
-        report.print_results(results, check, show_diff)
+        report.print_results(results, check, show_diff, verbose)
     sys.exit(exit_code(results, check))
 
 
@@ -183,8 +188,13 @@ def facts(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     inv_path, hosts = select_hosts(inventory, local, limit)
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
-    engine = Engine([], RunOptions(forks=forks, command="facts"), connector(local, ssh), None, inv_path)
-    states = engine.read_facts(hosts)
+    progress = run_progress(as_json)
+    engine = Engine([], RunOptions(forks=forks, command="facts", progress=progress), connector(local, ssh), None,
+                    inv_path)
+    try:
+        states = engine.read_facts(hosts)
+    finally:
+        progress.close()
     if as_json:
         data = {s.host.name: (asdict(s.facts) if s.facts else {"unreachable": s.result.message}) for s in states}
         click.echo(json.dumps(data, indent=2, default=str))
@@ -214,7 +224,7 @@ def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
     check, as_json = opts["check"], opts["as_json"]
     command += " --check" if check else ""
     options = RunOptions(check=check, forks=opts["forks"], sudo_password=password, command=command,
-                         progress=progress_printer(sys.stderr.isatty() and not as_json), notice=progress_printer(True),
+                         progress=run_progress(as_json), notice=run_progress(False).notice,
                          adjust_host=hook)
     log = RunLog(default_path(), command, inv_path)
     results = Engine(tasks, options, connector(inventory is None, ssh), log, inv_path).run(

@@ -28,6 +28,7 @@ from provision.errors import InputError, Problem, ProvisionError
 from provision.facts import clock_cache, gather
 from provision.facts.model import HostFacts, UnitRef
 from provision.inventory import Host
+from provision.progress import Event
 from provision.results import UNREACHABLE, HostResult, TaskResult, task_status
 from provision.runlog import RunLog
 from provision.tasks.base import CHANGED, FAILED, SKIPPED, Change, Item, Plan, Task
@@ -40,7 +41,7 @@ class RunOptions:
     lock_wait: float = 60.0  # seconds to wait for another run's lock on a host
     sudo_password: str | None = field(default=None, repr=False)
     command: str = "apply"
-    progress: Callable[[str], None] = lambda message: None
+    progress: Callable[[Event], None] = lambda event: None  # where the run is (provision/progress.py)
     notice: Callable[[str], None] = lambda message: None  # said even on a pipe or with --json (on stderr)
     keep_backups: int = 3  # backups FILE.<time>~ kept per managed file
     # Settings made once a host's facts are read (the ad-hoc commands); None: the inventory's.
@@ -77,7 +78,7 @@ class Engine:
         self.options = options
         self.connect = connect
         self.log = log
-        self._done = 0
+        self._done = self._total = 0  # hosts done in the current phase, of how many
         self._lock = threading.Lock()
 
     # -- phase 1: read and plan -------------------------------------------------
@@ -146,6 +147,7 @@ class Engine:
     def apply_host(self, state: HostState) -> None:
         result = state.result
         for task in self.tasks:
+            self.options.progress(Event("applied", self._done, self._total, state.host.name, task.name))
             plan = task.plan(state.host, state.facts)  # re-plan: earlier tasks may have changed facts
             task_result = self.report_or_apply(state, task, plan)
             result.tasks.append(task_result)
@@ -247,7 +249,7 @@ class Engine:
         except ProvisionError as exc:  # a sudo that wants a password we were not given
             outcome = CommandResult(argv, 1, "", str(exc))
         if not outcome.ok:
-            self.options.progress(f"{state.host.name}: could not cache the supported clocks: {outcome.output}")
+            self.options.notice(f"{state.host.name}: could not cache the supported clocks: {outcome.output}")
 
     def release(self, state: HostState) -> None:
         if state.conn is None:
@@ -325,7 +327,7 @@ class Engine:
         ]
 
     def _parallel(self, work: Callable[[HostState], None], states: list[HostState], label: str | None) -> None:
-        self._done = 0
+        self._done, self._total = 0, len(states)
 
         def one(state: HostState) -> None:
             try:
@@ -337,7 +339,7 @@ class Engine:
             if label:
                 with self._lock:
                     self._done += 1
-                    self.options.progress(f"[{self._done}/{len(states)}] {state.host.name} {label}")
+                    self.options.progress(Event(label, self._done, len(states), state.host.name))
 
         with ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(states)))) as pool:
             for future in [pool.submit(one, s) for s in states]:

@@ -1,4 +1,5 @@
-"""Human output: a line per host, task and target, then a summary. Fits a terminal; --json is for scripts."""
+"""Human output: a line per host, the changes and failures under it, then the totals. Fits a terminal at
+16+ hosts; -v shows every task and target; --json is for scripts."""
 
 from __future__ import annotations
 
@@ -16,28 +17,54 @@ def status_word(status: str, check: bool) -> str:
     return click.style(f"{word:<12}", fg=COLORS.get(status))
 
 
-def print_results(results: list[HostResult], check: bool, show_diff: bool) -> None:
+def print_results(results: list[HostResult], check: bool, show_diff: bool, verbose: bool = False) -> None:
+    """One line per host; under it, a line per change, failure and problem (-v: every task and target); then
+    the totals and the hosts that need attention. The status column comes first, so long names and paths
+    never push it over."""
+    width = min(max((len(r.host) for r in results), default=4), HOST_COLUMN)
     for result in results:
-        click.echo(click.style(result.host, bold=True))
-        if result.status == UNREACHABLE:
-            click.echo(f"  {status_word(UNREACHABLE, check)} {result.message}")
-            continue
-        if result.message:
-            click.echo(f"  {status_word(FAILED, check)} {result.message}")
-        for task in result.tasks:
-            if not task.items:
-                click.echo(f"  {task.name:<18} {'-':<8} {status_word(task.status, check)} {task.message}")
-            if task.message and task.items:
-                click.echo(f"  {task.name:<18} {'-':<8} {status_word(task.status, check)} {task.message}")
-            for item in task.items:
-                detail = f"{item.what}: {item.before} -> {item.after}" if item.status == CHANGED or item.before else f"{item.what}: {item.after}"
-                if item.message and item.message != "would change":
-                    detail += f" ({item.message})"
-                click.echo(f"  {task.name:<18} {item.target:<8} {status_word(item.status, check)} {detail}")
-                if show_diff and item.diff:
-                    for line in item.diff.rstrip("\n").splitlines():
-                        click.echo("      " + _color_diff(line))
-    print_summary(results, check)
+        click.echo(host_line(result, check, width))
+        for line in detail_lines(result, check, show_diff, verbose):
+            click.echo(line)
+    print_summary(results, check, width)
+
+
+HOST_COLUMN = 32  # longer host names push their own line over, never the others'
+
+
+def host_line(result: HostResult, check: bool, width: int) -> str:
+    """The host in its status's colour, then its task counts (the same words as the run log and --json)."""
+    name = click.style(f"{result.host:<{width}}", fg=COLORS.get(result.status), bold=True)
+    if result.status == UNREACHABLE:
+        return f"{name}  {click.style('UNREACHABLE', fg='red')}  {result.message}"
+    c = result.counts()
+    commands = f"{result.commands} command{'' if result.commands == 1 else 's'}"
+    return (f"{name}  ok={c[OK]} {'would change' if check else 'changed'}={c[CHANGED]} failed={c[FAILED]} "
+            f"skipped={c[SKIPPED]}  ({commands}, {result.seconds:.2f} s)")
+
+
+def detail_lines(result: HostResult, check: bool, show_diff: bool, verbose: bool) -> list[str]:
+    if result.status == UNREACHABLE:
+        return []
+    lines = [f"    {status_word(FAILED, check)} {result.message}"] if result.message else []
+    for task in result.tasks:
+        shown = [item for item in task.items if verbose or item.status in (CHANGED, FAILED)]
+        if task.message and (verbose or task.status == FAILED or not task.items):
+            if verbose or task.status != SKIPPED:
+                lines.append(f"    {status_word(task.status, check)} {task.name}: {task.message}")
+        for item in shown:
+            lines.append(f"    {status_word(item.status, check)} {task.name} {item.target}: {_detail(item)}")
+            if show_diff and item.diff:
+                lines += ["        " + _color_diff(line) for line in item.diff.rstrip("\n").splitlines()]
+    return lines
+
+
+def _detail(item) -> str:
+    detail = f"{item.what}: {item.before} -> {item.after}" if item.status == CHANGED or item.before \
+        else f"{item.what}: {item.after}" if item.after else item.what
+    if item.message and item.message != "would change":
+        detail += f" ({item.message})" if item.after or item.before else f": {item.message}"
+    return detail
 
 
 def _color_diff(line: str) -> str:
@@ -48,18 +75,38 @@ def _color_diff(line: str) -> str:
     return line
 
 
-def print_summary(results: list[HostResult], check: bool) -> None:
-    title = "Summary (check mode: nothing was changed)" if check else "Summary"
-    click.echo("\n" + click.style(title, bold=True))
-    width = max((len(r.host) for r in results), default=4)
-    for r in results:
-        if r.status == UNREACHABLE:
-            click.echo(f"  {r.host:<{width}}  {click.style('UNREACHABLE', fg='red')}")
-            continue
-        c = r.counts()
-        changed = "would change" if check else "changed"
-        click.echo(f"  {r.host:<{width}}  ok={c[OK]} {changed}={c[CHANGED]} failed={c[FAILED]} "
-                   f"skipped={c[SKIPPED]}  ({r.commands} command{'' if r.commands == 1 else 's'}, {r.seconds:.2f} s)")
+def print_summary(results: list[HostResult], check: bool, width: int) -> None:
+    """The totals line, then each host that needs attention and why (failed, unreachable; drift under --check)."""
+    counts = {status: sum(1 for r in results if r.status == status) for status in (OK, CHANGED, FAILED, UNREACHABLE)}
+    words = {OK: "ok", CHANGED: "would change" if check else "changed", FAILED: "failed", UNREACHABLE: "unreachable"}
+    totals = ", ".join(f"{n} {words[status]}" for status, n in counts.items() if n)
+    mode = "  (check mode: nothing was changed)" if check else ""
+    click.echo(f"\n{len(results)} host{'' if len(results) == 1 else 's'}: {totals or 'none'}{mode}")
+    attention = [(r, why) for r in results for why in [_why_attention(r, check)] if why]
+    if attention:
+        click.echo(click.style("Needs attention:", bold=True))
+        for result, why in attention:
+            click.echo(f"  {result.host:<{width}}  {why}")
+
+
+def _why_attention(result: HostResult, check: bool) -> str:
+    if result.status == UNREACHABLE:
+        return f"unreachable: {_short(result.message)}"
+    if result.status == FAILED:
+        failed = [t for t in result.tasks if t.status == FAILED]
+        first = result.message or next((t.message or next((i.message for i in t.items if i.status == FAILED), "")
+                                        for t in failed), "")
+        names = ", ".join(t.name for t in failed)
+        return f"failed: {names}{': ' if names and first else ''}{_short(first)}"
+    if check and result.status == CHANGED:
+        drifted = [t.name for t in result.tasks if t.status == CHANGED]
+        return f"would change: {', '.join(drifted)}"
+    return ""
+
+
+def _short(text: str, limit: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def print_facts(host: str, facts: HostFacts | None, error: str = "") -> None:

@@ -47,13 +47,13 @@ def test_the_demo_converges_the_whole_basement_fix_then_changes_nothing(demo):
     titles = list(demo)
     first, second = demo[titles[1]], demo[titles[2]]
     assert summary(first) == "ok=0 changed=8 failed=0 skipped=1"
-    for line in ("GPU3     changed      persistence mode: Disabled -> Enabled",
-                 "GPU3     changed      power limit: 300.00 W -> 200.00 W",
-                 "GPU3     changed      application clocks: 877,1312 -> 877,1005 (-ac)",
+    for line in ("changed      gpu-persistence GPU3: persistence mode: Disabled -> Enabled",
+                 "changed      gpu-power-limit GPU3: power limit: 300.00 W -> 200.00 W",
+                 "changed      gpu-clocks GPU3: application clocks: 877,1312 -> 877,1005 (-ac)",
                  "unit: disabled -> enabled"):
         assert line in first
     for written in SYSTEM_PATHS:
-        assert re.search(rf"/root{re.escape(written)} changed +file: absent -> written", first), written
+        assert re.search(rf"changed +[\w-]+ \S*/root{re.escape(written)}: file: absent -> written", first), written
     assert summary(second) == "ok=8 changed=0 failed=0 skipped=1"
 
 
