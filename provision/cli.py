@@ -223,12 +223,15 @@ def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
                      identity_file=opts["identity_file"])
     check, as_json = opts["check"], opts["as_json"]
     command += " --check" if check else ""
+    progress = run_progress(as_json)
     options = RunOptions(check=check, forks=opts["forks"], sudo_password=password, command=command,
-                         progress=run_progress(as_json), notice=run_progress(False).notice,
-                         adjust_host=hook)
+                         progress=progress, notice=progress.notice, adjust_host=hook)
     log = RunLog(default_path(), command, inv_path)
-    results = Engine(tasks, options, connector(inventory is None, ssh), log, inv_path).run(
-        [with_gpu_block(h) for h in hosts])
+    try:
+        results = Engine(tasks, options, connector(inventory is None, ssh), log, inv_path).run(
+            [with_gpu_block(h) for h in hosts])
+    finally:
+        progress.close()
     if as_json:
         click.echo(json.dumps(to_json(results, check) | {"warnings": hook.warnings}, indent=2, default=str))
     else:
@@ -275,6 +278,8 @@ def _mhz_range(value, option: str) -> list[int]:
         numbers = [int(v) for v in str(value).split(",")]
     except ValueError:
         raise click.BadParameter(f"{value!r}: MHz as MIN,MAX or one value", param_hint=option) from None
+    if len(numbers) > 2 or numbers[0] > numbers[-1]:
+        raise click.BadParameter(f"{value!r}: MHz as MIN,MAX (MIN <= MAX) or one value", param_hint=option)
     return numbers * 2 if len(numbers) == 1 else numbers
 
 

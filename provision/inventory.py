@@ -18,6 +18,7 @@ inventories/README.md):
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -119,6 +120,11 @@ def load_inventory(path: str | Path) -> Inventory:
                                   "an inventory is a YAML text file; is this the right path?")]) from None
     except yaml.YAMLError as exc:
         raise InputError([Problem(file, "", "", _yaml_error(exc))]) from None
+    except RecursionError:
+        raise InputError([Problem(file, "", "", "invalid YAML: nested too deeply to read",
+                                  "an inventory is a few levels of groups, hosts and settings")]) from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise InputError([Problem(file, "", "", f"invalid YAML: {exc}")]) from None
     return _Builder(file, Path(path).resolve().parent).build(data)
 
 
@@ -150,13 +156,17 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+ADDRESS_PATTERN = r"^(?:[A-Za-z0-9_.][A-Za-z0-9_.-]*|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.-]+)?)$"
+
+
 class ConnectionVars(BaseModel):
     """How to reach a host: `host`/`ansible_host` and friends, checked where they are written."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     # Never read as an ssh option ("-oProxyCommand=...") nor a shell word: names and addresses only.
-    host: str | None = setting(None, "a host name or IP address (letters, digits, . - _ : [ ] %; not starting "
-                               "with -)", pattern=r"^[A-Za-z0-9_.:%\[\]][A-Za-z0-9_.:%\[\]-]*$")
+    # A single ":" would be read as host:port (Fabric's shorthand): only IPv6 addresses (2+ colons) have them.
+    host: str | None = setting(None, "a host name, an IPv4 or an IPv6 address (letters, digits, . - _; not "
+                               "starting with -; the port goes in ansible_port)", pattern=ADDRESS_PATTERN)
     user: str | None = setting(None, "a user name (letters, digits, . _ -; not starting with -)",
                                pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")
     port: Port | None = setting(None, "a port, 1..65535")
@@ -364,7 +374,10 @@ class _Builder:
             self.bad_levels.add(where)
 
     def check_ssh_config(self, ssh_config: str | None, where: str) -> None:
-        if ssh_config is not None and not (self.base_dir / Path(ssh_config).expanduser()).is_file():
+        if ssh_config is not None and _ssh_config_path(self.base_dir, ssh_config) is None:
+            self.problem(where, "ssh_config", f"{ssh_config!r}: cannot be read as a path (an unknown ~user?)",
+                         "give the path of an ssh_config file, or remove the key")
+        elif ssh_config is not None and not _ssh_config_path(self.base_dir, ssh_config).is_file():
             self.problem(where, "ssh_config", f"{ssh_config!r}: no such file (relative paths start at "
                          f"{self.base_dir})", "give the path of an ssh_config file, or remove the key")
 
@@ -391,6 +404,11 @@ class _Builder:
                 settings, problems = parse_host_settings(_settings_part(variables), self.file, _where_host(name))
                 self.problems += problems
             host = _host(name, groups, variables, settings or HostSettings(), self.base_dir)
+            named_well = name.isprintable() and not BAD_NAME_CHARS.intersection(name)  # else check_names said so
+            if host.connection == "ssh" and "host" not in variables and named_well and not re.match(ADDRESS_PATTERN,
+                                                                                                    name):
+                self.problem(_where_host(name), "host", f"the name {name!r} is the address (no ansible_host), and "
+                             "it is not a host name or IP address", "set ansible_host, or rename the host")
             target = (str(host.address), str(host.port or 22))  # str: unchecked values may be unhashable
             if host.connection == "ssh" and target in seen_at:
                 self.problem(_where_host(name), "host", f"{host.address}:{target[1]} is also host "
@@ -422,12 +440,20 @@ class _Builder:
         return found
 
 
+def _ssh_config_path(base_dir: Path, ssh_config: str) -> Path | None:
+    """Relative to the inventory's directory, ~ expanded; None when ~user names no user."""
+    try:
+        return base_dir / Path(ssh_config).expanduser()
+    except RuntimeError:
+        return None
+
+
 def _host(name: str, groups: list[str], variables: dict, settings: HostSettings, base_dir: Path) -> Host:
     connection = "local" if variables.get("connection") == "local" else "ssh"
     ssh_config = variables.get("ssh_config")
     return Host(name=name, address=variables.get("host") or name, user=variables.get("user"),
                 port=variables.get("port"), connection=connection,
-                ssh_config=str(base_dir / Path(ssh_config).expanduser()) if isinstance(ssh_config, str) else None,
+                ssh_config=str(_ssh_config_path(base_dir, ssh_config)) if isinstance(ssh_config, str) else None,
                 become=variables.get("become") is not False, groups=groups, vars=variables, settings=settings)
 
 

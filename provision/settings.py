@@ -18,7 +18,7 @@ import re
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError,
-                      field_validator, model_validator)
+                      ValidationInfo, field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
 from provision.errors import Problem
@@ -64,6 +64,26 @@ EnvVars = Annotated[dict[str, str], BeforeValidator(_numbers_as_text)]
 
 class Block(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @field_validator("*")
+    @classmethod
+    def _one_line_of_text(cls, value: Any, info: ValidationInfo) -> Any:
+        """Settings end up in files and command lines: no control character (newline, escape) in any text,
+        except in the free-form `custom` block (templates may want several lines)."""
+        if info.field_name != "custom" and _has_control_character(value):
+            raise refuse("has a control character (a newline, a carriage return, an escape, ...)",
+                         "write one line of printable text")
+        return value
+
+
+def _has_control_character(value: Any) -> bool:
+    if isinstance(value, str):
+        return not value.isprintable()
+    if isinstance(value, dict):
+        return any(_has_control_character(k) or _has_control_character(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_control_character(v) for v in value)
+    return False  # numbers, booleans, nested blocks (which check their own fields)
 
 
 # --- gpu -------------------------------------------------------------------------------------------

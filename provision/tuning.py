@@ -24,7 +24,21 @@ RESET_NOTE = "the default"  # app_clocks_target's note for "default": set with -
 
 
 class Refused(ValueError):
-    """A setting this GPU cannot take; the message names the GPU, the key, what is allowed and what to do."""
+    """A setting this GPU cannot take; the message names the GPU, the key, what is allowed and what to do,
+    in inventory words (`provision apply`). The same facts come as data, for the ad-hoc commands to say them
+    in their own flags (adhoc.py):
+
+      gpu      the GPU
+      key      the setting refused: "clocks", "locked_clocks.sm", "locked_clocks.mem" or "power_limit"
+      problem  what is wrong, naming neither the GPU nor the value ("not a supported (memory,graphics) pair")
+      allowed  what the GPU takes instead, in words ("nearest: 877,1005 877,997"), or ""
+      instead  settings to use in place of the refused one ({"locked_clocks": {"sm": [210, 1005]}}), or None
+    """
+
+    def __init__(self, message: str, gpu: GpuFacts | None = None, key: str = "", problem: str = "",
+                 allowed: str = "", instead: dict | None = None):
+        super().__init__(message)
+        self.gpu, self.key, self.problem, self.allowed, self.instead = gpu, key, problem or message, allowed, instead
 
 
 def gpu_words(gpu: GpuFacts) -> str:
@@ -71,9 +85,11 @@ def app_clocks_target(gpu: GpuFacts, want) -> tuple[ClockPair | None, str]:
     if not takes_app_clocks(gpu) and want == DEFAULT:
         return None, "this GPU has no application clocks"
     if not takes_app_clocks(gpu):
-        example = f"{{sm: [{_lowest(gpu, 'sm') or gpu.clock_sm or 'MIN'}, {want.sm}]}}"
+        low = _lowest(gpu, "sm") or gpu.clock_sm or "MIN"
         raise Refused(f"{gpu_words(gpu)}: gpu.clocks (application clocks, nvidia-smi -ac) is not supported by "
-                      f"this GPU; use gpu.locked_clocks instead, e.g. locked_clocks: {example}")
+                      f"this GPU; use gpu.locked_clocks instead, e.g. locked_clocks: {{sm: [{low}, {want.sm}]}}",
+                      gpu, "clocks", "takes no application clocks",
+                      instead={"locked_clocks": {"sm": [low, want.sm]}})
     if want == DEFAULT:
         return ClockPair(gpu.default_app_clock_mem, gpu.default_app_clock_sm), RESET_NOTE
     asked = ClockPair(want.mem, want.sm)
@@ -84,7 +100,9 @@ def app_clocks_target(gpu: GpuFacts, want) -> tuple[ClockPair | None, str]:
         return near[0], f"nearest supported pair to {asked}"
     raise Refused(f"{gpu_words(gpu)}: gpu.clocks mem {want.mem}, sm {want.sm} is not a supported "
                   f"(memory,graphics) pair; nearest: {' '.join(map(str, near))}. Set nearest: true to use "
-                  f"the nearest, or see `provision clocks --list`")
+                  f"the nearest, or see `provision clocks --list`",
+                  gpu, "clocks", "not a supported (memory,graphics) pair", f"nearest: {' '.join(map(str, near))}",
+                  instead={"clocks": {"mem": want.mem, "sm": want.sm, "nearest": True}})
 
 
 # --- locked clocks --------------------------------------------------------------------------------
@@ -121,7 +139,10 @@ def locked_targets(gpu: GpuFacts, want) -> list[Lock]:
     if want.sm is not None:
         if not locks_gpu_clocks(gpu):
             raise Refused(f"{gpu_words(gpu)}: gpu.locked_clocks.sm (-lgc) needs Volta or newer "
-                          f"(compute capability 7.0+), this GPU is {gpu.compute_cap}; use gpu.clocks")
+                          f"(compute capability 7.0+), this GPU is {gpu.compute_cap}; use gpu.clocks",
+                          gpu, "locked_clocks.sm", f"cannot lock its graphics clock (-lgc needs Volta or newer, "
+                          f"compute capability 7.0+; this GPU is {gpu.compute_cap})",
+                          instead={"clocks": {"mem": "MEM", "sm": "SM"}})
         _check_range(gpu, "sm", want.sm, _lowest(gpu, "sm"), gpu.max_clock_sm)
         locks.append(Lock("sm", f"{want.sm[0]},{want.sm[1]}"))
     if want.mem is not None:
@@ -134,13 +155,20 @@ def _memory_lock(gpu: GpuFacts, bounds: tuple[int, int]) -> Lock:
     if option is None:
         raise Refused(f"{gpu_words(gpu)}: gpu.locked_clocks.mem (-lmc) needs Ampere or newer (compute capability "
                       f"8.0+), this GPU is {gpu.compute_cap}; set its memory clock with gpu.clocks "
-                      "(application clocks) instead")
+                      "(application clocks) instead",
+                      gpu, "locked_clocks.mem", f"cannot lock its memory clock (-lmc needs Ampere or newer, "
+                      f"compute capability 8.0+; this GPU is {gpu.compute_cap})",
+                      instead={"clocks": {"mem": "MEM", "sm": "SM"}})
     if option == "-lmcd":
         supported = sorted({p.mem for p in gpu.supported_clocks}, reverse=True)
         if bounds[0] != bounds[1] or (supported and bounds[0] not in supported):
+            top = supported[0] if supported else "MHz"
             raise Refused(f"{gpu_words(gpu)}: gpu.locked_clocks.mem {list(bounds)}: Hopper locks memory at the next "
                           f"driver load (-lmcd) to one supported memory clock: write mem: "
-                          f"{supported[0] if supported else 'MHz'} (supported: {', '.join(map(str, supported))})")
+                          f"{top} (supported: {', '.join(map(str, supported))})",
+                          gpu, "locked_clocks.mem", "Hopper locks memory at the next driver load (-lmcd), to one "
+                          "supported memory clock", f"supported: {', '.join(map(str, supported))}",
+                          instead={"locked_clocks": {"mem": [top, top]}})
         return Lock("mem_deferred", str(bounds[0]))
     _check_range(gpu, "mem", bounds, _lowest(gpu, "mem"), gpu.max_clock_mem)
     return Lock("mem", f"{bounds[0]},{bounds[1]}")
@@ -153,9 +181,10 @@ def _lowest(gpu: GpuFacts, which: str) -> int | None:
 
 def _check_range(gpu: GpuFacts, which: str, bounds: tuple[int, int], low: int | None, high: int | None) -> None:
     if (low is not None and bounds[0] < low) or (high is not None and bounds[1] > high):
+        span = f"{low if low is not None else 0}..{high if high is not None else '?'} MHz"
         raise Refused(f"{gpu_words(gpu)}: gpu.locked_clocks.{which} {list(bounds)} MHz is outside this GPU's "
-                      f"range {low if low is not None else 0}..{high if high is not None else '?'} MHz "
-                      f"(clocks.max.{'graphics' if which == 'sm' else 'memory'} is the top)")
+                      f"range {span} (clocks.max.{'graphics' if which == 'sm' else 'memory'} is the top)",
+                      gpu, f"locked_clocks.{which}", f"outside the range {span}")
 
 
 def current_lock(gpu: GpuFacts, key: str) -> str:
@@ -168,9 +197,12 @@ def current_lock(gpu: GpuFacts, key: str) -> str:
 def power_target(gpu: GpuFacts, want) -> float:
     if gpu.power_limit is None or gpu.power_min is None or gpu.power_max is None:
         raise Refused(f"{gpu_words(gpu)}: gpu.power_limit is set but this GPU does not support changing its "
-                      "power limit; remove it for this GPU (gpu.overrides)")
+                      "power limit; remove it for this GPU (gpu.overrides)",
+                      gpu, "power_limit", "does not support changing its power limit")
     target = gpu.power_default if want == DEFAULT else float(want)
     if not gpu.power_min <= target <= gpu.power_max:
         raise Refused(f"{gpu_words(gpu)}: gpu.power_limit {target:g} W is outside this GPU's range "
-                      f"{gpu.power_min:g}..{gpu.power_max:g} W (default {gpu.power_default:g} W)")
+                      f"{gpu.power_min:g}..{gpu.power_max:g} W (default {gpu.power_default:g} W)",
+                      gpu, "power_limit", f"{target:g} W is outside the range {gpu.power_min:g}..{gpu.power_max:g} W "
+                      f"(default {gpu.power_default:g} W)")
     return target

@@ -102,7 +102,7 @@ def test_adhoc_commands_on_one_node_and_a_group_then_apply_converges_back(baseme
     assert "locked_sm=210,1695" in basement.node_file(BLADE, CONF).read_text()
 
     refused = adhoc(basement, "clocks", "--mem", "9751", "--sm", "1500", "-l", "rtx3090")
-    assert refused.returncode == 2 and "use gpu.locked_clocks" in refused.stderr
+    assert refused.returncode == 2 and "use `provision clocks --locked --sm 210,1500`" in refused.stderr
 
     code, back = basement.apply()
     assert code == 0, back
