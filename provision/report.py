@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from provision.facts import layout
 from provision.facts.model import HostFacts
 from provision.results import UNREACHABLE, HostResult
 from provision.tasks.base import CHANGED, FAILED, OK, SKIPPED
@@ -131,6 +132,13 @@ def print_facts(host: str, facts: HostFacts | None, error: str = "") -> None:
         click.echo(f"  {g.index:<4} {g.name[:29]:<29} {g.bus_id:<17} {persist:<9} {power:<25} {clocks:<18} {pcie}")
     for lost in n.lost:  # not tuned until repaired; the boot file keeps its line
         click.echo(f"  {click.style('unreadable', fg='red')} {lost}")
+    change = layout.compare(facts.gpu_layout, n)
+    if change is None:
+        click.echo("  layout: not recorded yet (the next apply records it)")
+    elif not change:
+        click.echo("  layout: as recorded at the last good run")
+    for line in change.lines() if change else []:
+        click.echo(f"  {click.style('layout', fg='red')}: {line}")
     for note in n.notes:
         click.echo(f"  note: {note}")
 

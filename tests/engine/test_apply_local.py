@@ -33,6 +33,7 @@ def test_first_apply_converges_every_gpu_and_second_apply_changes_nothing(v100_n
     assert "changed" not in second.output.replace("changed=0", "")
     assert lines_with(second.stdout, "node1", "ok=5 changed=0 failed=0 skipped=1")
     assert second.stdout.splitlines() == [lines_with(second.stdout, "node1")[0], "", "1 host: 1 ok"]  # a no-op
+    assert "layout: as recorded at the last good run" in v100_node.provision("facts", inventory).output
     verbose = v100_node.apply(inventory, "-v")  # every task and GPU
     for index in range(4):
         assert lines_with(verbose.stdout, "gpu-persistence", f"GPU{index}", "ok", "Enabled")
