@@ -204,6 +204,54 @@ def facts(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     sys.exit(exit_code([s.result for s in states]))
 
 
+@main.command()
+@inventory_options
+@click.option("--playbook", default=None, help="The playbook whose tasks say what is intended.  [default: site]")
+@click.option("--templates", type=click.Path(exists=True, file_okay=False), help="Templates folder (default: shipped).")
+@click.option("--junitxml", type=click.Path(dir_okay=False), help="Also write the results as JUnit XML (for CI).")
+def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout, identity_file,
+           playbook, templates, junitxml):
+    """Check every host is as the INVENTORY intends and healthy; change nothing.
+
+    Each host is read once (the facts batch of apply); then the shipped
+    checks run: the driver answers, the GPUs of the last good run are all
+    there and readable, PCIe links at full width, and every task's state
+    (persistence, power, clocks, boot file and unit, managed files) is as
+    intended.
+
+    \b
+    Exit codes: 0 every host passed; 1 some check failed; 2 bad input;
+    4 some host was unreachable (5 = both).
+    """
+    from provision.verify import FAIL, UNREACHABLE as NOT_REACHED, Node, Verdict, run_checks
+    from provision.verify.backend import testinfra_host
+
+    inv_path, hosts = select_hosts(inventory, local, limit)
+    tasks = load_playbook(playbook_path(playbook), templates_dir(templates))
+    ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
+                     accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
+    progress = run_progress(as_json)
+    engine = Engine(tasks, RunOptions(forks=forks, command="verify", progress=progress), connector(local, ssh), None,
+                    inv_path)
+    states = []
+    try:
+        states = engine.read_facts(hosts, keep_open=True)
+        progress.close()
+        nodes = [Node(s.host.name, s.host, s.facts, tasks, testinfra_host(s.host.name, s.conn), inv_path)
+                 for s in states if s.facts is not None]
+        checked = run_checks(nodes, junitxml)
+    finally:
+        engine.close(states)
+        progress.close()
+    verdicts = [checked.get(s.host.name) or Verdict(s.host.name, NOT_REACHED, s.result.message) for s in states]
+    if as_json:
+        click.echo(json.dumps({"hosts": [asdict(v) for v in verdicts]}, indent=2))
+    else:
+        report.print_verdicts(verdicts)
+    sys.exit((1 if any(v.status == FAIL for v in verdicts) else 0)
+             | (4 if any(v.status == NOT_REACHED for v in verdicts) else 0))
+
+
 # --- ad-hoc commands: one setting, now and in the boot file ------------------------------------------
 
 def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:

@@ -285,14 +285,19 @@ class Engine:
             self.log.summary(results, check=self.options.check)
         return results
 
-    def read_facts(self, hosts: list[Host]) -> list[HostState]:
-        """Read-only: connect, gather facts, disconnect. No lock, no plan."""
+    def read_facts(self, hosts: list[Host], keep_open: bool = False) -> list[HostState]:
+        """Read-only: connect, gather facts, disconnect (keep_open: the caller closes them with close()).
+        No lock, no plan."""
         states = [HostState(h) for h in hosts]
         try:
             self._parallel(self.gather, states, "read")
         finally:
-            self._parallel(self.release, states, None)
+            if not keep_open:
+                self.close(states)
         return states
+
+    def close(self, states: list[HostState]) -> None:
+        self._parallel(self.release, states, None)
 
     def _phase1(self, state: HostState) -> None:
         self.gather(state)

@@ -191,3 +191,27 @@ def print_clock_models(models: list[dict]) -> None:
                        f"({row['sm_values']} values)")
         if not m["pairs"]:
             click.echo("  no supported clocks reported")
+
+
+def print_verdicts(verdicts: list) -> None:
+    """provision verify: one line per host with its verdict, each failure under it (check, expected, found, what
+    to do), then the totals."""
+    from provision.verify import FAIL, PASS, UNREACHABLE as NOT_REACHED
+
+    width = min(max((len(v.host) for v in verdicts), default=4), HOST_COLUMN)
+    colors = {PASS: "green", FAIL: "red", NOT_REACHED: "red"}
+    for v in verdicts:
+        name = click.style(f"{v.host:<{width}}", fg=colors[v.status], bold=True)
+        if v.status == NOT_REACHED:
+            click.echo(f"{name}  UNREACHABLE  {v.message}")
+            continue
+        checks = len(v.passed) + len(v.failures)
+        said = f"{len(v.failures)} of {checks} checks failed" if v.failures else f"{checks} checks passed"
+        click.echo(f"{name}  {v.status.upper():<5} {said}")
+        for f in v.failures:
+            click.echo(f"    {click.style('failed', fg='red')} {f.check}: expected {f.expected}; found {f.found}")
+            if f.fix:
+                click.echo(f"           what to do: {f.fix}")
+    counts = {status: sum(1 for v in verdicts if v.status == status) for status in (PASS, FAIL, NOT_REACHED)}
+    click.echo(f"\n{len(verdicts)} host{'' if len(verdicts) == 1 else 's'}: "
+               + (", ".join(f"{n} {status}" for status, n in counts.items() if n) or "none"))

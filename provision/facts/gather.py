@@ -161,6 +161,7 @@ def _nvidia(sections: dict[str, Section]) -> NvidiaFacts:
         facts.state, facts.message = "missing", "nvidia-smi is not installed (no NVIDIA driver)"
         return facts
     query = sections.get("query-gpu", Section(1, ""))
+    facts.exit_code = query.rc
     if "No devices were found" in query.output:
         facts.state, facts.message = "no-devices", "No devices were found"
         return facts

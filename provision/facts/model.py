@@ -93,6 +93,7 @@ class NvidiaFacts:
     # driver not loaded, NVML mismatch, every GPU lost, etc.)
     state: str = "missing"
     message: str = ""  # nvidia-smi's own words when state is not ok
+    exit_code: int | None = None  # of nvidia-smi --query-gpu (None: not run); 15: a GPU fell off the bus, ...
     driver_version: str | None = None
     gpus: list[GpuFacts] = field(default_factory=list)
     lost: list[LostGpu] = field(default_factory=list)  # GPUs nvidia-smi names but cannot read

@@ -60,6 +60,7 @@ WHERE = {
     "provision apply inventories/basement.yaml --check": "lab",
     "provision apply inventories/basement.yaml --diff --limit v100": "lab",
     "provision facts inventories/basement.yaml": "lab",
+    "provision verify inventories/basement.yaml": "lab",
     "provision power --watts 200 -i inventories/basement.yaml -l v100 --gpu 3": "lab",
     f"provision apply {DEFAULT_LAB}/inventory.yaml": "lab",
     "provision lab status --json": "lab",
@@ -285,6 +286,7 @@ def test_the_basement_commands_converge_the_mirror(basement_lab):
     assert re.search(r"v100-1 +ok=\d+ changed=[1-9]", first)
     facts = basement_lab["provision facts inventories/basement.yaml"]
     assert facts.count("Tesla V100-SXM2-16GB") == 4 and "877,1005" in facts
+    assert "\n6 hosts: 6 pass" in basement_lab["provision verify inventories/basement.yaml"]
     # 200 W is what the inventory says already: a no-op, one line for the host
     assert re.search(r"^v100-1 +ok=\d+ changed=0 failed=0",
                      basement_lab["provision power --watts 200 -i inventories/basement.yaml -l v100 --gpu 3"], re.M)

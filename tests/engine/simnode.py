@@ -44,6 +44,10 @@ class SimNode:
     def smi(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["nvidia-smi", *args], capture_output=True, text=True)
 
+    def gpusim(self, *args: str) -> None:
+        """The simulator's own commands: fault, reboot, ..."""
+        subprocess.run([sys.executable, str(GPUSIM), *args], check=True, capture_output=True)
+
     def query(self, field: str) -> list[str]:
         out = self.smi(f"--query-gpu={field}", "--format=csv,noheader,nounits").stdout
         return [line.strip() for line in out.splitlines()]

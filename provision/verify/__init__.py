@@ -1,0 +1,123 @@
+"""provision verify: is every node exactly as the inventory intends, and healthy? Read-only.
+
+Each host is read once, with the facts batch `apply` uses (one command per
+host, in parallel). Then a pytest session runs in-process over the shipped
+checks in provision/verify/suite/ (checks_*.py, functions check_*), each
+parametrized by node (and by task, for the desired-state checks), with the
+facts, the inventory's host, and testinfra's `host` object over provision's
+own connection (its modules for what the batch does not read). A check
+that finds a difference says what it expected, what it found and what to do
+(`fail(expected, found, fix)`). Nothing on a node is changed: the batch only
+reads, and the desired-state checks are the tasks' own plans, never applied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from provision.facts.model import HostFacts
+from provision.inventory import Host
+from provision.tasks.base import Task
+
+SUITE = Path(__file__).parent / "suite"
+PASS, FAIL, UNREACHABLE = "pass", "fail", "unreachable"
+
+
+class CheckFailed(AssertionError):
+    """A node is not as intended: what was expected, what was found, and what to do about it."""
+
+    def __init__(self, expected: str, found: str, fix: str = ""):
+        super().__init__(f"expected {expected}, found {found}" + (f"; {fix}" if fix else ""))
+        self.expected, self.found, self.fix = expected, found, fix
+
+
+def fail(expected: str, found: str, fix: str = "") -> None:
+    raise CheckFailed(expected, found, fix)
+
+
+@dataclass
+class Node:
+    """One host as the checks see it."""
+
+    name: str
+    inventory: Host
+    facts: HostFacts
+    tasks: list[Task]
+    host: object  # testinfra.host.Host over provision's connection (verify/backend.py)
+    inventory_path: str = "INVENTORY"  # for the "what to do" lines
+
+    def __repr__(self) -> str:  # pytest shows it in ids and failures
+        return self.name
+
+
+@dataclass
+class Failure:
+    check: str
+    expected: str
+    found: str
+    fix: str = ""
+
+
+@dataclass
+class Verdict:
+    host: str
+    status: str = PASS  # pass | fail | unreachable
+    message: str = ""  # why unreachable
+    passed: list[str] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+class Collector:
+    """The pytest plugin: parametrizes the checks by node (and task), and records each outcome per host."""
+
+    def __init__(self, nodes: list[Node]):
+        self.nodes = nodes
+        self.verdicts = {node.name: Verdict(node.name) for node in nodes}
+
+    def pytest_generate_tests(self, metafunc):
+        if "node" not in metafunc.fixturenames:
+            return
+        if "task" in metafunc.fixturenames:
+            pairs = [(node, task) for node in self.nodes for task in node.tasks]
+            metafunc.parametrize(("node", "task"), pairs, ids=[f"{n.name}-{t.name}" for n, t in pairs])
+        else:
+            metafunc.parametrize("node", self.nodes, ids=[n.name for n in self.nodes])
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        params = getattr(item, "callspec", None) and item.callspec.params
+        if not params or "node" not in params or (report.when != "call" and not report.failed):
+            return
+        verdict = self.verdicts[params["node"].name]
+        check = item.originalname.removeprefix("check_") + (f"[{params['task'].name}]" if "task" in params else "")
+        if report.skipped:
+            verdict.skipped.append(check)
+        elif report.passed:
+            verdict.passed.append(check)
+        else:
+            error = call.excinfo.value if call.excinfo else None
+            if isinstance(error, CheckFailed):
+                verdict.failures.append(Failure(check, error.expected, error.found, error.fix))
+            else:  # a check that broke: shown as found, never hidden
+                verdict.failures.append(Failure(check, "the check to run", f"{type(error).__name__}: {error}",
+                                                "a bug in provision's checks: please report it"))
+            verdict.status = FAIL
+
+
+def run_checks(nodes: list[Node], junitxml: str | None = None) -> dict[str, Verdict]:
+    """Run the suite in-process over the nodes; the verdict per host. pytest's own output is not shown."""
+    collector = Collector(nodes)
+    if nodes:
+        args = [str(SUITE), "-c", str(SUITE / "pytest.ini"), "--rootdir", str(SUITE), "-q", "-p", "no:cacheprovider",
+                *(["--junitxml", junitxml] if junitxml else [])]
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            pytest.main(args, plugins=[collector])
+    return collector.verdicts

@@ -1,0 +1,83 @@
+"""GPU checks: the driver answers, every GPU of the last good run is here and readable, links at full width,
+and every task's state is as the inventory intends (the task's own plan has nothing to change)."""
+
+from __future__ import annotations
+
+import pytest
+
+from provision.facts import layout
+from provision.verify import fail
+
+# nvidia-smi(1), RETURN VALUE: what its exit code means for the node.
+NVIDIA_SMI_EXIT = {
+    2: "an invalid argument or flag",
+    3: "the operation is not available on this GPU",
+    4: "no permission",
+    6: "no GPU found",
+    8: "an external power cable is not attached",
+    9: "the NVIDIA driver is not loaded",
+    10: "the kernel detected an interrupt issue with a GPU",
+    12: "the NVML shared library could not be found or loaded",
+    13: "a function is not implemented in this version of NVML",
+    14: "the InfoROM is corrupted",
+    15: "a GPU has fallen off the bus or has otherwise become inaccessible",
+}
+
+
+def gpu_node(node):
+    if node.inventory.settings.gpu is None:
+        pytest.skip("the inventory sets no gpu block for this host")
+    return node.facts.nvidia
+
+
+def check_nvidia_smi_reads_the_gpus(node):
+    nvidia = gpu_node(node)
+    if nvidia.state != "ok" or nvidia.exit_code:
+        meaning = NVIDIA_SMI_EXIT.get(nvidia.exit_code or 0, "")
+        fail("nvidia-smi to read every GPU and exit 0",
+             f"{nvidia.state}, exit {nvidia.exit_code}{f' ({meaning})' if meaning else ''}"
+             f"{f': {nvidia.message}' if nvidia.message else ''}",
+             "see dmesg for Xid errors; a GPU off the bus needs a reset or a reboot, a missing driver an install")
+
+
+def check_every_gpu_of_the_last_good_run_is_here(node):
+    nvidia = gpu_node(node)
+    change = layout.compare(node.facts.gpu_layout, nvidia)
+    if change is None:
+        pytest.skip("no GPU layout recorded on this host yet: `provision apply` records it")
+    if change:
+        fail(f"the {len(node.facts.gpu_layout)} GPU(s) of the last good run", "; ".join(change.lines()),
+             "reseat the card or check its riser and power, then reboot; if the change is intended: "
+             "provision apply --accept-gpu-changes")
+
+
+def check_no_gpu_is_lost(node):
+    nvidia = gpu_node(node)
+    if nvidia.lost:
+        fail("every GPU readable", "; ".join(str(lost) for lost in nvidia.lost),
+             "a GPU off the bus (Xid 79) needs a reset or a reboot; if it recurs, reseat it and check its power")
+
+
+def check_pcie_links_run_at_full_width(node):
+    nvidia = gpu_node(node)
+    narrow = [g for g in nvidia.gpus if None not in (g.pcie_width_current, g.pcie_width_max)
+              and g.pcie_width_current < g.pcie_width_max]
+    if narrow:  # the generation drops at idle to save power; the width does not
+        fail("every GPU's PCIe link at its maximum width",
+             ", ".join(f"{g.label} {g.bus_id} x{g.pcie_width_current} of x{g.pcie_width_max}" for g in narrow),
+             "reseat the card or its riser, or try another slot; AER errors in dmesg point at the link")
+
+
+def check_as_intended(node, task):
+    """The task's plan against the facts just read: no change, no problem, nothing held back."""
+    plan = task.plan(node.inventory, node.facts)
+    if plan.skipped:
+        pytest.skip(plan.skipped)
+    expected = [f"{c.target} {c.what} {c.after}" for c in plan.changes]
+    found = [f"{c.target} {c.what} {c.before}" for c in plan.changes]
+    found += [f"{i.target} {i.what}: {i.message}" for i in plan.refused] + plan.problems
+    found += [plan.failed] if plan.failed else []
+    if found:
+        fail(", ".join(expected) or "the inventory's settings applied", "; ".join(found),
+             f"provision apply {node.inventory_path} --limit {node.name}" + (" (after a reboot: is provision-gpu-tuning.service "
+                                                                  "enabled?)" if task.changes_gpus else ""))

@@ -1,0 +1,64 @@
+"""provision verify on this machine with simulated GPUs: passes when converged, names each difference, and
+changes nothing on the node."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from simnode import needs_root
+
+pytestmark = needs_root()
+
+V100_FIX = {"persistence": True, "power_limit": 200, "clocks": {"mem": 877, "sm": 1005}}
+FIELDS = "persistence_mode,power.limit,clocks.applications.memory,clocks.applications.graphics"
+
+
+def verify(node, inventory, *args):
+    return node.provision("verify", inventory, "--playbook", node.playbook(), *args)
+
+
+def test_a_converged_node_passes_and_a_drifted_one_fails_the_right_check(v100_node, tmp_path):
+    inventory = v100_node.inventory(V100_FIX)
+    assert v100_node.apply(inventory).exit_code == 0
+    passed = verify(v100_node, inventory)
+    assert passed.exit_code == 0, passed.output
+    assert "node1  PASS " in passed.stdout and "checks passed" in passed.stdout
+
+    assert v100_node.smi("-i", "2", "-pl", "250").returncode == 0  # someone "fixed" GPU2 by hand
+    before = (v100_node.query(FIELDS), v100_node.conf.read_text(), sorted(os.listdir(v100_node.conf.parent)))
+    failed = verify(v100_node, inventory, "--junitxml", str(tmp_path / "verify.xml"))
+    assert failed.exit_code == 1, failed.output
+    assert "node1  FAIL  1 of " in failed.stdout
+    assert "failed as_intended[gpu-power-limit]: expected GPU2 power limit 200.00 W; found GPU2 power limit " \
+           "250.00 W" in failed.stdout
+    assert f"what to do: provision apply {inventory} --limit node1" in failed.stdout
+    assert 'name="check_as_intended[node1-gpu-power-limit]"' in (tmp_path / "verify.xml").read_text()
+    after = (v100_node.query(FIELDS), v100_node.conf.read_text(), sorted(os.listdir(v100_node.conf.parent)))
+    assert after == before  # read-only: the GPUs and the files as they were
+
+    data = json.loads(verify(v100_node, inventory, "--json").stdout)
+    [host] = data["hosts"]
+    assert host["status"] == "fail" and [f["check"] for f in host["failures"]] == ["as_intended[gpu-power-limit]"]
+
+
+def test_a_gpu_off_the_bus_fails_the_driver_layout_and_lost_checks(v100_node):
+    inventory = v100_node.inventory(V100_FIX)
+    assert v100_node.apply(inventory).exit_code == 0
+    v100_node.gpusim("fault", "1", "off-bus")
+    result = verify(v100_node, inventory, "--json")
+    assert result.exit_code == 1
+    failures = {f["check"]: f for f in json.loads(result.stdout)["hosts"][0]["failures"]}
+    assert {"nvidia_smi_reads_the_gpus", "every_gpu_of_the_last_good_run_is_here", "no_gpu_is_lost"} <= set(failures)
+    assert "exit 15 (a GPU has fallen off the bus" in failures["nvidia_smi_reads_the_gpus"]["found"]
+    assert "is lost" in failures["every_gpu_of_the_last_good_run_is_here"]["found"]
+
+
+def test_a_narrow_pcie_link_fails_its_check(v100_node):
+    inventory = v100_node.inventory(V100_FIX)
+    assert v100_node.apply(inventory).exit_code == 0
+    v100_node.gpusim("fault", "3", "pcie-degraded")
+    result = verify(v100_node, inventory)
+    assert result.exit_code == 1
+    assert "failed pcie_links_run_at_full_width: expected every GPU's PCIe link at its maximum width; found GPU3 " \
+           in result.stdout and "x8 of x16" in result.stdout
