@@ -207,6 +207,9 @@ def print_verdicts(verdicts: list) -> None:
             continue
         checks = len(v.passed) + len(v.failures)
         said = f"{len(v.failures)} of {checks} checks failed" if v.failures else f"{checks} checks passed"
+        if v.skipped:  # a host the inventory asks little of is not silently "checked"
+            said += f", {len(v.skipped)} not applicable ({v.skipped[0].partition(': ')[2] or v.skipped[0]}" \
+                    f"{', ...' if len(v.skipped) > 1 else ''})"
         click.echo(f"{name}  {v.status.upper():<5} {said}")
         for f in v.failures:
             click.echo(f"    {click.style('failed', fg='red')} {f.check}: expected {f.expected}; found {f.found}")

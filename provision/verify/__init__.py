@@ -70,7 +70,7 @@ class Verdict:
     message: str = ""  # why unreachable
     passed: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # "check: why"
 
 
 class Collector:
@@ -98,8 +98,9 @@ class Collector:
             return
         verdict = self.verdicts[params["node"].name]
         check = item.originalname.removeprefix("check_") + (f"[{params['task'].name}]" if "task" in params else "")
-        if report.skipped:
-            verdict.skipped.append(check)
+        if report.skipped:  # longrepr: (file, line, "Skipped: why")
+            why = report.longrepr[2].removeprefix("Skipped: ") if isinstance(report.longrepr, tuple) else ""
+            verdict.skipped.append(f"{check}: {why}" if why else check)
         elif report.passed:
             verdict.passed.append(check)
         else:
