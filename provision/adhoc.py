@@ -30,7 +30,7 @@ from provision import tuning
 from provision.errors import InputError, Problem
 from provision.facts.model import GpuFacts, HostFacts
 from provision.inventory import Host
-from provision.settings import GpuOverride, GpuSettings
+from provision.settings import GpuOverride, GpuSettings, number_or_word, yaml_words
 from provision.tasks import boot
 
 # What each setting means for one GPU (tuning.py); persistence is taken by every GPU.
@@ -225,29 +225,19 @@ def gpu_list(gpus: list[GpuFacts]) -> str:
     return ", ".join(words)
 
 
-def yaml_words(value: Any) -> str:
-    """A setting as the inventory writes it, YAML flow style: 200, {mem: 877, sm: 1005}, {sm: [210, 2520]}."""
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {yaml_words(v)}" for k, v in value.items()
-                               if v is not None and not (k == "nearest" and v is False)) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(yaml_words(v) for v in value) + "]"
-    return _number_or_word(value)
-
-
 def as_typed(change: dict[str, Any]) -> str:
     """A change (settings, as the command makes them or the inventory has them) as the command line that makes it:
     `provision clocks --mem 877 --sm 1005`, `provision power --watts 200`, `provision persistence on`."""
     if "persistence" in change:
         return f"provision persistence {'on' if change['persistence'] else 'off'}"
     if "power_limit" in change:
-        return f"provision power --watts {_number_or_word(change['power_limit'])}"
+        return f"provision power --watts {number_or_word(change['power_limit'])}"
     words = ["provision", "clocks"]
     clocks, locked = change.get("clocks"), change.get("locked_clocks")
     if tuning.DEFAULT in (clocks, locked):
         return "provision clocks --reset"
     if isinstance(clocks, dict):
-        words += ["--mem", _number_or_word(clocks.get("mem")), "--sm", _number_or_word(clocks.get("sm"))]
+        words += ["--mem", number_or_word(clocks.get("mem")), "--sm", number_or_word(clocks.get("sm"))]
         words += ["--nearest"] if clocks.get("nearest") else []
     if isinstance(locked, dict):
         words.append("--locked")
@@ -255,17 +245,9 @@ def as_typed(change: dict[str, Any]) -> str:
             bounds = locked.get(key)
             if bounds is not None:
                 low, high = bounds
-                words += [f"--{key}", _number_or_word(low) if low == high else f"{_number_or_word(low)},"
-                                                                                f"{_number_or_word(high)}"]
+                words += [f"--{key}", number_or_word(low) if low == high else f"{number_or_word(low)},"
+                                                                                f"{number_or_word(high)}"]
     return " ".join(words)
-
-
-def _number_or_word(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def _same_on(gpu: GpuFacts, key: str, said: Any, asked: Any) -> bool:

@@ -236,7 +236,6 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     states = []
     try:
         states = engine.read_facts(hosts, keep_open=True)
-        progress.close()
         nodes = [Node(s.host.name, s.host, s.facts, tasks, testinfra_host(s.host.name, s.conn), inv_path)
                  for s in states if s.facts is not None]
         checked = run_checks(nodes, junitxml)

@@ -50,9 +50,8 @@ def detail_lines(result: HostResult, check: bool, show_diff: bool, verbose: bool
     lines = [f"    {status_word(FAILED, check)} {result.message}"] if result.message else []
     for task in result.tasks:
         shown = [item for item in task.items if verbose or item.status in (CHANGED, FAILED)]
-        if task.message and (verbose or task.status == FAILED or not task.items):
-            if verbose or task.status != SKIPPED:
-                lines.append(f"    {status_word(task.status, check)} {task.name}: {task.message}")
+        if task.message and (verbose or task.status == FAILED):  # a task's message: why it failed or skipped
+            lines.append(f"    {status_word(task.status, check)} {task.name}: {task.message}")
         for item in shown:
             lines.append(f"    {status_word(item.status, check)} {task.name} {item.target}: {_detail(item)}")
             if show_diff and item.diff:

@@ -299,6 +299,26 @@ class HostSettings(Block):
 BLOCKS = tuple(HostSettings.model_fields)
 
 
+# --- settings as the inventory writes them -------------------------------------------------------------
+
+def yaml_words(value: Any) -> str:
+    """A setting as the inventory writes it, YAML flow style: 200, {mem: 877, sm: 1005}, {sm: [210, 2520]}."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {yaml_words(v)}" for k, v in value.items()
+                               if v is not None and not (k == "nearest" and v is False)) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(yaml_words(v) for v in value) + "]"
+    return number_or_word(value)
+
+
+def number_or_word(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 # --- pydantic errors -> Problems -----------------------------------------------------------------------
 
 def parse_host_settings(raw: dict, file: str, where: str,

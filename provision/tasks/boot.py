@@ -81,16 +81,18 @@ def render(host, facts: HostFacts, old_text: str = "") -> str:
     seen = {g.uuid for g in facts.nvidia.gpus}
     taken = {str(g.index) for g in facts.nvidia.gpus}
     lines = [(gpu.index, gpu_line(gpu, settings)) for gpu, settings in resolve_gpus(host, facts).per_gpu]
+    unnumbered = []  # kept lines whose index another GPU has now: after the numbered ones
     for uuid, words in parse(old_text).items():
         if uuid not in seen:
             index = words.pop("index", None) or words.pop("was_index", None)
-            if index is not None and index not in taken:
-                words = {"gpu": words.pop("gpu"), "index": index, **words}
-            line = " ".join(f"{k}={v}" for k, v in words.items())
-            if index in taken:
-                line += f"  # not seen at the last run: was_index={index}"
-            lines.append((int(index) if index and index not in taken and index.isdigit() else 1 << 30, line))
-    return HEADER.format(host=host.name) + "".join(f"{line}\n" for _, line in sorted(lines, key=lambda l: l[0]))
+            if index is not None and index.isdigit() and index not in taken:
+                numbered = {"gpu": uuid, "index": index, **words}  # as it was: the GPU still owns its index
+                lines.append((int(index), " ".join(f"{k}={v}" for k, v in numbered.items())))
+            else:
+                kept = " ".join(f"{k}={v}" for k, v in words.items())
+                unnumbered.append(kept + (f"  # not seen at the last run: was_index={index}" if index else ""))
+    ordered = [line for _, line in sorted(lines, key=lambda pair: pair[0])] + unnumbered
+    return HEADER.format(host=host.name) + "".join(f"{line}\n" for line in ordered)
 
 
 class BootConf(Task):

@@ -12,12 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-import yaml
-
 from provision import tuning
 from provision.facts import layout
 from provision.facts.model import GpuFacts, HostFacts, RecordedGpu
-from provision.settings import TUNING_KEYS, GpuOverride, GpuSettings
+from provision.settings import TUNING_KEYS, GpuOverride, GpuSettings, yaml_words
 from provision.tasks.base import FAILED, Change, FileWrite, Item, OK, Plan, Task
 from provision.tasks.files import plan_file
 
@@ -37,8 +35,7 @@ class HeldOverride:
 
     def message(self) -> str:
         fields = self.override.model_dump(exclude_none=True, exclude_defaults=True)
-        written = yaml.safe_dump({"index": fields.pop("index"), **fields}, default_flow_style=True,
-                                 sort_keys=False, width=1000).strip()  # as the inventory has it: selector first
+        written = yaml_words({"index": fields.pop("index"), **fields})  # as the inventory has it: selector first
         meant = (f"GPU{self.meant.index} of the last good run, {self.meant.uuid} at {self.meant.bus_id}, which is "
                  "not here" if self.meant else f"no GPU{self.override.index} of the last good run")
         moved = f"; not moved onto {self.now.uuid} at {self.now.bus_id}, GPU{self.now.index} now" if self.now else ""
