@@ -215,9 +215,11 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
 
     Each host is read once (the facts batch of apply); then the shipped
     checks run: the driver answers, the GPUs of the last good run are all
-    there and readable, PCIe links at full width, and every task's state
-    (persistence, power, clocks, boot file and unit, managed files) is as
-    intended.
+    there and readable, PCIe links at full width and speed, no Xid or PCIe
+    error in the kernel log since boot, no uncorrectable memory error or
+    pending repair, no clocks held down by heat or power, and every task's
+    state (persistence, power, clocks, boot file and unit, managed files) is
+    as intended.
 
     \b
     Exit codes: 0 every host passed; 1 some check failed; 2 bad input;
@@ -231,8 +233,8 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     progress = run_progress(as_json)
-    engine = Engine(tasks, RunOptions(forks=forks, command="verify", progress=progress), connector(local, ssh), None,
-                    inv_path)
+    options = RunOptions(forks=forks, command="verify", progress=progress, health=True)
+    engine = Engine(tasks, options, connector(local, ssh), None, inv_path)
     states = []
     try:
         states = engine.read_facts(hosts, keep_open=True)

@@ -8,6 +8,7 @@ on a command line, never logged).
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import socket
@@ -19,6 +20,11 @@ import invoke
 import paramiko
 
 from provision.errors import ProvisionError
+
+# paramiko logs a failed handshake ("Exception (client): Error reading SSH protocol banner") from its own
+# thread; with no handler configured, Python prints it on stderr, between our lines. The same error
+# reaches us as an exception and is reported per host: its log line is noise.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 class Unreachable(ProvisionError):

@@ -185,6 +185,8 @@ class GpuOverride(GpuTuning):
 
 class GpuSettings(GpuTuning):
     overrides: list[GpuOverride] = setting([], "a list of {index|uuid|model: ..., plus settings}")
+    # What the host must have: verify fails with fewer or more (a card gone after maintenance).
+    count: int | None = setting(None, "the number of GPUs the host has, an integer 1..64", ge=1, le=64)
 
     def for_gpu(self, index: int | None, uuid: str, name: str) -> GpuSettings:
         """The settings for one GPU, with `overrides` empty. index None: no `index:` override applies.

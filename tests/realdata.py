@@ -12,21 +12,36 @@ def capture(name: str) -> tuple[str, int]:
     return "\n".join(lines[1:-1]) + "\n", int(lines[-1][6:-1])
 
 
+def _captured_columns(name: str, noheader_name: str | None = None) -> dict[str, tuple[str, str]]:
+    """field asked for -> (header cell, row cell) of a captured --query-* output. The row comes from the
+    nounits capture where there is one (noheader_name), else from the capture itself."""
+    command = (REAL_H100 / name).read_text().splitlines()[0]
+    asked = command.split("=", 1)[1].split(" ", 1)[0].split(",")
+    output = capture(name)[0].splitlines()
+    row = capture(noheader_name)[0].strip() if noheader_name else output[1]
+    return dict(zip(asked, zip(split_csv_row(output[0]), split_csv_row(row))))
+
+
+def split_csv_row(line: str) -> list[str]:
+    from provision.facts.gpu import split_csv_row as split
+    return split(line)
+
+
 def h100_query_output(fields: list[str] | None = None) -> str:
     """What `--query-gpu=FIELDS --format=csv,nounits` prints on the real H100 (default: the fields we ask for).
 
     Rebuilt from qgpu.txt (its header, with nvidia-smi's canonical names and units) and qgpu-nh.txt (its
-    row, nounits), which asked for more fields: columns are picked by position in the captured command.
-    compute_cap was not in that capture: its header is its name, and "9.0" is the H100's (CUDA's compute
-    capability table).
+    row, nounits), which asked for more fields: columns are picked by the name asked for in the captured
+    command. The health fields come from qgpu2 (clocks_throttle_reasons.active, shown as
+    clocks_event_reasons.active, and retired_pages.pending) and remapped.txt (remapped_rows.*, whose
+    values read the same in --query-gpu). compute_cap was not in those captures: its header is its name,
+    and "9.0" is the H100's (CUDA's compute capability table).
     """
-    from provision.facts.gpu import QUERY_FIELDS, split_csv_row
+    from provision.facts.gpu import QUERY_FIELDS
 
-    command = (REAL_H100 / "qgpu.txt").read_text().splitlines()[0]
-    asked = command.split("--query-gpu=", 1)[1].split(" ", 1)[0].split(",")
-    header = split_csv_row(capture("qgpu.txt")[0].splitlines()[0])
-    row = split_csv_row(capture("qgpu-nh.txt")[0].strip())
-    columns = dict(zip(asked, zip(header, row)))
+    columns = _captured_columns("remapped.txt")
+    columns.update(_captured_columns("qgpu2.txt", "qgpu2-nh.txt"))
+    columns.update(_captured_columns("qgpu.txt", "qgpu-nh.txt"))
     columns.setdefault("compute_cap", ("compute_cap", "9.0"))
     picked = [columns[name] for name in fields or [f.name for f in QUERY_FIELDS]]
     return ", ".join(head for head, _ in picked) + "\n" + ", ".join(cell for _, cell in picked) + "\n"

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from provision import remote
 from provision.facts import clock_cache, layout
 from provision.facts import gpu as gpu_parsers
-from provision.facts.model import FileFacts, HostFacts, NvidiaFacts, SystemFacts, UnitRef
+from provision.facts.model import (AerCounters, FileFacts, HostFacts, KernelLogFacts, NvidiaFacts, SystemFacts,
+                                   UnitRef)
 
 PERSISTENCED_PIDFILE = "/var/run/nvidia-persistenced/nvidia-persistenced.pid"
 
@@ -46,6 +47,30 @@ BASE_SECTIONS: dict[str, str] = {
 }
 
 
+# Health, for verify only (apply does not need them): the kernel's NVIDIA and PCIe AER lines of this boot,
+# and the AER error counters /sys keeps for each NVIDIA GPU and the port above it (the kernel counts an
+# error where it was seen, often at the link partner: Documentation/ABI/testing/sysfs-bus-pci-devices-aer).
+# dmesg needs root where kernel.dmesg_restrict=1 (the Debian and Ubuntu default): then sudo -n, then the
+# journal of this boot (readable by the adm and systemd-journal groups). The first line says which.
+KERNEL_LOG_SNIPPET = (
+    "if out=$(dmesg 2>&1); then src=dmesg; "
+    "elif [ \"$(id -u)\" != 0 ] && o=$(sudo -n dmesg 2>/dev/null); then out=$o src='sudo dmesg'; "
+    "elif o=$(journalctl -k -b -q --no-pager 2>/dev/null) && [ -n \"$o\" ]; then out=$o src='journalctl -k -b'; "
+    "else printf '%s\\n' \"$out\"; exit 1; fi; "
+    f"echo \"source: $src\"; printf '%s\\n' \"$out\" | grep -E 'NVRM|AER' | tail -n {{lines}}; true"
+)
+KERNEL_LOG_LINES = 2000  # the newest; a storm of one error says no more in a longer tail
+PCIE_AER_SNIPPET = (
+    "for d in /sys/bus/pci/devices/*; do "
+    "[ \"$(cat \"$d/vendor\" 2>/dev/null)\" = 0x10de ] || continue; "
+    "case $(cat \"$d/class\" 2>/dev/null) in 0x03*) ;; *) continue;; esac; "
+    "p=$(dirname \"$(readlink -f \"$d\")\"); "
+    "for x in \"$d\" \"$p\"; do for f in aer_dev_correctable aer_dev_nonfatal aer_dev_fatal; do "
+    "[ -r \"$x/$f\" ] && echo \"== ${d##*/} ${x##*/} $f\" && cat \"$x/$f\"; "
+    "done; done; done; true"
+)
+HEALTH_SECTIONS = {"kernel-log": KERNEL_LOG_SNIPPET.format(lines=KERNEL_LOG_LINES), "pcie-aer": PCIE_AER_SNIPPET}
+
 # The sections that read the NVIDIA stack; a re-read after a task that changed only files skips them.
 NVIDIA_SECTIONS = frozenset({"nvidia-smi", "query-gpu", "supported-clocks", "persistenced", "persistenced-running",
                              "clock-records"})
@@ -61,17 +86,19 @@ class Section:
 
 
 def build_script(token: str, file_paths: list[str] = (), units: list[UnitRef] = (),
-                 lock_owner: str | None = None, nvidia: bool = True) -> str:
+                 lock_owner: str | None = None, nvidia: bool = True, health: bool = False) -> str:
     """The whole batch as one sh script. Each section: begin marker, output, end marker + rc.
 
     With lock_owner, the first section takes the host lock (see remote.py), so
-    a run costs no extra round trip for it.
+    a run costs no extra round trip for it. With health, the sections verify reads too.
     """
     sections = {"lock": shlex.join(remote.lock_take_argv(lock_owner))} if lock_owner else {}
     sections.update(BASE_SECTIONS)
     sections["supported-clocks"] = clock_cache.read_snippet()  # reads "$q", the query-gpu output
     sections["clock-records"] = f"cat {shlex.quote(clock_records_dir())}/GPU-* 2>/dev/null || true"
     sections["gpu-layout"] = f"cat {shlex.quote(layout.record_path())}"  # exit 1: no record yet
+    if health:
+        sections.update(HEALTH_SECTIONS)
     for path in file_paths:
         quoted = shlex.quote(path)
         sections[f"file:{path}"] = f"stat -c '%a %U %G' {quoted} && base64 {quoted}"
@@ -121,6 +148,10 @@ def parse_facts(sections: dict[str, Section]) -> HostFacts:
     record = sections.get("gpu-layout")
     if record is not None and record.rc == 0:
         facts.gpu_layout = layout.parse_record(record.output)
+    if "kernel-log" in sections:
+        facts.kernel_log = _kernel_log(sections["kernel-log"])
+    if "pcie-aer" in sections:
+        facts.pcie_aer = parse_pcie_aer(sections["pcie-aer"].output)
     for name, section in sections.items():
         if name.startswith("file:"):
             path = name[len("file:"):]
@@ -186,6 +217,29 @@ def _nvidia(sections: dict[str, Section]) -> NvidiaFacts:
         gpu.locked = records.get(gpu.uuid, {})
     facts.state = "ok"
     return facts
+
+
+def _kernel_log(section: Section) -> KernelLogFacts:
+    first, _, rest = section.output.partition("\n")
+    if section.rc != 0 or not first.startswith("source: "):
+        return KernelLogFacts(message=section.output.strip() or f"exit {section.rc}")
+    return KernelLogFacts(source=first.removeprefix("source: "), lines=rest.splitlines())
+
+
+def parse_pcie_aer(text: str) -> list[AerCounters]:
+    """PCIE_AER_SNIPPET's output: '== GPU DEVICE FILE' then the file's 'Name count' lines."""
+    found: list[AerCounters] = []
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 4 and words[0] == "==":
+            found.append(AerCounters(gpu=words[1], device=words[2], kind=words[3].removeprefix("aer_dev_")))
+        elif found and len(words) >= 2 and words[-1].isdigit():
+            name = " ".join(words[:-1])
+            if name.startswith("TOTAL_ERR_"):
+                found[-1].total = int(words[-1])
+            else:
+                found[-1].counts[name] = int(words[-1])
+    return found
 
 
 def _file(path: str, section: Section) -> FileFacts:

@@ -48,12 +48,27 @@ def _int(value: str) -> int | None:
     return None if number is None else int(number)
 
 
-def _enabled(value: str) -> bool | None:
+def _flag(yes: str, no: str) -> Callable[[str], bool | None]:
+    def read(value: str) -> bool | None:
+        if value in MISSING:
+            return None
+        if value not in (yes, no):
+            raise ValueError(value)
+        return value == yes
+    return read
+
+
+_enabled = _flag("Enabled", "Disabled")
+_yes = _flag("Yes", "No")
+
+
+def _bitmask(value: str) -> int | None:
+    """ "0x0000000000000001" (clocks_event_reasons.active) -> 1."""
     if value in MISSING:
         return None
-    if value not in ("Enabled", "Disabled"):
+    if not value.lower().startswith("0x"):
         raise ValueError(value)
-    return value == "Enabled"
+    return int(value, 16)
 
 
 class QueryField(NamedTuple):
@@ -62,12 +77,13 @@ class QueryField(NamedTuple):
     name: str  # as we ask for it
     attr: str  # the GpuFacts attribute ("driver_version" goes to NvidiaFacts)
     read: Callable[[str], object]
-    canonical: str = ""  # the name nvidia-smi prints in the CSV header, where it differs (--help-query-gpu)
-    newer: bool = False  # older drivers refuse it ('Field "..." is not a valid field to query.')
+    # The names nvidia-smi may print in the CSV header, where they differ from `name` (--help-query-gpu):
+    # drivers rename fields ("clocks_throttle_reasons" became "clocks_event_reasons" in the header).
+    shown_as: tuple[str, ...] = ()
 
-    @property
-    def header(self) -> str:
-        return self.canonical or self.name
+    def header_in(self, columns: list[str]) -> str | None:
+        """This field's column among `columns`, under whichever name this driver prints; None if absent."""
+        return next((name for name in (*self.shown_as, self.name) if name in columns), None)
 
 
 # The --query-gpu fields we gather. One table so the command and the parser cannot drift.
@@ -76,7 +92,7 @@ QUERY_FIELDS: list[QueryField] = [
     QueryField("uuid", "uuid", _text),
     QueryField("name", "name", _text),
     QueryField("pci.bus_id", "bus_id", _text),
-    QueryField("compute_cap", "compute_cap", _text, newer=True),
+    QueryField("compute_cap", "compute_cap", _text),
     QueryField("driver_version", "driver_version", _text),
     QueryField("persistence_mode", "persistence", _enabled),
     QueryField("power.limit", "power_limit", _number),
@@ -88,14 +104,22 @@ QUERY_FIELDS: list[QueryField] = [
     QueryField("clocks.applications.memory", "app_clock_mem", _int),
     QueryField("clocks.default_applications.graphics", "default_app_clock_sm", _int),
     QueryField("clocks.default_applications.memory", "default_app_clock_mem", _int),
-    QueryField("clocks.sm", "clock_sm", _int, canonical="clocks.current.sm"),
-    QueryField("clocks.mem", "clock_mem", _int, canonical="clocks.current.memory"),
+    QueryField("clocks.sm", "clock_sm", _int, shown_as=("clocks.current.sm",)),
+    QueryField("clocks.mem", "clock_mem", _int, shown_as=("clocks.current.memory",)),
     QueryField("clocks.max.graphics", "max_clock_sm", _int),
     QueryField("clocks.max.memory", "max_clock_mem", _int),
     QueryField("pcie.link.gen.current", "pcie_gen_current", _int),
     QueryField("pcie.link.gen.max", "pcie_gen_max", _int),
     QueryField("pcie.link.width.current", "pcie_width_current", _int),
     QueryField("pcie.link.width.max", "pcie_width_max", _int),
+    # Health, for verify. The old field name: every driver knows it; new ones print the new name.
+    QueryField("clocks_throttle_reasons.active", "clock_events_active", _bitmask,
+               shown_as=("clocks_event_reasons.active",)),
+    QueryField("ecc.mode.current", "ecc_enabled", _enabled),
+    QueryField("ecc.errors.uncorrected.volatile.total", "ecc_uncorrected", _int),  # since the driver loaded
+    QueryField("retired_pages.pending", "retired_pages_pending", _yes),  # pre-Ampere page retirement
+    QueryField("remapped_rows.pending", "remap_pending", _yes),  # Ampere and newer: row remapping
+    QueryField("remapped_rows.failure", "remap_failure", _yes),
 ]
 # Without these a row cannot name its GPU: it is reported as lost, not tuned.
 IDENTITY = ("index", "uuid", "name", "bus_id")
@@ -108,12 +132,18 @@ def query_gpu_argv(fields: list[QueryField]) -> list[str]:
 
 QUERY_GPU_ARGV = query_gpu_argv(QUERY_FIELDS)
 NOT_A_FIELD = "is not a valid field to query"
-# The query as the facts batch runs it (POSIX sh): when the driver refuses a field it does not know
-# (it then prints no rows and exits 2), ask again with only the fields every supported driver knows.
+# The query as the facts batch runs it (POSIX sh). A driver that does not know a field refuses the whole
+# query ('Field "remapped_rows.pending" is not a valid field to query.', no rows, exit 2): ask again
+# without that field, until it answers. Each field is dropped at most once, so this ends.
 QUERY_GPU_SNIPPET = (
-    f"out=$({shlex.join(QUERY_GPU_ARGV)} 2>&1); rc=$?; "
-    f"case $out in *'{NOT_A_FIELD}'*) {shlex.join(query_gpu_argv([f for f in QUERY_FIELDS if not f.newer]))};; "
-    "*) printf '%s\\n' \"$out\"; (exit $rc);; esac"
+    f"f={shlex.quote(','.join(f.name for f in QUERY_FIELDS))}; "
+    "while :; do "
+    "out=$(nvidia-smi --query-gpu=\"$f\" --format=csv,nounits 2>&1); rc=$?; "
+    f"case $out in *'{NOT_A_FIELD}'*) ;; *) break;; esac; "
+    "bad=${out#*'Field \"'}; bad=${bad%%'\"'*}; "
+    "case ,$f, in *,\"$bad\",*) ;; *) break;; esac; "
+    "f=,$f,; f=${f%%,\"$bad\",*},${f#*,\"$bad\",}; f=${f#,}; f=${f%,}; "
+    "done; printf '%s\\n' \"$out\"; (exit $rc)"
 )
 SUPPORTED_CLOCKS_ARGV = [
     "nvidia-smi",
@@ -185,7 +215,8 @@ def read_query_gpu(text: str) -> GpuQuery:
             result.notes.append(line)
     if not table.columns:
         return result  # nothing but messages: driver not loaded, NVML mismatch, every GPU lost
-    fields = [f for f in QUERY_FIELDS if f.header in table.columns]
+    headers = {f.name: f.header_in(table.columns) for f in QUERY_FIELDS}
+    fields = [f for f in QUERY_FIELDS if headers[f.name]]
     absent = [f for f in QUERY_FIELDS if f not in fields]
     nameless = [f.name for f in absent if f.attr in IDENTITY]
     if nameless:  # another query's output: never guess which column is which
@@ -193,18 +224,19 @@ def read_query_gpu(text: str) -> GpuQuery:
     if absent:  # an older driver, asked again without the fields it refused
         result.notes.append(f"not reported by this driver: {', '.join(f.name for f in absent)}")
     for row in table.rows:
-        _read_gpu_row(row, fields, result)
+        _read_gpu_row({name: row[header] for name, header in headers.items() if header}, fields, result)
     return result
 
 
 def _read_gpu_row(row: dict[str, str], fields: list[QueryField], into: GpuQuery) -> None:
+    """row: field name -> cell."""
     values: dict[str, object] = {f.attr: None for f in QUERY_FIELDS}
     unreadable = []
     for f in fields:
         try:
-            values[f.attr] = f.read(row[f.header])
+            values[f.attr] = f.read(row[f.name])
         except ValueError:  # neither a value nor a known "no value": None, and say so
-            unreadable.append(f"{f.name} {row[f.header]!r}")
+            unreadable.append(f"{f.name} {row[f.name]!r}")
     why_lost = _why_lost(row, values)
     if why_lost:
         into.lost.append(LostGpu(bus_id=values["bus_id"], uuid=values["uuid"], index=values["index"],
@@ -221,7 +253,7 @@ def _why_lost(row: dict[str, str], values: dict[str, object]) -> str | None:
     gone = sorted({cell.strip("[]") for cell in row.values() if cell in GPU_GONE})
     if gone:
         return ", ".join(gone)
-    nameless = [f"{f.name} {row.get(f.header)!r}" for f in QUERY_FIELDS
+    nameless = [f"{f.name} {row.get(f.name)!r}" for f in QUERY_FIELDS
                 if f.attr in IDENTITY and values[f.attr] is None]
     return f"cannot read {', '.join(nameless)}" if nameless else None
 

@@ -46,6 +46,13 @@ class GpuFacts:
     pcie_gen_max: int | None = None
     pcie_width_current: int | None = None
     pcie_width_max: int | None = None
+    # Health (verify): None where the GPU or driver does not report it.
+    clock_events_active: int | None = None  # clocks_event_reasons.active bitmask (nvml.h; facts/health.py)
+    ecc_enabled: bool | None = None
+    ecc_uncorrected: int | None = None  # uncorrectable ECC errors since the driver loaded
+    retired_pages_pending: bool | None = None  # pre-Ampere: a page waits to be retired at the next driver load
+    remap_pending: bool | None = None  # Ampere+: a row remap waits for a GPU reset
+    remap_failure: bool | None = None  # Ampere+: a row could not be remapped (the GPU is out of spare rows)
     # Supported application-clock pairs; empty when the GPU reports none
     # (GeForce prints "N/A"): such a GPU cannot take application clocks.
     supported_clocks: list[ClockPair] = field(default_factory=list)
@@ -145,6 +152,26 @@ class UnitRef:
 
 
 @dataclass
+class KernelLogFacts:
+    """The kernel's NVIDIA (NVRM) and PCIe AER lines of this boot, as printed (facts/kernlog.py reads them)."""
+
+    source: str | None = None  # "dmesg", "sudo dmesg", "journalctl -k -b"; None: not readable
+    message: str = ""  # why not readable, in the reader's words
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AerCounters:
+    """One /sys/bus/pci/devices/DEVICE/aer_dev_KIND file, read for an NVIDIA GPU (the GPU or its port)."""
+
+    gpu: str  # the GPU's PCI address as /sys names it: "0000:01:00.0"
+    device: str  # the device that counted: the GPU itself or the port above it
+    kind: str  # "correctable", "nonfatal" or "fatal"
+    counts: dict[str, int] = field(default_factory=dict)  # "RxErr" -> 2 (names as the kernel prints them)
+    total: int | None = None  # TOTAL_ERR_COR / _NONFATAL / _FATAL: may be below the sum (one message, many errors)
+
+
+@dataclass
 class HostFacts:
     system: SystemFacts = field(default_factory=SystemFacts)
     nvidia: NvidiaFacts = field(default_factory=NvidiaFacts)
@@ -152,3 +179,6 @@ class HostFacts:
     units: dict[str, str] = field(default_factory=dict)  # UnitRef.key -> "enabled"/"disabled"/...
     # The GPUs of the last good run (facts/layout.py); None when the host has no record yet.
     gpu_layout: list[RecordedGpu] | None = None
+    # Health, read only when asked (verify): None when not read.
+    kernel_log: KernelLogFacts | None = None
+    pcie_aer: list[AerCounters] | None = None

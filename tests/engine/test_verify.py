@@ -60,5 +60,5 @@ def test_a_narrow_pcie_link_fails_its_check(v100_node):
     v100_node.gpusim("fault", "3", "pcie-degraded")
     result = verify(v100_node, inventory)
     assert result.exit_code == 1
-    assert "failed pcie_links_run_at_full_width: expected every GPU's PCIe link at its maximum width; found GPU3 " \
-           in result.stdout and "x8 of x16" in result.stdout
+    assert "failed pcie_links_run_at_full_width_and_speed: expected every GPU's PCIe link at its maximum width " \
+           "(and generation, at work); found GPU3 " in result.stdout and "x8 of x16" in result.stdout

@@ -70,3 +70,60 @@ def test_a_reread_after_file_changes_skips_the_nvidia_sections():
     full = gather.build_script("tok", ["/etc/x"])
     files_only = gather.build_script("tok", ["/etc/x"], nvidia=False)
     assert "nvidia-smi" in full and "nvidia-smi" not in files_only and "@@tok file:/etc/x" in files_only
+
+
+def fake_bin(tmp_path, **programs: str):
+    """A PATH of the given sh programs (name -> script body) before the system's."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in programs.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    return f"{bin_dir}:/usr/bin:/bin"
+
+
+def kernel_log(tmp_path, **programs: str):
+    token = gather.new_token()
+    script = gather.build_script(token, health=True)
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                         env={"PATH": fake_bin(tmp_path, **programs)}).stdout
+    return gather.parse_facts(gather.split_sections(token, out)).kernel_log
+
+
+XID_79 = "[   65.315783] NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+
+
+def test_the_kernel_log_keeps_the_nvidia_and_aer_lines_and_says_where_it_came_from(tmp_path):
+    log = kernel_log(tmp_path, dmesg=f"echo '[    0.000000] Linux version 6.1'; echo \"{XID_79}\"; "
+                                     "echo '[   70.1] pcieport 0000:00:01.0: AER: Corrected error received: 0000:01:00.0'")
+    assert log.source == "dmesg" and log.lines == [XID_79, "[   70.1] pcieport 0000:00:01.0: AER: Corrected error "
+                                                            "received: 0000:01:00.0"]
+
+
+def test_a_restricted_dmesg_falls_back_to_sudo_then_to_the_journal(tmp_path):
+    refused = "echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2; exit 1"
+    user = "echo 1000"  # id -u of a user who is not root
+    log = kernel_log(tmp_path, id=user, dmesg=refused, sudo=f"[ \"$*\" = '-n dmesg' ] && echo \"{XID_79}\"")
+    assert log.source == "sudo dmesg" and log.lines == [XID_79]
+    journal = "Mar 21 20:18:56 pc kernel: NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus."
+    log = kernel_log(tmp_path, id=user, dmesg=refused, sudo="exit 1", journalctl=f"echo '{journal}'")
+    assert log.source == "journalctl -k -b" and log.lines == [journal]
+    as_root = kernel_log(tmp_path, id="echo 0", dmesg=refused, sudo="echo never asked", journalctl=f"echo '{journal}'")
+    assert as_root.source == "journalctl -k -b"
+    nothing = kernel_log(tmp_path, id=user, dmesg=refused, sudo="exit 1", journalctl="exit 0")
+    assert nothing.source is None and nothing.message == "dmesg: read kernel buffer failed: Operation not permitted"
+
+
+def test_aer_counters_of_each_gpu_and_its_port_are_read_by_name():
+    text = ("== 0000:01:00.0 0000:01:00.0 aer_dev_correctable\nRxErr 3\nBadTLP 1\nBadDLLP 0\nTOTAL_ERR_COR 4\n"
+            "== 0000:01:00.0 0000:00:01.0 aer_dev_correctable\nReceiver Error 2\nBad TLP 0\nTOTAL_ERR_COR 2\n"
+            "== 0000:01:00.0 0000:01:00.0 aer_dev_fatal\nUndefined 0\nTOTAL_ERR_FATAL 0\n")
+    gpu, port, fatal = gather.parse_pcie_aer(text)
+    assert (gpu.device, gpu.kind, gpu.counts, gpu.total) == ("0000:01:00.0", "correctable",
+                                                             {"RxErr": 3, "BadTLP": 1, "BadDLLP": 0}, 4)
+    assert (port.gpu, port.device, port.counts["Receiver Error"], port.total) == ("0000:01:00.0", "0000:00:01.0", 2, 2)
+    assert (fatal.kind, fatal.total) == ("fatal", 0)
+
+
+def test_health_sections_are_read_only_when_asked():
+    assert "dmesg" not in gather.build_script("tok") and "@@tok kernel-log" in gather.build_script("tok", health=True)

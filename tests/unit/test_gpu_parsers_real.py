@@ -95,7 +95,8 @@ def test_a_gpu_without_a_device_handle_is_lost_and_the_others_are_read(where):
 
 def test_a_row_of_gpu_is_lost_cells_is_a_lost_gpu_not_a_tunable_one():
     header, row = h100_query_output().splitlines()
-    lost_row = ", ".join(["1"] + ["[GPU is lost]"] * 2 + ["00000000:41:00.0"] + ["[GPU is lost]"] * 20)
+    lost_row = ", ".join(["1"] + ["[GPU is lost]"] * 2 + ["00000000:41:00.0"]
+                         + ["[GPU is lost]"] * (len(parsers.QUERY_FIELDS) - 4))
     facts = nvidia_facts(f"{header}\n{row}\n{lost_row}\n", rc=15)
     assert facts.state == "ok" and [g.index for g in facts.gpus] == [0]
     [lost] = facts.lost
@@ -132,10 +133,20 @@ def test_columns_are_read_by_name_whatever_their_order():
 
 
 def test_the_real_header_names_every_field_we_ask_for():
-    """qgpu.txt asked for clocks.sm and clocks.mem; nvidia-smi's header calls them clocks.current.*."""
-    columns = parsers.read_query_csv(capture("qgpu.txt")[0]).columns
-    assert {f.header for f in parsers.QUERY_FIELDS} - {"compute_cap"} <= set(columns)
+    """qgpu.txt asked for clocks.sm and clocks.mem; nvidia-smi's header calls them clocks.current.*. qgpu2 asked
+    for clocks_throttle_reasons.active; the header says clocks_event_reasons.active. remapped.txt has the rest."""
+    columns = [column for name in ("qgpu.txt", "qgpu2.txt", "remapped.txt")
+               for column in parsers.read_query_csv(capture(name)[0]).columns]
+    assert [f.name for f in parsers.QUERY_FIELDS if not f.header_in(columns)] == ["compute_cap"]
+    assert parsers.QUERY_FIELDS[-6].header_in(columns) == "clocks_event_reasons.active"
     assert "clocks.sm" not in columns and "clocks.current.sm" in columns
+
+
+def test_the_real_h100_reads_healthy():
+    [h100] = nvidia_facts(h100_query_output()).gpus
+    assert h100.clock_events_active == 0x1  # GPU idle, nothing else
+    assert (h100.ecc_enabled, h100.ecc_uncorrected) == (True, 0)
+    assert (h100.retired_pages_pending, h100.remap_pending, h100.remap_failure) == (None, False, False)
 
 
 def test_a_header_renames_the_fields_it_was_asked_by_alias():
@@ -267,16 +278,40 @@ def test_a_simulated_gpu_off_the_bus_leaves_the_others_readable(sim):
 
 
 def test_an_old_driver_refusing_compute_cap_is_asked_again_without_it(sim, tmp_path):
-    old = tmp_path / "old-driver"
-    old.mkdir()
-    (old / "nvidia-smi").write_text(  # says what the real driver says of a field it does not know (bad-field.txt)
-        "#!/bin/sh\n"
-        "case \"$*\" in *compute_cap*)\n"
-        "  printf 'Field \"compute_cap\" is not a valid field to query.\\n\\n'; exit 2;; esac\n"
-        f"exec {sim.smi_path}/nvidia-smi \"$@\"\n")
-    (old / "nvidia-smi").chmod(0o755)
-    section = sim.query(f"{old}:/usr/bin:/bin")
+    section = sim.query(old_driver(tmp_path, sim, ["compute_cap"]))
     assert section.rc == 0 and "not a valid field" not in section.output
     facts = nvidia_facts(section.output, section.rc)
     assert facts.state == "ok" and facts.notes == ["not reported by this driver: compute_cap"]
     assert [(g.compute_cap, g.power_limit) for g in facts.gpus] == [(None, 300.0)] * 4
+
+
+def old_driver(tmp_path, sim, refuses: list[str]) -> str:
+    """A PATH whose nvidia-smi refuses `refuses` as the real driver refuses a field it does not know
+    (bad-field.txt: the first unknown field named, no rows, exit 2), and is the simulator otherwise."""
+    bin_dir = tmp_path / "old-driver"
+    bin_dir.mkdir()
+    cases = "".join(f"case \"$*\" in *{name},*|*{name}\\ *) printf 'Field \"{name}\" is not a valid field to query.\\n\\n';"
+                    f" exit 2;; esac\n" for name in refuses)
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\n{cases}exec {sim.smi_path}/nvidia-smi \"$@\"\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    return f"{bin_dir}:/usr/bin:/bin"
+
+
+def test_a_driver_refusing_several_fields_is_asked_again_without_each(sim, tmp_path):
+    refused = ["compute_cap", "remapped_rows.pending", "remapped_rows.failure"]
+    section = sim.query(old_driver(tmp_path, sim, refused))
+    assert section.rc == 0 and "not a valid field" not in section.output
+    facts = nvidia_facts(section.output, section.rc)
+    assert facts.state == "ok" and facts.notes == [f"not reported by this driver: {', '.join(refused)}"]
+    assert [(g.compute_cap, g.remap_pending, g.ecc_uncorrected) for g in facts.gpus] == [(None, None, 0)] * 4
+
+
+def test_a_refusal_of_a_field_never_asked_ends_the_retries_with_nvidia_smis_words(sim, tmp_path):
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "nvidia-smi").write_text(
+        "#!/bin/sh\nprintf 'Field \"made.up\" is not a valid field to query.\\n\\n'; exit 2\n")
+    (tmp_path / "odd" / "nvidia-smi").chmod(0o755)
+    section = sim.query(f"{tmp_path / 'odd'}:/usr/bin:/bin")
+    assert section.rc == 2
+    facts = nvidia_facts(section.output, section.rc)
+    assert facts.state == "error" and facts.message == 'Field "made.up" is not a valid field to query.'

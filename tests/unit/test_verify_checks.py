@@ -12,6 +12,7 @@ from provision.settings import GpuSettings, HostSettings
 from provision.tasks.gpu import PowerLimit
 from provision.verify import CheckFailed, Node
 from provision.verify.suite import checks_gpu as checks
+from provision.verify.suite import checks_health
 
 
 def gpu(index: int, **values) -> GpuFacts:
@@ -46,13 +47,54 @@ def test_nvidia_smi_exit_codes_carry_their_meaning():
 
 
 def test_a_link_trained_narrow_fails_and_a_slow_idle_generation_does_not():
-    idle = NvidiaFacts(state="ok", gpus=[gpu(0, pcie_gen_current=1, pcie_gen_max=4)])
-    assert verdict(checks.check_pcie_links_run_at_full_width, node(idle)) is None
+    pcie = checks.check_pcie_links_run_at_full_width_and_speed
+    idle = NvidiaFacts(state="ok", gpus=[gpu(0, pcie_gen_current=1, pcie_gen_max=4, clock_events_active=0x1)])
+    assert verdict(pcie, node(idle)) is None
     riser = NvidiaFacts(state="ok", gpus=[gpu(0), gpu(3, pcie_width_current=8)])
-    failed = verdict(checks.check_pcie_links_run_at_full_width, node(riser))
+    failed = verdict(pcie, node(riser))
     assert failed.found == "GPU3 00000000:04:00.0 x8 of x16" and "riser" in failed.fix
     missing = NvidiaFacts(state="ok", gpus=[gpu(0, pcie_width_current=None)])  # [N/A]: a state, not a failure
-    assert verdict(checks.check_pcie_links_run_at_full_width, node(missing)) is None
+    assert verdict(pcie, node(missing)) is None
+
+
+def test_a_slow_generation_fails_on_a_gpu_at_work():
+    at_work = NvidiaFacts(state="ok", gpus=[gpu(0, pcie_gen_current=3, pcie_gen_max=4, clock_events_active=0x4)])
+    assert verdict(checks.check_pcie_links_run_at_full_width_and_speed, node(at_work)).found == \
+        "GPU0 00000000:01:00.0 gen 3 of 4 while at work"
+    unknown = NvidiaFacts(state="ok", gpus=[gpu(0, pcie_gen_current=3, pcie_gen_max=4)])  # reasons not reported
+    assert verdict(checks.check_pcie_links_run_at_full_width_and_speed, node(unknown)) is None
+
+
+def test_uncorrectable_memory_errors_and_pending_repairs_fail_with_what_to_do():
+    memory = checks_health.check_gpu_memory_has_no_uncorrectable_errors
+    healthy = [gpu(0, ecc_enabled=True, ecc_uncorrected=0, remap_pending=False, remap_failure=False),
+               gpu(1)]  # GeForce: no ECC, every field None
+    assert verdict(memory, node(NvidiaFacts(state="ok", gpus=healthy))) is None
+    sick = [gpu(0, ecc_uncorrected=2, remap_pending=True), gpu(1, retired_pages_pending=True),
+            gpu(2, remap_failure=True)]
+    failed = verdict(memory, node(NvidiaFacts(state="ok", gpus=sick)))
+    assert failed.found == ("GPU0 00000000:01:00.0: 2 uncorrectable ECC error(s) since the driver loaded; "
+                            "GPU0 00000000:01:00.0: a row remap is pending; "
+                            "GPU1 00000000:02:00.0: a page is pending retirement; "
+                            "GPU2 00000000:03:00.0: a row remapping failed (no spare rows left)")
+    assert "replace the GPU" in failed.fix and "nvidia-smi -r -i N" in failed.fix and "replace it" in failed.fix
+
+
+def test_clocks_held_by_a_power_brake_fail_and_the_intended_reasons_do_not():
+    clocks = checks_health.check_clocks_are_not_held_down_by_heat_or_power
+    tuned = [gpu(0, clock_events_active=0x1), gpu(1, clock_events_active=0x2 | 0x4 | 0x10 | 0x100), gpu(2)]
+    assert verdict(clocks, node(NvidiaFacts(state="ok", gpus=tuned))) is None
+    brownout = [gpu(0, clock_events_active=0x4), gpu(1, clock_events_active=0x88), gpu(2, clock_events_active=0x60)]
+    failed = verdict(clocks, node(NvidiaFacts(state="ok", gpus=brownout)))
+    assert failed.found.startswith("GPU1 00000000:02:00.0: HW Slowdown (")
+    assert "HW Power Brake Slowdown (the power supply asserted the power brake" in failed.found
+    assert "GPU2 00000000:03:00.0: SW Thermal Slowdown (" in failed.found and "HW Thermal Slowdown" in failed.found
+    assert "GPU0" not in failed.found and "PSU" in failed.fix
+
+
+def test_health_checks_skip_a_host_where_no_gpu_was_read():
+    with pytest.raises(pytest.skip.Exception, match="see nvidia_smi_reads_the_gpus"):
+        checks_health.check_clocks_are_not_held_down_by_heat_or_power(node(NvidiaFacts(state="error")))
 
 
 def test_as_intended_is_the_tasks_plan_with_nothing_to_change():
@@ -69,3 +111,19 @@ def test_a_host_without_a_gpu_block_skips_the_gpu_checks():
     bare.inventory.settings = HostSettings()
     with pytest.raises(pytest.skip.Exception):
         checks.check_no_gpu_is_lost(bare)
+
+
+def test_the_gpu_count_of_the_inventory_counts_lost_gpus_and_says_what_it_found():
+    count = checks.check_gpu_count_is_as_the_inventory_says
+    seven = node(NvidiaFacts(state="ok", gpus=[gpu(i) for i in range(7)]), {"count": 7})
+    assert verdict(count, seven) is None
+    one_lost = node(NvidiaFacts(state="ok", gpus=[gpu(i) for i in range(6)], lost=[LostGpu("0000:08:00.0", "x")]),
+                    {"count": 7})
+    assert verdict(count, one_lost) is None  # still enumerated: no_gpu_is_lost fails for it
+    gone = node(NvidiaFacts(state="ok", gpus=[gpu(i) for i in range(6)]), {"count": 7})
+    failed = verdict(count, gone)
+    assert (failed.expected, failed.found) == ("7 GPU(s) (gpu.count)", "6") and "reseat" in failed.fix
+    no_driver = node(NvidiaFacts(state="error", message="NVIDIA-SMI has failed"), {"count": 4})
+    assert verdict(count, no_driver).found == "0 (error: NVIDIA-SMI has failed)"
+    with pytest.raises(pytest.skip.Exception, match="no gpu.count"):
+        count(node(NvidiaFacts(state="ok", gpus=[gpu(0)])))

@@ -1,4 +1,4 @@
-"""GPU checks: the driver answers, every GPU of the last good run is here and readable, links at full width,
+"""GPU checks: the driver answers, every GPU of the last good run is here and readable, links at full width and speed,
 and every task's state is as the inventory intends (the task's own plan has nothing to change)."""
 
 from __future__ import annotations
@@ -40,6 +40,19 @@ def check_nvidia_smi_reads_the_gpus(node):
              "see dmesg for Xid errors; a GPU off the bus needs a reset or a reboot, a missing driver an install")
 
 
+def check_gpu_count_is_as_the_inventory_says(node):
+    expected = node.inventory.settings.gpu.count if node.inventory.settings.gpu else None
+    if expected is None:
+        pytest.skip("the inventory sets no gpu.count for this host")
+    nvidia = node.facts.nvidia
+    found = len(nvidia.gpus) + len(nvidia.lost)  # a lost GPU is still enumerated: no_gpu_is_lost speaks of it
+    if found != expected:
+        fail(f"{expected} GPU(s) (gpu.count)", f"{found}" + (f" ({nvidia.state}: {nvidia.message})"
+                                                              if nvidia.state != "ok" else ""),
+             "a missing card: reseat it, check its riser and power, then reboot (every_gpu_of_the_last_good_run_is_here "
+             "names it); a card added or removed on purpose: change gpu.count")
+
+
 def check_every_gpu_of_the_last_good_run_is_here(node):
     nvidia = gpu_node(node)
     change = layout.compare(node.facts.gpu_layout, nvidia)
@@ -58,13 +71,19 @@ def check_no_gpu_is_lost(node):
              "a GPU off the bus (Xid 79) needs a reset or a reboot; if it recurs, reseat it and check its power")
 
 
-def check_pcie_links_run_at_full_width(node):
+def check_pcie_links_run_at_full_width_and_speed(node):
+    """Width always; the generation only on a GPU at work: an idle GPU drops its link to a slower generation
+    to save power (clocks event reason Idle), and that is no fault."""
     nvidia = gpu_node(node)
-    narrow = [g for g in nvidia.gpus if None not in (g.pcie_width_current, g.pcie_width_max)
-              and g.pcie_width_current < g.pcie_width_max]
-    if narrow:  # the generation drops at idle to save power; the width does not
-        fail("every GPU's PCIe link at its maximum width",
-             ", ".join(f"{g.label} {g.bus_id} x{g.pcie_width_current} of x{g.pcie_width_max}" for g in narrow),
+    slow = []
+    for g in nvidia.gpus:
+        if None not in (g.pcie_width_current, g.pcie_width_max) and g.pcie_width_current < g.pcie_width_max:
+            slow.append(f"{g.label} {g.bus_id} x{g.pcie_width_current} of x{g.pcie_width_max}")
+        busy = g.clock_events_active is not None and not g.clock_events_active & 0x1
+        if busy and None not in (g.pcie_gen_current, g.pcie_gen_max) and g.pcie_gen_current < g.pcie_gen_max:
+            slow.append(f"{g.label} {g.bus_id} gen {g.pcie_gen_current} of {g.pcie_gen_max} while at work")
+    if slow:
+        fail("every GPU's PCIe link at its maximum width (and generation, at work)", ", ".join(slow),
              "reseat the card or its riser, or try another slot; AER errors in dmesg point at the link")
 
 

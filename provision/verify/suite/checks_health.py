@@ -1,0 +1,49 @@
+"""GPU health checks: memory errors that need a reset or a new card, and clocks held down by heat or power."""
+
+from __future__ import annotations
+
+import pytest
+
+from provision.facts import clock_events
+from provision.verify import fail
+
+
+def readable_gpus(node):
+    gpus = node.facts.nvidia.gpus
+    if not gpus:
+        pytest.skip("no GPU read here" + (" (see nvidia_smi_reads_the_gpus)" if node.inventory.settings.gpu else ""))
+    return gpus
+
+
+def check_gpu_memory_has_no_uncorrectable_errors(node):
+    found, fixes = [], {}
+    for gpu in readable_gpus(node):
+        name = f"{gpu.label} {gpu.bus_id}"
+        if gpu.ecc_uncorrected:
+            found.append(f"{name}: {gpu.ecc_uncorrected} uncorrectable ECC error(s) since the driver loaded")
+            fixes["ecc"] = "drain it, then reset the GPU or reboot; if uncorrectable errors return, replace the GPU"
+        if gpu.remap_failure:
+            found.append(f"{name}: a row remapping failed (no spare rows left)")
+            fixes["failure"] = "the GPU is out of spare memory rows: replace it"
+        if gpu.remap_pending:
+            found.append(f"{name}: a row remap is pending")
+            fixes["remap"] = "reset the GPU (nvidia-smi -r -i N, nothing running on it) or reboot to activate the remap"
+        if gpu.retired_pages_pending:
+            found.append(f"{name}: a page is pending retirement")
+            fixes["pages"] = "reboot (or reload the driver) to retire the page"
+    if found:
+        fail("no uncorrectable ECC error, no pending row remap or page retirement", "; ".join(found),
+             "; ".join(fixes.values()))
+
+
+def check_clocks_are_not_held_down_by_heat_or_power(node):
+    held = []
+    for gpu in readable_gpus(node):
+        troubles = clock_events.troubles(gpu.clock_events_active or 0)
+        if troubles:
+            held.append(f"{gpu.label} {gpu.bus_id}: " + ", ".join(f"{e.label} ({e.trouble})" for e in troubles))
+    if held:
+        fail("no clock event reason but idle, application clocks, power cap, sync boost or display",
+             "; ".join(held),
+             "a power brake or a slowdown under load: check the PSU's capacity and cabling, and a lower power "
+             "limit or application clocks (provision clocks); thermal: check fans, airflow and the room")
