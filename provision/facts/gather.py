@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from provision import remote
 from provision.facts import clock_cache, layout
 from provision.facts import gpu as gpu_parsers
-from provision.facts.model import (AerCounters, FileFacts, HostFacts, KernelLogFacts, NvidiaFacts, SystemFacts,
-                                   UnitRef)
+from provision.facts.model import (AerCounters, FileFacts, HostFacts, Interface, KernelLogFacts, NvidiaFacts,
+                                   SystemFacts, UnitRef)
 
 PERSISTENCED_PIDFILE = "/var/run/nvidia-persistenced/nvidia-persistenced.pid"
 
@@ -69,7 +69,11 @@ PCIE_AER_SNIPPET = (
     "[ -r \"$x/$f\" ] && echo \"== ${d##*/} ${x##*/} $f\" && cat \"$x/$f\"; "
     "done; done; done; true"
 )
-HEALTH_SECTIONS = {"kernel-log": KERNEL_LOG_SNIPPET.format(lines=KERNEL_LOG_LINES), "pcie-aer": PCIE_AER_SNIPPET}
+# Each network interface: name, operstate, speed in Mb/s (empty, or -1, where the link is down or has none).
+NET_SNIPPET = ("for d in /sys/class/net/*; do printf '%s %s %s\\n' \"${d##*/}\" "
+               "\"$(cat \"$d/operstate\" 2>/dev/null)\" \"$(cat \"$d/speed\" 2>/dev/null)\"; done")
+HEALTH_SECTIONS = {"kernel-log": KERNEL_LOG_SNIPPET.format(lines=KERNEL_LOG_LINES), "pcie-aer": PCIE_AER_SNIPPET,
+                   "net": NET_SNIPPET}
 
 # The sections that read the NVIDIA stack; a re-read after a task that changed only files skips them.
 NVIDIA_SECTIONS = frozenset({"nvidia-smi", "query-gpu", "supported-clocks", "persistenced", "persistenced-running",
@@ -152,6 +156,8 @@ def parse_facts(sections: dict[str, Section]) -> HostFacts:
         facts.kernel_log = _kernel_log(sections["kernel-log"])
     if "pcie-aer" in sections:
         facts.pcie_aer = parse_pcie_aer(sections["pcie-aer"].output)
+    if "net" in sections:
+        facts.interfaces = parse_interfaces(sections["net"].output)
     for name, section in sections.items():
         if name.startswith("file:"):
             path = name[len("file:"):]
@@ -239,6 +245,17 @@ def parse_pcie_aer(text: str) -> list[AerCounters]:
                 found[-1].total = int(words[-1])
             else:
                 found[-1].counts[name] = int(words[-1])
+    return found
+
+
+def parse_interfaces(text: str) -> list[Interface]:
+    """NET_SNIPPET's output: 'name operstate speed' per interface."""
+    found = []
+    for line in text.splitlines():
+        name, operstate, speed = (line.split() + ["", ""])[:3]
+        if name:
+            number = int(speed) if speed.lstrip("-").isdigit() else None
+            found.append(Interface(name, operstate, number if number and number > 0 else None))
     return found
 
 

@@ -171,6 +171,15 @@ class AerCounters:
     total: int | None = None  # TOTAL_ERR_COR / _NONFATAL / _FATAL: may be below the sum (one message, many errors)
 
 
+@dataclass(frozen=True)
+class Interface:
+    """A network interface as /sys/class/net shows it."""
+
+    name: str
+    operstate: str  # "up", "down", "unknown" (lo, some virtual links), "lowerlayerdown", ...
+    speed_mbps: int | None  # None: no link, or a kind of interface without a speed
+
+
 @dataclass
 class HostFacts:
     system: SystemFacts = field(default_factory=SystemFacts)
@@ -182,3 +191,4 @@ class HostFacts:
     # Health, read only when asked (verify): None when not read.
     kernel_log: KernelLogFacts | None = None
     pcie_aer: list[AerCounters] | None = None
+    interfaces: list[Interface] | None = None

@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from provision.facts.model import GpuFacts, HostFacts, LostGpu, NvidiaFacts
-from provision.settings import GpuSettings, HostSettings
+from provision.facts.model import GpuFacts, HostFacts, Interface, LostGpu, NvidiaFacts
+from provision.settings import GpuSettings, HostSettings, NcclSettings
 from provision.tasks.gpu import PowerLimit
 from provision.verify import CheckFailed, Node
 from provision.verify.suite import checks_gpu as checks
-from provision.verify.suite import checks_health
+from provision.verify.suite import checks_health, checks_network
 
 
 def gpu(index: int, **values) -> GpuFacts:
@@ -127,3 +127,35 @@ def test_the_gpu_count_of_the_inventory_counts_lost_gpus_and_says_what_it_found(
     assert verdict(count, no_driver).found == "0 (error: NVIDIA-SMI has failed)"
     with pytest.raises(pytest.skip.Exception, match="no gpu.count"):
         count(node(NvidiaFacts(state="ok", gpus=[gpu(0)])))
+
+
+def nic_node(interfaces: list[Interface], **nccl) -> Node:
+    bare = node(NvidiaFacts(state="missing"))
+    bare.inventory.settings = HostSettings(nccl=NcclSettings.model_validate(nccl))
+    bare.facts.interfaces = interfaces
+    return bare
+
+
+BLADE = [Interface("lo", "unknown", None), Interface("eno1", "up", 1000), Interface("ens803f0", "up", 10000),
+         Interface("ens803f1", "up", 10000)]
+
+
+def test_the_nccl_interfaces_up_at_the_expected_speed_pass():
+    nics = checks_network.check_nccl_interfaces_are_up_at_speed
+    assert verdict(nics, nic_node(BLADE, socket_ifname="ens803f", expected_link_speed_mbps=10000)) is None
+    with pytest.raises(pytest.skip.Exception, match="no nccl.socket_ifname"):
+        nics(nic_node(BLADE))
+
+
+def test_a_pulled_cable_and_a_slow_port_caught_by_the_prefix_fail_by_name():
+    nics = checks_network.check_nccl_interfaces_are_up_at_speed
+    pulled = [*BLADE[:3], Interface("ens803f1", "down", None)]
+    failed = verdict(nics, nic_node(pulled, socket_ifname="ens803f"))
+    assert failed.found == "ens803f1 down" and "cable" in failed.fix
+    uplink = [*BLADE[:3], Interface("ens803f1", "up", 1000)]  # the old 1GbE internet port
+    failed = verdict(nics, nic_node(uplink, socket_ifname="ens803f", expected_link_speed_mbps=10000))
+    assert failed.expected == ("every interface NCCL_SOCKET_IFNAME=ens803f selects (ens803f0, ens803f1) "
+                               "up at 10000 Mb/s")
+    assert failed.found == "ens803f1 up at 1000 Mb/s"
+    renamed = verdict(nics, nic_node(BLADE, socket_ifname="=ens1f0"))
+    assert renamed.found == "none of lo, eno1, ens803f0, ens803f1 matches"
