@@ -214,6 +214,8 @@ def print_verdicts(verdicts: list) -> None:
             click.echo(f"    {click.style('failed', fg='red')} {f.check}: expected {f.expected}; found {f.found}")
             if f.fix:
                 click.echo(f"           what to do: {f.fix}")
+        for text in v.notes:
+            click.echo(f"    {click.style('note', fg='yellow')}   {text}")
     counts = {status: sum(1 for v in verdicts if v.status == status) for status in (PASS, FAIL, NOT_REACHED)}
     click.echo(f"\n{len(verdicts)} host{'' if len(verdicts) == 1 else 's'}: "
                + (", ".join(f"{n} {status}" for status, n in counts.items() if n) or "none"))

@@ -18,7 +18,7 @@ from provision import remote
 from provision.facts import clock_cache, layout
 from provision.facts import gpu as gpu_parsers
 from provision.facts.model import (AerCounters, FileFacts, HostFacts, Interface, KernelLogFacts, NvidiaFacts,
-                                   SystemFacts, UnitRef)
+                                   PcieFacts, SystemFacts, UnitRef)
 
 PERSISTENCED_PIDFILE = "/var/run/nvidia-persistenced/nvidia-persistenced.pid"
 
@@ -57,14 +57,14 @@ KERNEL_LOG_SNIPPET = (
     "elif [ \"$(id -u)\" != 0 ] && o=$(sudo -n dmesg 2>/dev/null); then out=$o src='sudo dmesg'; "
     "elif o=$(journalctl -k -b -q --no-pager 2>/dev/null) && [ -n \"$o\" ]; then out=$o src='journalctl -k -b'; "
     "else printf '%s\\n' \"$out\"; exit 1; fi; "
-    f"echo \"source: $src\"; printf '%s\\n' \"$out\" | grep -E 'NVRM|AER' | tail -n {{lines}}; true"
+    f"echo \"source: $src\"; printf '%s\\n' \"$out\" | grep -E 'NVRM|AER|PCIe Bus Error|error status|\\[ *[0-9]+\\] [A-Z]' | tail -n {{lines}}; true"
 )
 KERNEL_LOG_LINES = 2000  # the newest; a storm of one error says no more in a longer tail
 PCIE_AER_SNIPPET = (
     "for d in /sys/bus/pci/devices/*; do "
     "[ \"$(cat \"$d/vendor\" 2>/dev/null)\" = 0x10de ] || continue; "
     "case $(cat \"$d/class\" 2>/dev/null) in 0x03*) ;; *) continue;; esac; "
-    "p=$(dirname \"$(readlink -f \"$d\")\"); "
+    "p=$(dirname \"$(readlink -f \"$d\")\"); echo \"== ${d##*/} ${p##*/} port\"; "
     "for x in \"$d\" \"$p\"; do for f in aer_dev_correctable aer_dev_nonfatal aer_dev_fatal; do "
     "[ -r \"$x/$f\" ] && echo \"== ${d##*/} ${x##*/} $f\" && cat \"$x/$f\"; "
     "done; done; done; true"
@@ -155,7 +155,7 @@ def parse_facts(sections: dict[str, Section]) -> HostFacts:
     if "kernel-log" in sections:
         facts.kernel_log = _kernel_log(sections["kernel-log"])
     if "pcie-aer" in sections:
-        facts.pcie_aer = parse_pcie_aer(sections["pcie-aer"].output)
+        facts.pcie = parse_pcie_aer(sections["pcie-aer"].output)
     if "net" in sections:
         facts.interfaces = parse_interfaces(sections["net"].output)
     for name, section in sections.items():
@@ -232,19 +232,24 @@ def _kernel_log(section: Section) -> KernelLogFacts:
     return KernelLogFacts(source=first.removeprefix("source: "), lines=rest.splitlines())
 
 
-def parse_pcie_aer(text: str) -> list[AerCounters]:
-    """PCIE_AER_SNIPPET's output: '== GPU DEVICE FILE' then the file's 'Name count' lines."""
-    found: list[AerCounters] = []
+def parse_pcie_aer(text: str) -> PcieFacts:
+    """PCIE_AER_SNIPPET's output: '== GPU PORT port' per GPU, then '== GPU DEVICE FILE' and the file's
+    'Name count' lines for each AER file the GPU and its port have."""
+    found = PcieFacts()
+    current: AerCounters | None = None
     for line in text.splitlines():
         words = line.split()
-        if len(words) == 4 and words[0] == "==":
-            found.append(AerCounters(gpu=words[1], device=words[2], kind=words[3].removeprefix("aer_dev_")))
-        elif found and len(words) >= 2 and words[-1].isdigit():
+        if len(words) == 4 and words[0] == "==" and words[3] == "port":
+            found.ports[words[1]] = words[2]
+        elif len(words) == 4 and words[0] == "==":
+            current = AerCounters(gpu=words[1], device=words[2], kind=words[3].removeprefix("aer_dev_"))
+            found.aer.append(current)
+        elif current and len(words) >= 2 and words[-1].isdigit():
             name = " ".join(words[:-1])
             if name.startswith("TOTAL_ERR_"):
-                found[-1].total = int(words[-1])
+                current.total = int(words[-1])
             else:
-                found[-1].counts[name] = int(words[-1])
+                current.counts[name] = int(words[-1])
     return found
 
 

@@ -171,6 +171,14 @@ class AerCounters:
     total: int | None = None  # TOTAL_ERR_COR / _NONFATAL / _FATAL: may be below the sum (one message, many errors)
 
 
+@dataclass
+class PcieFacts:
+    """Each NVIDIA GPU's place on the PCIe tree and the AER error counters /sys keeps for it and its port."""
+
+    ports: dict[str, str] = field(default_factory=dict)  # GPU "0000:01:00.0" -> the port above it "0000:00:01.0"
+    aer: list[AerCounters] = field(default_factory=list)  # none where the kernel exposes no AER counters
+
+
 @dataclass(frozen=True)
 class Interface:
     """A network interface as /sys/class/net shows it."""
@@ -190,5 +198,5 @@ class HostFacts:
     gpu_layout: list[RecordedGpu] | None = None
     # Health, read only when asked (verify): None when not read.
     kernel_log: KernelLogFacts | None = None
-    pcie_aer: list[AerCounters] | None = None
+    pcie: PcieFacts | None = None
     interfaces: list[Interface] | None = None

@@ -40,6 +40,11 @@ def fail(expected: str, found: str, fix: str = "") -> None:
     raise CheckFailed(expected, found, fix)
 
 
+def note(node: Node, text: str) -> None:
+    """Something worth knowing that does not fail the node (an application's own Xid): shown under its line."""
+    node.notes.append(text)
+
+
 @dataclass
 class Node:
     """One host as the checks see it."""
@@ -50,6 +55,7 @@ class Node:
     tasks: list[Task]
     host: object  # testinfra.host.Host over provision's connection (verify/backend.py)
     inventory_path: str = "INVENTORY"  # for the "what to do" lines
+    notes: list[str] = field(default_factory=list)  # note(): said, never failed
 
     def __repr__(self) -> str:  # pytest shows it in ids and failures
         return self.name
@@ -71,6 +77,7 @@ class Verdict:
     passed: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # "check: why"
+    notes: list[str] = field(default_factory=list)
 
 
 class Collector:
@@ -121,4 +128,6 @@ def run_checks(nodes: list[Node], junitxml: str | None = None) -> dict[str, Verd
                 *(["--junitxml", junitxml] if junitxml else [])]
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             pytest.main(args, plugins=[collector])
+    for node in nodes:
+        collector.verdicts[node.name].notes = list(node.notes)
     return collector.verdicts

@@ -115,10 +115,13 @@ def test_a_restricted_dmesg_falls_back_to_sudo_then_to_the_journal(tmp_path):
 
 
 def test_aer_counters_of_each_gpu_and_its_port_are_read_by_name():
-    text = ("== 0000:01:00.0 0000:01:00.0 aer_dev_correctable\nRxErr 3\nBadTLP 1\nBadDLLP 0\nTOTAL_ERR_COR 4\n"
+    text = ("== 0000:01:00.0 0000:00:01.0 port\n== 0000:02:00.0 0000:00:02.0 port\n"
+            "== 0000:01:00.0 0000:01:00.0 aer_dev_correctable\nRxErr 3\nBadTLP 1\nBadDLLP 0\nTOTAL_ERR_COR 4\n"
             "== 0000:01:00.0 0000:00:01.0 aer_dev_correctable\nReceiver Error 2\nBad TLP 0\nTOTAL_ERR_COR 2\n"
             "== 0000:01:00.0 0000:01:00.0 aer_dev_fatal\nUndefined 0\nTOTAL_ERR_FATAL 0\n")
-    gpu, port, fatal = gather.parse_pcie_aer(text)
+    pcie = gather.parse_pcie_aer(text)
+    assert pcie.ports == {"0000:01:00.0": "0000:00:01.0", "0000:02:00.0": "0000:00:02.0"}
+    gpu, port, fatal = pcie.aer
     assert (gpu.device, gpu.kind, gpu.counts, gpu.total) == ("0000:01:00.0", "correctable",
                                                              {"RxErr": 3, "BadTLP": 1, "BadDLLP": 0}, 4)
     assert (port.gpu, port.device, port.counts["Receiver Error"], port.total) == ("0000:01:00.0", "0000:00:01.0", 2, 2)

@@ -1,0 +1,93 @@
+"""The kernel-log checks' verdicts on real published kernel lines (tests/fixtures/kernlog) and /sys AER counters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from provision.facts.model import AerCounters, GpuFacts, HostFacts, KernelLogFacts, NvidiaFacts, PcieFacts
+from provision.settings import HostSettings
+from provision.verify import CheckFailed, Node
+from provision.verify.suite import checks_kernel
+
+KERNLOG = Path(__file__).resolve().parents[1] / "fixtures" / "kernlog"
+
+
+def real_lines(name: str) -> list[str]:
+    return (KERNLOG / name).read_text().split("# ---\n", 1)[1].splitlines()
+
+
+def node(lines: list[str] | None, bus_ids=(), source: str | None = "dmesg", pcie: PcieFacts | None = None) -> Node:
+    gpus = [GpuFacts(index=i, uuid=f"GPU-{i}", name="Tesla V100-SXM2-16GB", bus_id=bus) for i, bus in enumerate(bus_ids)]
+    log = KernelLogFacts(source=source, message="" if source else "dmesg: read kernel buffer failed: Operation "
+                                                                    "not permitted", lines=lines or [])
+    facts = HostFacts(nvidia=NvidiaFacts(state="ok", gpus=gpus), kernel_log=log, pcie=pcie)
+    return Node("rig", SimpleNamespace(name="rig", settings=HostSettings()), facts, [], host=None)
+
+
+def verdict(check, node) -> CheckFailed | None:
+    try:
+        check(node)
+    except CheckFailed as failed:
+        return failed
+    return None
+
+
+def test_an_uncorrectable_ecc_error_and_a_failed_retirement_fail_with_the_gpu_named():
+    rig = node(real_lines("gpu-operator-1146-syslog-xid48-64.txt"), ["00000000:07:00.0", "00000000:0A:00.0"])
+    failed = verdict(checks_kernel.check_no_xid_errors_since_boot, rig)
+    assert failed.found.startswith("GPU0 0000:07:00 Xid 48 (memory: ")
+    assert "; GPU0 0000:07:00 Xid 64 (memory: " in failed.found and "GPU1" not in failed.found
+    assert rig.notes == []
+
+
+def test_application_xids_are_noted_and_pass_and_a_bad_push_buffer_fails():
+    lines = real_lines("dxvk-1027-dmesg-raw-xid31-13-32.txt")
+    apps_only = [line for line in lines if ": 32," not in line]
+    rig = node(apps_only, ["00000000:01:00.0"])
+    assert verdict(checks_kernel.check_no_xid_errors_since_boot, rig) is None
+    assert any(n.startswith("GPU0 0000:01:00 Xid 13 (application: ") and " x4: an application's fault" in n
+               for n in rig.notes)
+    failed = verdict(checks_kernel.check_no_xid_errors_since_boot, node(lines, ["00000000:01:00.0"]))
+    assert failed.found.startswith("GPU0 0000:01:00 Xid 32 (hardware: ")
+
+
+def test_a_gpu_fallen_off_the_bus_is_named_from_the_last_good_run_once_per_message():
+    lines = real_lines("xid79-fallen-off-bus-syslog-gtx1650ti-mobile.txt")  # Xid 79 and the kernel's own line
+    failed = verdict(checks_kernel.check_no_xid_errors_since_boot, node(lines, ["00000000:01:00.0"]))
+    assert failed.found == "GPU0 0000:01:00 Xid 79 (hardware: " + failed.found.split("(hardware: ", 1)[1]
+    assert ";" not in failed.found  # the NVRM line without an Xid is the same event
+    no_xid = [line for line in real_lines("nvsentinel-155-dmesg-raw-fallen-off-multiline.txt")]
+    failed = verdict(checks_kernel.check_no_xid_errors_since_boot, node(no_xid))
+    assert failed.found.startswith("0000:b3:00 fallen off the bus (kernel log, no Xid)")
+
+
+def test_an_unreadable_kernel_log_is_not_applicable_and_says_why():
+    with pytest.raises(pytest.skip.Exception, match="Operation not permitted.*NOPASSWD sudo"):
+        checks_kernel.check_no_xid_errors_since_boot(node(None, source=None))
+
+
+def test_aer_reports_on_a_gpu_or_its_port_fail_and_other_devices_do_not():
+    lines = real_lines("pop-os-3363-syslog-aer-correctable.txt")  # the port 0000:00:03.1 and nvidia 0000:07:00.0
+    pcie = PcieFacts(ports={"0000:07:00.0": "0000:00:03.1"})
+    failed = verdict(checks_kernel.check_no_pcie_errors_on_the_gpu_links_since_boot,
+                     node(lines, ["00000000:07:00.0"], pcie=pcie))
+    assert "the port 0000:00:03 above GPU0: severity=Correctable, type=Data Link Layer, (Transmitter ID): Timeout" \
+        in failed.found
+    assert "GPU0 0000:07:00: severity=Correctable, type=Data Link Layer, (Transmitter ID): Timeout" in failed.found
+    elsewhere = verdict(checks_kernel.check_no_pcie_errors_on_the_gpu_links_since_boot,
+                        node(lines, ["00000000:41:00.0"], pcie=PcieFacts(ports={"0000:41:00.0": "0000:40:01.1"})))
+    assert elsewhere is None
+
+
+def test_aer_counters_in_sys_fail_only_when_they_counted_something():
+    clean = PcieFacts(ports={"0000:01:00.0": "0000:00:01.0"},
+                      aer=[AerCounters("0000:01:00.0", "0000:01:00.0", "correctable", {"RxErr": 0}, 0)])
+    check = checks_kernel.check_no_pcie_errors_on_the_gpu_links_since_boot
+    assert verdict(check, node([], ["00000000:01:00.0"], pcie=clean)) is None
+    riser = PcieFacts(ports={"0000:01:00.0": "0000:00:01.0"},
+                      aer=[AerCounters("0000:01:00.0", "0000:00:01.0", "correctable", {"RxErr": 7, "BadTLP": 0}, 7)])
+    assert verdict(check, node([], ["00000000:01:00.0"], pcie=riser)).found == \
+        "the port 0000:00:01.0 above GPU0: 7 correctable error(s) counted (RxErr 7)"
