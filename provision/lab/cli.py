@@ -124,6 +124,12 @@ def fault(node, kind, gpu, nic, lab_dir):
       gpu-gone       the GPU no longer enumerates (a dead card or riser): nvidia-smi numbers the others
                      again; it stays gone across reboots until clear
       pcie-degraded  the GPU's PCIe link trains below its maximum
+      gpu-pcie-errors  PCIe AER corrected errors on the GPU's link in the kernel log (a marginal riser)
+      gpu-ecc        an uncorrectable ECC error (Xid 48, then 63): a page retirement (V100) or row
+                     remap (H100) pending until the reboot that completes it
+      gpu-power-brake  the PSU asserts the power brake: clocks event reasons HW Slowdown and HW Power
+                     Brake Slowdown, until clear
+      gpu-thermal    HW Slowdown and HW Thermal Slowdown, until clear
       nic-down       a fabric cable is pulled (the node sees NO-CARRIER)
       sshd-down      the node runs but refuses SSH (unreachable)
       clear          every fault above undone

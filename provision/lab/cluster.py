@@ -39,8 +39,12 @@ DEFAULT_DIR = Path("/var/lib/provision-lab/default")  # the default lab is slot 
 LOCK = Path("/run/lock/provision-lab.lock")  # one lab command at a time changes labs on this machine
 FILES = ("inventory.yaml", "ssh_config", "known_hosts", "id_ed25519", "id_ed25519.pub")
 KEY = "id_ed25519"
-FAULTS = ("gpu-off-bus", "gpu-gone", "pcie-degraded", "nic-down", "sshd-down", "clear")
-GONE_AT_REBOOT = ("gpu-off-bus", "sshd-down")  # a gone GPU, a degraded link and a pulled cable stay
+GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "pcie-degraded", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
+              "gpu-pcie-errors")  # gpusim.py fault GPU KIND (without "gpu-")
+FAULTS = (*GPU_FAULTS, "nic-down", "sshd-down", "clear")
+# What a reboot ends: a GPU off the bus is back, a pending ECC repair is done, the kernel log is new, sshd starts.
+# A gone GPU, a degraded link, a power brake or overheating, and a pulled cable stay.
+GONE_AT_REBOOT = ("gpu-off-bus", "gpu-ecc", "gpu-pcie-errors", "sshd-down")
 
 
 class Lab:
@@ -289,7 +293,7 @@ class Lab:
             return done
 
     def _inject(self, node: Node, kind: str, gpu: int | None, nic: str | None) -> str:
-        if kind in ("gpu-off-bus", "gpu-gone", "pcie-degraded"):
+        if kind in GPU_FAULTS:
             gpu = 0 if gpu is None else gpu
             if not 0 <= gpu < node.spec.gpu_count:
                 raise LabError(f"--gpu {gpu}: {node.spec.name} has GPUs 0..{node.spec.gpu_count - 1}", 2)

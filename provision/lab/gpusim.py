@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gpusim: a faithful, stateful stand-in for nvidia-smi and nvidia-persistenced (stdlib only, Python 3.9+).
+"""gpusim: a faithful, stateful stand-in for nvidia-smi, nvidia-persistenced and dmesg (stdlib only, Python 3.9+).
 
 Copied onto lab nodes as /usr/bin/nvidia-smi (and /usr/bin/nvidia-persistenced). What it
 prints, how it fails and what survives what follow real captures; every model figure and
@@ -8,31 +8,54 @@ its source is in gpu_models.md beside this file.
 Usage
   nvidia-smi ARGS...                     when installed (copied or linked) under that name
   nvidia-persistenced ARGS...            likewise: daemonizes, writes its pid file
-  gpusim.py nvidia-smi|nvidia-persistenced ARGS...
+  dmesg [-T|--ctime] [-t|--notime] [-k|--kernel] [-P|--nopager]
+                                         likewise: the simulated kernel's ring buffer (this boot's kernel
+                                         lines, as `[   65.315783] message`); root only (kernel.dmesg_restrict=1)
+  gpusim.py nvidia-smi|nvidia-persistenced|dmesg ARGS...
   gpusim.py init [--config FILE]         fresh state from the config (settings and faults forgotten);
-                                         FILE, if given, first replaces the config
+                                         FILE, if given, first replaces the config; a boot (see reboot)
   gpusim.py reboot                       power cycle: persistence off, power limits and clocks back to
                                          defaults, pending -lmcd applied, fallen-off GPUs back; a degraded
-                                         link stays degraded; kills no process
-  gpusim.py fault GPU off-bus|gone|pcie-degraded|clear [--width N] [--gen N]
-                                         GPU: slot number (0.. in config order), UUID or PCI bus id.
+                                         link stays degraded; volatile ECC counts back to 0, a pending page
+                                         retirement or row remap takes effect; forced clock event reasons
+                                         (power brake, thermal) stay; the kernel ring buffer starts afresh
+                                         with the driver's load line; kills no process
+  gpusim.py fault GPU KIND [--width N] [--gen N] [--remap-failure]
+                                         GPU: slot number (0.. in config order), UUID or PCI bus id. KIND:
                                          off-bus: fallen off the bus while running (Xid 79): still counted,
                                          its handle fails, nvidia-smi says so and exits 15, the others keep
                                          their indexes; a reboot brings it back.
                                          gone: not enumerated at all (a dead card or riser, a pulled GPU):
                                          the others are renumbered; it stays gone across reboots until clear.
-                                         pcie-degraded trains the link at x8 unless --width/--gen say otherwise
+                                         pcie-degraded trains the link at x8 unless --width/--gen say otherwise.
+                                         ecc: one uncorrectable (double bit) ECC error in device memory (Xid 48,
+                                         then Xid 63): volatile and aggregate counts +1, a row marked for
+                                         remapping (Ampere and later) or a page retired (Volta), pending until
+                                         a reboot; refused where ECC is not enabled (GeForce). --remap-failure:
+                                         the row could not be remapped (Xid 64, Remapping Failure Occurred).
+                                         power-brake: HW Slowdown + HW Power Brake Slowdown (0x88) active, the
+                                         GPU no longer idle; thermal: HW Slowdown + HW Thermal Slowdown (0x48);
+                                         both hardware conditions: they stay across reboots until clear.
+                                         pcie-errors: the kernel logs a PCIe AER corrected error (RxErr) of the
+                                         GPU's link.
+                                         clear: a repaired card: every fault above undone, its counts back to 0
+                                         but the aggregate (lifetime) ECC count.
   gpusim.py set-driver VERSION           the loaded driver is VERSION from now on (the config's GPUs stay); what
                                          the lab's driver packages run when installed; no config: nothing to do
-  gpusim.py install DIR                  DIR/nvidia-smi and DIR/nvidia-persistenced: wrappers that run this file
+  gpusim.py install DIR                  DIR/nvidia-smi, DIR/nvidia-persistenced and DIR/dmesg: wrappers that run
+                                         this file
   gpusim.py show                         the state as JSON
 
 Environment
   NVIDIA_SIM_CONFIG   config JSON (default /etc/nvidia-sim/config.json); none: the driver is not loaded
   NVIDIA_SIM_STATE    state JSON (default /var/lib/nvidia-sim/state.json), created on first use
   NVIDIA_SIM_RUNDIR   nvidia-persistenced's pid file directory (default /var/run/nvidia-persistenced)
-  NVIDIA_SIM_KMSG     the kernel log the simulated driver writes (default /var/log/nvidia-sim-kern.log)
-  NVIDIA_SIM_UID      act as this uid (default: the effective uid); setters need 0
+  NVIDIA_SIM_KMSG     the kernel log the simulated driver writes, every boot's lines, as syslog keeps them
+                      (default /var/log/nvidia-sim-kern.log)
+  NVIDIA_SIM_DMESG    the kernel ring buffer: this boot's kernel lines as dmesg prints them, emptied at each
+                      boot (default /run/nvidia-sim/dmesg; where only NVIDIA_SIM_KMSG is set, that path + ".ring",
+                      so that a test's simulator never writes to /run)
+  NVIDIA_SIM_UID      act as this uid (default: the effective uid); setters and dmesg need 0
 
 Config
   {"driver_version": "580.159.04",
@@ -70,15 +93,26 @@ ENV_DEFAULTS = {
     "NVIDIA_SIM_STATE": "/var/lib/nvidia-sim/state.json",
     "NVIDIA_SIM_RUNDIR": "/var/run/nvidia-persistenced",
     "NVIDIA_SIM_KMSG": "/var/log/nvidia-sim-kern.log",
+    "NVIDIA_SIM_DMESG": "/run/nvidia-sim/dmesg",
 }
 DEFAULT_DRIVER = "580.159.04"
 CUDA_FOR_DRIVER = {"580": "13.0", "575": "12.9", "570": "12.8", "565": "12.7", "560": "12.6", "555": "12.5",
                    "550": "12.4", "545": "12.3", "535": "12.2", "530": "12.1", "525": "12.0"}
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the health keys of new_record (ECC, retired pages, remapped rows, clock events)
 
 
 def env_path(name: str) -> str:
     return os.environ.get(name) or ENV_DEFAULTS[name]
+
+
+def ring_path() -> str:
+    """The ring buffer's file. Where a caller moved the kernel log (a test) but not the ring, the ring
+    goes beside that log rather than into the real /run."""
+    if os.environ.get("NVIDIA_SIM_DMESG"):
+        return os.environ["NVIDIA_SIM_DMESG"]
+    if os.environ.get("NVIDIA_SIM_KMSG"):
+        return os.environ["NVIDIA_SIM_KMSG"] + ".ring"
+    return ENV_DEFAULTS["NVIDIA_SIM_DMESG"]
 
 
 def pidfile_path() -> str:
@@ -432,8 +466,34 @@ def new_record(slot: int, model: Model, given: dict, hostname: str) -> dict:
         "link": None,  # {"gen": g, "width": w} when the link trained below its maximum
     }
     record.update({key: None for key in VOLATILE})
+    record.update(healthy())
     record.update(given)
     return record
+
+
+def healthy() -> dict:
+    """A GPU's health keys with nothing wrong (state version 2)."""
+    return {
+        "ecc_volatile": 0,  # uncorrectable (double bit) ECC errors in device memory since the driver loaded
+        "ecc_aggregate": 0,  # the same over the board's life (kept in its InfoROM: survives everything)
+        "retired_dbe": 0,  # pages retired for a double bit error (page retirement: Volta)
+        "retired_pending": False,  # a retired page not yet blacklisted: the next boot does it
+        "remap_unc": 0,  # rows remapped for an uncorrectable error (row remapper: Ampere and later)
+        "remap_pending": False,  # a row marked for remapping: the next GPU reset (here: boot) does it
+        "remap_failure": False,  # a remapping ever failed
+        "forced_reasons": 0,  # clock event reason bits a hardware fault holds active (NVML bit values)
+        "reasons_since": {},  # hex bit -> since when (time.time()): the fault, or the last driver load
+    }
+
+
+def migrate(state: dict) -> Optional[dict]:
+    """An older state file brought up to STATE_VERSION; None where it cannot be."""
+    if state.get("version") == 1:  # before the health keys: nothing wrong yet
+        for record in state.get("gpus", []):
+            for key, value in healthy().items():
+                record.setdefault(key, value)
+        state["version"] = 2
+    return state if state.get("version") == STATE_VERSION else None
 
 
 def load_state(path: str) -> Optional[dict]:
@@ -442,7 +502,7 @@ def load_state(path: str) -> Optional[dict]:
             state = json.load(fh)
     except (OSError, ValueError):
         return None
-    return state if isinstance(state, dict) and state.get("version") == STATE_VERSION else None
+    return migrate(state) if isinstance(state, dict) else None
 
 
 def save_state(path: str, state: dict) -> None:
@@ -545,16 +605,59 @@ def unload_idle_gpus(state: dict, daemon: Optional[dict]) -> None:
 # --- the kernel log -------------------------------------------------------------------------
 
 
-def kmsg(state: dict, message: str, source: str = "kernel") -> None:
-    """One kern.log line: 'Nov 22 13:27:16 host kernel: [   65.315783] NVRM: ...'."""
+def kmsg(state: dict, message: str, source: str = "kernel", uptime: Optional[float] = None) -> None:
+    """One kern.log line: 'Nov 22 13:27:16 host kernel: [   65.315783] NVRM: ...'. A kernel line also goes
+    to the ring buffer (NVIDIA_SIM_DMESG) as dmesg prints it: '[   65.315783] NVRM: ...'. uptime: seconds
+    since boot_time (default: now)."""
     path = env_path("NVIDIA_SIM_KMSG")
     now = time.localtime()
     stamp = f"{time.strftime('%b', now)} {now.tm_mday:2d} {time.strftime('%H:%M:%S', now)}"
-    uptime = f"[{time.time() - state.get('boot_time', time.time()):12.6f}] " if source == "kernel" else ""
+    if uptime is None:
+        uptime = time.time() - state.get("boot_time", time.time())
+    prefix = f"[{uptime:12.6f}] " if source == "kernel" else ""
     with contextlib.suppress(OSError):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "a") as fh:
-            fh.write(f"{stamp} {state.get('hostname') or socket.gethostname()} {source}: {uptime}{message}\n")
+            fh.write(f"{stamp} {state.get('hostname') or socket.gethostname()} {source}: {prefix}{message}\n")
+    if source == "kernel":
+        with contextlib.suppress(OSError):
+            ring = ring_path()
+            os.makedirs(os.path.dirname(ring) or ".", exist_ok=True)
+            with open(ring, "a") as fh:
+                fh.write(f"{prefix}{message}\n")
+
+
+# A boot: the machine came up BOOT_AGO seconds before the simulated reboot returns, and the driver loaded
+# at a few seconds of uptime, as on real machines ([    4.378677] .. [   11.402126] in public dmesg outputs).
+BOOT_AGO = 20.0
+# The driver's load line (kernel-open/nvidia/nv.c: "NVRM: loading %s", pNVRM_ID). The open kernel modules
+# (utils.mk GENERATE_NVIDSTRING), the default since the 560 driver, say "NVIDIA UNIX Open Kernel Module for
+# x86_64  <version>  Release Build  (<builder>)  <date>"; they do not drive Volta, so a host with a V100 runs
+# the proprietary ones: "NVIDIA UNIX x86_64 Kernel Module  <version>  <date>". Builder and date: borrowed
+# from real 580-branch lines (see gpu_models.md), the same for every version.
+LOAD_OPEN = "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  {driver}  Release Build  " \
+            "(dvs-builder@U22-I3-AF03-29-4)  Wed Feb 18 05:37:09 UTC 2026"
+LOAD_PROPRIETARY = "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {driver}  Wed Oct 29 23:15:11 UTC 2025"
+
+
+def empty_ring() -> None:
+    """A new boot's kernel ring buffer: empty (kern.log, syslog's file, keeps every boot)."""
+    with contextlib.suppress(OSError):
+        ring = ring_path()
+        os.makedirs(os.path.dirname(ring) or ".", exist_ok=True)
+        with open(ring, "w"):
+            pass
+
+
+def boot(state: dict) -> float:
+    """The kernel starts afresh, then the NVIDIA driver loads. Returns when it loaded."""
+    state["boot_time"] = time.time() - BOOT_AGO
+    empty_ring()
+    volta = any(MODELS[r["model"]].architecture == "Volta" for r in state["gpus"])
+    line = LOAD_PROPRIETARY if volta else LOAD_OPEN
+    loaded = random.uniform(4.0, 9.0)
+    kmsg(state, line.format(driver=state["driver_version"]), uptime=loaded)
+    return state["boot_time"] + loaded
 
 
 def pci_short(bus_id: str) -> str:
@@ -564,6 +667,10 @@ def pci_short(bus_id: str) -> str:
 
 
 # --- one GPU as nvidia-smi shows it ---------------------------------------------------------
+
+
+# Clock event reason bits (nvml.h nvmlClocksEventReason*): the ones a fault forces.
+REASON_IDLE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, REASON_HW_POWER_BRAKE = 0x1, 0x8, 0x40, 0x80
 
 
 class Special(str):
@@ -656,6 +763,22 @@ class Gpu:
         device, function = rest.split(".")
         return int(domain, 16), int(bus, 16), int(device, 16), int(function, 16)
 
+    @property
+    def ecc_enabled(self) -> bool:
+        return self.model.ecc_mode == "Enabled"
+
+    @property
+    def event_reasons(self) -> int:
+        """The active clock event reasons (NVML bits): Idle, unless a hardware fault holds others active."""
+        return self.record["forced_reasons"] or REASON_IDLE
+
+    def event_reason_us(self, bit: int) -> int:
+        """Microseconds the reason has been active since the driver loaded (0 where it never was)."""
+        since = self.record["reasons_since"].get(f"0x{bit:x}")
+        if since is None or not self.record["forced_reasons"] & bit:
+            return 0
+        return max(0, int((time.time() - since) * 1e6))
+
     # Live readings: near the model's idle values, a little noise so nothing depends on them.
     @cached_property
     def temperature(self) -> int:
@@ -709,12 +832,27 @@ def memory_used(g: Gpu) -> int:
     return 0
 
 
-EVENT_REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "hw_thermal_slowdown",
-                 "hw_power_brake_slowdown", "sw_thermal_slowdown", "sync_boost")
+# --query-gpu's clocks_event_reasons.* fields and their NVML bits (nvmlClocksEventReason*, nvml.h).
+EVENT_REASONS = {"gpu_idle": REASON_IDLE, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4,
+                 "hw_slowdown": REASON_HW_SLOWDOWN, "hw_thermal_slowdown": REASON_HW_THERMAL,
+                 "hw_power_brake_slowdown": REASON_HW_POWER_BRAKE, "sw_thermal_slowdown": 0x20, "sync_boost": 0x10}
+
+
+def ecc_count(g: Gpu, kind: str, span: str):
+    """ecc.errors.<kind>.<span>.total: uncorrected counts from the state, corrected ones 0; N/A without ECC."""
+    if not g.ecc_enabled:
+        return None
+    if kind == "corrected":
+        return 0
+    return g.record["ecc_volatile"] if span == "volatile" else g.record["ecc_aggregate"]
+
+
+def yes_no(flag: bool) -> str:
+    return "Yes" if flag else "No"
 
 
 def ecc_fields() -> list:
-    counts = [field(f"ecc.errors.{kind}.{span}.total", "", lambda g: when(g.model.ecc_mode == "Enabled", 0))
+    counts = [field(f"ecc.errors.{kind}.{span}.total", "", lambda g, k=kind, s=span: ecc_count(g, k, s))
               for kind in ("corrected", "uncorrected") for span in ("volatile", "aggregate")]
     return counts + [
         field("ecc.mode.current", "", lambda g: g.model.ecc_mode),
@@ -791,9 +929,9 @@ GPU_FIELDS = [
     field("pstate", "", lambda g: g.model.idle_pstate),
     field("clocks_event_reasons.supported|clocks_throttle_reasons.supported", "",
           lambda g: g.model.events_supported),
-    field("clocks_event_reasons.active|clocks_throttle_reasons.active", "", lambda g: "0x0000000000000001"),
-    *[field(f"clocks_event_reasons.{r}|clocks_throttle_reasons.{r}", "", lambda g, r=r: active(r == "gpu_idle"))
-      for r in EVENT_REASONS],
+    field("clocks_event_reasons.active|clocks_throttle_reasons.active", "", lambda g: f"0x{g.event_reasons:016X}"),
+    *[field(f"clocks_event_reasons.{r}|clocks_throttle_reasons.{r}", "",
+            lambda g, bit=bit: active(g.event_reasons & bit)) for r, bit in EVENT_REASONS.items()],
     field("memory.total", "MiB", lambda g: g.model.memory_mib),
     field("memory.reserved", "MiB", lambda g: g.model.reserved_mib),
     field("memory.used", "MiB", memory_used),
@@ -803,12 +941,14 @@ GPU_FIELDS = [
     *[field(f"utilization.{u}", "%", lambda g: 0) for u in ("gpu", "memory", "encoder", "decoder", "jpeg", "ofa")],
     *ecc_fields(),
     field("retired_pages.single_bit_ecc.count|retired_pages.sbe", "", lambda g: when(g.model.retired_pages, 0)),
-    field("retired_pages.double_bit.count|retired_pages.dbe", "", lambda g: when(g.model.retired_pages, 0)),
-    field("retired_pages.pending", "", lambda g: when(g.model.retired_pages, "No")),
+    field("retired_pages.double_bit.count|retired_pages.dbe", "",
+          lambda g: when(g.model.retired_pages, g.record["retired_dbe"])),
+    field("retired_pages.pending", "", lambda g: when(g.model.retired_pages, yes_no(g.record["retired_pending"]))),
     field("remapped_rows.correctable|remapped_rows.sbe", "", lambda g: when(bool(g.model.remap_banks), 0)),
-    field("remapped_rows.uncorrectable|remapped_rows.dbe", "", lambda g: when(bool(g.model.remap_banks), 0)),
-    field("remapped_rows.pending", "", lambda g: when(bool(g.model.remap_banks), "No")),
-    field("remapped_rows.failure", "", lambda g: when(bool(g.model.remap_banks), "No")),
+    field("remapped_rows.uncorrectable|remapped_rows.dbe", "",
+          lambda g: when(bool(g.model.remap_banks), g.record["remap_unc"])),
+    field("remapped_rows.pending", "", lambda g: when(bool(g.model.remap_banks), yes_no(g.record["remap_pending"]))),
+    field("remapped_rows.failure", "", lambda g: when(bool(g.model.remap_banks), yes_no(g.record["remap_failure"]))),
     field("temperature.gpu", "", lambda g: g.temperature),
     field("temperature.gpu.tlimit", "",
           lambda g: g.model.thermal.tlimit_total and g.model.thermal.tlimit_total - g.temperature),
@@ -1004,14 +1144,20 @@ def q_pci(g: Gpu) -> list:
     ]
 
 
+# -q's Clocks Event Reasons, in its order: (depth, label, NVML bit) [H100] smi-q.txt
+Q_EVENT_REASONS = ((2, "Idle", REASON_IDLE), (2, "Applications Clocks Setting", 0x2), (2, "SW Power Cap", 0x4),
+                   (2, "HW Slowdown", REASON_HW_SLOWDOWN), (3, "HW Thermal Slowdown", REASON_HW_THERMAL),
+                   (3, "HW Power Brake Slowdown", REASON_HW_POWER_BRAKE), (2, "Sync Boost", 0x10),
+                   (2, "SW Thermal Slowdown", 0x20), (2, "Display Clock Setting", 0x100))
+# -q's Clocks Event Reasons Counters (time each reason was active, in us) and their bits
+Q_EVENT_COUNTERS = (("SW Power Capping", 0x4), ("Sync Boost", 0x10), ("SW Thermal Slowdown", 0x20),
+                    ("HW Thermal Slowdown", REASON_HW_THERMAL), ("HW Power Braking", REASON_HW_POWER_BRAKE))
+
+
 def q_performance(g: Gpu) -> list:
-    reasons = [(2, "Idle", "Active"), (2, "Applications Clocks Setting", "Not Active"),
-               (2, "SW Power Cap", "Not Active"), (2, "HW Slowdown", "Not Active"),
-               (3, "HW Thermal Slowdown", "Not Active"), (3, "HW Power Brake Slowdown", "Not Active"),
-               (2, "Sync Boost", "Not Active"), (2, "SW Thermal Slowdown", "Not Active"),
-               (2, "Display Clock Setting", "Not Active")]
-    counters = [(2, name, "0 us") for name in ("SW Power Capping", "Sync Boost", "SW Thermal Slowdown",
-                                              "HW Thermal Slowdown", "HW Power Braking")]
+    mask = g.event_reasons
+    reasons = [(depth, label, active(mask & bit)) for depth, label, bit in Q_EVENT_REASONS]
+    counters = [(2, name, f"{g.event_reason_us(bit)} us") for name, bit in Q_EVENT_COUNTERS]
     return ([(1, "Performance State", g.model.idle_pstate), (1, "Clocks Event Reasons", None)] + reasons
             + [(1, "Clocks Event Reasons Counters", None)] + counters)
 
@@ -1060,26 +1206,30 @@ def q_dram_encryption(g: Gpu) -> list:
 
 
 def q_ecc(g: Gpu) -> list:
+    """ECC Mode and ECC Errors: Volta's per-unit single/double bit counters [V100], or SRAM/DRAM counters [H100].
+    An uncorrectable error in device memory counts as Double Bit / Device Memory, or as DRAM Uncorrectable."""
     m = g.model
     mode = na(m.ecc_mode)
     lines = [(1, "ECC Mode", None), (2, "Current", mode), (2, "Pending", mode), (1, "ECC Errors", None)]
-    count = "0" if m.ecc_mode == "Enabled" else "N/A"
+    count = "0" if g.ecc_enabled else "N/A"
+    dram = {"Volatile": str(g.record["ecc_volatile"]), "Aggregate": str(g.record["ecc_aggregate"])}
     if m.volta_ecc:
-        units = [("Device Memory", count), ("Register File", count), ("L1 Cache", count), ("L2 Cache", count),
-                 ("Texture Memory", "N/A"), ("Texture Shared", "N/A")]
         for span in ("Volatile", "Aggregate"):
             lines.append((2, span, None))
             for kind, cbu in (("Single Bit", "N/A"), ("Double Bit", count)):
+                device = dram[span] if kind == "Double Bit" and g.ecc_enabled else count
+                units = [("Device Memory", device), ("Register File", count), ("L1 Cache", count),
+                         ("L2 Cache", count), ("Texture Memory", "N/A"), ("Texture Shared", "N/A")]
                 lines.append((3, f"{kind:<22}", None))
-                lines += [(4, unit, value) for unit, value in units + [("CBU", cbu), ("Total", count)]]
+                lines += [(4, unit, value) for unit, value in units + [("CBU", cbu), ("Total", device)]]
         return lines
     kinds = ["SRAM Correctable", "SRAM Uncorrectable Parity", "SRAM Uncorrectable SEC-DED", "DRAM Correctable",
              "DRAM Uncorrectable"]
     sources = ["SRAM L2", "SRAM SM", "SRAM Microcontroller", "SRAM PCIE", "SRAM Other"]
-    lines.append((2, "Volatile", None))
-    lines += [(3, kind, count) for kind in kinds]
-    lines.append((2, "Aggregate", None))
-    lines += [(3, kind, count) for kind in kinds]
+    for span in ("Volatile", "Aggregate"):
+        lines.append((2, span, None))
+        lines += [(3, kind, dram[span] if kind == "DRAM Uncorrectable" and g.ecc_enabled else count)
+                  for kind in kinds]
     lines.append((3, "SRAM Threshold Exceeded", "No" if count == "0" else "N/A"))
     lines.append((2, "Aggregate Uncorrectable SRAM Sources", None))
     lines += [(3, source, count) for source in sources]
@@ -1088,19 +1238,27 @@ def q_ecc(g: Gpu) -> list:
 
 
 def q_retired_pages(g: Gpu) -> list:
-    count, pending = ("0", "No") if g.model.retired_pages else ("N/A", "N/A")
-    return [(1, "Retired Pages", None), (2, "Single Bit ECC", count), (2, "Double Bit ECC", count),
-            (2, "Pending Page Blacklist", pending)]
+    r = g.record
+    if not g.model.retired_pages:
+        return [(1, "Retired Pages", None), (2, "Single Bit ECC", "N/A"), (2, "Double Bit ECC", "N/A"),
+                (2, "Pending Page Blacklist", "N/A")]
+    return [(1, "Retired Pages", None), (2, "Single Bit ECC", "0"), (2, "Double Bit ECC", str(r["retired_dbe"])),
+            (2, "Pending Page Blacklist", yes_no(r["retired_pending"]))]
 
 
 def q_remapped_rows(g: Gpu) -> list:
-    banks = g.model.remap_banks
+    """Each row remapped for an uncorrectable error takes a spare row of its bank: that bank drops from Max to
+    High availability, at once, pending or not (a real 550.90.07 H100: Uncorrectable Error 1, Pending Yes,
+    Max 2559 / High 1 bank(s); see gpu_models.md)."""
+    banks, r = g.model.remap_banks, g.record
     if not banks:
         return [(1, "Remapped Rows", "N/A")]
+    used = min(r["remap_unc"], banks)
     return [(1, "Remapped Rows", None), (2, "Correctable Error", "0"), (2, "Inactive Correctable Error", "0"),
-            (2, "Uncorrectable Error", "0"), (2, "Inactive Uncorrectable Error", "0"), (2, "Pending", "No"),
-            (2, "Remapping Failure Occurred", "No"), (2, "Bank Remap Availability Histogram", None),
-            (3, "Max", f"{banks} bank(s)"), (3, "High", "0 bank(s)"), (3, "Partial", "0 bank(s)"),
+            (2, "Uncorrectable Error", str(r["remap_unc"])), (2, "Inactive Uncorrectable Error", "0"),
+            (2, "Pending", yes_no(r["remap_pending"])), (2, "Remapping Failure Occurred", yes_no(r["remap_failure"])),
+            (2, "Bank Remap Availability Histogram", None),
+            (3, "Max", f"{banks - used} bank(s)"), (3, "High", f"{used} bank(s)"), (3, "Partial", "0 bank(s)"),
             (3, "Low", "0 bank(s)"), (3, "None", "0 bank(s)")]
 
 
@@ -1265,7 +1423,7 @@ def render_table(host: Host, gpus: list) -> str:
     ]
     for g in gpus:
         m = g.model
-        ecc = {"Enabled": "0", "Disabled": "Off"}.get(m.ecc_mode, "N/A")
+        ecc = {"Enabled": str(g.record["ecc_volatile"]), "Disabled": "Off"}.get(m.ecc_mode, "N/A")
         fan = "  0%" if m.fan else " N/A"
         used = memory_used(g)
         lines += [
@@ -2003,6 +2161,95 @@ def shutdown(config: dict, pid: int, opts: dict) -> None:
     os._exit(0)
 
 
+# --- dmesg -------------------------------------------------------------------------------------
+# util-linux dmesg reading the simulated kernel's ring buffer. Its messages are util-linux 2.38's (getopt's
+# for options it does not know; its --help lists the ones it does).
+
+DMESG_DENIED = "dmesg: read kernel buffer failed: Operation not permitted\n"  # kernel.dmesg_restrict=1
+DMESG_TRY_HELP = "Try 'dmesg --help' for more information.\n"
+DMESG_VERSION = "dmesg from util-linux 2.39.3\n"  # Ubuntu 24.04's
+# The options simulated: (short, long) -> what they do ("": nothing to do here). The others util-linux knows
+# are refused as not simulated; the rest as util-linux refuses them.
+DMESG_FLAGS = {("-T", "--ctime"): "ctime", ("-t", "--notime"): "notime", ("-k", "--kernel"): "",
+               ("-P", "--nopager"): "", ("-V", "--version"): "version"}
+DMESG_UNSIMULATED_FLAGS = ("-C", "--clear", "-c", "--read-clear", "-D", "--console-off", "-E", "--console-on",
+                           "-H", "--human", "-J", "--json", "-L", "--color", "-p", "--force-prefix", "-r", "--raw",
+                           "--noescape", "-S", "--syslog", "-u", "--userspace", "-w", "--follow", "-W",
+                           "--follow-new", "-x", "--decode", "-d", "--show-delta", "-e", "--reltime", "-h", "--help")
+DMESG_UNSIMULATED_VALUES = ("-F", "--file", "-f", "--facility", "-l", "--level", "-n", "--console-level", "-s",
+                            "--buffer-size", "--time-format", "--since", "--until")
+
+
+def parse_dmesg_args(argv: list) -> set:
+    """The simulated options given; getopt's refusal of an unknown one, exit 1."""
+    wanted = set()
+    by_name = {name: action for names, action in DMESG_FLAGS.items() for name in names}
+    for arg in argv:
+        if arg.startswith("--"):
+            names = [arg.split("=", 1)[0]]
+        elif arg.startswith("-") and len(arg) > 1:
+            names = [f"-{letter}" for letter in arg[1:]]  # -kT is -k -T
+        else:
+            raise Exit(f"dmesg: bad usage\n{DMESG_TRY_HELP}", 1)
+        for name in names:
+            if name in DMESG_UNSIMULATED_FLAGS or name in DMESG_UNSIMULATED_VALUES:
+                raise SimError(f"dmesg {name} is not simulated")
+            if name not in by_name:
+                refusal = f"unrecognized option '{arg}'" if name.startswith("--") else f"invalid option -- '{name[1]}'"
+                raise Exit(f"dmesg: {refusal}\n{DMESG_TRY_HELP}", 1)
+            if name != arg and name.startswith("--"):
+                raise Exit(f"dmesg: option '{name}' doesn't allow an argument\n{DMESG_TRY_HELP}", 1)
+            wanted.add(by_name[name])
+    return wanted
+
+
+def dmesg_boot_time(lines: list) -> float:
+    """When the simulated machine booted: the state's boot_time, else the ring's last write less its uptime."""
+    state = load_state(env_path("NVIDIA_SIM_STATE"))
+    if state and "boot_time" in state:
+        return float(state["boot_time"])
+    try:
+        last = os.stat(ring_path()).st_mtime
+    except OSError:
+        return time.time()
+    return last - (ring_uptime(lines[-1]) if lines else 0.0)
+
+
+def ring_uptime(line: str) -> float:
+    return float(line[1:line.index("]")])
+
+
+def ctime(when: float) -> str:
+    """As util-linux's -T prints a time: 'Mon Nov 23 09:49:50 2026' (ctime(3), the day padded with a space)."""
+    t = time.localtime(when)
+    return f"{time.strftime('%a %b', t)} {t.tm_mday:2d} {time.strftime('%H:%M:%S %Y', t)}"
+
+
+def dmesg_main(argv: list) -> int:
+    try:
+        wanted = parse_dmesg_args(argv)
+        if "version" in wanted:
+            sys.stdout.write(DMESG_VERSION)
+            return 0
+        if effective_uid() != 0:
+            raise Exit(DMESG_DENIED, 1)
+        try:
+            with open(ring_path()) as fh:
+                lines = fh.read().splitlines()
+        except FileNotFoundError:
+            lines = []
+        if "notime" in wanted:
+            lines = [line[line.index("] ") + 2:] for line in lines]
+        elif "ctime" in wanted:
+            booted = dmesg_boot_time(lines)
+            lines = [f"[{ctime(booted + ring_uptime(line))}] {line[line.index('] ') + 2:]}" for line in lines]
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        return 0
+    except Exit as stop:
+        sys.stderr.write(stop.text)
+        return stop.rc
+
+
 # --- gpusim's own commands --------------------------------------------------------------------
 
 
@@ -2020,7 +2267,7 @@ def cmd_init(args: list) -> int:
     elif args:
         raise SimError("usage: gpusim.py init [--config FILE]")
     with open_state(require_config(), fresh=True) as state:
-        state["boot_time"] = time.time()  # forces a save even when nothing else differs
+        boot(state)  # a new boot_time forces a save even when nothing else differs
     return 0
 
 
@@ -2053,14 +2300,20 @@ def cmd_set_driver(args: list) -> int:
 def cmd_reboot(args: list) -> int:
     config = load_config()
     if config is None:
-        return 0  # no driver, no GPUs: nothing to power cycle
+        empty_ring()
+        return 0  # no driver, no GPUs: nothing else to power cycle
     with open_state(config) as state:
         for record in state["gpus"]:
             reset_volatile(record)
             # a GPU that fell off the bus is back (a gone one stays gone)
             record.update(legacy_pm=False, daemon_pm=None, off_bus=False, deferred_active=record["deferred_mem"])
+            # the driver reloads: volatile ECC counts start over, a pending retirement or remap takes effect;
+            # forced clock event reasons are the hardware's (a braking PSU, poor cooling): they stay
+            record.update(ecc_volatile=0, retired_pending=False, remap_pending=False)
         state["daemon"] = None
-        state["boot_time"] = time.time()
+        loaded = boot(state)
+        for record in state["gpus"]:  # the clock event counters count from the driver's load
+            record["reasons_since"] = {bit: loaded for bit in record["reasons_since"]}
     if live_daemon_pid() is None:
         with contextlib.suppress(OSError):
             os.unlink(pidfile_path())  # a stale pid file from before the power cut
@@ -2075,29 +2328,56 @@ def find_record(state: dict, spec: str) -> dict:
     raise SimError(f"no GPU {spec!r}; slots 0..{len(state['gpus']) - 1}")
 
 
+FAULTS = ("off-bus", "gone", "pcie-degraded", "ecc", "power-brake", "thermal", "pcie-errors", "clear")
+FAULT_USAGE = ("usage: gpusim.py fault GPU off-bus|gone|pcie-degraded|ecc|power-brake|thermal|pcie-errors|clear "
+               "[--width N] [--gen N] [--remap-failure]")
+FAULT_OPTIONS = {"pcie-degraded": {"--width": True, "--gen": True}, "ecc": {"--remap-failure": False}}
+# The clock event reasons a hardware fault holds active: HW Slowdown with its cause [NVML bits, nvml.h].
+FORCED_REASONS = {"power-brake": REASON_HW_SLOWDOWN | REASON_HW_POWER_BRAKE,
+                  "thermal": REASON_HW_SLOWDOWN | REASON_HW_THERMAL}
+
+
+def parse_fault_options(kind: str, args: list) -> dict:
+    """--width N / --gen N (pcie-degraded), --remap-failure (ecc); anything else is refused."""
+    allowed, options, rest = FAULT_OPTIONS.get(kind, {}), {}, list(args)
+    while rest:
+        name = rest.pop(0)
+        if name not in allowed or (allowed[name] and not rest):
+            raise SimError(f"unknown fault {' '.join([kind, *args])!r}: off-bus, gone, pcie-degraded "
+                           "[--width N] [--gen N], ecc [--remap-failure], power-brake, thermal, pcie-errors, clear")
+        options[name] = rest.pop(0) if allowed[name] else True
+    return options
+
+
 def cmd_fault(args: list) -> int:
     if len(args) < 2:
-        raise SimError("usage: gpusim.py fault GPU off-bus|gone|pcie-degraded|clear [--width N] [--gen N]")
-    spec, kind, extra = args[0], args[1], dict(zip(args[2::2], args[3::2]))
-    if kind not in ("off-bus", "gone", "pcie-degraded", "clear") or set(extra) - {"--width", "--gen"}:
-        raise SimError(f"unknown fault {' '.join(args[1:])!r}: off-bus, gone, pcie-degraded [--width N] [--gen N], "
-                       "clear")
+        raise SimError(FAULT_USAGE)
+    spec, kind = args[0], args[1]
+    if kind not in FAULTS:
+        parse_fault_options("", args[1:])  # refuses, naming the kinds
+    extra = parse_fault_options(kind, args[2:])
     with open_state(require_config()) as state:
         record = find_record(state, spec)
+        model = MODELS[record["model"]]
         if kind == "off-bus":
             fall_off_bus(state, record)
         elif kind == "gone":
             record.update(gone=True, off_bus=False)
-            device = MODELS[record["model"]].device_id  # "0x268410DE": device 2684 of vendor 10de
+            device = model.device_id  # "0x268410DE": device 2684 of vendor 10de
             kmsg(state, f"NVRM: The NVIDIA GPU {record['bus_id'][4:].lower()} (PCI ID: 10de:{device[2:6].lower()}) "
                         "installed in this system has fallen off the bus and is not responding to commands.")
             kmsg(state, "NVRM: The NVIDIA probe routine failed for 1 device(s).")
         elif kind == "pcie-degraded":
-            model = MODELS[record["model"]]
             width = int(extra.get("--width", 8 if "--gen" not in extra else model.pcie_width))
             record["link"] = {"gen": int(extra.get("--gen", model.pcie_gen)), "width": width}
-        else:
-            record.update(off_bus=False, gone=False, link=None)
+        elif kind == "ecc":
+            uncorrectable_ecc_error(state, record, bool(extra.get("--remap-failure")))
+        elif kind in FORCED_REASONS:
+            force_reasons(record, FORCED_REASONS[kind])
+        elif kind == "pcie-errors":
+            aer_corrected_error(state, record)
+        else:  # a repaired card; its lifetime ECC count is in its InfoROM and stays
+            record.update(healthy(), off_bus=False, gone=False, link=None, ecc_aggregate=record["ecc_aggregate"])
     return 0
 
 
@@ -2106,6 +2386,76 @@ def fall_off_bus(state: dict, record: dict) -> None:
     kmsg(state, f"NVRM: Xid (PCI:{pci_short(record['bus_id'])}): 79, pid='<unknown>', name=<unknown>, "
                 "GPU has fallen off the bus.")
     kmsg(state, f"NVRM: GPU {record['bus_id'][4:].lower()}: GPU has fallen off the bus.")
+
+
+# An Xid line as the 5xx drivers print one the hardware raised, no process to blame ([XID79], [H100-DBE] and
+# [DBE-1146] in gpu_models.md).
+XID = "NVRM: Xid (PCI:{pci}): {xid}, pid='<unknown>', name=<unknown>, {text}"
+# Frame buffer partitions and subpartitions an Xid 48 may name, per architecture (inferred: real lines show
+# partition 4, 5, 7 / subpartition 0, 1 on page-retirement GPUs, partition 16 / subpartition 3 on an H100).
+FB_PARTITIONS = {"Volta": (8, 2), "Hopper": (20, 4)}
+
+
+def uncorrectable_ecc_error(state: dict, record: dict, remap_failure: bool) -> None:
+    """One double bit error in device memory: Xid 48, then the page retirement or row remap it causes (Xid 63),
+    or the row remap that failed (Xid 64). Sources: gpu_models.md, "Kernel log lines"."""
+    model = MODELS[record["model"]]
+    if model.ecc_mode != "Enabled":
+        raise SimError(f"GPU {record['slot']} ({model.name}) has ECC {(model.ecc_mode or 'not supported').lower()}: "
+                       "it cannot report an uncorrectable ECC error")
+    if record["gone"] or record["off_bus"]:
+        raise SimError(f"GPU {record['slot']} is off the bus: the driver cannot hear of its ECC errors")
+    if remap_failure and not model.remap_banks:
+        raise SimError(f"--remap-failure: GPU {record['slot']} ({model.name}) retires pages, it has no row remapper")
+    # where: stable per GPU and error, 32-byte aligned within the frame buffer, as in the real lines
+    digest = hashlib.sha256(f"{record['uuid']}/{record['ecc_aggregate']}".encode()).digest()
+    address = int.from_bytes(digest[:8], "big") % (model.memory_mib << 20) & ~0x1F
+    partitions, subpartitions = FB_PARTITIONS.get(model.architecture, (8, 2))
+    pci = pci_short(record["bus_id"])
+    record["ecc_volatile"] += 1
+    record["ecc_aggregate"] += 1
+    kmsg(state, XID.format(pci=pci, xid=48, text="An uncorrectable double bit error (DBE) has been detected on GPU "
+                           f"in the framebuffer at physAddr 0x{address:x} partition {digest[8] % partitions}, "
+                           f"subpartition {digest[9] % subpartitions}."))
+    if remap_failure:
+        record["remap_failure"] = True
+        kmsg(state, XID.format(pci=pci, xid=64, text=f"Row Remapper Error: (0x{address:016x}) - "
+                               "All reserved rows for bank are remapped"))
+    elif model.remap_banks:
+        record.update(remap_unc=record["remap_unc"] + 1, remap_pending=True)
+        kmsg(state, XID.format(pci=pci, xid=63, text=f"Row Remapper: New row (0x{address:016x}) marked for "
+                               "remapping, reset gpu to activate."))
+    elif model.retired_pages:
+        record.update(retired_dbe=record["retired_dbe"] + 1, retired_pending=True)
+        kmsg(state, XID.format(pci=pci, xid=63, text="Dynamic Page Retirement: New page retired, reboot to "
+                               f"activate (0x{address >> 12:016x})."))
+
+
+def force_reasons(record: dict, bits: int) -> None:
+    """A hardware condition holds clock event reasons active; the GPU was at work, so it is not idle."""
+    now = time.time()
+    for bit in (REASON_HW_SLOWDOWN, REASON_HW_THERMAL, REASON_HW_POWER_BRAKE):
+        if bits & bit and not record["forced_reasons"] & bit:
+            record["reasons_since"][f"0x{bit:x}"] = now
+    record["forced_reasons"] |= bits
+
+
+def root_port(record: dict) -> str:
+    """The PCIe root port above a GPU: stable, one per slot (00:01.0 for slot 0, 00:02.0 for slot 1, ...)."""
+    domain = record["bus_id"].split(":")[0][-4:].lower()
+    return f"{domain}:00:{1 + record['slot'] % 31:02x}.0"
+
+
+def aer_corrected_error(state: dict, record: dict) -> None:
+    """A corrected receiver error on the GPU's link, as the kernel's AER driver reports it (drivers/pci/pcie/
+    aer.c: aer_print_port_info, aer_print_error, __aer_print_error's "   [%2d] %-22s%s"): 5.x kernel wording,
+    with the "AER: " prefix on every line (a real 5.4 Ubuntu dmesg; see gpu_models.md)."""
+    gpu = record["bus_id"][4:].lower()
+    device = MODELS[record["model"]].device_id[2:6].lower()
+    kmsg(state, f"pcieport {root_port(record)}: AER: Corrected error received: {gpu}")
+    kmsg(state, f"nvidia {gpu}: AER: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)")
+    kmsg(state, f"nvidia {gpu}: AER:   device [10de:{device}] error status/mask=00000001/0000e000")
+    kmsg(state, f"nvidia {gpu}: AER:    [ 0] {'RxErr':<22}")
 
 
 WRAPPER = """#!{python} -S
@@ -2119,7 +2469,7 @@ sys.exit(gpusim.main(sys.argv))
 
 
 def cmd_install(args: list) -> int:
-    """DIR/nvidia-smi and DIR/nvidia-persistenced: executable wrappers around this file."""
+    """DIR/nvidia-smi, DIR/nvidia-persistenced and DIR/dmesg: executable wrappers around this file."""
     if len(args) != 1:
         raise SimError("usage: gpusim.py install DIR")
     os.makedirs(args[0], exist_ok=True)
@@ -2143,7 +2493,7 @@ def cmd_show(args: list) -> int:
 
 COMMANDS = {"init": cmd_init, "reboot": cmd_reboot, "fault": cmd_fault, "set-driver": cmd_set_driver,
             "install": cmd_install, "show": cmd_show}
-PROGRAMS = {"nvidia-smi": smi_main, "nvidia-persistenced": persistenced_main}
+PROGRAMS = {"nvidia-smi": smi_main, "nvidia-persistenced": persistenced_main, "dmesg": dmesg_main}
 
 
 def main(argv: list) -> int:

@@ -104,13 +104,16 @@ class Node:
 
     def install_gpus(self) -> None:
         """The simulator in /usr/lib/provision-lab with its config at the default path; /usr/bin/nvidia-smi
-        (+ nvidia-persistenced only when asked) and NODE_SIM as the wrappers `gpusim.py install` writes."""
+        (+ nvidia-persistenced only when asked) and NODE_SIM as the wrappers `gpusim.py install` writes.
+        /usr/bin/dmesg is the simulated kernel's log too: the node shares this machine's kernel, whose own
+        ring buffer says nothing of the node's GPUs (and much of this machine)."""
         if not GPUSIM.exists():
             raise LabError(f"the GPU simulator {GPUSIM} is missing")
         config = {"driver_version": self.spec.driver_version, "gpus": self.spec.gpus}
         self.write("etc/nvidia-sim/config.json", json.dumps(config, indent=2) + "\n")
         self.write(NODE_SIM_SOURCE, GPUSIM.read_text())
-        programs = [NODE_SIM, "/usr/bin/nvidia-smi", *(["/usr/bin/nvidia-persistenced"] * self.spec.persistenced)]
+        programs = [NODE_SIM, "/usr/bin/nvidia-smi", "/usr/bin/dmesg",
+                    *(["/usr/bin/nvidia-persistenced"] * self.spec.persistenced)]
         for path in programs:
             self.write(path, sim_wrapper(path), mode=0o755)
 

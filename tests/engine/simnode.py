@@ -29,6 +29,7 @@ class SimNode:
         monkeypatch.setenv("NVIDIA_SIM_CONFIG", str(tmp_path / "sim-config.json"))
         monkeypatch.setenv("NVIDIA_SIM_STATE", str(tmp_path / "sim-state.json"))
         monkeypatch.setenv("NVIDIA_SIM_KMSG", str(tmp_path / "kern.log"))
+        monkeypatch.setenv("NVIDIA_SIM_DMESG", str(tmp_path / "dmesg"))  # dmesg on PATH is the simulator's too
         monkeypatch.delenv("NVIDIA_SIM_UID", raising=False)
         subprocess.run([sys.executable, str(GPUSIM), "install", str(self.bin)], check=True)
         if not daemon:

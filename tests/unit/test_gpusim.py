@@ -39,10 +39,12 @@ class Sim:
     def __init__(self, root: Path, pycache: Path):
         self.root = root
         self.kmsg = root / "kern.log"
+        self.ring = root / "dmesg"  # the kernel's ring buffer
         self.pidfile = root / "run" / "nvidia-persistenced.pid"
         self.env = dict(os.environ, NVIDIA_SIM_CONFIG=str(root / "config.json"),
                         NVIDIA_SIM_STATE=str(root / "state.json"), NVIDIA_SIM_RUNDIR=str(root / "run"),
-                        NVIDIA_SIM_KMSG=str(self.kmsg), NVIDIA_SIM_UID="0", PYTHONPYCACHEPREFIX=str(pycache))
+                        NVIDIA_SIM_KMSG=str(self.kmsg), NVIDIA_SIM_DMESG=str(self.ring), NVIDIA_SIM_UID="0",
+                        PYTHONPYCACHEPREFIX=str(pycache))
         self.env.pop("PYTHONDONTWRITEBYTECODE", None)
 
     def configure(self, *models: tuple, **extra) -> "Sim":
@@ -77,6 +79,27 @@ class Sim:
     def state(self) -> dict:
         return json.loads((self.root / "state.json").read_text())
 
+    def gpusim(self, *argv: str) -> None:
+        done = self.run(*argv)
+        assert done.returncode == 0, done.stderr
+
+    def log(self) -> list:
+        """The kernel log's messages (kern.log, every boot), without syslog's and the kernel's stamps."""
+        return [KERN_LOG_LINE.fullmatch(line).group(1) for line in lines(self.kmsg.read_text())] \
+            if self.kmsg.exists() else []
+
+    def dmesg(self, *args: str, uid: int = 0) -> subprocess.CompletedProcess:
+        return self.run("dmesg", *args, uid=uid)
+
+    def ring_messages(self) -> list:
+        """What `dmesg` prints, without its stamps."""
+        done = self.dmesg()
+        assert done.returncode == 0, done.stderr
+        return [RAW_DMESG_LINE.fullmatch(line).group(1) for line in lines(done.stdout)]
+
+    def q(self, gpu: str, display: str) -> str:
+        return self.ok("-q", "-i", gpu, "-d", display)
+
     def daemon_pid(self) -> int | None:
         try:
             return int(self.pidfile.read_text())
@@ -109,6 +132,12 @@ def sim(tmp_path, pycache):
 
 def lines(text: str) -> list:
     return text.splitlines()
+
+
+# 'Nov 22 13:27:16 host kernel: [   65.315783] NVRM: ...' (kern.log) and '[   65.315783] NVRM: ...' (dmesg)
+KERN_LOG_LINE = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ kernel: \[[ \d]{4}\d\.\d{6}\] (.*)")
+RAW_DMESG_LINE = re.compile(r"\[[ \d]{4}\d\.\d{6}\] (.*)")
+CTIME_DMESG_LINE = re.compile(r"\[([A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\] (.*)")
 
 
 # --- no driver, no GPUs ------------------------------------------------------------------------
@@ -586,6 +615,348 @@ def test_bad_fault_requests(sim):
     assert sim.run("fault", "0", "melted").returncode == 255
 
 
+# --- health faults: ECC, clock event reasons, PCIe AER --------------------------------------------
+
+HEALTH = ("clocks_throttle_reasons.active,clocks_event_reasons.gpu_idle,clocks_event_reasons.hw_slowdown,"
+          "clocks_event_reasons.hw_thermal_slowdown,clocks_event_reasons.hw_power_brake_slowdown,ecc.mode.current,"
+          "ecc.errors.uncorrected.volatile.total,ecc.errors.uncorrected.aggregate.total,retired_pages.dbe,"
+          "retired_pages.pending,remapped_rows.uncorrectable,remapped_rows.pending,remapped_rows.failure")
+IDLE = ["0x0000000000000001", "Active", "Not Active", "Not Active", "Not Active"]
+# What the consumer asks, verbatim.
+CONSUMER = ("index,clocks_throttle_reasons.active,ecc.mode.current,ecc.errors.uncorrected.volatile.total,"
+            "retired_pages.pending,remapped_rows.pending,remapped_rows.failure")
+
+# Real lines (gpu_models.md, "Kernel log lines"): an H100's Xid 48 and 63 with driver 550.90.07 [H100-DBE],
+# a page-retirement GPU's Xid 48 [DBE-1146], a 5.4 kernel's AER report [AER-5.4].
+REAL_XID_48 = ("NVRM: Xid (PCI:0000:52:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error "
+               "(DBE) has been detected on GPU in the framebuffer at physAddr 0x18f31d80 partition 16, subpartition 3.")
+REAL_XID_63_ROW = ("NVRM: Xid (PCI:0000:52:00): 63, pid='<unknown>', name=<unknown>, Row Remapper: New row "
+                   "(0x0000000018f31d80) marked for remapping, reset gpu to activate.")
+REAL_XID_48_DPR = ("NVRM: Xid (PCI:0000:07:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error "
+                   "(DBE) has been detected on GPU in the framebuffer at physAddr 0x7fffa8860 partition 7, "
+                   "subpartition 1.")
+REAL_AER = ["pcieport 0000:00:1d.6: AER: Corrected error received: 0000:05:00.0",
+            "alx 0000:05:00.0: AER: PCIe Bus Error: severity=Corrected, type=Data Link Layer, (Receiver ID)",
+            "alx 0000:05:00.0: AER:   device [1969:e0b1] error status/mask=00000080/00000000",
+            "alx 0000:05:00.0: AER:    [ 7] BadDLLP               "]
+
+
+def xid_shape(line: str) -> str:
+    """An Xid line with its PCI address, hex values and numbers masked."""
+    line = re.sub(r"PCI:[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}", "PCI:X", line)
+    return re.sub(r"0x[0-9a-f]+|\d+", "N", line)
+
+
+def q_values(text: str, *labels: str) -> list:
+    """The values of -q lines with these labels, in order of appearance."""
+    return [m.group(2) for m in re.finditer(r"^ *(.+?) +: (.*)$", text, re.M) if m.group(1) in labels]
+
+
+def test_an_uncorrectable_ecc_error_on_an_h100_marks_a_row_for_remapping(sim):
+    sim.configure(("h100-80gb-hbm3", 2))
+    sim.gpusim("reboot")
+    bus = sim.bus(1)
+    pci = bus[4:-2].lower()
+    assert sim.query(HEALTH, "1") == [IDLE + ["Enabled", "0", "0", "[N/A]", "[N/A]", "0", "No", "No"]]
+    sim.gpusim("fault", "1", "ecc")
+    assert sim.query(HEALTH, "1") == [IDLE + ["Enabled", "1", "1", "[N/A]", "[N/A]", "1", "Yes", "No"]]
+    assert sim.query(HEALTH, "0")[0][6:8] == ["0", "0"]  # the other GPU is fine
+    assert sim.query(CONSUMER) == [["0", "0x0000000000000001", "Enabled", "0", "[N/A]", "No", "No"],
+                                   ["1", "0x0000000000000001", "Enabled", "1", "[N/A]", "Yes", "No"]]
+    assert lines(sim.ok("--query-remapped-rows=gpu_bus_id,remapped_rows.uncorrectable,remapped_rows.pending,"
+                        "remapped_rows.failure", "--format=csv,noheader"))[1] == f"{bus}, 1, Yes, No"
+    ecc = sim.q("1", "ECC,ROW_REMAPPER")
+    assert q_values(ecc, "DRAM Uncorrectable") == ["1", "1"]  # volatile, aggregate
+    assert q_values(sim.q("1", "ROW_REMAPPER"), "Uncorrectable Error", "Pending", "Remapping Failure Occurred",
+                    "Max", "High") == [
+        "1", "Yes", "No", "2559 bank(s)", "1 bank(s)"]
+    table = {line.split("|")[2].split()[0]: line for line in lines(sim.ok()) if " Off |" in line}
+    assert table[bus].endswith("|                    1 |")  # the table's Volatile Uncorr. ECC
+    assert table[sim.bus(0)].endswith("|                    0 |")
+    # the kernel log: Xid 48, then Xid 63 in the row remapper's words, at the same address
+    xid48, xid63 = sim.log()[-2:]
+    assert xid48.startswith(f"NVRM: Xid (PCI:{pci}): 48, ") and xid63.startswith(f"NVRM: Xid (PCI:{pci}): 63, ")
+    assert [xid_shape(xid48), xid_shape(xid63)] == [xid_shape(REAL_XID_48), xid_shape(REAL_XID_63_ROW)]
+    address = re.search(r"physAddr (0x[0-9a-f]+) ", xid48).group(1)
+    assert f"New row (0x{int(address, 16):016x}) marked" in xid63 and int(address, 16) < 81559 << 20
+    assert sim.ring_messages()[-2:] == [xid48, xid63]
+
+    sim.gpusim("reboot")  # the remap takes effect; the volatile count starts over, the lifetime one stays
+    assert sim.query(HEALTH, "1") == [IDLE + ["Enabled", "0", "1", "[N/A]", "[N/A]", "1", "No", "No"]]
+    assert q_values(sim.q("1", "ECC"), "DRAM Uncorrectable") == ["0", "1"]
+    assert not any("Xid" in line for line in sim.ring_messages())  # a new boot's buffer
+    assert xid63 in sim.log()  # syslog's file keeps it
+
+    sim.gpusim("fault", bus, "clear")  # a repaired card: its InfoROM still counts the lifetime error
+    assert sim.query(HEALTH, "1") == [IDLE + ["Enabled", "0", "1", "[N/A]", "[N/A]", "0", "No", "No"]]
+    assert q_values(sim.q("1", "ROW_REMAPPER"), "Max", "High") == ["2560 bank(s)", "0 bank(s)"]
+
+
+def test_an_uncorrectable_ecc_error_on_a_v100_retires_a_page(sim):
+    sim.configure(("v100-sxm2-16gb", 1))
+    sim.gpusim("fault", "0", "ecc")
+    assert sim.query(HEALTH) == [IDLE + ["Enabled", "1", "1", "1", "Yes", "[N/A]", "[N/A]", "[N/A]"]]
+    assert sim.query("retired_pages.sbe") == [["0"]]
+    out = sim.q("0", "ECC,PAGE_RETIREMENT")
+    # Volta's layout: the error is a Double Bit one in Device Memory, volatile and aggregate
+    assert q_values(out, "Device Memory") == ["0", "1", "0", "1"]  # single, double; volatile, then aggregate
+    assert q_values(out, "Total") == ["0", "1", "0", "1"]
+    assert q_values(out, "Double Bit ECC", "Pending Page Blacklist") == ["1", "Yes"]
+    assert "Remapped Rows                                      : N/A" in sim.ok("-q", "-d", "ROW_REMAPPER")
+    xid48, xid63 = sim.log()
+    assert xid_shape(xid48) == xid_shape(REAL_XID_48_DPR)
+    page = int(re.search(r"physAddr (0x[0-9a-f]+) ", xid48).group(1), 16) >> 12
+    assert xid63.endswith(f"): 63, pid='<unknown>', name=<unknown>, Dynamic Page Retirement: New page retired, "
+                          f"reboot to activate (0x{page:016x}).")
+    assert "Row Remapper" not in xid63
+    sim.gpusim("reboot")
+    assert sim.query(HEALTH) == [IDLE + ["Enabled", "0", "1", "1", "No", "[N/A]", "[N/A]", "[N/A]"]]
+    sim.gpusim("fault", "0", "ecc")  # another page, another address
+    assert sim.query(HEALTH)[0][5:10] == ["Enabled", "1", "2", "2", "Yes"]
+    assert len(set(re.findall(r"physAddr (0x[0-9a-f]+)", sim.kmsg.read_text()))) == 2
+    sim.gpusim("fault", "0", "clear")
+    assert sim.query(HEALTH) == [IDLE + ["Enabled", "0", "2", "0", "No", "[N/A]", "[N/A]", "[N/A]"]]
+
+
+@pytest.mark.parametrize("model, mode", [("rtx-4090", "disabled"), ("rtx-3090", "not supported")])
+def test_ecc_errors_are_refused_where_ecc_is_not_enabled(sim, model, mode):
+    sim.configure((model, 1))
+    before = sim.query(HEALTH)
+    done = sim.run("fault", "0", "ecc")
+    assert done.returncode == 255
+    assert done.stderr == f"gpusim: GPU 0 ({gpusim.MODELS[model].name}) has ECC {mode}: it cannot report an " \
+                          "uncorrectable ECC error\n"
+    assert sim.query(HEALTH) == before and sim.log() == []
+
+
+def test_a_row_remapping_failure(sim):
+    sim.configure(("h100-80gb-hbm3", 1), ("v100-sxm2-16gb", 1))
+    sim.gpusim("fault", "0", "ecc", "--remap-failure")
+    assert sim.query(HEALTH, "0") == [IDLE + ["Enabled", "1", "1", "[N/A]", "[N/A]", "0", "No", "Yes"]]
+    assert q_values(sim.q("0", "ROW_REMAPPER"), "Remapping Failure Occurred") == ["Yes"]
+    xid48, xid64 = sim.log()
+    address = int(re.search(r"physAddr (0x[0-9a-f]+) ", xid48).group(1), 16)
+    assert xid64.endswith(f"): 64, pid='<unknown>', name=<unknown>, Row Remapper Error: (0x{address:016x}) - All "
+                          "reserved rows for bank are remapped")
+    sim.gpusim("reboot")  # a failure is for good
+    assert sim.query("remapped_rows.failure", "0") == [["Yes"]]
+    sim.gpusim("fault", "0", "clear")
+    assert sim.query("remapped_rows.failure", "0") == [["No"]]
+    done = sim.run("fault", "1", "ecc", "--remap-failure")  # a V100 retires pages
+    assert done.returncode == 255 and "no row remapper" in done.stderr
+    assert sim.run("fault", "0", "thermal", "--remap-failure").returncode == 255
+
+
+@pytest.mark.parametrize("kind, mask, hot", [
+    ("power-brake", "0x0000000000000088", ("HW Power Brake Slowdown", "HW Power Braking")),
+    ("thermal", "0x0000000000000048", ("HW Thermal Slowdown", "HW Thermal Slowdown")),
+])
+def test_a_power_brake_or_thermal_slowdown_holds_clock_event_reasons_until_cleared(sim, kind, mask, hot):
+    sim.configure(("h100-80gb-hbm3", 2))
+    reason, counter = hot
+    fields = ("clocks_event_reasons.active,clocks_event_reasons.gpu_idle,clocks_event_reasons.hw_slowdown,"
+              "clocks_event_reasons.hw_thermal_slowdown,clocks_event_reasons.hw_power_brake_slowdown,"
+              "clocks_event_reasons.sw_thermal_slowdown,clocks_event_reasons.sw_power_cap")
+    sim.gpusim("fault", "1", kind)
+    brake = kind == "power-brake"
+    want = [mask, "Not Active", "Active", active(not brake), active(brake), "Not Active", "Not Active"]
+    assert sim.query(fields) == [IDLE[:1] + ["Active"] + ["Not Active"] * 5, want]
+    assert sim.query(CONSUMER)[1][1] == mask
+
+    def reasons() -> dict:
+        out = sim.q("1", "PERFORMANCE")
+        section = out[out.index("Clocks Event Reasons\n"):out.index("Clocks Event Reasons Counters")]
+        return dict(re.findall(r"^ +(.+?) +: (.+)$", section, re.M))
+
+    def counters() -> dict:
+        out = sim.q("1", "PERFORMANCE")
+        return {k: int(v) for k, v in re.findall(r"^ +(.+?) +: (\d+) us$", out[out.index("Counters"):], re.M)}
+
+    assert reasons() == {"Idle": "Not Active", "Applications Clocks Setting": "Not Active",
+                         "SW Power Cap": "Not Active", "HW Slowdown": "Active",
+                         "HW Thermal Slowdown": active(not brake), "HW Power Brake Slowdown": active(brake),
+                         "Sync Boost": "Not Active", "SW Thermal Slowdown": "Not Active",
+                         "Display Clock Setting": "Not Active"}
+    first = counters()
+    time.sleep(0.05)
+    second = counters()
+    assert 0 < first[counter] < second[counter]  # time under the condition, in us, grows while it lasts
+    assert all(second[name] == 0 for name in second if name != counter)
+    assert sim.log() == []  # nothing for the kernel log: the driver does not log clock events
+
+    sim.gpusim("reboot")  # the hardware still brakes / overheats
+    assert sim.query(fields)[1] == want
+    assert counters()[counter] > 0
+    sim.gpusim("fault", "1", "clear")
+    assert sim.query(fields)[1] == IDLE[:1] + ["Active"] + ["Not Active"] * 5
+    assert reasons()["Idle"] == "Active" and counters()[counter] == 0
+
+
+def active(flag: bool) -> str:
+    return "Active" if flag else "Not Active"
+
+
+def test_power_brake_and_thermal_together(sim):
+    sim.configure(("v100-sxm2-16gb", 1))
+    sim.gpusim("fault", "0", "power-brake")
+    sim.gpusim("fault", "0", "thermal")
+    assert sim.query("clocks_throttle_reasons.active,clocks_throttle_reasons.gpu_idle") == [
+        ["0x00000000000000C8", "Not Active"]]
+
+
+def test_pcie_errors_are_a_real_format_aer_report_of_the_gpus_link(sim):
+    sim.configure(("h100-80gb-hbm3", 3))
+    sim.gpusim("reboot")
+    bus = sim.bus(2)[4:].lower()  # 0000:21:00.0
+    sim.gpusim("fault", "2", "pcie-errors")
+    report = sim.log()[-4:]
+    assert report == [f"pcieport 0000:00:03.0: AER: Corrected error received: {bus}",
+                      f"nvidia {bus}: AER: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)",
+                      f"nvidia {bus}: AER:   device [10de:2330] error status/mask=00000001/0000e000",
+                      f"nvidia {bus}: AER:    [ 0] RxErr                 "]
+
+    def shape(line: str) -> str:
+        line = re.sub(r"^(pcieport|alx|nvidia) ", "DRIVER ", line)
+        line = re.sub(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d", "BDF", line)
+        line = re.sub(r"\[[0-9a-f]{4}:[0-9a-f]{4}\]|[0-9a-f]{8}/[0-9a-f]{8}", "HEX", line)
+        return re.sub(r"type=[A-Za-z ]+,|\[ ?\d+\] \w+ *", "X", line)
+    assert [shape(line) for line in report] == [shape(line) for line in REAL_AER]
+    assert len(report[3]) - len(report[3].rstrip()) == 22 - len("RxErr")  # printk's "%-22s" pads it
+    assert sim.ring_messages()[-4:] == report
+    sim.gpusim("fault", "2", "pcie-errors")  # the same root port each time
+    assert sim.log()[-4] == report[0]
+    sim.gpusim("fault", "0", "pcie-errors")
+    assert sim.log()[-4].startswith("pcieport 0000:00:01.0: AER: Corrected error received: 0000:01:00.0")
+    assert sim.query(HEALTH, "2") == [IDLE + ["Enabled", "0", "0", "[N/A]", "[N/A]", "0", "No", "No"]]
+    sim.gpusim("reboot")
+    assert not any("AER" in line for line in sim.ring_messages()) and report[0] in sim.log()
+
+
+def test_faults_on_several_gpus_and_an_old_state_file(sim):
+    sim.configure(("h100-80gb-hbm3", 2))
+    persist(sim)
+    sim.ok("-i", "0", "-pl", "500")
+    state = sim.state()  # as version 1 wrote it: no health keys
+    state["version"] = 1
+    for record in state["gpus"]:
+        for key in gpusim.healthy():
+            del record[key]
+    (sim.root / "state.json").write_text(json.dumps(state))
+    assert sim.query("power.limit,persistence_mode," + HEALTH, "0") == [
+        ["500.00", "Enabled"] + IDLE + ["Enabled", "0", "0", "[N/A]", "[N/A]", "0", "No", "No"]]
+    sim.gpusim("fault", "0", "ecc")
+    assert sim.state()["version"] == gpusim.STATE_VERSION and sim.state()["gpus"][0]["ecc_aggregate"] == 1
+    assert sim.query("power.limit", "0") == [["500.00"]]
+
+
+# --- dmesg ---------------------------------------------------------------------------------------------
+
+
+def test_dmesg_prints_this_boots_kernel_lines_as_raw_dmesg_does(sim):
+    sim.configure(("h100-80gb-hbm3", 2))
+    sim.gpusim("reboot")
+    bus = sim.bus(1)
+    sim.gpusim("fault", "1", "off-bus")
+    done = sim.dmesg()
+    assert done.returncode == 0 and done.stderr == ""
+    out = lines(done.stdout)
+    assert all(RAW_DMESG_LINE.fullmatch(line) for line in out)
+    assert out[0].endswith("] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "
+                           "(dvs-builder@U22-I3-AF03-29-4)  Wed Feb 18 05:37:09 UTC 2026")
+    assert [line[15:] for line in out[1:]] == [
+        f"NVRM: Xid (PCI:{bus[4:-2].lower()}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+        f"NVRM: GPU {bus[4:].lower()}: GPU has fallen off the bus."]
+    uptimes = [float(line[1:13]) for line in out]
+    assert 4 <= uptimes[0] < 10 and uptimes == sorted(uptimes)  # the driver loads a few seconds into the boot
+    assert [line[15:] for line in out] == sim.log()  # the same messages as kern.log's
+    sim.gpusim("fault", "0", "gone")
+    assert sim.ring_messages()[-2:] == [
+        f"NVRM: The NVIDIA GPU {sim.state()['gpus'][0]['bus_id'][4:].lower()} (PCI ID: 10de:2330) installed in "
+        "this system has fallen off the bus and is not responding to commands.",
+        "NVRM: The NVIDIA probe routine failed for 1 device(s)."]
+
+
+def test_dmesg_ctime_is_boot_time_plus_uptime(sim):
+    sim.configure(("v100-sxm2-16gb", 1))
+    sim.gpusim("init")
+    sim.ok("-pm", "1")  # the deprecation line, now
+    raw, ctime = lines(sim.dmesg().stdout), lines(sim.dmesg("-T").stdout)
+    assert len(raw) == len(ctime) == 2 and all(CTIME_DMESG_LINE.fullmatch(line) for line in ctime)
+    assert raw[0].endswith("] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  580.159.04  Wed Oct 29 23:15:11 UTC "
+                           "2025")  # Volta: the proprietary modules
+    boot = sim.state()["boot_time"]
+    for plain, human in zip(raw, ctime):
+        stamp, message = CTIME_DMESG_LINE.fullmatch(human).groups()
+        assert message == plain[15:]
+        when = time.mktime(time.strptime(stamp, "%a %b %d %H:%M:%S %Y"))
+        assert abs(when - (boot + float(plain[1:13]))) <= 1
+    assert abs(time.mktime(time.strptime(CTIME_DMESG_LINE.fullmatch(ctime[1]).group(1), "%a %b %d %H:%M:%S %Y"))
+               - time.time()) <= 2  # the deprecation line: just now
+    assert sim.dmesg("--ctime").stdout == sim.dmesg("-kT").stdout
+    assert lines(sim.dmesg("-t").stdout) == [line[15:] for line in raw]
+    assert sim.dmesg("--kernel").stdout == sim.dmesg("-P").stdout == "\n".join(raw) + "\n"
+
+
+def test_a_reboot_empties_the_ring_buffer_while_kern_log_keeps_every_boot(sim):
+    sim.configure(("rtx-4090", 1))
+    sim.gpusim("reboot")
+    sim.gpusim("fault", "0", "off-bus")
+    assert len(sim.ring_messages()) == 3
+    sim.gpusim("reboot")
+    ring = sim.ring_messages()
+    assert len(ring) == 1 and ring[0].startswith("NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04")
+    log = sim.log()
+    assert [line.startswith("NVRM: loading") for line in log] == [True, False, False, True]
+    sim.gpusim("init")
+    assert len(sim.ring_messages()) == 1 and len(sim.log()) == 5
+
+
+def test_dmesg_needs_root(sim):
+    sim.configure(("h100-80gb-hbm3", 1))
+    sim.gpusim("reboot")
+    done = sim.dmesg(uid=1000)
+    assert (done.stdout, done.stderr, done.returncode) == (
+        "", "dmesg: read kernel buffer failed: Operation not permitted\n", 1)
+    assert sim.dmesg("-T", uid=1000).returncode == 1
+    assert sim.dmesg("-V", uid=1000).stdout.startswith("dmesg from util-linux ")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--frobnicate"], "dmesg: unrecognized option '--frobnicate'"),
+    (["-z"], "dmesg: invalid option -- 'z'"),
+    (["-Tz"], "dmesg: invalid option -- 'z'"),
+    (["--ctime=yes"], "dmesg: option '--ctime' doesn't allow an argument"),
+    (["now"], "dmesg: bad usage"),
+])
+def test_dmesg_refuses_what_util_linux_refuses(sim, args, message):
+    done = sim.dmesg(*args)
+    assert (done.stdout, done.stderr, done.returncode) == (
+        "", f"{message}\nTry 'dmesg --help' for more information.\n", 1)
+
+
+def test_dmesg_options_not_simulated_say_so(sim):
+    done = sim.dmesg("-w")
+    assert done.returncode == 255 and done.stderr == "gpusim: dmesg -w is not simulated\n"
+
+
+def test_dmesg_shows_only_the_kernels_lines_and_without_a_ring_nothing(sim):
+    sim.configure(("rtx-3090", 1))
+    assert sim.dmesg().stdout == ""  # never booted: an empty buffer
+    assert sim.run("nvidia-persistenced").returncode == 0  # logs to syslog (kern.log here), not to the kernel
+    sim.stop_daemon()
+    assert "Started" in sim.kmsg.read_text() and sim.dmesg().stdout == ""
+
+
+def test_the_ring_goes_beside_a_moved_kernel_log(sim):
+    """Callers that move NVIDIA_SIM_KMSG but know nothing of NVIDIA_SIM_DMESG keep the ring out of /run."""
+    sim.configure(("h100-80gb-hbm3", 1))
+    env = {k: v for k, v in sim.env.items() if k != "NVIDIA_SIM_DMESG"}
+    subprocess.run([*FAST_GPUSIM, "fault", "0", "pcie-errors"], env=env, check=True, timeout=30)
+    assert not sim.ring.exists() and len(Path(f"{sim.kmsg}.ring").read_text().splitlines()) == 4
+    done = subprocess.run([*FAST_GPUSIM, "dmesg"], env=env, capture_output=True, text=True, timeout=30)
+    assert done.stdout == Path(f"{sim.kmsg}.ring").read_text()
+
+
 # --- concurrency, installation, state ---------------------------------------------------------------
 
 
@@ -602,7 +973,7 @@ def test_parallel_setters_do_not_lose_updates(sim):
     assert not list(sim.root.glob(".state-*"))
 
 
-def test_install_links_both_programs(sim, tmp_path):
+def test_install_links_the_programs(sim, tmp_path):
     sim.configure(("rtx-3090", 1))
     bin_dir = tmp_path / "bin"
     assert sim.run("install", str(bin_dir)).returncode == 0
@@ -611,6 +982,9 @@ def test_install_links_both_programs(sim, tmp_path):
     assert done.stdout.startswith("GPU 0: NVIDIA GeForce RTX 3090 (UUID: GPU-")
     done = subprocess.run([str(bin_dir / "nvidia-persistenced"), "--help"], env=sim.env, capture_output=True, text=True)
     assert "The NVIDIA Persistence Daemon." in done.stdout
+    sim.gpusim("fault", "0", "pcie-errors")
+    done = subprocess.run([str(bin_dir / "dmesg")], env=sim.env, capture_output=True, text=True)
+    assert done.returncode == 0 and "AER: Corrected error received" in done.stdout
 
 
 def test_show_dumps_the_state_and_config_changes_start_afresh(sim):

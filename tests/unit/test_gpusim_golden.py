@@ -98,7 +98,8 @@ def sim(tmp_path_factory):
     root = tmp_path_factory.mktemp("h100")
     (root / "config.json").write_text(json.dumps(CAPTURED_MACHINE))
     env = dict(os.environ, NVIDIA_SIM_CONFIG=str(root / "config.json"), NVIDIA_SIM_STATE=str(root / "state.json"),
-               NVIDIA_SIM_RUNDIR=str(root / "run"), NVIDIA_SIM_KMSG=str(root / "kern.log"), NVIDIA_SIM_UID="0")
+               NVIDIA_SIM_RUNDIR=str(root / "run"), NVIDIA_SIM_KMSG=str(root / "kern.log"),
+               NVIDIA_SIM_DMESG=str(root / "dmesg"), NVIDIA_SIM_UID="0")
 
     def run(program: str, args: list) -> tuple:
         done = subprocess.run([sys.executable, str(GPUSIM), program, *args], env=env, capture_output=True,
@@ -156,3 +157,42 @@ def test_simulator_reproduces_capture(sim, spec):
 def test_every_capture_is_compared_or_knowingly_skipped():
     compared = {c.name for c in CAPTURES} | NOT_REPRODUCED
     assert {p.name for p in REAL_H100.glob("*.txt")} <= compared
+
+
+# A fault changes only the lines it should: the captured machine's twin, braked by its power supply, prints
+# the captured -q and query rows but for the clock event reasons; repaired, the captures again.
+POWER_BRAKE = {  # -q line (label) -> its value under a power brake (NVML: HW Slowdown | HW Power Brake Slowdown)
+    "Idle": "Not Active", "HW Slowdown": "Active", "HW Power Brake Slowdown": "Active"}
+
+
+def braked(text: str) -> str:
+    for label, value in POWER_BRAKE.items():
+        text, count = re.subn(rf"^( +{re.escape(label)} +: ).*$", rf"\g<1>{value}", text, flags=re.M)
+        assert count == 1, label
+    return text
+
+
+def test_a_power_brake_changes_only_the_clock_event_reasons_and_clear_restores_the_capture(sim):
+    smi_q = next(c for c in CAPTURES if c.name == "smi-q.txt")
+    braking = (*smi_q.masks, q_value("HW Power Braking", r"\d+ us"))
+    expected, _ = capture("smi-q.txt")
+    qgpu2, _ = capture("qgpu2.txt")
+    assert sim("fault", ["0", "power-brake"])[1] == 0
+    try:
+        got, rc = sim("nvidia-smi", captured_command("smi-q.txt"))
+        assert rc == 0
+        assert mask(got, braking).splitlines() == mask(braked(expected), braking).splitlines()
+        assert re.search(r"^ +HW Power Braking +: [1-9]\d* us$", got, re.M)
+        got, rc = sim("nvidia-smi", captured_command("qgpu2.txt"))
+        header, row = qgpu2.splitlines()
+        cells = dict(zip(header.split(", "), got.splitlines()[1].split(", ")))
+        want = dict(zip(header.split(", "), row.split(", ")))
+        assert cells.pop("clocks_event_reasons.active") == "0x0000000000000088"
+        assert cells.pop("clocks_event_reasons.hw_slowdown") == "Active"
+        for name in ("clocks_event_reasons.active", "clocks_event_reasons.hw_slowdown", "serial", "temperature.memory"):
+            want.pop(name)
+        assert {k: v for k, v in cells.items() if k in want} == want
+    finally:
+        assert sim("fault", ["0", "clear"])[1] == 0
+    got, rc = sim("nvidia-smi", captured_command("smi-q.txt"))
+    assert mask(got, smi_q.masks).splitlines() == mask(expected, smi_q.masks).splitlines()
