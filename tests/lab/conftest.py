@@ -18,6 +18,7 @@ import pytest
 # PROVISION_E2E_LAB_DIR: a second lab beside a running one (two checkouts testing at once).
 LAB_DIR = Path(os.environ.get("PROVISION_E2E_LAB_DIR", "/var/lib/provision-lab/e2e"))
 CLUSTER = Path(__file__).parent / "cluster.yaml"
+BASEMENT = Path(__file__).resolve().parents[2] / "inventories" / "basement.yaml"
 GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
 
 
@@ -87,6 +88,19 @@ def lab(tmp_path_factory):
     cluster.lab("down")  # what a crashed earlier run left
     try:
         cluster.lab("up", "--like", str(CLUSTER))
+        yield cluster
+    finally:
+        cluster.lab("down")
+
+
+@pytest.fixture(scope="session")
+def basement(lab, tmp_path_factory):
+    """A second lab beside the session's one, mirroring inventories/basement.yaml: V100 (application clocks),
+    four RTX 3090 blades with ens803f0/1, the RTX 4090 riser box. Tests that use it leave it converged."""
+    cluster = type(lab)(Path(f"{lab.dir}-basement"), tmp_path_factory.mktemp("basement") / "runs.jsonl")
+    cluster.lab("down")
+    try:
+        cluster.lab("up", "--like", str(BASEMENT))
         yield cluster
     finally:
         cluster.lab("down")

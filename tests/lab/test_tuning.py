@@ -1,32 +1,18 @@
 """GPU tuning end to end on a lab that mirrors inventories/basement.yaml: V100 (application clocks),
 RTX 3090 blades, the RTX 4090 riser box (locked clocks, one hot GPU at a lower limit).
 
-Its own lab beside the session's one; tests run in file order and each leaves it converged.
+On the `basement` lab (conftest.py); tests run in file order and each leaves it converged.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 import yaml
 
 pytestmark = pytest.mark.lab
 
-BASEMENT = Path(__file__).resolve().parents[2] / "inventories" / "basement.yaml"
 V100, BLADE, RISERS = "lab-v100-1", "lab-rtx3090-1", "lab-rtx4090-1"
 CONF = "/etc/provision/gpu-tuning.conf"
-
-
-@pytest.fixture(scope="module")
-def basement(lab, tmp_path_factory):
-    cluster = type(lab)(Path(f"{lab.dir}-basement"), tmp_path_factory.mktemp("basement") / "runs.jsonl")
-    cluster.lab("down")
-    try:
-        cluster.lab("up", "--like", str(BASEMENT))
-        yield cluster
-    finally:
-        cluster.lab("down")
 
 
 def items(result: dict, host: str, task: str) -> dict[str, dict]:
