@@ -123,6 +123,8 @@ def test_a_gone_riser_card_moves_no_override_and_fails_the_host_until_it_is_back
         basement.lab("fault", RISERS, "clear")
     code, result = basement.apply("--limit", RISERS)
     assert code == 0, result
+    basement.lab("reboot", RISERS)  # a new riser: the next boot's kernel log is clean (test_verify.py reads it)
+    assert basement.apply("--limit", RISERS)[0] == 0
     assert result["hosts"][0]["counts"]["changed"] == 1  # the boot file gets the card's line back; nothing else
     assert [g["power_limit"] for g in basement.gpus(RISERS)] == [400.0, 400.0, 400.0, 300.0, 400.0, 400.0, 400.0]
 
@@ -151,3 +153,6 @@ def test_a_v100_off_the_bus_fails_every_run_until_it_is_back_and_a_removal_until
     assert code & 1 and any("new GPU2" in m for m in layout_failures(result, V100)), result
     code, result = basement.apply("--limit", V100, "--accept-gpu-changes")
     assert code == 0, result
+    basement.lab("reboot", V100)  # the card pulled and put back: the kernel log of the next boot is clean
+    code, result = basement.apply("--limit", V100)
+    assert code == 0 and result["hosts"][0]["counts"]["changed"] == 0, result
