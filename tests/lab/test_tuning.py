@@ -123,7 +123,7 @@ def test_a_gone_riser_card_moves_no_override_and_fails_the_host_until_it_is_back
         basement.lab("fault", RISERS, "clear")
     code, result = basement.apply("--limit", RISERS)
     assert code == 0, result
-    basement.lab("reboot", RISERS)  # a new riser: the next boot's kernel log is clean (test_verify.py reads it)
+    basement.lab("reboot", RISERS)  # a new riser: the next boot's kernel log is clean (test_verify_drills.py reads it)
     assert basement.apply("--limit", RISERS)[0] == 0
     assert result["hosts"][0]["counts"]["changed"] == 1  # the boot file gets the card's line back; nothing else
     assert [g["power_limit"] for g in basement.gpus(RISERS)] == [400.0, 400.0, 400.0, 300.0, 400.0, 400.0, 400.0]

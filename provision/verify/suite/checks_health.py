@@ -15,25 +15,30 @@ def readable_gpus(node):
     return gpus
 
 
+# GpuFacts attribute -> what its value says, what to do about it.
+MEMORY_TROUBLE = (
+    ("ecc_uncorrected", lambda n: f"{n} uncorrectable ECC error(s) since the driver loaded",
+     "drain it, then reset the GPU or reboot; if uncorrectable errors return, replace the GPU"),
+    ("remap_pending", lambda _: "a row remap is pending",
+     "reset the GPU (nvidia-smi -r -i N, nothing running on it) or reboot to activate the remap"),
+    ("remap_failure", lambda _: "a row remapping failed (no spare rows left)",
+     "the GPU is out of spare memory rows: replace it"),
+    ("retired_pages_pending", lambda _: "a page is pending retirement",
+     "reboot (or reload the driver) to retire the page"),
+)
+
+
 def check_gpu_memory_has_no_uncorrectable_errors(node):
     found, fixes = [], {}
     for gpu in readable_gpus(node):
-        name = f"{gpu.label} {gpu.bus_id}"
-        if gpu.ecc_uncorrected:
-            found.append(f"{name}: {gpu.ecc_uncorrected} uncorrectable ECC error(s) since the driver loaded")
-            fixes["ecc"] = "drain it, then reset the GPU or reboot; if uncorrectable errors return, replace the GPU"
-        if gpu.remap_failure:
-            found.append(f"{name}: a row remapping failed (no spare rows left)")
-            fixes["failure"] = "the GPU is out of spare memory rows: replace it"
-        if gpu.remap_pending:
-            found.append(f"{name}: a row remap is pending")
-            fixes["remap"] = "reset the GPU (nvidia-smi -r -i N, nothing running on it) or reboot to activate the remap"
-        if gpu.retired_pages_pending:
-            found.append(f"{name}: a page is pending retirement")
-            fixes["pages"] = "reboot (or reload the driver) to retire the page"
+        for attr, says, fix in MEMORY_TROUBLE:
+            value = getattr(gpu, attr)
+            if value:  # None (not reported), 0 and False are all fine
+                found.append(f"{gpu.label} {gpu.bus_id}: {says(value)}")
+                fixes[fix] = None
     if found:
         fail("no uncorrectable ECC error, no pending row remap or page retirement", "; ".join(found),
-             "; ".join(fixes.values()))
+             "; ".join(fixes))
 
 
 def check_clocks_are_not_held_down_by_heat_or_power(node):
