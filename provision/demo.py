@@ -34,7 +34,7 @@ from provision.tasks.boot import CONF
 GPUSIM = Path(__file__).parent / "lab" / "gpusim.py"
 HOST = "basement-v100"
 # The v100 group of inventories/basement.yaml (tests check that the two agree).
-BASEMENT_V100_GPU = {"persistence": True, "power_limit": 200, "clocks": {"mem": 877, "sm": 1005}}
+BASEMENT_V100_GPU = {"persistence": True, "count": 4, "power_limit": 200, "clocks": {"mem": 877, "sm": 1005}}
 BOOT_UNIT = "provision-gpu-tuning.service"
 
 
