@@ -26,7 +26,7 @@ CLOCK_EVENTS = (
     ClockEvent(0x10, "Sync Boost", ""),
     ClockEvent(0x20, "SW Thermal Slowdown", "hotter than its maximum operating temperature"),
     ClockEvent(0x40, "HW Thermal Slowdown", "too hot: the hardware cut its clocks"),
-    ClockEvent(0x80, "HW Power Brake Slowdown", "the power supply asserted the power brake (external power brake)"),
+    ClockEvent(0x80, "HW Power Brake Slowdown", "the power supply asserted the external power brake"),
     ClockEvent(0x100, "Display Clock Setting", ""),
 )
 

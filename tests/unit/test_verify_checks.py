@@ -87,7 +87,7 @@ def test_clocks_held_by_a_power_brake_fail_and_the_intended_reasons_do_not():
     brownout = [gpu(0, clock_events_active=0x4), gpu(1, clock_events_active=0x88), gpu(2, clock_events_active=0x60)]
     failed = verdict(clocks, node(NvidiaFacts(state="ok", gpus=brownout)))
     assert failed.found.startswith("GPU1 00000000:02:00.0: HW Slowdown (")
-    assert "HW Power Brake Slowdown (the power supply asserted the power brake" in failed.found
+    assert "HW Power Brake Slowdown (the power supply asserted the external power brake" in failed.found
     assert "GPU2 00000000:03:00.0: SW Thermal Slowdown (" in failed.found and "HW Thermal Slowdown" in failed.found
     assert "GPU0" not in failed.found and "PSU" in failed.fix
 
