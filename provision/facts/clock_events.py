@@ -18,8 +18,10 @@ class ClockEvent(NamedTuple):
     trouble: str  # what it says about the node; "" when it is how a tuned GPU normally runs
 
 
+IDLE = 0x1  # nothing runs on the GPU: clocks and the PCIe link generation drop to save power
+
 CLOCK_EVENTS = (
-    ClockEvent(0x1, "Idle", ""),
+    ClockEvent(IDLE, "Idle", ""),
     ClockEvent(0x2, "Applications Clocks Setting", ""),
     ClockEvent(0x4, "SW Power Cap", ""),  # the power limit at work: intended when a limit is set
     ClockEvent(0x8, "HW Slowdown", "clocks halved or worse by the hardware: too hot, or power drawn too fast"),

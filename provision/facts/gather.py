@@ -52,14 +52,16 @@ BASE_SECTIONS: dict[str, str] = {
 # error where it was seen, often at the link partner: Documentation/ABI/testing/sysfs-bus-pci-devices-aer).
 # dmesg needs root where kernel.dmesg_restrict=1 (the Debian and Ubuntu default): then sudo -n, then the
 # journal of this boot (readable by the adm and systemd-journal groups). The first line says which.
+KERNEL_LOG_LINES = 2000  # the newest; a storm of one error says no more in a longer tail
+KERNEL_LOG_LINE_PATTERN = r"NVRM|AER|PCIe Bus Error|error status|\[ *[0-9]+\] [A-Z]"  # with an AER report's bits
 KERNEL_LOG_SNIPPET = (
     "if out=$(dmesg 2>&1); then src=dmesg; "
     "elif [ \"$(id -u)\" != 0 ] && o=$(sudo -n dmesg 2>/dev/null); then out=$o src='sudo dmesg'; "
     "elif o=$(journalctl -k -b -q --no-pager 2>/dev/null) && [ -n \"$o\" ]; then out=$o src='journalctl -k -b'; "
     "else printf '%s\\n' \"$out\"; exit 1; fi; "
-    f"echo \"source: $src\"; printf '%s\\n' \"$out\" | grep -E 'NVRM|AER|PCIe Bus Error|error status|\\[ *[0-9]+\\] [A-Z]' | tail -n {{lines}}; true"
+    f"echo \"source: $src\"; printf '%s\\n' \"$out\" | grep -E {shlex.quote(KERNEL_LOG_LINE_PATTERN)} "
+    f"| tail -n {KERNEL_LOG_LINES}; true"
 )
-KERNEL_LOG_LINES = 2000  # the newest; a storm of one error says no more in a longer tail
 PCIE_AER_SNIPPET = (
     "for d in /sys/bus/pci/devices/*; do "
     "[ \"$(cat \"$d/vendor\" 2>/dev/null)\" = 0x10de ] || continue; "
@@ -72,8 +74,7 @@ PCIE_AER_SNIPPET = (
 # Each network interface: name, operstate, speed in Mb/s (empty, or -1, where the link is down or has none).
 NET_SNIPPET = ("for d in /sys/class/net/*; do printf '%s %s %s\\n' \"${d##*/}\" "
                "\"$(cat \"$d/operstate\" 2>/dev/null)\" \"$(cat \"$d/speed\" 2>/dev/null)\"; done")
-HEALTH_SECTIONS = {"kernel-log": KERNEL_LOG_SNIPPET.format(lines=KERNEL_LOG_LINES), "pcie-aer": PCIE_AER_SNIPPET,
-                   "net": NET_SNIPPET}
+HEALTH_SECTIONS = {"kernel-log": KERNEL_LOG_SNIPPET, "pcie-aer": PCIE_AER_SNIPPET, "net": NET_SNIPPET}
 
 # The sections that read the NVIDIA stack; a re-read after a task that changed only files skips them.
 NVIDIA_SECTIONS = frozenset({"nvidia-smi", "query-gpu", "supported-clocks", "persistenced", "persistenced-running",

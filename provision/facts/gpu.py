@@ -125,12 +125,8 @@ QUERY_FIELDS: list[QueryField] = [
 IDENTITY = ("index", "uuid", "name", "bus_id")
 
 
-def query_gpu_argv(fields: list[QueryField]) -> list[str]:
-    # With a header: the parser maps cells by column name, never by position.
-    return ["nvidia-smi", "--query-gpu=" + ",".join(f.name for f in fields), "--format=csv,nounits"]
-
-
-QUERY_GPU_ARGV = query_gpu_argv(QUERY_FIELDS)
+QUERY_FORMAT = "--format=csv,nounits"  # with a header: the parser maps cells by column name, never by position
+QUERY_GPU_ARGV = ["nvidia-smi", "--query-gpu=" + ",".join(f.name for f in QUERY_FIELDS), QUERY_FORMAT]
 NOT_A_FIELD = "is not a valid field to query"
 # The query as the facts batch runs it (POSIX sh). A driver that does not know a field refuses the whole
 # query ('Field "remapped_rows.pending" is not a valid field to query.', no rows, exit 2): ask again
@@ -138,7 +134,7 @@ NOT_A_FIELD = "is not a valid field to query"
 QUERY_GPU_SNIPPET = (
     f"f={shlex.quote(','.join(f.name for f in QUERY_FIELDS))}; "
     "while :; do "
-    "out=$(nvidia-smi --query-gpu=\"$f\" --format=csv,nounits 2>&1); rc=$?; "
+    f"out=$(nvidia-smi --query-gpu=\"$f\" {QUERY_FORMAT} 2>&1); rc=$?; "
     f"case $out in *'{NOT_A_FIELD}'*) ;; *) break;; esac; "
     "bad=${out#*'Field \"'}; bad=${bad%%'\"'*}; "
     "case ,$f, in *,\"$bad\",*) ;; *) break;; esac; "

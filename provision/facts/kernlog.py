@@ -40,7 +40,8 @@ class XidInfo:
 # C = NVIDIA "Analyzing Xid Errors with the Xid Catalog" (name for codes the public header lacks,
 # description, immediate/investigatory resolution; cross-checked against leptonai/gpud's generated copy
 # components/accelerator/nvidia/xid/catalog_generated.go); R = gpu-node-reference.md §3
-# (S10-S14, the project's shared reference notes); M = stas00/ml-engineering compute/accelerator/nvidia/debug.md; G = leptonai/gpud xid.go notes.
+# (S10-S14, the project's shared reference notes); M = stas00/ml-engineering
+# compute/accelerator/nvidia/debug.md; G = leptonai/gpud xid.go notes.
 _SOURCES = {
     "H": "nverror.h", "C": "NVIDIA Xid catalog", "R": "gpu-node-reference §3",
     "M": "ml-engineering debug.md", "G": "gpud xid.go",

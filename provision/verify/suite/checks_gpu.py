@@ -1,11 +1,11 @@
-"""GPU checks: the driver answers, every GPU of the last good run is here and readable, links at full width and speed,
-and every task's state is as the inventory intends (the task's own plan has nothing to change)."""
+"""GPU checks: the driver answers, every GPU of the last good run is here and readable, links at full width
+and speed, and every task's state is as the inventory intends (the task's own plan has nothing to change)."""
 
 from __future__ import annotations
 
 import pytest
 
-from provision.facts import layout
+from provision.facts import clock_events, layout
 from provision.verify import fail
 
 # nvidia-smi(1), RETURN VALUE: what its exit code means for the node.
@@ -49,8 +49,8 @@ def check_gpu_count_is_as_the_inventory_says(node):
     if found != expected:
         fail(f"{expected} GPU(s) (gpu.count)", f"{found}" + (f" ({nvidia.state}: {nvidia.message})"
                                                               if nvidia.state != "ok" else ""),
-             "a missing card: reseat it, check its riser and power, then reboot (every_gpu_of_the_last_good_run_is_here "
-             "names it); a card added or removed on purpose: change gpu.count")
+             "a missing card: reseat it, check its riser and power, then reboot "
+             "(every_gpu_of_the_last_good_run_is_here names it); a card added or removed on purpose: change gpu.count")
 
 
 def check_every_gpu_of_the_last_good_run_is_here(node):
@@ -79,7 +79,7 @@ def check_pcie_links_run_at_full_width_and_speed(node):
     for g in nvidia.gpus:
         if None not in (g.pcie_width_current, g.pcie_width_max) and g.pcie_width_current < g.pcie_width_max:
             slow.append(f"{g.label} {g.bus_id} x{g.pcie_width_current} of x{g.pcie_width_max}")
-        busy = g.clock_events_active is not None and not g.clock_events_active & 0x1
+        busy = g.clock_events_active is not None and not g.clock_events_active & clock_events.IDLE
         if busy and None not in (g.pcie_gen_current, g.pcie_gen_max) and g.pcie_gen_current < g.pcie_gen_max:
             slow.append(f"{g.label} {g.bus_id} gen {g.pcie_gen_current} of {g.pcie_gen_max} while at work")
     if slow:
