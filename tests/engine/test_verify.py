@@ -62,3 +62,18 @@ def test_a_narrow_pcie_link_fails_its_check(v100_node):
     assert result.exit_code == 1
     assert "failed pcie_links_run_at_full_width_and_speed: expected every GPU's PCIe link at its maximum width " \
            "(and generation, at work); found GPU3 " in result.stdout and "x8 of x16" in result.stdout
+
+
+def test_verify_local_checks_this_machine_without_ssh(v100_node):
+    """The mode a scheduler runs on every node: `--local` takes the inventory's settings for this machine."""
+    inventory = v100_node.inventory(V100_FIX)
+    before = verify(v100_node, inventory, "--local")
+    assert before.exit_code == 1 and "node1  FAIL  " in before.stdout, before.output
+    assert "found GPU0 power limit 300.00 W" in before.stdout
+    assert v100_node.query("power.limit") == ["300.00"] * 4  # read, never set
+
+    assert v100_node.apply(inventory).exit_code == 0
+    after = verify(v100_node, inventory, "--local", "--json")
+    assert after.exit_code == 0, after.output
+    [host] = json.loads(after.stdout)["hosts"]
+    assert host["status"] == "pass" and {"as_intended[gpu-clocks]", "no_xid_errors_since_boot"} <= set(host["passed"])
