@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from provision import __version__, report
+from provision import __version__, nccl, report
 from provision.connection import LocalConnection, SSHConnection, SSHOptions
 from provision.engine import Engine, RunOptions
 from provision.errors import InputError, ProvisionError
@@ -184,24 +184,38 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
 @main.command(epilog=EXIT_CODES_HELP)
 @inventory_options
 def facts(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout, identity_file):
-    """Print what each host is now: system, driver, GPUs (read-only)."""
+    """Print what each host is now: system, the interfaces NCCL will use, driver, GPUs (read-only)."""
     inv_path, hosts = select_hosts(inventory, local, limit)
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     progress = run_progress(as_json)
-    engine = Engine([], RunOptions(forks=forks, command="facts", progress=progress), connector(local, ssh), None,
-                    inv_path)
+    engine = Engine([], RunOptions(forks=forks, command="facts", progress=progress, topology=True),
+                    connector(local, ssh), None, inv_path)
     try:
         states = engine.read_facts(hosts)
     finally:
         progress.close()
+    said = {s.host.name: nccl.summary(s.host.settings.nccl, s.facts.interfaces) for s in states if s.facts}
     if as_json:
-        data = {s.host.name: (asdict(s.facts) if s.facts else {"unreachable": s.result.message}) for s in states}
+        data = {s.host.name: ({**facts_json(s.facts), "nccl": said[s.host.name]} if s.facts
+                              else {"unreachable": s.result.message}) for s in states}
         click.echo(json.dumps(data, indent=2, default=str))
     else:
         for s in states:
-            report.print_facts(s.host.name, s.facts, s.result.message)
+            report.print_facts(s.host.name, s.facts, s.result.message, said.get(s.host.name))
     sys.exit(exit_code([s.result for s in states]))
+
+
+def facts_json(facts) -> dict:
+    """A host's facts as JSON can hold them: the topology's (GPU, NIC) pairs as nested mappings."""
+    data = asdict(facts)
+    matrix = (data.get("topology") or {}).get("matrix")
+    if matrix:
+        links: dict[str, dict[str, str]] = {}
+        for (a, b), cell in matrix["links"].items():
+            links.setdefault(a, {})[b] = cell
+        matrix["links"] = links
+    return data
 
 
 @main.command()
@@ -233,7 +247,7 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     progress = run_progress(as_json)
-    options = RunOptions(forks=forks, command="verify", progress=progress, health=True)
+    options = RunOptions(forks=forks, command="verify", progress=progress, health=True, topology=True)
     engine = Engine(tasks, options, connector(local, ssh), None, inv_path)
     states = []
     try:
@@ -382,6 +396,70 @@ def demo():
     from provision.demo import run_demo
 
     sys.exit(run_demo(click.echo))
+
+
+def _parameter_count(ctx, param, value):
+    from provision.advise import parse_count
+
+    try:
+        return parse_count(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@main.command()
+@click.argument("inventory", required=False, type=click.Path(dir_okay=False))
+@click.option("-l", "--limit", help="Hosts or groups of the INVENTORY, comma-separated (as for apply).")
+@click.option("--params", required=True, callback=_parameter_count,
+              help="Model parameters: 25M, 25.6M, 1.5B, 7e9, 350k.")
+@click.option("--bytes-per-grad", type=click.IntRange(1, 8), default=4, show_default=True,
+              help="Bytes per gradient value the all-reduce sends (float32 4, bf16 2).")
+@click.option("--step-ms", type=click.FloatRange(0, min_open=True),
+              help="Ts, measured: one training step's compute on one GPU, ms. Without it: no efficiency.")
+@click.option("--comm-ms", type=click.FloatRange(0, min_open=True),
+              help="Tc, measured: one gradient all-reduce, ms. The what-ifs start from it instead of the estimate.")
+@click.option("--nodes", type=click.IntRange(min=2), help="Nodes.  [default: the selected hosts]")
+@click.option("--gpus-per-node", type=click.IntRange(1, 64), help="GPUs per node.  [default: gpu.count, else 1]")
+@click.option("--link-mbps", type=click.IntRange(min=1),
+              help="Speed of one link, Mb/s (10 GbE: 10000).  [default: the lowest nccl.expected_link_speed_mbps]")
+@click.option("--links", type=click.IntRange(1, 64),
+              help="Links per node NCCL spreads over.  [default: the names of an exact nccl.socket_ifname, else 1]")
+@click.option("--accumulate", type=click.IntRange(min=2), default=2, show_default=True,
+              help="Steps per all-reduce in the gradient-accumulation what-if.")
+@click.option("--gpu-memory-gib", type=click.FloatRange(0, min_open=True),
+              help="Memory of one GPU, GiB: adds how many GPUs the model state needs.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+def advise(inventory, limit, params, bytes_per_grad, step_ms, comm_ms, nodes, gpus_per_node, link_mbps, links,
+           accumulate, gpu_memory_gib, as_json):
+    """Estimate how well a data-parallel job scales over the network, and what would help.
+
+    Reads the INVENTORY only (no host is contacted): nodes, GPUs, link
+    speed and links per node; options override it. A ring all-reduce sends
+    2(N-1)/N x the gradient bytes per step; eta = Ts/(Ts+Tc) (weak scaling,
+    no overlap, bandwidth only). Then, added one by one: bf16 gradients,
+    gradient accumulation, a second link per node.
+
+    \b
+      provision advise inventories/basement.yaml -l rtx3090 --params 25M --step-ms 234 --comm-ms 106
+      provision advise --nodes 8 --gpus-per-node 8 --link-mbps 100000 --params 7B --gpu-memory-gib 80
+    """
+    from provision.advise import Job, advise as estimate, network_from_hosts, report_lines, to_json
+
+    if inventory is None and nodes is None:
+        raise click.UsageError("give an INVENTORY file, or --nodes N (and --link-mbps)")
+    hosts = select_hosts(inventory, False, limit)[1] if inventory else []
+    try:
+        network, notes = network_from_hosts(hosts, nodes, gpus_per_node, link_mbps, links)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    job = Job(params, network, bytes_per_grad, step_s=step_ms / 1000 if step_ms else None,
+              comm_s=comm_ms / 1000 if comm_ms else None)
+    advice = estimate(job, accumulate, gpu_memory_gib, notes)
+    if as_json:
+        click.echo(json.dumps(to_json(advice), indent=2))
+    else:
+        for line in report_lines(advice):
+            click.echo(line)
 
 
 main.add_command(lab)

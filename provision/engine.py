@@ -47,6 +47,7 @@ class RunOptions:
     # Settings made once a host's facts are read (the ad-hoc commands); None: the inventory's.
     adjust_host: Callable[[Host, HostFacts], Host] | None = None
     health: bool = False  # read the health sections too: kernel log, PCIe AER counters (verify)
+    topology: bool = False  # read `nvidia-smi topo -m` too (facts, verify)
 
 
 @dataclass
@@ -105,7 +106,8 @@ class Engine:
         deadline, waited = time.monotonic() + self.options.lock_wait, False
         while True:
             try:
-                sections = self.read(state.conn, state.paths, state.units, owner, health=self.options.health)
+                sections = self.read(state.conn, state.paths, state.units, owner, health=self.options.health,
+                                     topology=self.options.topology)
             except Unreachable as exc:
                 state.result.status, state.result.message = UNREACHABLE, str(exc)
                 return False
@@ -134,9 +136,11 @@ class Engine:
 
     @staticmethod
     def read(conn: Connection, paths: list[str], units: list[UnitRef] = (),
-             lock_owner: str | None = None, nvidia: bool = True, health: bool = False) -> dict[str, gather.Section]:
+             lock_owner: str | None = None, nvidia: bool = True, health: bool = False,
+             topology: bool = False) -> dict[str, gather.Section]:
         token = gather.new_token()
-        script = gather.build_script(token, paths, units, lock_owner=lock_owner, nvidia=nvidia, health=health)
+        script = gather.build_script(token, paths, units, lock_owner=lock_owner, nvidia=nvidia, health=health,
+                                     topology=topology)
         result = conn.run_script(script, timeout=120)
         return gather.split_sections(token, result.stdout)
 

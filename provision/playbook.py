@@ -24,10 +24,12 @@ from provision.tasks.clocks import ApplicationClocks, LockedClocks
 from provision.tasks.files import TemplateFile
 from provision.tasks.gpu import Persistence, PowerLimit
 from provision.tasks.layout import GpuLayout
+from provision.tasks.nccl import NcclFiles
 from provision.tasks.services import ServiceEnabled
 
 TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (
-    GpuLayout, Persistence, PowerLimit, ApplicationClocks, LockedClocks, BootConf, TemplateFile, ServiceEnabled)}
+    GpuLayout, Persistence, PowerLimit, ApplicationClocks, LockedClocks, BootConf, TemplateFile, ServiceEnabled,
+    NcclFiles)}
 
 
 def load_playbook(path: Path, templates: Path) -> list[Task]:
@@ -60,12 +62,12 @@ def load_playbook(path: Path, templates: Path) -> list[Task]:
             continue
         tags = params.pop("tags", None)
         task = cls(params, name=params.pop("name", None), tags=tags)
-        if isinstance(task, TemplateFile):
-            task.templates = templates
-            if isinstance(task.params.get("src"), str) and not (templates / task.params["src"]).is_file():
-                problems.append(Problem(file, where, "src", f"template {task.params['src']!r} not found in {templates}",
+        task.templates = templates
+        for key, name in task.template_names():
+            if not (templates / name).is_file():
+                problems.append(Problem(file, where, key, f"template {name!r} not found in {templates}",
                                         "use --templates DIR to point at your own"))
-        elif params and not isinstance(task, (ServiceEnabled, BootConf)):
+        if params and not isinstance(task, (TemplateFile, ServiceEnabled, BootConf, NcclFiles)):
             problems.append(Problem(file, where, ", ".join(sorted(params)), f"task {kind!r} takes no parameters"))
         problems += task.check_params(file)
         tasks.append(task)

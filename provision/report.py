@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from provision.facts import layout
+from provision.facts import layout, topo
 from provision.facts.model import HostFacts
 from provision.results import UNREACHABLE, HostResult
 from provision.tasks.base import CHANGED, FAILED, OK, SKIPPED
@@ -109,7 +109,8 @@ def _short(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def print_facts(host: str, facts: HostFacts | None, error: str = "") -> None:
+def print_facts(host: str, facts: HostFacts | None, error: str = "", nccl_said: dict | None = None) -> None:
+    """nccl_said: provision.nccl.summary() for the host, shown as the `nccl:` lines."""
     click.echo(click.style(host, bold=True))
     if facts is None:
         click.echo(f"  {click.style('unreachable', fg='red')}: {error}")
@@ -117,6 +118,8 @@ def print_facts(host: str, facts: HostFacts | None, error: str = "") -> None:
     s, n = facts.system, facts.nvidia
     click.echo(f"  system: {s.hostname}, {s.os_id} {s.os_version}, uid {s.uid}, "
                f"systemd {'running' if s.systemd_running else 'not running'}")
+    if nccl_said:
+        _print_nccl(nccl_said)
     daemon = "not installed" if not n.persistenced_path else ("running" if n.persistenced_running else "stopped")
     if n.state != "ok":
         click.echo(f"  nvidia: {n.state}: {n.message}; nvidia-persistenced {daemon}")
@@ -138,8 +141,20 @@ def print_facts(host: str, facts: HostFacts | None, error: str = "") -> None:
         click.echo("  layout: as recorded at the last good run")
     for line in change.lines() if change else []:
         click.echo(f"  {click.style('layout', fg='red')}: {line}")
+    matrix = facts.topology.matrix if facts.topology else None
+    for warning in topo.cross_socket_warnings(matrix) if matrix else []:
+        click.echo(f"  {click.style('topology', fg='yellow')}: {warning}")
     for note in n.notes:
         click.echo(f"  note: {note}")
+
+
+def _print_nccl(said: dict) -> None:
+    uses = ", ".join(f"{i['name']} ({i['speed_mbps']} Mb/s)" if i["speed_mbps"] else f"{i['name']} (speed unknown)"
+                     for i in said["uses"]) or "no interface"
+    skips = "".join(f"; skips {i['name']}, which {i['why']}" for i in said["skips"])
+    click.echo(f"  nccl: {said['rule']}: uses {uses}{skips}" if said["rule"] else "  nccl: interfaces not read")
+    for problem in said["problems"]:
+        click.echo(f"  {click.style('nccl', fg='red')}: {problem}")
 
 
 def _num(value) -> str:

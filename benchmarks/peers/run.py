@@ -1,8 +1,8 @@
 """The peers of `provision apply` in benchmarks/apply_scale.py: Ansible and pyinfra on the same lab nodes.
 
 Each tool does the same work (WORK below), written as a careful user of that tool would
-(benchmarks/peers/ansible/site.yaml, benchmarks/peers/pyinfra/deploy.py; provision itself:
-benchmarks/provision-site/site.yaml = the shipped site playbook + /etc/nccl.conf). This module writes each
+(benchmarks/peers/ansible/site.yaml, benchmarks/peers/pyinfra/deploy.py; provision itself: the shipped
+site playbook, whose nccl-files task writes /etc/nccl.conf and its env file). This module writes each
 tool's inventory for a lab, runs the tool in a fresh process (timed: interpreter start counts), checks
 what it reported (Ansible's PLAY RECAP, pyinfra's --json results), reads the nodes back over SSH to
 check that they really are converged, and resets them between tools.

@@ -9,16 +9,17 @@ inventory are passed as quoted words (shlex.quote), never pasted raw.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import secrets
 import shlex
 from dataclasses import dataclass
 
 from provision import remote
-from provision.facts import clock_cache, layout
+from provision.facts import clock_cache, layout, topo
 from provision.facts import gpu as gpu_parsers
 from provision.facts.model import (AerCounters, FileFacts, HostFacts, Interface, KernelLogFacts, NvidiaFacts,
-                                   PcieFacts, SystemFacts, UnitRef)
+                                   PcieFacts, RdmaPort, SystemFacts, TopologyFacts, UnitRef)
 
 PERSISTENCED_PIDFILE = "/var/run/nvidia-persistenced/nvidia-persistenced.pid"
 
@@ -28,6 +29,18 @@ def clock_records_dir() -> str:
     so a reboot clears it as it clears the locks. PROVISION_CLOCK_RECORDS moves it (tests on this machine)."""
     return os.environ.get("PROVISION_CLOCK_RECORDS", "/run/provision/gpu-clocks")
 
+
+# The network as NCCL sees it: `ip -j addr` (flags and addresses: NCCL takes only running interfaces with an
+# address), then per interface its operstate, speed in Mb/s (empty or -1 where the link is down or has none)
+# and PCI device, then each RDMA port (NCCL_IB_HCA names them). One word per field: parse_network reads them.
+NET_SNIPPET = (
+    "j=$(ip -j addr show 2>/dev/null) && echo \"ip $j\"; "
+    "for d in /sys/class/net/*; do printf 'sys %s %s %s %s\\n' \"${d##*/}\" \"$(cat \"$d/operstate\" 2>/dev/null)\" "
+    "\"$(cat \"$d/speed\" 2>/dev/null || echo -)\" \"$(readlink -f \"$d/device\" 2>/dev/null || echo -)\"; done; "
+    "for p in /sys/class/infiniband/*/ports/*; do [ -d \"$p\" ] || continue; h=${p%/ports/*}; "
+    "s=$(cat \"$p/state\" 2>/dev/null); r=$(cat \"$p/rate\" 2>/dev/null); l=$(cat \"$p/link_layer\" 2>/dev/null); "
+    "echo \"ib ${h##*/} ${p##*/} ${s#*: } ${r%% *} ${l:--}\"; done; true"
+)
 
 # name -> sh snippet. Order matters only for readability of a raw dump.
 BASE_SECTIONS: dict[str, str] = {
@@ -40,6 +53,7 @@ BASE_SECTIONS: dict[str, str] = {
     "nvidia-smi": "command -v nvidia-smi",
     "query-gpu": gpu_parsers.QUERY_GPU_SNIPPET,
     "persistenced": "command -v nvidia-persistenced",
+    "net": NET_SNIPPET,
     "persistenced-running": (
         f"pid=$(cat {PERSISTENCED_PIDFILE} 2>/dev/null) && [ -n \"$pid\" ] && [ -d \"/proc/$pid\" ]"
         " || systemctl is-active --quiet nvidia-persistenced 2>/dev/null"
@@ -71,14 +85,13 @@ PCIE_AER_SNIPPET = (
     "[ -r \"$x/$f\" ] && echo \"== ${d##*/} ${x##*/} $f\" && cat \"$x/$f\"; "
     "done; done; done; true"
 )
-# Each network interface: name, operstate, speed in Mb/s (empty, or -1, where the link is down or has none).
-NET_SNIPPET = ("for d in /sys/class/net/*; do printf '%s %s %s\\n' \"${d##*/}\" "
-               "\"$(cat \"$d/operstate\" 2>/dev/null)\" \"$(cat \"$d/speed\" 2>/dev/null)\"; done")
-HEALTH_SECTIONS = {"kernel-log": KERNEL_LOG_SNIPPET, "pcie-aer": PCIE_AER_SNIPPET, "net": NET_SNIPPET}
+HEALTH_SECTIONS = {"kernel-log": KERNEL_LOG_SNIPPET, "pcie-aer": PCIE_AER_SNIPPET}
+# How far apart the GPUs and RDMA NICs are: `facts` and `verify` read it (apply has no use for it).
+TOPOLOGY_SECTIONS = {"topo": "nvidia-smi topo -m"}
 
 # The sections that read the NVIDIA stack; a re-read after a task that changed only files skips them.
 NVIDIA_SECTIONS = frozenset({"nvidia-smi", "query-gpu", "supported-clocks", "persistenced", "persistenced-running",
-                             "clock-records"})
+                             "clock-records", "topo"})
 
 UNIT_STATES = {"enabled", "enabled-runtime", "linked", "linked-runtime", "alias", "masked", "masked-runtime",
                "static", "indirect", "disabled", "generated", "transient", "bad"}  # systemctl is-enabled
@@ -91,7 +104,8 @@ class Section:
 
 
 def build_script(token: str, file_paths: list[str] = (), units: list[UnitRef] = (),
-                 lock_owner: str | None = None, nvidia: bool = True, health: bool = False) -> str:
+                 lock_owner: str | None = None, nvidia: bool = True, health: bool = False,
+                 topology: bool = False) -> str:
     """The whole batch as one sh script. Each section: begin marker, output, end marker + rc.
 
     With lock_owner, the first section takes the host lock (see remote.py), so
@@ -104,6 +118,8 @@ def build_script(token: str, file_paths: list[str] = (), units: list[UnitRef] = 
     sections["gpu-layout"] = f"cat {shlex.quote(layout.record_path())}"  # exit 1: no record yet
     if health:
         sections.update(HEALTH_SECTIONS)
+    if topology:
+        sections.update(TOPOLOGY_SECTIONS)
     for path in file_paths:
         quoted = shlex.quote(path)
         sections[f"file:{path}"] = f"stat -c '%a %U %G' {quoted} && base64 {quoted}"
@@ -155,10 +171,12 @@ def parse_facts(sections: dict[str, Section]) -> HostFacts:
         facts.gpu_layout = layout.parse_record(record.output)
     if "kernel-log" in sections:
         facts.kernel_log = _kernel_log(sections["kernel-log"])
+    if "topo" in sections:
+        facts.topology = _topology(sections["topo"])
     if "pcie-aer" in sections:
         facts.pcie = parse_pcie_aer(sections["pcie-aer"].output)
     if "net" in sections:
-        facts.interfaces = parse_interfaces(sections["net"].output)
+        facts.interfaces, facts.rdma = parse_network(sections["net"].output)
     for name, section in sections.items():
         if name.startswith("file:"):
             path = name[len("file:"):]
@@ -233,6 +251,15 @@ def _kernel_log(section: Section) -> KernelLogFacts:
     return KernelLogFacts(source=first.removeprefix("source: "), lines=rest.splitlines())
 
 
+def _topology(section: Section) -> TopologyFacts:
+    if section.rc != 0:
+        return TopologyFacts(message=section.output.strip() or f"nvidia-smi topo -m exited {section.rc}")
+    try:
+        return TopologyFacts(matrix=topo.parse_topo(section.output))
+    except topo.TopoParseError as exc:
+        return TopologyFacts(message=str(exc))
+
+
 def parse_pcie_aer(text: str) -> PcieFacts:
     """PCIE_AER_SNIPPET's output: '== GPU PORT port' per GPU, then '== GPU DEVICE FILE' and the file's
     'Name count' lines for each AER file the GPU and its port have."""
@@ -254,15 +281,44 @@ def parse_pcie_aer(text: str) -> PcieFacts:
     return found
 
 
-def parse_interfaces(text: str) -> list[Interface]:
-    """NET_SNIPPET's output: 'name operstate speed' per interface."""
-    found = []
+def parse_network(text: str) -> tuple[list[Interface], list[RdmaPort]]:
+    """NET_SNIPPET's output: an 'ip JSON' line (absent where ip lacks -j), 'sys NAME OPERSTATE SPEED DEVICE'
+    per interface, 'ib HCA PORT STATE RATE LINK_LAYER' per RDMA port. Interfaces in ifindex order where ip
+    tells it (the order NCCL lists them in: getifaddrs'), else by name."""
+    from_ip: dict[str, dict] = {}
+    sys_lines, ports = [], []
     for line in text.splitlines():
-        name, operstate, speed = (line.split() + ["", ""])[:3]
-        if name:
-            number = int(speed) if speed.lstrip("-").isdigit() else None
-            found.append(Interface(name, operstate, number if number and number > 0 else None))
-    return found
+        kind, _, rest = line.partition(" ")
+        if kind == "ip":
+            try:
+                from_ip = {link["ifname"]: link for link in json.loads(rest) if "ifname" in link}
+            except (ValueError, TypeError):
+                from_ip = {}  # a broken `ip -j`: the /sys lines still say enough
+        elif kind == "sys" and len(rest.split()) == 4:
+            sys_lines.append(rest.split())
+        elif kind == "ib" and len(rest.split()) == 5:
+            hca, port, state, rate, layer = rest.split()
+            ports.append(RdmaPort(hca, int(port) if port.isdigit() else 0, state, _number(rate),
+                                  "" if layer == "-" else layer))
+    interfaces = []
+    for name, operstate, speed, device in sys_lines:
+        link = from_ip.get(name)
+        mbps = _number(speed)
+        interfaces.append(Interface(
+            name, operstate.lower(), int(mbps) if mbps and mbps > 0 else None,
+            flags=tuple(link.get("flags", ())) if link else None,
+            addresses=tuple(f"{a['local']}/{a.get('prefixlen', '')}" for a in link.get("addr_info", ())
+                            if "local" in a) if link else None,
+            device=device if device.startswith("/sys/devices/pci") else None))
+    order = {name: link.get("ifindex", 0) for name, link in from_ip.items()}
+    return sorted(interfaces, key=lambda i: order.get(i.name, 1 << 30)), ports
+
+
+def _number(word: str) -> float | None:
+    try:
+        return float(word)
+    except ValueError:
+        return None
 
 
 def _file(path: str, section: Section) -> FileFacts:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from provision.facts.topo import Topology
+
 
 @dataclass(frozen=True)
 class ClockPair:
@@ -181,11 +183,47 @@ class PcieFacts:
 
 @dataclass(frozen=True)
 class Interface:
-    """A network interface as /sys/class/net shows it."""
+    """A network interface as `ip -j addr` and /sys/class/net show it."""
 
     name: str
     operstate: str  # "up", "down", "unknown" (lo, some virtual links), "lowerlayerdown", ...
     speed_mbps: int | None  # None: no link, or a kind of interface without a speed
+    flags: tuple[str, ...] | None = None  # ip's: "UP", "LOWER_UP", "LOOPBACK", ...; None: `ip -j` not there
+    addresses: tuple[str, ...] | None = None  # "10.214.1.11/24", ...; None: not known (no `ip -j`)
+    device: str | None = None  # the PCI device behind it (/sys/class/net/NAME/device), None for virtual links
+
+    @property
+    def running(self) -> bool:
+        """The kernel's IFF_RUNNING, which NCCL requires: administratively up and its link up (or unknown, as
+        on lo). Without ip's flags, the operstate alone."""
+        link_up = self.operstate in ("up", "unknown")
+        return link_up and (self.flags is None or "UP" in self.flags)
+
+    @property
+    def addressed(self) -> bool | None:
+        """Has an IPv4 or IPv6 address NCCL can use (IPv6 loopback aside); None when unknown."""
+        if self.addresses is None:
+            return None
+        return any(a.split("/")[0] != "::1" for a in self.addresses)
+
+
+@dataclass(frozen=True)
+class RdmaPort:
+    """One port of an RDMA device (/sys/class/infiniband/HCA/ports/N): what NCCL_IB_HCA names."""
+
+    hca: str  # "mlx5_0"
+    port: int
+    state: str  # "ACTIVE", "DOWN", "INIT", ...
+    rate_gbps: float | None  # from "100 Gb/sec (4X EDR)"
+    link_layer: str = ""  # "InfiniBand" or "Ethernet" (RoCE)
+
+
+@dataclass
+class TopologyFacts:
+    """`nvidia-smi topo -m`, parsed (facts/topo.py); message says why not where it could not be read."""
+
+    matrix: Topology | None = None
+    message: str = ""
 
 
 @dataclass
@@ -196,7 +234,10 @@ class HostFacts:
     units: dict[str, str] = field(default_factory=dict)  # UnitRef.key -> "enabled"/"disabled"/...
     # The GPUs of the last good run (facts/layout.py); None when the host has no record yet.
     gpu_layout: list[RecordedGpu] | None = None
+    # The network, as NCCL sees it: None when not read.
+    interfaces: list[Interface] | None = None
+    rdma: list[RdmaPort] = field(default_factory=list)
     # Health, read only when asked (verify): None when not read.
     kernel_log: KernelLogFacts | None = None
     pcie: PcieFacts | None = None
-    interfaces: list[Interface] | None = None
+    topology: TopologyFacts | None = None  # read by facts and verify

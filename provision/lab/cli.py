@@ -113,7 +113,7 @@ def reboot(node, lab_dir):
 @click.argument("node")
 @click.argument("kind", type=click.Choice(FAULTS), metavar="KIND")
 @click.option("--gpu", type=int, help="GPU slot (its index with every GPU present) for the gpu faults  [default: 0].")
-@click.option("--nic", help="NIC for nic-down  [default: the node's first fabric NIC].")
+@click.option("--nic", help="NIC for nic-down and nic-slow  [default: the node's first fabric NIC].")
 @dir_option
 def fault(node, kind, gpu, nic, lab_dir):
     """Inject a fault into NODE for a drill, or clear them all.
@@ -131,6 +131,8 @@ def fault(node, kind, gpu, nic, lab_dir):
                      Brake Slowdown, until clear
       gpu-thermal    HW Slowdown and HW Thermal Slowdown, until clear
       nic-down       a fabric cable is pulled (the node sees NO-CARRIER)
+      nic-slow       a fabric port is cabled to the 1GbE switch: its speed reads 1000 Mb/s, across
+                     reboots until clear
       sshd-down      the node runs but refuses SSH (unreachable)
       clear          every fault above undone
     """

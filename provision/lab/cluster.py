@@ -41,9 +41,10 @@ FILES = ("inventory.yaml", "ssh_config", "known_hosts", "id_ed25519", "id_ed2551
 KEY = "id_ed25519"
 GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "pcie-degraded", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
               "gpu-pcie-errors")  # gpusim.py fault GPU KIND (without "gpu-")
-FAULTS = (*GPU_FAULTS, "nic-down", "sshd-down", "clear")
+FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", "sshd-down", "clear")
+SLOW_NIC_MBPS = 1000  # nic-slow: the port is cabled to the 1GbE switch (the seed blades' old internet uplink)
 # What a reboot ends: a GPU off the bus is back, a pending ECC repair is done, the kernel log is new, sshd starts.
-# A gone GPU, a degraded link, a power brake or overheating, and a pulled cable stay.
+# A gone GPU, a degraded link, a power brake or overheating, a pulled cable and a slow port stay.
 GONE_AT_REBOOT = ("gpu-off-bus", "gpu-ecc", "gpu-pcie-errors", "sshd-down")
 
 
@@ -274,6 +275,9 @@ class Lab:
             node.wait_ssh()
             faults = state.get("faults", {}).get(name, [])
             faults[:] = [f for f in faults if not f.startswith(GONE_AT_REBOOT)]
+            for fault in faults:  # a cable into the slow switch is still there after the reboot
+                if fault.startswith("nic-slow "):
+                    _slow_link(node, fault.split()[1])
             self._save(state)
             return time.monotonic() - started
 
@@ -299,12 +303,15 @@ class Lab:
                 raise LabError(f"--gpu {gpu}: {node.spec.name} has GPUs 0..{node.spec.gpu_count - 1}", 2)
             node.gpusim("fault", str(gpu), kind.removeprefix("gpu-"))
             return f"{kind} GPU {gpu}"
-        if kind == "nic-down":
+        if kind in ("nic-down", "nic-slow"):
             nic = nic or node.spec.nics[0]
             if nic not in node.spec.nics:
                 raise LabError(f"--nic {nic}: {node.spec.name} has {', '.join(node.spec.nics)}", 2)
-            netns.set_cable(node.net, node.spec.index, node.spec.nics.index(nic), plugged=False)
-            return f"nic-down {nic}"
+            if kind == "nic-down":
+                netns.set_cable(node.net, node.spec.index, node.spec.nics.index(nic), plugged=False)
+            else:
+                _slow_link(node, nic)
+            return f"{kind} {nic}"
         if kind == "sshd-down":
             for pid, comm in node.processes().items():
                 if comm == "sshd":
@@ -313,6 +320,10 @@ class Lab:
         raise LabError(f"unknown fault {kind!r}; one of {', '.join(FAULTS)}", 2)
 
     def _clear(self, node: Node, faults: list[str]) -> str:
+        for fault in faults:
+            if fault.startswith("nic-slow ") and node.init_pid() is not None:
+                nic = fault.split()[1]
+                node.exec(["umount", f"/sys/class/net/{nic}/speed"], check=False)
         for gpu in range(node.spec.gpu_count):
             node.gpusim("fault", str(gpu), "clear")
         for k in range(len(node.spec.nics)):
@@ -321,6 +332,13 @@ class Lab:
             node.exec(["/usr/sbin/sshd"])  # daemonizes; the node's PID 1 adopts it
             node.wait_ssh()
         return f"cleared {', '.join(faults) or 'nothing (no fault recorded)'}"
+
+
+def _slow_link(node: Node, nic: str) -> None:
+    """The node's kernel reports its fabric NIC at 1000 Mb/s: a file bound over the interface's speed in the
+    node's own /sys (its mount namespace; a veth itself always says 10000)."""
+    speed = f"/run/lab-{nic}-speed"
+    node.exec(["sh", "-c", f"echo {SLOW_NIC_MBPS} > {speed} && mount --bind {speed} /sys/class/net/{nic}/speed"])
 
 
 def inventory_text(spec: LabSpec, lab_dir: Path, net: LabNet) -> str:

@@ -61,10 +61,13 @@ Config
   {"driver_version": "580.159.04",
    "gpus": [{"model": "v100-sxm2-16gb", "count": 4},
             {"model": "h100-80gb-hbm3", "uuid": "GPU-5afa2088-...", "bus_id": "00000000:00:06.0"}],
-   "cpus": 16, "numa_nodes": 1, "virtualization_mode": "None", "cuda_version": "13.0"}
+   "cpus": 16, "numa_nodes": 1, "virtualization_mode": "None", "cuda_version": "13.0",
+   "nics": [{"name": "mlx5_0", "numa": 0, "near_gpu": 0}, {"name": "mlx5_bond_0", "numa": 1}]}
   Models: v100-sxm2-16gb, rtx-3090, rtx-4090, h100-80gb-hbm3. Per-GPU overrides (uuid, bus_id,
   vbios, serial, module_id, pdi) are one value when count is 1, else a list of count values.
   Without overrides UUIDs are derived from the hostname and slot, so nodes differ.
+  nics: the RDMA NICs topo -m shows (NIC0.. in this order; none: GPUs only). near_gpu, optional: the slot
+  of the GPU behind the same PCIe switch (PIX); numa: its NUMA node (default: near_gpu's, else 0).
 """
 
 from __future__ import annotations
@@ -394,7 +397,25 @@ def load_config() -> Optional[dict]:
     for entry in config.get("gpus", []):
         if not isinstance(entry, dict) or entry.get("model") not in MODELS:
             raise SimError(f"{path}: unknown GPU {entry!r}; models: {', '.join(MODELS)}")
+    check_nics(path, config)
     return config
+
+
+def check_nics(path: str, config: dict) -> None:
+    """NICs with a name, a NUMA node the host has and, if any, a near GPU slot the config has."""
+    nics = config.get("nics", [])
+    slots = sum(int(entry.get("count", 1)) for entry in config.get("gpus", []))
+    nodes = int(config.get("numa_nodes") or 1)
+
+    def fits(nic) -> bool:
+        if not isinstance(nic, dict) or not isinstance(nic.get("name"), str) or not nic["name"]:
+            return False
+        bounds = (("numa", nodes), ("near_gpu", slots))
+        return all(nic.get(key) is None or nic[key] in range(top) for key, top in bounds)
+
+    if not isinstance(nics, list) or not all(fits(nic) for nic in nics):
+        raise SimError(f'{path}: expected "nics": [{{"name": "mlx5_0", "numa": 0..{nodes - 1}, '
+                       f'"near_gpu": 0..{slots - 1} (optional)}}, ...], got {nics!r}')
 
 
 def config_digest(config: dict) -> str:
@@ -422,6 +443,8 @@ def new_state(config: dict) -> dict:
         "cpus": int(config.get("cpus") or os.cpu_count() or 1),
         "numa_nodes": int(config.get("numa_nodes") or 1),
         "virtualization_mode": str(config.get("virtualization_mode") or "None"),
+        "nics": [{"name": nic["name"], "numa": nic.get("numa"), "near_gpu": nic.get("near_gpu")}
+                 for nic in config.get("nics", [])],
         "boot_time": time.time(),
         "daemon": None,
         "gpus": records,
@@ -702,6 +725,10 @@ class Host:
     @property
     def cuda(self) -> str:
         return self.state["cuda_version"]
+
+    @property
+    def nics(self) -> list:
+        return self.state.get("nics") or []  # a state file from before NICs were simulated has none
 
 
 class Gpu:
@@ -1461,26 +1488,52 @@ def nvlinks(a: Gpu, b: Gpu) -> int:
     return DGX1_LINKS[i][j] if i < 8 and j < 8 else 0
 
 
-def topo_cell(host: Host, a: Gpu, b: Gpu) -> str:
+@dataclass
+class TopoEnd:
+    """One row (and column) of topo -m: a GPU or a NIC, and where it sits."""
+
+    label: str  # GPU0.., NIC0..
+    numa: int
+    switch: Optional[int]  # the slot of the GPU whose PCIe switch it is behind (a GPU: its own)
+    tail: tuple  # its CPU Affinity, NUMA Affinity, (nvidia-smi's extra tab) and GPU NUMA ID cells
+    gpu: Optional[Gpu] = None
+    name: str = ""  # a NIC's device name, for the NIC Legend
+
+
+def topo_ends(host: Host) -> list:
+    ends = []
+    for g in host.gpus:
+        node = numa_node(host, g.index)
+        ends.append(TopoEnd(f"GPU{g.index}", node, g.record["slot"], (cpu_affinity(host, node), str(node), "", "N/A"),
+                            gpu=g))
+    numa_of_slot = {end.switch: end.numa for end in ends}
+    for k, nic in enumerate(host.nics):
+        numa = nic["numa"] if nic.get("numa") is not None else numa_of_slot.get(nic.get("near_gpu"), 0)
+        # A NIC row's affinity cells are empty, every tab still printed (the della H100 capture).
+        ends.append(TopoEnd(f"NIC{k}", numa, nic.get("near_gpu"), ("", "", "", ""), name=nic["name"]))
+    return ends
+
+
+def topo_cell(host: Host, a: TopoEnd, b: TopoEnd) -> str:
     if a is b:
         return " X "
-    links = nvlinks(a, b)
+    links = nvlinks(a.gpu, b.gpu) if a.gpu is not None and b.gpu is not None else 0
     if links:
         return f"NV{links}"
+    if a.switch is not None and a.switch == b.switch:  # two GPUs never share one: each has its own slot
+        return "PIX"
     if host.state["numa_nodes"] == 1:
         return "PHB"
-    return "NODE" if numa_node(host, a.index) == numa_node(host, b.index) else "SYS"
+    return "NODE" if a.numa == b.numa else "SYS"
 
 
 def render_topo(host: Host) -> str:
-    gpus = host.gpus
-    names = [f"GPU{g.index}" for g in gpus]
-    lines = ["\t\x1b[4m" + "\t".join(names + ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]) + "\x1b[0m"]
-    for g in gpus:
-        node = numa_node(host, g.index)
-        cells = [topo_cell(host, g, other) for other in gpus]
-        lines.append("\t".join([f"GPU{g.index}"] + cells + [cpu_affinity(host, node), str(node), "", "N/A"]))
-    return "\n".join(lines) + "\n" + TOPO_LEGEND
+    ends = topo_ends(host)
+    header = [end.label for end in ends] + ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
+    lines = ["\t\x1b[4m" + "\t".join(header) + "\x1b[0m"]
+    lines += ["\t".join([a.label] + [topo_cell(host, a, b) for b in ends] + list(a.tail)) for a in ends]
+    nics = [f"  {end.label}: {end.name}\n" for end in ends if end.gpu is None]
+    return "\n".join(lines) + "\n" + TOPO_LEGEND + ("\nNIC Legend:\n\n" + "".join(nics) if nics else "")
 
 
 def render_nvlink_status(gpus: list) -> str:

@@ -7,6 +7,7 @@ host): ok, changed, failed or skipped, with before -> after.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from provision.errors import Problem
@@ -67,6 +68,7 @@ class Plan:
     problems: list[str] = field(default_factory=list)  # input errors found against facts (out of range, ...)
     skipped: str = ""  # the whole task does not apply here, and why
     failed: str = ""  # the host cannot be brought to the wanted state (no driver, ...)
+    failed_check: str = ""  # the verify check that reports why it failed (as_intended leaves it to that one)
 
 
 class Task:
@@ -76,6 +78,7 @@ class Task:
     tags: ClassVar[frozenset[str]] = frozenset()
     changes_gpus: ClassVar[bool] = False  # its changes touch GPU state: the re-read after them asks nvidia-smi
     settings_blocks: ClassVar[frozenset[str]] = frozenset()  # the inventory blocks it applies (besides `when:`)
+    templates: Path | None = None  # the templates folder (--templates, else shipped): set by load_playbook
 
     def __init__(self, params: dict | None = None, name: str | None = None, tags: list[str] | None = None):
         self.params = params or {}
@@ -97,6 +100,10 @@ class Task:
 
     def unit_names(self, host: "Host") -> list["UnitRef"]:
         """systemd units whose enabled state the plan needs (also gathered in the one batch)."""
+        return []
+
+    def template_names(self) -> list[tuple[str, str]]:
+        """(playbook key, template file name) of each template it renders: checked to exist at load."""
         return []
 
     def plan(self, host: "Host", facts: "HostFacts") -> Plan:

@@ -69,7 +69,10 @@ class TemplateFile(Task):
     name = "template"
     tags = frozenset({"files"})
     PARAMS = ("src", "dest", "mode", "owner", "group", "when", "systemd_reload")
-    templates: Path | None = None  # set by the engine from --templates
+
+    def template_names(self):
+        src = self.params.get("src")
+        return [("src", src)] if isinstance(src, str) else []
 
     def check_params(self, file):
         problems = []

@@ -6,6 +6,8 @@ itself, and each command must be listed in WHERE with the place it runs:
   fresh      a copy of this checkout in an empty directory, as a new user: venv, install, demo
   ci         the test command itself: .ci/run must run it (running it here would recurse)
   unit       run as written (the pure tests pass alone)
+  advise     tests/unit/test_advise.py runs it as written (it reads the inventory, contacts no host) and checks
+             its figures and the output pasted under it
   simulator  the GPU simulator block, as one shell session in an empty HOME
   sandbox    this machine as root, with a simulated 4x V100 on PATH, in a private mount namespace whose
              /etc, /usr/local, /run and /var are overlays: what the command writes never reaches the host
@@ -42,6 +44,7 @@ WHERE = {
     ".venv/bin/python -m pytest": "ci",
     "python -m pytest": "ci",
     "python -m pytest tests/unit": "unit",
+    "provision advise inventories/basement.yaml --limit rtx3090 --params 25M --step-ms 234 --comm-ms 106": "advise",
     "provision apply --local": "sandbox",
     "provision facts --local --json": "sandbox",
     "provision clocks --mem 877 --sm 1005": "sandbox",
@@ -60,6 +63,7 @@ WHERE = {
     "provision apply inventories/basement.yaml --check": "lab",
     "provision apply inventories/basement.yaml --diff --limit v100": "lab",
     "provision facts inventories/basement.yaml": "lab",
+    "provision facts inventories/basement.yaml --limit rtx3090": "lab",
     "provision verify inventories/basement.yaml": "lab",
     "provision power --watts 200 -i inventories/basement.yaml -l v100 --gpu 3": "lab",
     f"provision apply {DEFAULT_LAB}/inventory.yaml": "lab",
@@ -286,10 +290,19 @@ def test_the_basement_commands_converge_the_mirror(basement_lab):
     assert re.search(r"v100-1 +ok=\d+ changed=[1-9]", first)
     facts = basement_lab["provision facts inventories/basement.yaml"]
     assert facts.count("Tesla V100-SXM2-16GB") == 4 and "877,1005" in facts
+    blades = basement_lab["provision facts inventories/basement.yaml --limit rtx3090"]
+    assert blades.count("nccl: NCCL_SOCKET_IFNAME=ens803f: uses ens803f0 (10000 Mb/s), ens803f1 (10000 Mb/s)") == 4
+    assert pasted_under("provision facts inventories/basement.yaml --limit rtx3090") in blades
     assert "\n6 hosts: 6 pass" in basement_lab["provision verify inventories/basement.yaml"]
     # 200 W is what the inventory says already: a no-op, one line for the host
     assert re.search(r"^v100-1 +ok=\d+ changed=0 failed=0",
                      basement_lab["provision power --watts 200 -i inventories/basement.yaml -l v100 --gpu 3"], re.M)
+
+
+def pasted_under(command: str) -> str:
+    """The output the README shows in the ```text block under `command`."""
+    after = README.read_text().split(f"    {command}\n", 1)[1]
+    return after.split("```text\n", 1)[1].split("```", 1)[0]
 
 
 @pytest.mark.lab

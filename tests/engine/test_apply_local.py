@@ -217,8 +217,8 @@ def test_a_block_no_task_applies_is_named_once_per_run(v100_node):
     result = v100_node.apply(inventory, "--check", "--limit", "node1")
     warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
     assert warnings == [
-        "warning: the inventory's `nccl:` block (node1) is checked but not applied: this version of provision has "
-        "no nccl tasks yet",
+        "warning: the inventory's `nccl:` block (node1) is checked but not applied: no task of playbook.yaml "
+        "applies it",
         "warning: the inventory's `launcher:` block (node1) is checked but not applied: this version of provision "
         "has no launcher tasks yet"]
     assert not any("gpu:" in line for line in warnings)
@@ -242,6 +242,8 @@ def test_facts_table_and_json(v100_node):
     gpus = data["node1"]["nvidia"]["gpus"]
     assert [g["index"] for g in gpus] == [0, 1, 2, 3]
     assert {"mem": 877, "sm": 1005} in gpus[0]["supported_clocks"]
+    matrix = data["node1"]["topology"]["matrix"]  # nvidia-smi topo -m: the SXM2 board's NVLink mesh
+    assert matrix["gpus"] == ["GPU0", "GPU1", "GPU2", "GPU3"] and matrix["links"]["GPU0"]["GPU3"].startswith("NV")
 
 
 def test_facts_local_without_inventory(v100_node):

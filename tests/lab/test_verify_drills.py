@@ -44,8 +44,9 @@ def test_a_converged_lab_passes_every_check(basement):
 @pytest.mark.parametrize("node, fault, checks, words", [
     (RISERS, ["pcie-degraded", "--gpu", "5"], {"pcie_links_run_at_full_width_and_speed"}, "GPU5 "),
     (BLADE, ["nic-down", "--nic", "ens803f1"], {"nccl_interfaces_are_up_at_speed"}, "ens803f1 "),
+    (BLADE, ["nic-slow", "--nic", "ens803f0"], {"nccl_interfaces_are_up_at_speed"}, "ens803f0 1000 Mb/s"),
     (RISERS, ["gpu-power-brake", "--gpu", "2"], {"clocks_are_not_held_down_by_heat_or_power"}, "HW Power Brake"),
-], ids=["pcie-degraded", "nic-down", "power-brake"])
+], ids=["pcie-degraded", "nic-down", "nic-slow", "power-brake"])
 def test_a_fault_fails_its_check_on_its_node_and_nothing_else_until_cleared(basement, node, fault, checks, words):
     basement.lab("fault", node, *fault)
     try:

@@ -3,8 +3,8 @@
 The simulator runs as a subprocess, as nvidia-smi does, with its config, state, pid file
 and kernel log under tmp_path. NVIDIA_SIM_UID=0 lets the setters run as "root" whoever
 runs the tests; a test that wants a normal user says so. Output formats are checked
-against the real captures in test_gpusim_golden.py; message shapes against public real
-outputs here (skipped where ../shared is absent).
+against the real captures in test_gpusim_golden.py; message shapes and della's `topo -m` against
+public real outputs here (read from ../shared/real-outputs, skipped where it is absent).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from provision.facts.topo import parse_topo
 from provision.lab import gpusim  # standalone, but importable: its model table
 
 GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
@@ -291,6 +292,77 @@ def test_v100_topology_is_the_dgx1_cube_mesh(sim):
     rows = [line.split("\t")[1:5] for line in lines(sim.ok("topo", "-m"))[1:5]]
     assert rows == [[" X ", "NV1", "NV1", "NV2"], ["NV1", " X ", "NV2", "NV1"], ["NV1", "NV2", " X ", "NV2"],
                     ["NV2", "NV1", "NV2", " X "]]
+
+
+# Della's 8x H100 node (../shared/real-outputs/topo, read through `real_output`, skipped when absent): which GPU
+# each of its 6 mlx5 NICs shares a PCIe switch with.
+DELLA_TOPO = "topo/h100-8gpu-nv18-mlx5-della.txt"
+DELLA_NICS = [{"name": f"mlx5_{k}", "near_gpu": gpu} for k, gpu in enumerate((0, 0, 3, 4, 4, 6))]
+
+
+def test_topo_prints_nics_as_a_real_h100_node_does(sim, real_output):
+    """Byte for byte against della's output, but for what that host does not share with the simulator: its
+    NICs and GPUs on both NUMA nodes read NODE to each other (the simulator: SYS across nodes), and its
+    CPU Affinity cells (empty or "1"). The header's underline escapes were lost in the copy published."""
+    sim.configure(("h100-80gb-hbm3", 8), cpus=32, numa_nodes=2, nics=DELLA_NICS)
+    got = sim.ok("topo", "-m").replace("\x1b[4m", "").replace("\x1b[0m", "").replace("SYS\t", "NODE\t")
+    want = real_output(DELLA_TOPO)
+
+    def cpu_affinity_masked(text: str) -> list:
+        rows = [line.split("\t") for line in text.splitlines()]
+        return ["\t".join(cells[:15] + ["<cpus>"] + cells[16:] if cells[0].startswith("GPU") else cells)
+                for cells in rows]
+
+    assert cpu_affinity_masked(got) == cpu_affinity_masked(want) and got.endswith("\n") == want.endswith("\n")
+
+
+def test_topo_nic_levels_follow_the_near_gpu_and_numa_nodes(sim):
+    nics = [{"name": "mlx5_0", "near_gpu": 0}, {"name": "mlx5_1", "numa": 1}, {"name": "mlx5_2", "near_gpu": 3},
+            {"name": "mlx5_bond_0", "near_gpu": 3}]
+    sim.configure(("rtx-4090", 4), cpus=32, numa_nodes=2, nics=nics)
+    topo = parse_topo(sim.ok("topo", "-m"))
+    assert topo.nics == {"NIC0": "mlx5_0", "NIC1": "mlx5_1", "NIC2": "mlx5_2", "NIC3": "mlx5_bond_0"}
+    assert [[topo.link(gpu, nic) for nic in topo.nics] for gpu in topo.gpus] == [
+        ["PIX", "SYS", "SYS", "SYS"],  # NIC0's NUMA node is its near GPU's
+        ["NODE", "SYS", "SYS", "SYS"],
+        ["SYS", "NODE", "NODE", "NODE"],
+        ["SYS", "NODE", "PIX", "PIX"],
+    ]
+    assert (topo.link("NIC2", "NIC3"), topo.link("NIC1", "NIC2"), topo.link("NIC0", "NIC1")) == ("PIX", "NODE", "SYS")
+    assert [topo.nearest_nic(gpu) for gpu in topo.gpus] == [
+        ("mlx5_0", "PIX"), ("mlx5_0", "NODE"), ("mlx5_1", "NODE"), ("mlx5_2", "PIX")]
+    assert topo.gpus_without_nic_within("PXB") == ["GPU1", "GPU2"]
+    assert topo.cross_socket_gpu_pairs() == [("GPU0", "GPU2"), ("GPU0", "GPU3"), ("GPU1", "GPU2"), ("GPU1", "GPU3")]
+    assert topo.cpu_affinity == {"GPU0": "0-15", "GPU1": "0-15", "GPU2": "16-31", "GPU3": "16-31"}
+    assert topo.numa_affinity == {"GPU0": "0", "GPU1": "0", "GPU2": "1", "GPU3": "1"}
+
+
+def test_topo_on_one_numa_node_puts_nics_behind_the_host_bridge(sim):
+    sim.configure(("h100-80gb-hbm3", 2), nics=[{"name": "mlx5_0", "near_gpu": 1}, {"name": "mlx5_1"}])
+    topo = parse_topo(sim.ok("topo", "-m"))
+    assert topo.link("GPU0", "GPU1") == "NV18" and topo.link("NIC0", "NIC1") == "PHB"
+    assert [topo.nearest_nic(gpu) for gpu in topo.gpus] == [("mlx5_0", "PHB"), ("mlx5_0", "PIX")]
+
+
+def test_topo_of_a_state_file_from_before_nics_is_the_gpu_matrix(sim):
+    sim.configure(("h100-80gb-hbm3", 2))
+    sim.gpusim("init")  # writes the state file
+    before = sim.ok("topo", "-m")
+    state = sim.state()
+    del state["nics"]
+    (sim.root / "state.json").write_text(json.dumps(state))
+    assert sim.ok("topo", "-m") == before and "NIC" not in before
+    assert parse_topo(before).nics == {}
+
+
+@pytest.mark.parametrize("nics", [
+    {"name": "mlx5_0"}, [{"numa": 0}], [{"name": ""}], [{"name": "mlx5_0", "numa": 2}],
+    [{"name": "mlx5_0", "near_gpu": 2}], [{"name": "mlx5_0", "near_gpu": "0"}], ["mlx5_0"],
+])
+def test_a_nic_config_the_simulator_cannot_place_is_refused(sim, nics):
+    sim.configure(("rtx-4090", 2), numa_nodes=2, nics=nics)
+    done = sim.smi("topo", "-m")
+    assert done.returncode == 255 and 'expected "nics": [{"name": "mlx5_0", "numa": 0..1' in done.stderr
 
 
 # --- setters: success and refusal per model ---------------------------------------------------------

@@ -200,3 +200,28 @@ def test_slurm_block():
 def test_custom_takes_any_mapping():
     assert settings({"custom": {"rack": 3, "notes": ["a"]}}).custom == {"rack": 3, "notes": ["a"]}
     refused({"custom": ["a"]}, "custom", "any mapping")
+
+
+@pytest.mark.parametrize("ifname", ["ens803f0;reboot", "$(reboot)", "eth0 eth1", "ens803f0`id`"])
+def test_hostile_interface_names_are_refused_never_run(ifname):
+    refused({"nccl": {"socket_ifname": ifname}}, "nccl.socket_ifname", "NCCL_SOCKET_IFNAME syntax")
+
+
+def test_a_one_character_ifname_is_refused_because_nccl_ignores_it():
+    refused({"nccl": {"socket_ifname": "e"}}, "nccl.socket_ifname", "NCCL ignores a value shorter than 2")
+
+
+def test_nccl_env_names_must_be_variables_nccl_reads():
+    refused({"nccl": {"env": {"NCCL_SOCKET_NTHREAD": "2"}}}, "nccl.env", "NCCL_SOCKET_NTHREAD is not a variable",
+            "did you mean 'NCCL_SOCKET_NTHREADS'?", "launcher.env")
+    refused({"nccl": {"env": {"NCCL_SOCKET_IFNAME": "eth"}}}, "nccl.env", "set it as nccl.socket_ifname")
+    refused({"nccl": {"env": {"NCCL_ALGO": "Ring;reboot $(id)"}}}, "nccl.env", "spaces are not allowed")
+    refused({"nccl": {"ib_hca": "mlx5_0;reboot"}}, "nccl.ib_hca", "NCCL_IB_HCA syntax")
+    assert settings({"nccl": {"env": {"NCCL_ASYNC_ERROR_HANDLING": 1}}}).nccl.env  # PyTorch's own NCCL_ name
+
+
+def test_nccl_variables_are_the_typed_keys_then_env_by_name():
+    nccl = settings({"nccl": {"socket_ifname": "ens803f", "socket_nthreads": 1, "ib_disable": True,
+                              "env": {"NCCL_ALGO": "allreduce:tree;broadcast:ring", "NCCL_BUFFSIZE": 4194304}}}).nccl
+    assert nccl.variables() == {"NCCL_ALGO": "allreduce:tree;broadcast:ring", "NCCL_BUFFSIZE": "4194304",
+                                "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "ens803f", "NCCL_SOCKET_NTHREADS": "1"}

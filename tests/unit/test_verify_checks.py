@@ -12,7 +12,7 @@ from provision.settings import GpuSettings, HostSettings, NcclSettings
 from provision.tasks.gpu import PowerLimit
 from provision.verify import CheckFailed, Node
 from provision.verify.suite import checks_gpu as checks
-from provision.verify.suite import checks_health, checks_network
+from provision.verify.suite import checks_health, checks_network, checks_topology
 
 
 def gpu(index: int, **values) -> GpuFacts:
@@ -136,26 +136,75 @@ def nic_node(interfaces: list[Interface], **nccl) -> Node:
     return bare
 
 
-BLADE = [Interface("lo", "unknown", None), Interface("eno1", "up", 1000), Interface("ens803f0", "up", 10000),
-         Interface("ens803f1", "up", 10000)]
+UP = ("BROADCAST", "UP", "LOWER_UP")
+BLADE = [Interface("lo", "unknown", None, ("LOOPBACK", "UP", "LOWER_UP"), ("127.0.0.1/8",)),
+         Interface("eno1", "up", 1000, UP, ("192.0.2.11/24",)),
+         Interface("ens803f0", "up", 10000, UP, ("10.214.1.11/24",)),
+         Interface("ens803f1", "up", 10000, UP, ("10.215.1.11/24",))]
 
 
 def test_the_nccl_interfaces_up_at_the_expected_speed_pass():
     nics = checks_network.check_nccl_interfaces_are_up_at_speed
     assert verdict(nics, nic_node(BLADE, socket_ifname="ens803f", expected_link_speed_mbps=10000)) is None
-    with pytest.raises(pytest.skip.Exception, match="no nccl.socket_ifname"):
-        nics(nic_node(BLADE))
+    with pytest.raises(pytest.skip.Exception, match="no nccl block"):
+        nics(node(NvidiaFacts(state="missing")))
 
 
 def test_a_pulled_cable_and_a_slow_port_caught_by_the_prefix_fail_by_name():
     nics = checks_network.check_nccl_interfaces_are_up_at_speed
-    pulled = [*BLADE[:3], Interface("ens803f1", "down", None)]
+    pulled = [*BLADE[:3], Interface("ens803f1", "down", None, ("BROADCAST", "UP"), ("10.215.1.11/24",))]
     failed = verdict(nics, nic_node(pulled, socket_ifname="ens803f"))
-    assert failed.found == "ens803f1 down" and "cable" in failed.fix
-    uplink = [*BLADE[:3], Interface("ens803f1", "up", 1000)]  # the old 1GbE internet port
+    assert failed.found == "ens803f1 is down: NCCL skips it without a word" and "cable" in failed.fix
+    uplink = [*BLADE[:3], Interface("ens803f1", "up", 1000, UP, ("192.0.2.12/24",))]  # the old 1GbE internet port
     failed = verdict(nics, nic_node(uplink, socket_ifname="ens803f", expected_link_speed_mbps=10000))
-    assert failed.expected == ("every interface NCCL_SOCKET_IFNAME=ens803f selects (ens803f0, ens803f1) "
-                               "up at 10000 Mb/s")
-    assert failed.found == "ens803f1 up at 1000 Mb/s"
+    assert failed.expected == "every interface NCCL will use (NCCL_SOCKET_IFNAME=ens803f) up, addressed at 10000 Mb/s"
+    assert failed.found == "ens803f1 1000 Mb/s, not 10000 Mb/s (expected_link_speed_mbps)"
     renamed = verdict(nics, nic_node(BLADE, socket_ifname="=ens1f0"))
-    assert renamed.found == "none of lo, eno1, ens803f0, ens803f1 matches"
+    assert renamed.found == "NCCL_SOCKET_IFNAME==ens1f0 matches none of this node's interfaces (lo, eno1, ens803f0, " \
+                            "ens803f1)"
+    unset = verdict(nics, nic_node(BLADE))  # NCCL's own choice takes the 1GbE port beside the fabric
+    assert unset.expected.startswith("every interface NCCL will use (NCCL's own choice)")
+    assert "interfaces of different speeds" in unset.found
+
+
+# --- topology: nvidia-smi topo -m ---
+
+DUAL_SOCKET = """\
+\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tSYS\tPIX\t0-15\t0\t\tN/A
+GPU1\tSYS\t X \tSYS\t16-31\t1\t\tN/A
+NIC0\tPIX\tSYS\t X \t\t\t\t
+
+NIC Legend:
+
+  NIC0: mlx5_0
+"""
+
+
+def topo_node(text: str | None, **nccl) -> Node:
+    from provision.facts.model import TopologyFacts
+    from provision.facts.topo import parse_topo
+
+    bare = nic_node(BLADE, **nccl)
+    bare.facts.topology = TopologyFacts(parse_topo(text)) if text else TopologyFacts(message="nvidia-smi: not found")
+    return bare
+
+
+def test_a_gpu_whose_nearest_nic_is_across_sockets_fails_the_level_the_inventory_requires():
+    check = checks_topology.check_every_gpu_has_a_nic_within_reach
+    far = topo_node(DUAL_SOCKET, require_nic_within="PXB")
+    failed = verdict(check, far)
+    assert failed.expected == "every GPU with an RDMA NIC at PXB or closer (nvidia-smi topo -m)"
+    assert failed.found == "GPU1 nearest mlx5_0 at SYS"
+    assert far.notes == ["GPU pairs that meet only across sockets (SYS): GPU0-GPU1",
+                         "GPUs whose nearest NIC is across sockets (SYS): GPU1 (nearest mlx5_0)"]
+    assert verdict(check, topo_node(DUAL_SOCKET, require_nic_within="SYS")) is None
+    assert "no topology: nvidia-smi: not found" in verdict(check, topo_node(None, require_nic_within="PIX")).found
+
+
+def test_without_a_required_level_the_cross_socket_pairs_are_noted_not_failed():
+    check = checks_topology.check_every_gpu_has_a_nic_within_reach
+    quiet = topo_node(DUAL_SOCKET)
+    with pytest.raises(pytest.skip.Exception, match="no nccl.require_nic_within"):
+        check(quiet)
+    assert len(quiet.notes) == 2

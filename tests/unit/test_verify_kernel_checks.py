@@ -1,4 +1,5 @@
-"""The kernel-log checks' verdicts on real published kernel lines (tests/fixtures/kernlog) and /sys AER counters."""
+"""The kernel-log checks' verdicts on real published kernel lines (tests/fixtures/kernlog, and
+../shared/real-outputs/xid where a test skips without it) and /sys AER counters."""
 
 from __future__ import annotations
 
@@ -54,8 +55,8 @@ def test_application_xids_are_noted_and_pass_and_a_bad_push_buffer_fails():
     assert failed.found.startswith("GPU0 0000:01:00 Xid 32 (hardware: ")
 
 
-def test_a_gpu_fallen_off_the_bus_is_named_from_the_last_good_run_once_per_message():
-    lines = real_lines("xid79-fallen-off-bus-syslog-gtx1650ti-mobile.txt")  # Xid 79 and the kernel's own line
+def test_a_gpu_fallen_off_the_bus_is_named_from_the_last_good_run_once_per_message(real_output):
+    lines = real_output("xid/xid79-fallen-off-bus-syslog-gtx1650ti-mobile.txt").splitlines()  # Xid 79, kernel line
     failed = verdict(checks_kernel.check_no_xid_errors_since_boot, node(lines, ["00000000:01:00.0"]))
     assert failed.found == "GPU0 0000:01:00 Xid 79 (hardware: " + failed.found.split("(hardware: ", 1)[1]
     assert ";" not in failed.found  # the NVRM line without an Xid is the same event

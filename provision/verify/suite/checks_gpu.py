@@ -92,6 +92,8 @@ def check_as_intended(node, task):
     plan = task.plan(node.inventory, node.facts)
     if plan.skipped:
         pytest.skip(plan.skipped)
+    if plan.failed and plan.failed_check:  # one cause, one failure: the node's state, not the task's files
+        pytest.skip(f"not judged while {plan.failed_check} fails")
     expected = [f"{c.target} {c.what} {c.after}" for c in plan.changes]
     found = [f"{c.target} {c.what} {c.before}" for c in plan.changes]
     found += [f"{i.target} {i.what}: {i.message}" for i in plan.refused] + plan.problems

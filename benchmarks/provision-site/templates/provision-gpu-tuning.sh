@@ -1,1 +1,0 @@
-../../../templates/provision-gpu-tuning.sh

@@ -1,0 +1,63 @@
+"""NCCL's configuration: /etc/nccl.conf and an environment file for launch wrappers, both from the inventory's
+nccl block, written only once the node's interfaces are what the settings mean (provision/nccl.py).
+
+A node where NCCL would use a port that is down, missing, slow or not the fabric fails this task with the
+interfaces named, and nothing is written there: a wrong file is worse than the old one. Other nodes go on.
+"""
+
+from __future__ import annotations
+
+import jinja2
+
+from provision import nccl
+from provision.errors import Problem
+from provision.tasks.base import FileWrite, Plan, Task
+from provision.tasks.files import plan_file, render
+
+TEMPLATES = {"conf_path": "nccl.conf.j2", "env_file": "nccl.env.j2"}
+
+
+class NcclFiles(Task):
+    """Playbook: `task: nccl-files` (no parameters)."""
+
+    name = "nccl-files"
+    tags = frozenset({"nccl"})
+    settings_blocks = frozenset({"nccl"})
+
+    def template_names(self):
+        return [("task", name) for name in TEMPLATES.values()]
+
+    def check_params(self, file):
+        return [Problem(file, f"task {self.name}", key, "unknown parameter", "nccl-files takes none")
+                for key in sorted(self.params)]
+
+    def file_paths(self, host):
+        settings = host.settings.nccl
+        return [getattr(settings, key) for key in TEMPLATES] if settings else []
+
+    def plan(self, host, facts):
+        plan = Plan()
+        settings = host.settings.nccl
+        if settings is None:
+            plan.skipped = "nccl not set"
+            return plan
+        wrong = nccl.link_problems(settings, facts.interfaces)
+        if not settings.ib_disable:
+            wrong += nccl.hca_problems(settings.ib_hca, facts.rdma)
+        if wrong:
+            plan.failed = "; ".join(wrong) + " (nothing written)"
+            plan.failed_check = "nccl_interfaces_are_up_at_speed"
+            return plan
+        selection = nccl.select(settings.socket_ifname, facts.interfaces)
+        context = {"host": host, "settings": host.settings, "variables": settings.variables(),
+                   "selection": selection.describe()}
+        for key, template in TEMPLATES.items():
+            try:
+                content = render(self.templates, template, context)
+            except jinja2.TemplateError as exc:
+                plan.problems.append(f"template {template}: {exc}")
+                continue
+            change, item = plan_file(FileWrite(getattr(settings, key), content), facts.files.get(getattr(settings, key)))
+            plan.changes += [change] if change else []
+            plan.unchanged += [item] if item else []
+        return plan
