@@ -67,6 +67,8 @@ class NodeSpec:
     nics: list[str] = field(default_factory=lambda: list(DEFAULT_NICS))
     driver_version: str = DRIVER_VERSION
     persistenced: bool = False  # install the simulated nvidia-persistenced too
+    rdma: list[dict] = field(default_factory=list)  # RDMA NICs as topo -m shows them: {name, near_gpu, numa}
+    numa_nodes: int = 1
 
     @property
     def gpu_count(self) -> int:
@@ -109,7 +111,8 @@ class Node:
         ring buffer says nothing of the node's GPUs (and much of this machine)."""
         if not GPUSIM.exists():
             raise LabError(f"the GPU simulator {GPUSIM} is missing")
-        config = {"driver_version": self.spec.driver_version, "gpus": self.spec.gpus}
+        config = {"driver_version": self.spec.driver_version, "gpus": self.spec.gpus,
+                  "numa_nodes": self.spec.numa_nodes, "nics": self.spec.rdma}
         self.write("etc/nvidia-sim/config.json", json.dumps(config, indent=2) + "\n")
         self.write(NODE_SIM_SOURCE, GPUSIM.read_text())
         programs = [NODE_SIM, "/usr/bin/nvidia-smi", "/usr/bin/dmesg",

@@ -12,6 +12,9 @@ GPUs and NICs come from, first match wins:
   NICs  1. custom.lab.nics: [ens803f0, ens803f1]
         2. nccl.socket_ifname: "=a,b" gives a and b; one prefix "p" gives p0 and p1
         3. ens803f0, ens803f1
+  RDMA  custom.lab.rdma: [{name: mlx5_0, near_gpu: 0}, ...]: RDMA NICs as `nvidia-smi topo -m` shows
+        them (PIX to the GPU slot near_gpu, NODE or PHB to the others; numa: N places one on a socket);
+        custom.lab.numa_nodes: 2 splits the GPUs over two sockets (SYS between them). Default: none, one.
   driver.version, when set, is the simulated driver's version; custom.lab.persistenced: true
   installs the simulated nvidia-persistenced too.
 """
@@ -32,7 +35,7 @@ from provision.lab.system import LabError
 MODELS = ("v100-sxm2-16gb", "rtx-3090", "rtx-4090", "h100-80gb-hbm3")
 MODEL_HINTS = (("v100", "v100-sxm2-16gb", 4), ("3090", "rtx-3090", 1), ("4090", "rtx-4090", 7),
                ("h100", "h100-80gb-hbm3", 8))
-LAB_KEYS = ("gpus", "nics", "persistenced")
+LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes")
 # The default lab rehearses the basement V100 fix: persistence on, 200 W.
 DEFAULT_VARS = {"gpu": {"persistence": True, "power_limit": 200}}
 NIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
@@ -90,7 +93,8 @@ def _node_for(host, index: int) -> NodeSpec:
     driver = host.settings.driver.version if host.settings.driver and host.settings.driver.version else None
     return NodeSpec(name=HOST_PREFIX + host.name, index=index, gpus=_gpus(host, lab, where),
                     nics=_nics(host, lab, where), driver_version=driver or DRIVER_VERSION,
-                    persistenced=bool(lab.get("persistenced", False)))
+                    persistenced=bool(lab.get("persistenced", False)), rdma=_rdma(lab, where),
+                    numa_nodes=_numa_nodes(lab, where))
 
 
 def _gpus(host, lab: dict, where: str) -> list[dict]:
@@ -120,6 +124,26 @@ def _nics(host, lab: dict, where: str) -> list[str]:
         raise LabError(f"{where}.nics must be 1 to {MAX_NICS} distinct interface names (up to 15 characters; "
                        f"eth0 is the lab's management port); got {nics!r}", 2)
     return list(nics)
+
+
+def _rdma(lab: dict, where: str) -> list[dict]:
+    """The simulator checks the ranges against the node's GPUs; here the shape, to fail at `lab up`."""
+    rdma = lab.get("rdma", [])
+    ok = isinstance(rdma, list) and all(
+        isinstance(nic, dict) and set(nic) <= {"name", "near_gpu", "numa"} and isinstance(nic.get("name"), str)
+        and NIC_NAME.match(nic["name"]) and all(isinstance(nic.get(k, 0), int) for k in ("near_gpu", "numa"))
+        for nic in rdma)
+    if not ok:
+        raise LabError(f"{where}.rdma must be a list of {{name: mlx5_0, near_gpu: GPU slot, numa: N}} "
+                       f"(near_gpu and numa optional); got {rdma!r}", 2)
+    return [dict(nic) for nic in rdma]
+
+
+def _numa_nodes(lab: dict, where: str) -> int:
+    nodes = lab.get("numa_nodes", 1)
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or not 1 <= nodes <= 8:
+        raise LabError(f"{where}.numa_nodes must be 1..8; got {nodes!r}", 2)
+    return nodes
 
 
 def _nics_from_nccl(ifname: str | None) -> list[str]:

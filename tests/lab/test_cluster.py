@@ -6,6 +6,7 @@ and the last one takes the lab down and checks nothing is left.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -163,6 +164,27 @@ def test_testinfra_reaches_the_nodes(lab):
         assert host.file("/etc/nvidia-sim/config.json").exists
     served = host.backend.client.get_transport().get_remote_server_key().get_base64()
     assert f" ssh-ed25519 {served}" in (lab.dir / "known_hosts").read_text()
+
+
+def test_verify_requires_an_rdma_nic_as_close_as_the_inventory_says(lab, tmp_path):
+    """The V100 node (cluster.yaml): two sockets, mlx5_0 behind GPU0's switch, mlx5_1 behind GPU2's."""
+    facts = lab.facts()[V100]["topology"]["matrix"]
+    assert facts["nics"] == {"NIC0": "mlx5_0", "NIC1": "mlx5_1"}
+    assert (facts["links"]["GPU0"]["NIC0"], facts["links"]["GPU1"]["NIC0"], facts["links"]["GPU1"]["NIC1"]) == \
+           ("PIX", "NODE", "SYS")
+
+    def verify(level: str) -> dict:
+        data = yaml.safe_load(lab.inventory.read_text())
+        data["all"]["children"]["v100"]["vars"]["nccl"] = {"require_nic_within": level}
+        path = tmp_path / f"{level}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        proc = lab.provision("verify", str(path), "--ssh-config", str(lab.ssh_config), "--limit", V100, "--json")
+        return json.loads(proc.stdout)["hosts"][0]
+
+    strict = verify("PIX")
+    found = {f["check"]: f["found"] for f in strict["failures"]}
+    assert found["every_gpu_has_a_nic_within_reach"] == "GPU1 nearest mlx5_0 at NODE, GPU3 nearest mlx5_1 at NODE"
+    assert "every_gpu_has_a_nic_within_reach" in verify("NODE")["passed"]
 
 
 def test_bad_inventory_value_touches_no_node(lab, tmp_path):

@@ -52,11 +52,13 @@ def test_like_custom_lab_wins_and_connection_vars_are_dropped(tmp_path):
               vars:
                 driver: {version: "570.86.15"}
                 nccl: {socket_ifname: "=enp1s0f0,enp1s0f1"}
-                custom: {lab: {gpus: [{model: h100-80gb-hbm3, count: 2}], persistenced: true}}
+                custom: {lab: {gpus: [{model: h100-80gb-hbm3, count: 2}], persistenced: true, numa_nodes: 2,
+                               rdma: [{name: mlx5_0, near_gpu: 1}]}}
         """))
     node = like_spec(path).nodes[0]
     assert (node.gpus, node.nics, node.driver_version, node.persistenced) == (
         [{"model": "h100-80gb-hbm3", "count": 2}], ["enp1s0f0", "enp1s0f1"], "570.86.15", True)
+    assert (node.rdma, node.numa_nodes) == ([{"name": "mlx5_0", "near_gpu": 1}], 2)
     host = like_spec(path).inventory({"lab-box1": "10.213.9.11"}, "/lab/ssh_config")["all"]["children"]["boxes"][
         "hosts"]["lab-box1"]
     assert host == {"ansible_host": "10.213.9.11", "ansible_user": "root", "ssh_config": "/lab/ssh_config"}
@@ -66,6 +68,9 @@ def test_like_custom_lab_wins_and_connection_vars_are_dropped(tmp_path):
     ({"gpus": [{"model": "a100", "count": 1}]}, "custom.lab.gpus"),
     ({"nics": ["eth0"]}, "custom.lab.nics"),
     ({"gpu": []}, "keys among"),
+    ({"rdma": [{"name": "mlx5_0", "near": 0}]}, "custom.lab.rdma"),
+    ({"rdma": ["mlx5_0"]}, "custom.lab.rdma"),
+    ({"numa_nodes": 0}, "custom.lab.numa_nodes must be 1..8"),
 ])
 def test_like_refuses_bad_custom_lab(tmp_path, lab, message):
     path = tmp_path / "inv.yaml"
