@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from provision.facts.model import Interface, RdmaPort
+from provision.facts.model import HostFacts, Interface, RdmaPort
+from provision.settings import NcclSettings
 
 MAX_INTERFACES = 16  # MAX_IFS in NCCL's socket code
 AUTOMATIC_ORDER = ("ib", "^docker,lo,virbr", "docker", "lo", "virbr")
@@ -140,6 +141,15 @@ def _speed_problems(settings, used: list[Interface]) -> list[str]:
     return []
 
 
+def node_problems(settings: NcclSettings, facts: HostFacts) -> list[str]:
+    """Everything that stops NCCL's files from meaning what the inventory says on this node: the interfaces
+    NCCL will use, then the RDMA devices NCCL_IB_HCA names (unless IB is off). Apply and verify both ask."""
+    wrong = link_problems(settings, facts.interfaces)
+    if not settings.ib_disable:
+        wrong += hca_problems(settings.ib_hca, facts.rdma)
+    return wrong
+
+
 def hca_problems(ib_hca: str | None, ports: list[RdmaPort]) -> list[str]:
     """NCCL_IB_HCA names RDMA devices (and ports) that this node does not have."""
     if not ib_hca:
@@ -165,8 +175,6 @@ def hca_problems(ib_hca: str | None, ports: list[RdmaPort]) -> list[str]:
 def summary(settings, interfaces: list[Interface] | None) -> dict:
     """What `provision facts` says of NCCL on a node: the rule, the interfaces it will use (name, Mb/s), those
     it will skip, and the problems apply would refuse to write over. settings: an NcclSettings, or None."""
-    from provision.settings import NcclSettings
-
     settings = settings or NcclSettings()
     if interfaces is None:
         return {"rule": "", "uses": [], "skips": [], "problems": link_problems(settings, None)}

@@ -41,9 +41,7 @@ class NcclFiles(Task):
         if settings is None:
             plan.skipped = "nccl not set"
             return plan
-        wrong = nccl.link_problems(settings, facts.interfaces)
-        if not settings.ib_disable:
-            wrong += nccl.hca_problems(settings.ib_hca, facts.rdma)
+        wrong = nccl.node_problems(settings, facts)
         if wrong:
             plan.failed = "; ".join(wrong) + " (nothing written)"
             plan.failed_check = "nccl_interfaces_are_up_at_speed"
@@ -57,7 +55,8 @@ class NcclFiles(Task):
             except jinja2.TemplateError as exc:
                 plan.problems.append(f"template {template}: {exc}")
                 continue
-            change, item = plan_file(FileWrite(getattr(settings, key), content), facts.files.get(getattr(settings, key)))
+            path = getattr(settings, key)
+            change, item = plan_file(FileWrite(path, content), facts.files.get(path))
             plan.changes += [change] if change else []
             plan.unchanged += [item] if item else []
         return plan

@@ -61,7 +61,8 @@ def test_a_prefix_that_catches_the_slow_uplink_is_an_error_naming_it():
 def test_a_matched_port_down_or_without_address_is_named_as_nccl_skips_it_silently():
     pulled = [LO, nic("ens803f0"), nic("ens803f1", None, state="down", flags=("BROADCAST", "UP"))]
     selection = select("ens803f", pulled)
-    assert names(selection.used) == ["ens803f0"] and selection.describe() == "ens803f0 10000 Mb/s; skips ens803f1, which is down"
+    assert names(selection.used) == ["ens803f0"]
+    assert selection.describe() == "ens803f0 10000 Mb/s; skips ens803f1, which is down"
     assert link_problems(NcclSettings(socket_ifname="ens803f"), pulled) == [
         "ens803f1 is down: NCCL skips it without a word"]
     bare = [LO, nic("ens803f0"), nic("ens803f1", address=None)]

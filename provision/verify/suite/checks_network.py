@@ -13,9 +13,7 @@ def check_nccl_interfaces_are_up_at_speed(node):
     settings = node.inventory.settings.nccl
     if settings is None:
         pytest.skip("the inventory sets no nccl block for this host")
-    wrong = nccl.link_problems(settings, node.facts.interfaces)
-    if not settings.ib_disable:
-        wrong += nccl.hca_problems(settings.ib_hca, node.facts.rdma)
+    wrong = nccl.node_problems(settings, node.facts)
     if wrong:
         rule = f"NCCL_SOCKET_IFNAME={settings.socket_ifname}" if settings.socket_ifname else "NCCL's own choice"
         speed = f" at {settings.expected_link_speed_mbps} Mb/s" if settings.expected_link_speed_mbps else ""
