@@ -134,7 +134,7 @@ class AdhocSettings:
     def __call__(self, host: Host, facts: HostFacts) -> Host:
         current = facts.files.get(self.conf_path)
         if current is not None and current.exists:
-            base = settings_from_boot_file(current.content.decode("utf-8", "replace"))
+            base = settings_from_boot_file(current.text or "")
         else:
             base = host.settings.gpu or GpuSettings()
         if facts.nvidia.state != "ok":  # no GPU to pick: set it host-wide, so the task says why it cannot

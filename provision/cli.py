@@ -77,11 +77,12 @@ def adhoc_options(func):
     return func
 
 
-def select_hosts(inventory: str | None, local: bool, limit: str | None) -> tuple[str, list[Host]]:
+def select_hosts(inventory: str | None, local: bool, limit: str | None) -> tuple[str, list[Host], list[Host]]:
+    """(inventory path, the hosts --limit selects, every host of the inventory)."""
     if inventory is None and not local:
         raise click.UsageError("give an INVENTORY file, or --local to work on this machine")
     inv = load_inventory(inventory) if inventory else local_inventory()
-    return inv.path, inv.select(limit)
+    return inv.path, inv.select(limit), list(inv.hosts.values())
 
 
 def connector(local: bool, ssh: SSHOptions):
@@ -155,7 +156,7 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     host fails until the GPU is back or --accept-gpu-changes, and an `index:`
     override is never moved onto another card.
     """
-    inv_path, hosts = select_hosts(inventory, local, limit)
+    inv_path, hosts, everyone = select_hosts(inventory, local, limit)
     hosts = [replace(h, accept_gpu_changes=True) for h in hosts] if accept_gpu_changes else hosts
     book = playbook_path(playbook)
     loaded = load_playbook(book, templates_dir(templates))
@@ -171,7 +172,7 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
                          progress=progress, notice=progress.notice, keep_backups=keep_backups)
     log = RunLog(Path(log_path) if log_path else default_path(), command, inv_path)
     try:
-        results = Engine(tasks, options, connector(local, ssh), log, inv_path).run(hosts)
+        results = Engine(tasks, options, connector(local, ssh), log, inv_path, everyone).run(hosts)
     finally:
         progress.close()
     if as_json:
@@ -185,7 +186,7 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
 @inventory_options
 def facts(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout, identity_file):
     """Print what each host is now: system, the interfaces NCCL will use, driver, GPUs (read-only)."""
-    inv_path, hosts = select_hosts(inventory, local, limit)
+    inv_path, hosts, _ = select_hosts(inventory, local, limit)
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     progress = run_progress(as_json)
@@ -242,13 +243,13 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     from provision.verify import FAIL, UNREACHABLE as NOT_REACHED, Node, Verdict, run_checks
     from provision.verify.backend import testinfra_host
 
-    inv_path, hosts = select_hosts(inventory, local, limit)
+    inv_path, hosts, everyone = select_hosts(inventory, local, limit)
     tasks = load_playbook(playbook_path(playbook), templates_dir(templates))
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     progress = run_progress(as_json)
     options = RunOptions(forks=forks, command="verify", progress=progress, health=True, topology=True)
-    engine = Engine(tasks, options, connector(local, ssh), None, inv_path)
+    engine = Engine(tasks, options, connector(local, ssh), None, inv_path, everyone)
     states = []
     try:
         states = engine.read_facts(hosts, keep_open=True)
@@ -276,7 +277,7 @@ def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
 
     check_change(change, option)
     inventory = opts["inventory"]
-    inv_path, hosts = select_hosts(inventory, inventory is None, opts["limit"])
+    inv_path, hosts, everyone = select_hosts(inventory, inventory is None, opts["limit"])
     tasks = load_playbook(playbook_path("gpu"), templates_dir(None))
     task_names = {"gpu-" + setting.replace("_", "-") for setting in change}
     tasks = [t for t in tasks if t.name in task_names or "boot" in t.tags]
@@ -291,7 +292,7 @@ def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
                          progress=progress, notice=progress.notice, adjust_host=hook)
     log = RunLog(default_path(), command, inv_path)
     try:
-        results = Engine(tasks, options, connector(inventory is None, ssh), log, inv_path).run(
+        results = Engine(tasks, options, connector(inventory is None, ssh), log, inv_path, everyone).run(
             [with_gpu_block(h) for h in hosts])
     finally:
         progress.close()
@@ -348,7 +349,7 @@ def _mhz_range(value, option: str) -> list[int]:
 
 def list_clocks(opts: dict) -> None:
     inventory = opts["inventory"]
-    inv_path, hosts = select_hosts(inventory, inventory is None, opts["limit"])
+    inv_path, hosts, _ = select_hosts(inventory, inventory is None, opts["limit"])
     ssh = SSHOptions(ssh_config=opts["ssh_config"], accept_new_host_keys=opts["accept_new_host_keys"],
                      identity_file=opts["identity_file"])
     engine = Engine([], RunOptions(forks=opts["forks"], command="clocks --list"), connector(inventory is None, ssh),

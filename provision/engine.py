@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from provision import remote
+from provision.clusters import Cluster
 from provision.connection import CommandResult, Connection, Privilege, Unreachable
 from provision.errors import InputError, Problem, ProvisionError
 from provision.facts import clock_cache, gather
@@ -61,6 +62,7 @@ class HostState:
     lock_owner: str | None = None
     paths: list[str] = field(default_factory=list)  # files and units the tasks read, re-read after changes
     units: list[UnitRef] = field(default_factory=list)
+    packages: list[str] = field(default_factory=list)  # Debian packages whose installed version the tasks read
     started: float = 0.0
     plans: list[tuple[Task, Plan]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # input errors found once its facts were read
@@ -74,8 +76,9 @@ def lock_owner_id(command: str) -> str:
 
 class Engine:
     def __init__(self, tasks: list[Task], options: RunOptions, connect: Callable[[Host], Connection],
-                 log: RunLog | None = None, inventory_path: str = ""):
+                 log: RunLog | None = None, inventory_path: str = "", everyone: list[Host] | None = None):
         self.inventory_path = inventory_path
+        self.everyone = everyone  # the whole inventory (a run may be limited to some of it); None: the run's hosts
         self.tasks = tasks
         self.options = options
         self.connect = connect
@@ -97,6 +100,7 @@ class Engine:
             return
         state.paths = sorted({p for task in self.tasks for p in task.file_paths(state.host)})
         state.units = sorted({u for task in self.tasks for u in task.unit_names(state.host)})
+        state.packages = sorted({p for task in self.tasks for p in task.package_names(state.host)})
         self.read_into(state, lock=False)
 
     def read_into(self, state: HostState, lock: bool) -> bool:
@@ -106,7 +110,8 @@ class Engine:
         deadline, waited = time.monotonic() + self.options.lock_wait, False
         while True:
             try:
-                sections = self.read(state.conn, state.paths, state.units, owner, health=self.options.health,
+                sections = self.read(state.conn, state.paths, state.units, owner, packages=state.packages,
+                                     health=self.options.health,
                                      topology=self.options.topology)
             except Unreachable as exc:
                 state.result.status, state.result.message = UNREACHABLE, str(exc)
@@ -137,12 +142,35 @@ class Engine:
     @staticmethod
     def read(conn: Connection, paths: list[str], units: list[UnitRef] = (),
              lock_owner: str | None = None, nvidia: bool = True, health: bool = False,
-             topology: bool = False) -> dict[str, gather.Section]:
+             topology: bool = False, packages: list[str] = ()) -> dict[str, gather.Section]:
         token = gather.new_token()
         script = gather.build_script(token, paths, units, lock_owner=lock_owner, nvidia=nvidia, health=health,
-                                     topology=topology)
+                                     topology=topology, packages=packages)
         result = conn.run_script(script, timeout=120)
         return gather.split_sections(token, result.stdout)
+
+    def see_cluster(self, states: list[HostState]) -> None:
+        """Give the tasks the whole inventory and every host's facts they need: those read for the run, and,
+        read now (no lock, no plan), the hosts outside --limit whose facts a task's plan needs (the other
+        nodes of a Slurm cluster, for slurm.conf)."""
+        everyone = self.everyone or [s.host for s in states]
+        read = {s.host.name: s for s in states}
+        wanted = {peer.name: peer for task in self.tasks for s in states if s.facts is not None
+                  for peer in task.peer_hosts(s.host, everyone) if peer.name not in read}
+        peers = [HostState(host) for host in wanted.values()]
+        if peers:
+            try:
+                self._parallel(self.gather, peers, "read")
+            finally:
+                self.close(peers)
+        cluster = Cluster(everyone)
+        for state in [*states, *peers]:
+            if state.facts is not None:
+                cluster.facts[state.host.name] = state.facts
+            elif state.result is not None:
+                cluster.unread[state.host.name] = state.result.message or state.result.status
+        for task in self.tasks:
+            task.cluster = cluster
 
     def plan_all(self, state: HostState) -> list[tuple[Task, Plan]]:
         return [(task, task.plan(state.host, state.facts)) for task in self.tasks]
@@ -172,7 +200,8 @@ class Engine:
             return TaskResult(task.name, task_status(items), items)
         applied = list(zip(plan.changes, self.apply_changes(state.conn, plan.changes)))
         try:
-            fresh = gather.parse_facts(self.read(state.conn, state.paths, state.units, nvidia=task.changes_gpus))
+            fresh = gather.parse_facts(self.read(state.conn, state.paths, state.units, packages=state.packages,
+                                                 nvidia=task.changes_gpus))
             if not task.changes_gpus:  # not read again: this task changed files and units only
                 fresh.nvidia = state.facts.nvidia
             state.facts = fresh
@@ -231,7 +260,8 @@ class Engine:
                 w = change.write
                 stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
                 outcome = conn.run(remote.atomic_write_argv(w.path, w.mode, w.owner, w.group, stamp,
-                                                           self.options.keep_backups),
+                                                           self.options.keep_backups,
+                                                           "base64" if w.base64 else ""),
                                    sudo=True, stdin=w.content, timeout=120)
                 if not outcome.ok:
                     return f"writing {w.path} failed: {outcome.output or f'exit {outcome.rc}'}"
@@ -274,7 +304,9 @@ class Engine:
     def run(self, hosts: list[Host]) -> list[HostResult]:
         states = [HostState(h) for h in hosts]
         try:
-            self._parallel(lambda s: self._phase1(s), states, "read")
+            self._parallel(self.gather, states, "read")
+            self.see_cluster(states)
+            self._parallel(self._plan, states, None)
             problems = self._input_problems(states)
             if problems:
                 raise InputError(problems)
@@ -296,6 +328,7 @@ class Engine:
         states = [HostState(h) for h in hosts]
         try:
             self._parallel(self.gather, states, "read")
+            self.see_cluster(states)
         finally:
             if not keep_open:
                 self.close(states)
@@ -304,8 +337,7 @@ class Engine:
     def close(self, states: list[HostState]) -> None:
         self._parallel(self.release, states, None)
 
-    def _phase1(self, state: HostState) -> None:
-        self.gather(state)
+    def _plan(self, state: HostState) -> None:
         if state.facts is not None:
             if self.options.adjust_host:
                 try:

@@ -226,6 +226,7 @@ class _Builder:
         for name, group in self.groups.items():
             group.vars = level_vars.get(_where_group(name), {})
         hosts = {} if cycle else self.merge_hosts(level_vars)
+        self.check_clusters(hosts)
         if self.problems:
             raise InputError(self.problems)
         return Inventory(self.file, hosts, self.groups)
@@ -388,6 +389,24 @@ class _Builder:
             if isinstance(controller, str) and controller not in self.host_groups:
                 self.problem(where, "slurm.controller", f"{controller!r} is not a host of this inventory",
                              did_you_mean(controller, list(self.host_groups)) or "name one of its hosts")
+
+    def check_clusters(self, hosts: dict[str, "Host"]) -> None:
+        """What one host's block cannot know: the launcher's group holds the host; a Slurm host names its
+        controller, and that controller is in the same Slurm cluster."""
+        for name, host in hosts.items():
+            launcher, slurm = host.settings.launcher, host.settings.slurm
+            if launcher and launcher.group and launcher.group not in host.groups:
+                known = launcher.group in self.groups
+                self.problem(_where_host(name), "launcher.group",
+                             f"{launcher.group!r} is {'a group this host is not in' if known else 'not a group'}",
+                             did_you_mean(launcher.group, host.groups) or f"its groups: {', '.join(host.groups)}")
+            if slurm and slurm.controller is None:
+                self.problem(_where_host(name), "slurm.controller", "is required: the host where slurmctld runs",
+                             "set it once for the cluster, e.g. in the group's vars: slurm: {controller: head}")
+            elif slurm and slurm.controller in hosts and hosts[slurm.controller].settings.slurm is None:
+                self.problem(_where_host(slurm.controller), "slurm",
+                             f"is not set, but {name} names this host as its Slurm controller",
+                             "give the controller a slurm block too (role: controller)")
 
     def merge_hosts(self, level_vars: dict[str, dict]) -> dict[str, Host]:
         order = {name: i for i, name in enumerate(self.groups)}

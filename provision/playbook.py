@@ -23,13 +23,15 @@ from provision.tasks.boot import BootConf
 from provision.tasks.clocks import ApplicationClocks, LockedClocks
 from provision.tasks.files import TemplateFile
 from provision.tasks.gpu import Persistence, PowerLimit
+from provision.tasks.launcher import TorchrunLauncher
 from provision.tasks.layout import GpuLayout
 from provision.tasks.nccl import NcclFiles
 from provision.tasks.services import ServiceEnabled
+from provision.tasks.slurm import MungeKey, SlurmConfig, SlurmDaemons, SlurmPackages
 
 TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (
     GpuLayout, Persistence, PowerLimit, ApplicationClocks, LockedClocks, BootConf, TemplateFile, ServiceEnabled,
-    NcclFiles)}
+    NcclFiles, TorchrunLauncher, SlurmPackages, MungeKey, SlurmConfig, SlurmDaemons)}
 
 
 def load_playbook(path: Path, templates: Path) -> list[Task]:
@@ -67,7 +69,7 @@ def load_playbook(path: Path, templates: Path) -> list[Task]:
             if not (templates / name).is_file():
                 problems.append(Problem(file, where, key, f"template {name!r} not found in {templates}",
                                         "use --templates DIR to point at your own"))
-        if params and not isinstance(task, (TemplateFile, ServiceEnabled, BootConf, NcclFiles)):
+        if params and not task.check_params(file) and not isinstance(task, (TemplateFile, ServiceEnabled, BootConf)):
             problems.append(Problem(file, where, ", ".join(sorted(params)), f"task {kind!r} takes no parameters"))
         problems += task.check_params(file)
         tasks.append(task)

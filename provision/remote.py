@@ -8,13 +8,15 @@ import shlex
 # set before the rename, and the previous version kept as "$1.<time>~"
 # (a hard link: the old inode survives the rename, so nothing is copied or lost).
 # Only the newest $6 such backups stay (their names sort by time; others' files are never touched).
+# With $7 = base64, stdin is base64 text and the file gets the bytes it encodes (a key: stdin carries text).
 ATOMIC_WRITE = r'''set -eu
-dest=$1 mode=$2 owner=$3 group=$4 stamp=$5 keep=$6
+dest=$1 mode=$2 owner=$3 group=$4 stamp=$5 keep=$6 encoding=${7:-}
 dir=$(dirname "$dest")
 mkdir -p "$dir"
 tmp=$(mktemp "$dir/.provision.XXXXXX")
 trap 'rm -f "$tmp"' EXIT
-cat > "$tmp"
+chmod 600 "$tmp"
+if [ "$encoding" = base64 ]; then base64 -d > "$tmp"; else cat > "$tmp"; fi
 chmod "$mode" "$tmp"
 chown "$owner:$group" "$tmp"
 if [ -e "$dest" ]; then ln -f "$dest" "$dest.$stamp~" 2>/dev/null || cp -p "$dest" "$dest.$stamp~"; fi
@@ -43,8 +45,9 @@ LOCK_RELEASE = r'''d=$1 owner=$2
 '''
 
 
-def atomic_write_argv(path: str, mode: str, owner: str, group: str, stamp: str, keep: int = 3) -> list[str]:
-    return ["sh", "-c", ATOMIC_WRITE, "provision-write", path, mode, owner, group, stamp, str(keep)]
+def atomic_write_argv(path: str, mode: str, owner: str, group: str, stamp: str, keep: int = 3,
+                      encoding: str = "") -> list[str]:
+    return ["sh", "-c", ATOMIC_WRITE, "provision-write", path, mode, owner, group, stamp, str(keep), encoding]
 
 
 def lock_take_argv(owner: str) -> list[str]:

@@ -316,26 +316,66 @@ class NcclSettings(Block):
 
 
 ProcessCount = or_words(PositiveInt, "auto", "gpu")
+SHELL_WORD = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")  # goes into a script unquoted-safe: no quoting needed
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SLURM_WORD = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
 class LauncherSettings(Block):
-    kind: Literal["torchrun", "slurm"] | None = setting(None, "torchrun or slurm")
-    nproc_per_node: ProcessCount | None = setting(
-        None, 'an integer > 0, "auto" or "gpu" (one process per GPU)')
-    rdzv_backend: Literal["c10d", "static"] | None = setting(None, "c10d or static")
+    """The torchrun wrapper: the hosts of `group` form one training cluster."""
+
+    group: str | None = setting(None, "a group of this inventory (default: the host's innermost group)")
+    nproc_per_node: ProcessCount = setting("gpu", 'an integer > 0, "auto" or "gpu" (one process per GPU)')
+    rdzv_backend: Literal["c10d", "static"] = setting("c10d", "c10d or static")
     rdzv_port: Port = setting(29400, "a port, 1..65535")
-    master_port: Port | None = setting(None, "a port, 1..65535")
-    wrapper_path: AbsolutePath | None = setting(None, "an absolute path")
-    env: EnvVars = setting({}, "a mapping of variable names to values")
+    master_port: Port = setting(29500, "a port, 1..65535", "used with rdzv_backend: static")
+    torchrun: str = setting("torchrun", "a command on PATH or an absolute path, e.g. /opt/venv/bin/torchrun",
+                            pattern=SHELL_WORD.pattern)
+    options: list[str] = setting([], 'a list of torchrun options, e.g. ["--max-restarts=3"]')
+    wrapper_path: AbsolutePath | None = setting(None, "an absolute path (default /usr/local/bin/GROUP-torchrun)")
+    env: EnvVars = setting({}, "a mapping of variable names to values, exported by the wrapper")
+
+    @field_validator("options")
+    @classmethod
+    def _torchrun_options(cls, value: list[str]) -> list[str]:
+        for option in value:
+            if not option.startswith("--") or not SHELL_WORD.match(option):
+                raise refuse(f"{option!r} is not a torchrun option: --name or --name=value, with no spaces, "
+                             "quotes or shell characters", 'e.g. ["--max-restarts=3", "--monitor-interval=5"]')
+            if re.match(r"--(nnodes|nproc[-_]per[-_]node|rdzv[-_](backend|endpoint|id)|node[-_]rank|"
+                        r"master[-_](addr|port))\b", option):
+                raise refuse(f"{option!r}: the wrapper sets this from the inventory",
+                             "use the launcher keys (nproc_per_node, rdzv_backend, rdzv_port, master_port)")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _shell_safe_env(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not ENV_NAME.match(name):
+                raise refuse(f"{name!r} is not a variable name", "letters, digits and _, not starting with a digit")
+            if UNSAFE_IN_VALUES.search(text):
+                raise refuse(f"{name}={text!r}: quotes, backslashes, $, backticks and spaces are not allowed")
+        return value
 
 
 class SlurmSettings(Block):
-    role: Literal["controller", "compute", "both"] | None = setting(None, "controller, compute or both")
-    cluster_name: str | None = setting(None, "a name", min_length=1)
-    controller: str | None = setting(None, "a host name from this inventory")
-    partition: str | None = setting(None, "a partition name", min_length=1)
-    gres_autodetect: Literal["nvml", "nvidia", "off"] | None = setting(None, "nvml, nvidia or off")
+    """One Slurm cluster: every host whose slurm block names the same controller."""
+
+    controller: str | None = setting(None, "a host name from this inventory (where slurmctld runs)")
+    role: Literal["controller", "compute", "both"] | None = setting(
+        None, "controller, compute or both", "default: controller on the controller host, compute elsewhere")
+    cluster_name: str = setting("cluster", "lower-case letters, digits, _ . -", pattern=SLURM_WORD.pattern)
+    partition: str | None = setting(None, "a partition name (default: the host's innermost group)",
+                                    pattern=r"^[A-Za-z0-9_.-]+$")
+    gpu_type: str | None = setting(None, "a gres type: lower-case letters, digits, _ . - (default from the GPU "
+                                   "name: v100, rtx3090, h100)", pattern=SLURM_WORD.pattern)
+    gres_autodetect: Literal["nvml", "nvidia", "off"] = setting(
+        "off", "nvml, nvidia or off", "nvml needs slurmd built with NVML (Debian: slurm-wlm-nvml-plugin)")
     conf_dir: AbsolutePath = setting("/etc/slurm", "an absolute path")
+
+    def role_of(self, host_name: str) -> str:
+        return self.role or ("controller" if host_name == self.controller else "compute")
 
 
 class HostSettings(Block):

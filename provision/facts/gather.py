@@ -16,8 +16,9 @@ import shlex
 from dataclasses import dataclass
 
 from provision import remote
-from provision.facts import clock_cache, layout, topo
+from provision.facts import clock_cache, daemons, layout, topo
 from provision.facts import gpu as gpu_parsers
+from provision.facts import cpu as cpu_facts
 from provision.facts.model import (AerCounters, FileFacts, HostFacts, Interface, KernelLogFacts, NvidiaFacts,
                                    PcieFacts, RdmaPort, SystemFacts, TopologyFacts, UnitRef)
 
@@ -54,6 +55,8 @@ BASE_SECTIONS: dict[str, str] = {
     "query-gpu": gpu_parsers.QUERY_GPU_SNIPPET,
     "persistenced": "command -v nvidia-persistenced",
     "net": NET_SNIPPET,
+    "cpu": cpu_facts.CPU_SNIPPET,  # slurm.conf: CPUs, memory, cgroup layout, each GPU's local CPUs
+    "daemons": daemons.DAEMONS_SNIPPET,
     "persistenced-running": (
         f"pid=$(cat {PERSISTENCED_PIDFILE} 2>/dev/null) && [ -n \"$pid\" ] && [ -d \"/proc/$pid\" ]"
         " || systemctl is-active --quiet nvidia-persistenced 2>/dev/null"
@@ -105,7 +108,7 @@ class Section:
 
 def build_script(token: str, file_paths: list[str] = (), units: list[UnitRef] = (),
                  lock_owner: str | None = None, nvidia: bool = True, health: bool = False,
-                 topology: bool = False) -> str:
+                 topology: bool = False, packages: list[str] = ()) -> str:
     """The whole batch as one sh script. Each section: begin marker, output, end marker + rc.
 
     With lock_owner, the first section takes the host lock (see remote.py), so
@@ -120,9 +123,13 @@ def build_script(token: str, file_paths: list[str] = (), units: list[UnitRef] = 
         sections.update(HEALTH_SECTIONS)
     if topology:
         sections.update(TOPOLOGY_SECTIONS)
+    if packages:
+        sections["packages"] = daemons.packages_snippet(list(packages))
     for path in file_paths:
         quoted = shlex.quote(path)
-        sections[f"file:{path}"] = f"stat -c '%a %U %G' {quoted} && base64 {quoted}"
+        # A file only root may read (a munge key): through sudo -n where the login is not root.
+        sections[f"file:{path}"] = (f"stat -c '%a %U %G %.3Y' {quoted} && "
+                                    f"{{ base64 {quoted} 2>/dev/null || sudo -n base64 {quoted} 2>/dev/null || echo unreadable; }}")
     for unit in units:
         sections[f"unit:{unit.key}"] = shlex.join(unit.systemctl("is-enabled"))
     if not nvidia:
@@ -177,6 +184,12 @@ def parse_facts(sections: dict[str, Section]) -> HostFacts:
         facts.pcie = parse_pcie_aer(sections["pcie-aer"].output)
     if "net" in sections:
         facts.interfaces, facts.rdma = parse_network(sections["net"].output)
+    if "cpu" in sections:
+        facts.cpu = cpu_facts.parse_cpu(sections["cpu"].output)
+    if "daemons" in sections:
+        facts.daemons = daemons.parse_daemons(sections["daemons"].output)
+    if "packages" in sections:
+        facts.packages = daemons.parse_packages(sections["packages"].output)
     for name, section in sections.items():
         if name.startswith("file:"):
             path = name[len("file:"):]
@@ -325,12 +338,10 @@ def _file(path: str, section: Section) -> FileFacts:
     if section.rc != 0:
         return FileFacts(path=path, exists=False)
     first, _, encoded = section.output.partition("\n")
-    mode, owner, group = (first.split() + ["", "", ""])[:3]
-    return FileFacts(
-        path=path,
-        exists=True,
-        content=base64.b64decode("".join(encoded.split())),
-        mode=mode,
-        owner=owner,
-        group=group,
-    )
+    mode, owner, group, mtime = (first.split() + ["", "", "", ""])[:4]
+    try:
+        content = base64.b64decode("".join(encoded.split()), validate=True)
+    except ValueError:  # not readable by us (stat worked, reading did not): the file is there, its content unknown
+        content = None
+    return FileFacts(path=path, exists=True, content=content, mode=mode, owner=owner, group=group,
+                     mtime=_number(mtime))

@@ -124,6 +124,12 @@ class FileFacts:
     mode: str | None = None  # octal, e.g. "644"
     owner: str | None = None
     group: str | None = None
+    mtime: float | None = None  # seconds since the epoch
+
+    @property
+    def text(self) -> str | None:
+        """The content as text; None when the file is absent, or there and unreadable to us."""
+        return self.content.decode("utf-8", "replace") if self.exists and self.content is not None else None
 
 
 @dataclass
@@ -227,11 +233,47 @@ class TopologyFacts:
 
 
 @dataclass
+class DaemonProcess:
+    """One running process of a daemon provision manages (facts/daemons.py)."""
+
+    pid: int
+    user: str
+    started: float | None  # seconds since the epoch; None when /proc did not say
+
+
+@dataclass(frozen=True)
+class LogicalCpu:
+    """One online logical CPU and where it sits (/sys/devices/system/cpu/cpuN/topology); None: not readable."""
+
+    cpu: int
+    package: int | None  # physical_package_id: the socket
+    core: int | None  # core_id, unique within its package only
+
+
+@dataclass
+class CpuFacts:
+    """What slurm.conf's NodeName line needs, read as slurmd -C reads it (facts/cpu.py); None: not known."""
+
+    cpus: int | None = None  # online logical CPUs
+    sockets: int | None = None
+    cores_per_socket: int | None = None
+    threads_per_core: int | None = None
+    memory_mib: int | None = None  # MemTotal kB // 1024
+    cgroup: str | None = None  # "v1" or "v2": the layout of /sys/fs/cgroup
+    # Each NVIDIA GPU on the PCI bus, "0000:3b:00.0" -> its local_cpulist "0-19,40-59" (None: not readable)
+    gpu_cpulists: dict[str, str | None] = field(default_factory=dict)
+    gpu_minors: dict[str, int] = field(default_factory=dict)  # "0000:3b:00.0" -> N of /dev/nvidiaN (driver loaded)
+    topology: list[LogicalCpu] = field(default_factory=list)  # the online CPUs, by number
+
+
+@dataclass
 class HostFacts:
     system: SystemFacts = field(default_factory=SystemFacts)
     nvidia: NvidiaFacts = field(default_factory=NvidiaFacts)
     files: dict[str, FileFacts] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)  # UnitRef.key -> "enabled"/"disabled"/...
+    packages: dict[str, str | None] = field(default_factory=dict)  # name -> installed version (asked ones only)
+    daemons: dict[str, list[DaemonProcess]] = field(default_factory=dict)  # munged, slurmd, ... -> processes
     # The GPUs of the last good run (facts/layout.py); None when the host has no record yet.
     gpu_layout: list[RecordedGpu] | None = None
     # The network, as NCCL sees it: None when not read.
@@ -241,3 +283,4 @@ class HostFacts:
     kernel_log: KernelLogFacts | None = None
     pcie: PcieFacts | None = None
     topology: TopologyFacts | None = None  # read by facts and verify
+    cpu: CpuFacts | None = None  # CPUs, memory, cgroup layout, GPUs' local CPUs (slurm.conf); None: not read

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from provision.errors import Problem
 
 if TYPE_CHECKING:
+    from provision.clusters import Cluster
     from provision.facts.model import HostFacts, UnitRef
     from provision.inventory import Host
 
@@ -29,6 +30,7 @@ class FileWrite:
     owner: str = "root"
     group: str = "root"
     sensitive: bool = False  # never show or log its content (keys, passwords)
+    base64: bool = False  # content is the base64 text of the file's bytes (a binary key)
 
 
 @dataclass
@@ -79,6 +81,7 @@ class Task:
     changes_gpus: ClassVar[bool] = False  # its changes touch GPU state: the re-read after them asks nvidia-smi
     settings_blocks: ClassVar[frozenset[str]] = frozenset()  # the inventory blocks it applies (besides `when:`)
     templates: Path | None = None  # the templates folder (--templates, else shipped): set by load_playbook
+    cluster: "Cluster | None" = None  # the whole inventory and the facts read: set by the engine before planning
 
     def __init__(self, params: dict | None = None, name: str | None = None, tags: list[str] | None = None):
         self.params = params or {}
@@ -98,8 +101,16 @@ class Task:
         """Files whose current state the plan needs (gathered in the one facts batch)."""
         return []
 
+    def peer_hosts(self, host: "Host", everyone: list["Host"]) -> list["Host"]:
+        """Other hosts whose facts this task's plan for host needs (read even when --limit leaves them out)."""
+        return []
+
     def unit_names(self, host: "Host") -> list["UnitRef"]:
         """systemd units whose enabled state the plan needs (also gathered in the one batch)."""
+        return []
+
+    def package_names(self, host: "Host") -> list[str]:
+        """Debian packages whose installed version the plan needs (also gathered in the one batch)."""
         return []
 
     def template_names(self) -> list[tuple[str, str]]:

@@ -131,7 +131,7 @@ class BootConf(Task):
             plan.failed = f"cannot write {self.path}: {why_unusable(facts.nvidia.state, facts.nvidia.message)}"
             return plan
         current = facts.files.get(self.path)
-        old = current.content.decode("utf-8", "replace") if current and current.exists else ""
+        old = (current.text if current else None) or ""
         want = FileWrite(self.path, render(host, facts, old),
                          owner=self.params.get("owner", "root"), group=self.params.get("group", "root"))
         change, item = plan_file(want, current)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import shlex
 from pathlib import Path
 
 import jinja2
@@ -19,6 +20,7 @@ def render(templates: Path, src: str, context: dict) -> str:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["shquote"] = lambda value: shlex.quote(str(value))  # a value in a shell script: one word
     return env.get_template(src).render(**context)
 
 
@@ -31,7 +33,7 @@ def unified_diff(path: str, old: str, new: str) -> str:
 
 def plan_file(want: FileWrite, current) -> tuple[Change | None, Item | None]:
     """Compare a wanted file with FileFacts; return the change, or the ok item."""
-    have = current.content.decode("utf-8", "replace") if current and current.exists else None
+    have = current.text if current else None
     differences = []
     if have != want.content:
         differences.append("content")
@@ -45,7 +47,7 @@ def plan_file(want: FileWrite, current) -> tuple[Change | None, Item | None]:
     diff = "" if want.sensitive else unified_diff(want.path, have or "", want.content)
     change = Change(
         target=want.path, what="file",
-        before="absent" if have is None else "differs",
+        before="differs" if current and current.exists else "absent",
         after=", ".join(differences) if have is not None else "written",
         write=want, diff=diff,
         verify=lambda facts, w=want: _check_file(facts, w),
@@ -57,7 +59,7 @@ def _check_file(facts, want: FileWrite) -> str | None:
     current = facts.files.get(want.path)
     if current is None or not current.exists:
         return f"{want.path} is missing after writing it"
-    if current.content.decode("utf-8", "replace") != want.content:
+    if current.text != want.content:
         return f"{want.path} content differs after writing it"
     return None
 

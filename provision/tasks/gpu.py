@@ -214,7 +214,7 @@ def _daemon_dropin(facts: HostFacts) -> Change | None:
     """The drop-in change when the packaged unit turns persistence off and no up-to-date drop-in fixes it."""
     for path in PACKAGED_UNITS:
         unit = facts.files.get(path)
-        text = unit.content.decode("utf-8", "replace") if unit and unit.exists else ""
+        text = (unit.text if unit else None) or ""
         exec_start = next((line.partition("=")[2].strip() for line in text.splitlines()
                            if line.startswith("ExecStart=") and "--no-persistence-mode" in line), None)
         if exec_start:

@@ -211,7 +211,7 @@ def test_a_tag_no_task_has_is_bad_input_before_any_host_is_touched(v100_node):
 def test_a_block_no_task_applies_is_named_once_per_run(v100_node):
     inventory = v100_node.inventory(V100_FIX, extra_hosts={"node2": {"connection": "local"}})
     data = yaml.safe_load(open(inventory))
-    data["all"]["children"]["nodes"]["vars"].update(nccl={"socket_ifname": "ens803f"}, launcher={"kind": "torchrun"})
+    data["all"]["children"]["nodes"]["vars"].update(nccl={"socket_ifname": "ens803f"}, launcher={"nproc_per_node": 1})
     with open(inventory, "w") as fh:
         yaml.safe_dump(data, fh)
     result = v100_node.apply(inventory, "--check", "--limit", "node1")
@@ -219,8 +219,8 @@ def test_a_block_no_task_applies_is_named_once_per_run(v100_node):
     assert warnings == [
         "warning: the inventory's `nccl:` block (node1) is checked but not applied: no task of playbook.yaml "
         "applies it",
-        "warning: the inventory's `launcher:` block (node1) is checked but not applied: this version of provision "
-        "has no launcher tasks yet"]
+        "warning: the inventory's `launcher:` block (node1) is checked but not applied: no task of playbook.yaml "
+        "applies it"]
     assert not any("gpu:" in line for line in warnings)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import getpass
 import grp
 import os
@@ -33,3 +34,11 @@ def test_keep_zero_keeps_no_backup(tmp_path):
     write(conf, "a\n", "20261101T000000Z", keep=0)
     write(conf, "b\n", "20261102T000000Z", keep=0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.conf"]
+
+
+def test_a_binary_key_travels_as_base64_text_and_lands_as_its_bytes(tmp_path):
+    key = bytes(range(256))
+    argv = remote.atomic_write_argv(str(tmp_path / "munge.key"), "0400", getpass.getuser(),
+                                    grp.getgrgid(os.getgid()).gr_name, "20261101T000000Z", 0, "base64")
+    subprocess.run(argv, input=base64.b64encode(key).decode(), text=True, capture_output=True, check=True)
+    assert (tmp_path / "munge.key").read_bytes() == key and oct((tmp_path / "munge.key").stat().st_mode)[-3:] == "400"

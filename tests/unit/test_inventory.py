@@ -195,10 +195,30 @@ def test_a_host_written_in_two_groups_merges_its_variables(inventory):
                 a: {ansible_host: 192.0.2.10}
             slurm_nodes:
               hosts:
-                a: {slurm: {role: compute}}
+                a: {slurm: {role: compute, controller: a}}
         """)
     assert inv.hosts["a"].address == "192.0.2.10" and inv.hosts["a"].settings.slurm.role == "compute"
     assert inv.hosts["a"].groups == ["all", "v100", "slurm_nodes"]
+
+
+def test_slurm_and_launcher_clusters_are_checked_across_hosts(problems):
+    text = """
+        all:
+          children:
+            blades:
+              hosts:
+                b1: {ansible_host: 192.0.2.11}
+                b2: {ansible_host: 192.0.2.12, launcher: {group: bladez}}
+              vars: {slurm: {%s}}
+            head:
+              hosts:
+                h1: {ansible_host: 192.0.2.1%s}
+        """
+    lines = problems(text % ("role: compute", ""))
+    one_line_with(lines, "host b2: launcher.group: 'bladez' is not a group", "did you mean 'blades'?")
+    one_line_with(lines, "host b1: slurm.controller: is required: the host where slurmctld runs")
+    lines = problems(text % ("controller: h1", ""))
+    one_line_with(lines, "host h1: slurm: is not set, but b1 names this host as its Slurm controller")
 
 
 def test_a_host_given_two_different_values_is_refused(problems):
@@ -498,7 +518,7 @@ def test_the_basement_inventory_loads_with_each_clusters_settings():
     assert all(h.address.startswith(("192.0.2.", "198.51.100.")) for h in inv.hosts.values())
     for host in inv.hosts.values():
         assert host.settings.gpu.persistence is True
-        assert (host.settings.launcher.kind, host.settings.launcher.nproc_per_node) == ("torchrun", "gpu")
+        assert (host.settings.launcher.group, host.settings.launcher.nproc_per_node) == (None, "gpu")
 
     v100 = inv.hosts["v100-1"].settings.gpu.for_gpu(0, "GPU-0", "Tesla V100-SXM2-16GB")
     assert (v100.power_limit, v100.clocks.mem, v100.clocks.sm) == (200, 877, 1005)

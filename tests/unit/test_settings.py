@@ -177,7 +177,7 @@ def test_nccl_levels_env_and_defaults():
 
 
 def test_launcher_block():
-    launcher = settings({"launcher": {"kind": "torchrun", "nproc_per_node": "gpu",
+    launcher = settings({"launcher": {"nproc_per_node": "gpu",
                                       "env": {"OMP_NUM_THREADS": 8}}}).launcher
     assert (launcher.rdzv_port, launcher.nproc_per_node, launcher.env) == (29400, "gpu", {"OMP_NUM_THREADS": "8"})
     assert settings({"launcher": {"nproc_per_node": 4}}).launcher.nproc_per_node == 4
@@ -185,7 +185,14 @@ def test_launcher_block():
     refused({"launcher": {"nproc_per_node": "atuo"}}, "launcher.nproc_per_node", "did you mean 'auto'?")
     refused({"launcher": {"rdzv_port": 70000}}, "launcher.rdzv_port", "1..65535")
     refused({"launcher": {"master_port": 0}}, "launcher.master_port", "1..65535")
-    refused({"launcher": {"kind": "mpirun"}}, "launcher.kind", "torchrun or slurm")
+    refused({"launcher": {"kind": "torchrun"}}, "launcher.kind", "unknown key")
+    refused({"launcher": {"options": ["--max-restarts 3"]}}, "launcher.options", "is not a torchrun option")
+    refused({"launcher": {"options": ["--nnodes=2"]}}, "launcher.options", "the wrapper sets this")
+    refused({"launcher": {"options": ["-x"]}}, "launcher.options", "is not a torchrun option")
+    refused({"launcher": {"env": {"A B": "1"}}}, "launcher.env", "is not a variable name")
+    refused({"launcher": {"env": {"X": "$(id)"}}}, "launcher.env", "are not allowed")
+    refused({"launcher": {"torchrun": "torchrun; id"}}, "launcher.torchrun", "absolute path")
+    assert settings({"launcher": {"options": ["--max-restarts=3"]}}).launcher.options == ["--max-restarts=3"]
     refused({"launcher": {"rdzv_backend": "etcd"}}, "launcher.rdzv_backend", "c10d or static")
     refused({"launcher": {"wrapper_path": "bin/run"}}, "launcher.wrapper_path", "an absolute path")
 
@@ -193,6 +200,11 @@ def test_launcher_block():
 def test_slurm_block():
     slurm = settings({"slurm": {"role": "both", "controller": "head", "gres_autodetect": "nvml"}}).slurm
     assert slurm.conf_dir == "/etc/slurm"
+    assert slurm.role_of("node1") == "both"
+    plain = settings({"slurm": {"controller": "head"}}).slurm
+    assert (plain.role_of("head"), plain.role_of("node1"), plain.cluster_name) == ("controller", "compute", "cluster")
+    refused({"slurm": {"cluster_name": "My Cluster"}}, "slurm.cluster_name", "lower-case")
+    refused({"slurm": {"gpu_type": "V100"}}, "slurm.gpu_type", "lower-case")
     refused({"slurm": {"role": "worker"}}, "slurm.role", "controller, compute or both")
     refused({"slurm": {"gres_autodetect": "auto"}}, "slurm.gres_autodetect", "nvml, nvidia or off")
 

@@ -1,0 +1,153 @@
+"""Slurm's packages, munge key and daemons, planned from facts: the key is the controller's, never shown; a daemon
+restarts only when a file it reads changed after it started."""
+
+from __future__ import annotations
+
+import base64
+import textwrap
+
+import pytest
+
+from provision.clusters import Cluster
+from provision.facts import daemons
+from provision.facts.model import DaemonProcess, FileFacts, HostFacts, SystemFacts
+from provision.inventory import load_inventory
+from provision.tasks.slurm import MUNGE_KEY, MungeKey, SlurmDaemons, SlurmPackages
+
+CLUSTER = """
+all:
+  children:
+    head:
+      hosts:
+        head-1: {ansible_host: 192.0.2.1, slurm: {controller: head-1}}
+    blades:
+      hosts:
+        blade-1: {ansible_host: 192.0.2.11}
+        blade-2: {ansible_host: 192.0.2.12}
+      vars:
+        slurm: {controller: head-1}
+"""
+KEY = bytes(range(128))
+
+
+@pytest.fixture
+def inv(tmp_path):
+    path = tmp_path / "inventory.yaml"
+    path.write_text(textwrap.dedent(CLUSTER))
+    return load_inventory(str(path))
+
+
+def key_file(content: bytes | None, owner="munge", mode="400", exists=True) -> dict:
+    return {MUNGE_KEY: FileFacts(MUNGE_KEY, exists, content, mode, owner, owner)}
+
+
+def munge(inv, read: dict[str, HostFacts], unread: dict[str, str] | None = None) -> MungeKey:
+    task = MungeKey()
+    task.cluster = Cluster(list(inv.hosts.values()), read, unread or {})
+    return task
+
+
+def test_packages_follow_the_role():
+    facts = HostFacts(packages={"munge": "0.5.15-2", "slurm-client": None, "slurmd": None})
+    from types import SimpleNamespace
+    from provision.settings import HostSettings, SlurmSettings
+    blade = SimpleNamespace(name="blade-1", settings=HostSettings(slurm=SlurmSettings(controller="head-1")))
+    plan = SlurmPackages().plan(blade, facts)
+    (change,) = plan.changes
+    assert change.target == "slurm-client slurmd" and change.commands[-1][-2:] == ["slurm-client", "slurmd"]
+    assert change.commands[0][-1] == "update" and [i.target for i in plan.unchanged] == ["munge"]
+    head = SimpleNamespace(name="head-1", settings=HostSettings(slurm=SlurmSettings(controller="head-1")))
+    assert SlurmPackages().package_names(head) == ["munge", "slurm-client", "slurmctld"]
+
+
+def test_every_node_takes_the_controllers_key_and_it_is_never_shown(inv):
+    head = HostFacts(files=key_file(KEY))
+    blade = HostFacts(files=key_file(b"x" * 128))  # the key its own munge package made at install
+    task = munge(inv, {"head-1": head, "blade-1": blade})
+    assert task.plan(inv.hosts["head-1"], head).changes == []
+    (change,) = task.plan(inv.hosts["blade-1"], blade).changes
+    write = change.write
+    assert base64.b64decode(write.content) == KEY and write.base64 and write.sensitive and change.diff == ""
+    assert (write.mode, write.owner, write.group) == ("0400", "munge", "munge")
+    shown = f"{change.before} {change.after}"
+    assert change.before.startswith("another key (sha256 ") and base64.b64encode(KEY).decode()[:8] not in shown
+    assert change.verify(HostFacts(files=key_file(KEY))) is None
+    assert "does not hold the cluster's key" in change.verify(blade)
+
+
+def test_a_key_with_a_wrong_owner_is_fixed(inv):
+    head = HostFacts(files=key_file(KEY))
+    blade = HostFacts(files=key_file(KEY, owner="root"))
+    (change,) = munge(inv, {"head-1": head}).plan(inv.hosts["blade-1"], blade).changes
+    assert change.before == "owner root:root mode 400"
+
+
+def test_a_new_cluster_gets_one_new_key_for_all_its_nodes(inv):
+    nothing = HostFacts(files=key_file(None, exists=False))
+    task = munge(inv, {"head-1": nothing, "blade-1": nothing, "blade-2": nothing})
+    keys = {task.plan(inv.hosts[name], nothing).changes[0].write.content for name in ("head-1", "blade-1", "blade-2")}
+    assert len(keys) == 1 and len(base64.b64decode(keys.pop())) == 128
+    assert munge(inv, {}).plan(inv.hosts["head-1"], nothing).changes[0].write.content not in keys
+
+
+def test_without_the_controllers_key_a_node_fails_and_says_why(inv):
+    nothing = HostFacts(files=key_file(None, exists=False))
+    unreachable = munge(inv, {"blade-1": nothing}, {"head-1": "connection refused"}).plan(inv.hosts["blade-1"], nothing)
+    assert unreachable.failed == ("the cluster's munge key is the controller's, and head-1 could not be read "
+                                  "(connection refused)")
+    task = munge(inv, {"blade-1": nothing})
+    task.cluster.facts["head-1"] = None  # not read in this run at all
+    del task.cluster.facts["head-1"]
+    assert "head-1 could not be read (not read)" in task.plan(inv.hosts["blade-1"], nothing).failed
+    unreadable = HostFacts(files=key_file(None))
+    said = munge(inv, {"head-1": unreadable}).plan(inv.hosts["blade-1"], nothing).failed
+    assert said.startswith("cannot read /etc/munge/munge.key on head-1: log in as root")
+
+
+def test_the_controller_is_read_even_when_the_run_is_limited_to_a_blade(inv):
+    everyone = list(inv.hosts.values())
+    assert [h.name for h in MungeKey().peer_hosts(inv.hosts["blade-2"], everyone)] == ["head-1"]
+
+
+def running(name: str, started: float) -> dict:
+    return {name: [DaemonProcess(100, "root", started)]}
+
+
+def test_daemons_restart_only_when_a_file_they_read_changed_after_they_started(inv):
+    files = {"/etc/slurm/slurm.conf": FileFacts("/etc/slurm/slurm.conf", True, b"", "644", "root", "root", 1000.0),
+             "/etc/slurm/gres.conf": FileFacts("/etc/slurm/gres.conf", True, b"", "644", "root", "root", 900.0),
+             MUNGE_KEY: FileFacts(MUNGE_KEY, True, KEY, "400", "munge", "munge", 500.0)}
+    facts = HostFacts(files=files, units={"munge.service": "enabled", "slurmd.service": "enabled"},
+                      daemons={**running("munged", 600.0), **running("slurmd", 1000.5)})
+    blade = inv.hosts["blade-1"]
+    plan = SlurmDaemons().plan(blade, facts)
+    assert plan.changes == [] and [i.target for i in plan.unchanged] == ["munge.service", "slurmd.service"]
+    facts.files["/etc/slurm/slurm.conf"].mtime = 1000.7  # written after slurmd started
+    (change,) = SlurmDaemons().plan(blade, facts).changes
+    assert (change.target, change.before, change.after) == ("slurmd.service",
+                                                            "/etc/slurm/slurm.conf changed since it started",
+                                                            "restarted")
+    assert change.commands == [["service", "slurmd", "restart"]]  # no systemd running: the init script
+    facts.system = SystemFacts(systemd_running=True)
+    assert SlurmDaemons().plan(blade, facts).changes[0].commands == [["systemctl", "restart", "slurmd.service"]]
+
+
+def test_a_daemon_not_running_or_not_enabled_is_started_and_enabled(inv):
+    facts = HostFacts(units={"munge.service": "disabled", "slurmctld.service": "enabled"})
+    munged, slurmctld = SlurmDaemons().plan(inv.hosts["head-1"], facts).changes
+    assert munged.commands == [["systemctl", "enable", "munge.service"], ["service", "munge", "restart"]]
+    assert (munged.before, munged.after) == ("not enabled, not running", "enabled and started")
+    assert slurmctld.commands == [["service", "slurmctld", "restart"]] and slurmctld.after == "started"
+    assert "slurmctld is not running" in slurmctld.verify(HostFacts())
+
+
+def test_package_and_daemon_sections_parse_what_dpkg_and_proc_print():
+    packages = daemons.parse_packages("asked munge slurmd slurmctld nvidia-driver-580\n"
+                                      "munge 0.5.15-2+deb12u1 ii \nslurmd 22.05.8-4+deb12u3 rc \n"
+                                      "nvidia-driver-580 580.159.04-1provision1 hi \n")
+    assert packages == {"munge": "0.5.15-2+deb12u1", "slurmd": None, "slurmctld": None,
+                        "nvidia-driver-580": "580.159.04-1provision1"}
+    running = daemons.parse_daemons("clock 100 1763800000 1763900000\nproc munged 812 munge 12345\n"
+                                    "proc slurmd 900 root -\nproc bogus 1 root 1\n")
+    assert running["munged"] == [DaemonProcess(812, "munge", 1763800123.45)]
+    assert running["slurmd"] == [DaemonProcess(900, "root", None)] and running["slurmctld"] == []
