@@ -1,7 +1,9 @@
 """Installed Debian packages and running daemons: two sections of the facts batch, each snippet beside its parser.
 
 A daemon is "stale" when a configuration file it reads changed after it started: the start time comes from
-/proc (field 22 of /proc/PID/stat, clock ticks after boot, plus the boot time), so a run that wrote a file
+/proc: field 22 of /proc/PID/stat (clock ticks after boot) against /proc/uptime, both read with the time now, so
+the age is exact (btime, the boot time /proc/stat gives in whole seconds, drifts from the wall clock over a
+long uptime and would make a fresh restart look older than the file it read). So a run that wrote a file
 and failed before restarting the daemon is caught by the next run, with nothing remembered in between.
 """
 
@@ -13,9 +15,9 @@ from provision.facts.model import DaemonProcess
 
 DAEMONS = ("munged", "slurmd", "slurmctld")  # the process names provision restarts when their files change
 
-# "clock TICKS BOOT_EPOCH NOW", then "proc NAME PID USER STARTTIME_TICKS" per process.
+# "clock TICKS UPTIME NOW", then "proc NAME PID USER STARTTIME_TICKS" per process.
 DAEMONS_SNIPPET = (
-    "echo \"clock $(getconf CLK_TCK) $(sed -n 's/^btime //p' /proc/stat) $(date +%s)\"; "
+    "echo \"clock $(getconf CLK_TCK) $(cut -d' ' -f1 /proc/uptime) $(date +%s.%N)\"; "
     f"for n in {' '.join(DAEMONS)}; do for p in $(pgrep -x \"$n\" 2>/dev/null); do "
     "s=$(cat \"/proc/$p/stat\" 2>/dev/null) || continue; s=${s##*) }; "
     "echo \"proc $n $p $(stat -c %U \"/proc/$p\") $(echo \"$s\" | cut -d' ' -f20)\"; done; done; true"
@@ -43,13 +45,21 @@ def parse_packages(text: str) -> dict[str, str | None]:
 
 def parse_daemons(text: str) -> dict[str, list[DaemonProcess]]:
     """process name -> its running processes, each with its owner and start time (seconds since the epoch)."""
-    ticks = boot = None
+    ticks = uptime = now = None
     running: dict[str, list[DaemonProcess]] = {name: [] for name in DAEMONS}
     for line in text.splitlines():
         words = line.split()
-        if words[:1] == ["clock"] and len(words) == 4 and words[1].isdigit() and words[2].isdigit():
-            ticks, boot = int(words[1]), int(words[2])
+        if words[:1] == ["clock"] and len(words) == 4 and words[1].isdigit():
+            ticks, uptime, now = int(words[1]), _number(words[2]), _number(words[3])
         elif words[:1] == ["proc"] and len(words) == 5 and words[1] in running and words[2].isdigit():
-            started = boot + int(words[4]) / ticks if ticks and boot is not None and words[4].isdigit() else None
+            known = ticks and uptime is not None and now is not None and words[4].isdigit()
+            started = now - (uptime - int(words[4]) / ticks) if known else None
             running[words[1]].append(DaemonProcess(int(words[2]), words[3], started))
     return running
+
+
+def _number(word: str) -> float | None:
+    try:
+        return float(word)
+    except ValueError:
+        return None

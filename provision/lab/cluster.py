@@ -8,7 +8,11 @@ Layout of a lab directory (default /var/lib/provision-lab/default):
   known_hosts         every node's host key (the tool checks host keys strictly)
   id_ed25519(.pub)    the lab's client key, authorized as root on every node
   nodes/NAME/         upper/ + work/ (the node's disk), root/ (the overlay mount, the lab's apt repository
-                      mounted read-only in it at /srv/provision-lab/apt), console.log
+                      mounted read-only in it at /srv/provision-lab/apt), console.log, cgroups (the node's
+                      cgroup directories on this machine, while it runs)
+
+Each node's disk is its upper/ over the lab's Python layer (torch, pylayer.py; not for a node with
+custom.lab.torch: false) over the Debian image, both cached under /var/cache/provision-lab.
 
 `down` undoes a lab from its state file AND from names (the "plab<slot>-"
 prefix, the management bridge's alias = this directory), so a half-made lab
@@ -29,9 +33,9 @@ from pathlib import Path
 
 import yaml
 
-from provision.lab import aptrepo, netns, rootfs
+from provision.lab import aptrepo, netns, pylayer, rootfs
 from provision.lab.netns import LabNet
-from provision.lab.node import GPUSIM, Node, NodeSpec
+from provision.lab.node import GPUSIM, Node, NodeSpec, remove_cgroups
 from provision.lab.spec import LabSpec
 from provision.lab.system import LabError, mounts_under, remove_tree, require_host, run
 
@@ -118,9 +122,11 @@ class Lab:
                 self._teardown(log)
             image = rootfs.ensure_image(log)
             apt_repo = aptrepo.ensure_repo(image, log)  # before anything is made: a failed fetch leaves nothing
+            torch = pylayer.ensure_torch_layer(log) if any(n.torch for n in spec.nodes) else None
             self.dir.mkdir(parents=True, exist_ok=True)
             state = {"version": 1, "phase": "starting", "slot": self._free_slot(), "source": spec.source,
-                     "image": str(image), "apt_repo": str(apt_repo), "nodes": spec.layout(), "faults": {}}
+                     "image": str(image), "apt_repo": str(apt_repo), "torch_layer": torch and str(torch),
+                     "nodes": spec.layout(), "faults": {}}
             self._save(state)
             try:
                 self._make(state, spec, image, apt_repo, log)
@@ -140,8 +146,12 @@ class Lab:
         nodes = [Node(s, net, self.dir) for s in spec.nodes]
         log(f"Making {len(nodes)} node(s) in {self.dir} (slot {net.slot}, management {net.controller}/24) ...")
 
+        torch = Path(state["torch_layer"]) if state.get("torch_layer") else None
+        hosts = tuple((n.address, n.spec.name) for n in nodes)
+
         def make(node: Node) -> None:
-            node.create(image, apt_repo, public_key)  # the apt repository: a read-only mount in each node
+            layers = (torch,) if torch and node.spec.torch else ()
+            node.create(image, apt_repo, public_key, layers, hosts)  # the apt repository: a read-only mount in each
             netns.add_node(net, node.spec.name, node.spec.index, node.spec.nics)
             node.start()
 
@@ -204,6 +214,11 @@ class Lab:
         for ns in namespaces:  # power off first: nothing may hold the mounts below
             killed = netns.kill_namespace_processes(ns)
             removed += [f"process of {ns}"] * killed
+        for record in sorted((self.dir / "nodes").glob("*/cgroups")):  # the processes are gone: their cgroups go
+            left = remove_cgroups(record)
+            removed += [f"cgroup {record.parent.name}"]
+            if left:
+                log(f"could not remove cgroup(s) {', '.join(left)} (still in use?): rmdir them when they are empty")
         mounts = mounts_under(self.dir / "nodes")
         for point in mounts:
             if run(["umount", point], check=False).returncode != 0:

@@ -1,15 +1,27 @@
 """One lab node: its disk (an overlay over the shared image), its identity, its processes.
 
-A node runs as: `ip netns exec NS unshare --uts --pid --mount --fork` ->
-setup (hostname; the node's own /proc, /sys, /dev, /run) -> chroot ->
+A node runs as: into its own cgroup in each of this machine's cgroup v1
+hierarchies -> `ip netns exec NS unshare --cgroup --uts --pid --mount --fork`
+-> setup (hostname; the node's own /proc, /sys, /dev, /run) -> chroot ->
 nodeinit.py as PID 1 of the node. Killing every process of the namespace is
-a power cut: PID 1 goes, the kernel takes the rest of the node with it, and
-the mounts made inside vanish with its mount namespace.
+a power cut: PID 1 goes, the kernel takes the rest of the node with it, the
+mounts made inside vanish with its mount namespace, and its cgroups are
+removed (a machine boots with none of its own).
+
+The node's cgroups: a child of this process's cgroup in each v1 hierarchy
+(so a node stays where the lab command's processes are, one level down),
+named after its network namespace. In its cgroup namespace that child is
+the root: what the node mounts under /sys/fs/cgroup (nodeinit.py) and what
+its slurmd makes there are its own, apart from other nodes' and this
+machine's. Without v1 hierarchies here (a cgroup v2-only machine) there is
+no cgroup namespace, and a node's v1 mounts, where the kernel allows them,
+are the machine's own hierarchies.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import time
@@ -69,6 +81,7 @@ class NodeSpec:
     persistenced: bool = False  # install the simulated nvidia-persistenced too
     rdma: list[dict] = field(default_factory=list)  # RDMA NICs as topo -m shows them: {name, near_gpu, numa}
     numa_nodes: int = 1
+    torch: bool = True  # the lab's Python layer (pylayer.py) under the node's disk: torch for its python3
 
     @property
     def gpu_count(self) -> int:
@@ -89,14 +102,18 @@ class Node:
 
     # --- disk and identity ---------------------------------------------------------------------
 
-    def create(self, image: Path, apt_repo: Path, client_public_key: str) -> None:
+    def create(self, image: Path, apt_repo: Path, client_public_key: str, layers: tuple[Path, ...] = (),
+               hosts: tuple[tuple[str, str], ...] = ()) -> None:
+        """The node's disk: its own upper over layers (topmost first; the Python layer) over the image.
+        hosts: (address, name) of every node of the lab, for /etc/hosts (the lab has no DNS)."""
         for sub in ("upper", "work", "root"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        lower = ":".join(str(p) for p in [*layers, image])
         run(["mount", "-t", "overlay", f"plab-{self.spec.name}", "-o",
-             f"lowerdir={image},upperdir={self.dir / 'upper'},workdir={self.dir / 'work'}", str(self.root)])
+             f"lowerdir={lower},upperdir={self.dir / 'upper'},workdir={self.dir / 'work'}", str(self.root)])
         self.serve_apt_repo(apt_repo)
         self.write("etc/hostname", f"{self.spec.name}\n")
-        self.write("etc/hosts", f"127.0.0.1 localhost\n127.0.1.1 {self.spec.name}\n")
+        self.write("etc/hosts", hosts_file(self.spec.name, hosts))
         self.write("root/.ssh/authorized_keys", client_public_key, mode=0o600)
         (self.root / "root" / ".ssh").chmod(0o700)
         key = self.root / "etc" / "ssh" / "ssh_host_ed25519_key"
@@ -144,7 +161,11 @@ class Node:
         """Power on: the node boots (GPUs reset, boot units, sshd) in the background."""
         if self.init_pid() is not None:
             raise LabError(f"{self.spec.name} is already running")
-        argv = ["ip", "netns", "exec", self.ns, "unshare", "--uts", "--pid", "--mount", "--fork",
+        remove_cgroups(self.cgroups_file)  # a previous boot's, when a power cut left them
+        joined = make_cgroups(self.ns, self.cgroups_file)
+        argv = ["sh", "-c", JOIN, "join", *(str(p / "cgroup.procs") for p in joined), "--",  # (ip netns exec
+                "ip", "netns", "exec", self.ns,  # remounts /sys: the cgroup files are gone there)
+                "unshare", *(["--cgroup"] if joined else []), "--uts", "--pid", "--mount", "--fork",
                 "--propagation", "private", "--kill-child=SIGKILL", "sh", "-c", SETUP, "setup",
                 str(self.root), self.spec.name]
         with open(self.dir / "console.log", "a") as console:
@@ -152,8 +173,15 @@ class Node:
                              start_new_session=True)  # outlives this command: the lab keeps running
 
     def stop(self) -> int:
-        """Power cut: every process of the node, SIGKILL. Returns how many were killed."""
-        return netns.kill_namespace_processes(self.ns)
+        """Power cut: every process of the node, SIGKILL, then its cgroups go. Returns how many were killed."""
+        killed = netns.kill_namespace_processes(self.ns)
+        remove_cgroups(self.cgroups_file)
+        return killed
+
+    @property
+    def cgroups_file(self) -> Path:
+        """The node's cgroup directories on this machine, one a line, while it has them."""
+        return self.dir / "cgroups"
 
     def init_pid(self) -> int | None:
         return netns.ns_init_pid(self.ns)
@@ -197,6 +225,98 @@ class Node:
 
     def to_state(self) -> dict:
         return asdict(self.spec)
+
+
+# Before the node's namespaces: the shell joins the node's cgroups (each cgroup.procs file up to "--"), then
+# runs the rest of its arguments (unshare ...): every process of the node starts in them.
+JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 1; shift; done; shift; exec "$@"'
+CGROUP_MOUNTS = Path("/proc/self/mountinfo")
+
+
+def v1_hierarchies(cgroup_file: Path = Path("/proc/self/cgroup"), mountinfo: Path = CGROUP_MOUNTS) -> list[Path]:
+    """This process's cgroup directory in each cgroup v1 controller hierarchy mounted on this machine
+    (named ones such as name=systemd, and the v2 unified one, left out)."""
+    mounts = []  # (controllers, mount root, mount point)
+    for line in mountinfo.read_text().splitlines():
+        fields = line.split()
+        if " - " not in line:
+            continue
+        fstype, _source, options = line.split(" - ", 1)[1].split()[:3]
+        if fstype == "cgroup":
+            mounts.append((set(options.split(",")), fields[3], fields[4].encode().decode("unicode_escape")))
+    found = []
+    for line in cgroup_file.read_text().splitlines():
+        _id, controllers, path = line.split(":", 2)
+        if not controllers or controllers.startswith("name="):
+            continue
+        for options, root, point in mounts:
+            if set(controllers.split(",")) <= options and (path + "/").startswith(root.rstrip("/") + "/"):
+                found.append(Path(point) / path[len(root.rstrip("/")):].lstrip("/"))
+                break
+    return found
+
+
+def make_cgroups(name: str, record: Path) -> list[Path]:
+    """A cgroup `name` under this process's own in each v1 hierarchy; what was made is written to record
+    (before it is made: a crash leaves no cgroup unrecorded). Best effort: a hierarchy that refuses is skipped."""
+    made = []
+    try:
+        parents = v1_hierarchies()
+    except (OSError, ValueError):
+        return []
+    record.write_text("".join(f"{p / name}\n" for p in parents))
+    for parent in parents:
+        path = parent / name
+        try:
+            path.mkdir(exist_ok=True)
+            for inherited in ("cpuset.cpus", "cpuset.mems"):  # a new cpuset has none: nothing could join it
+                if (path / inherited).exists() and not (path / inherited).read_text().strip():
+                    (path / inherited).write_text((parent / inherited).read_text())
+            made.append(path)
+        except OSError:
+            continue
+    return made
+
+
+def remove_cgroups(record: Path, timeout: float = 5.0) -> list[str]:
+    """Remove the cgroups listed in record and every cgroup made below them (deepest first), once their
+    processes are gone (a killed process leaves its cgroup a moment later). Returns those left."""
+    try:
+        roots = [Path(line) for line in record.read_text().splitlines() if line.strip()]
+    except FileNotFoundError:
+        return []
+    deadline = time.monotonic() + timeout
+    left = []
+    for root in roots:
+        if not root.name.startswith(netns.PREFIX):  # only a node's own: never what else lives in a hierarchy
+            continue
+        while root.is_dir():
+            for directory, _subdirs, _files in sorted(os.walk(root, topdown=False), key=lambda w: -len(w[0])):
+                try:
+                    os.rmdir(directory)
+                except OSError:
+                    pass
+            if not root.is_dir() or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        if root.is_dir():
+            left.append(str(root))
+    if not left:
+        record.unlink(missing_ok=True)
+    return left
+
+
+def hosts_file(name: str, nodes: tuple[tuple[str, str], ...]) -> str:
+    """/etc/hosts as a cluster's machines have it: every node's name at its address (its own too: a
+    process that looks its host up gets an address the others reach, as torch.distributed's gloo does),
+    else Debian's 127.0.1.1 line for a node alone."""
+    text = "127.0.0.1 localhost\n"
+    if not any(node == name for _address, node in nodes):
+        text += f"127.0.1.1 {name}\n"
+    if nodes:
+        text += "# provision lab: its nodes (management addresses), as the cluster's DNS would have them\n"
+        text += "".join(f"{address} {node}\n" for address, node in nodes)
+    return text + "::1 localhost ip6-localhost ip6-loopback\n"
 
 
 def sim_wrapper(program_in_node: str) -> str:

@@ -1,27 +1,47 @@
 """PID 1 of a lab node (runs inside the node, with the node's own python3; stdlib only).
 
-A boot, in the order a machine does it: the GPUs come up in their power-on
-state, the units enabled into a target run (their ExecStartPre, ExecStart,
-ExecStartPost, ordered by After=/Before=, as systemd would at boot), sshd
-starts. Then it reaps orphans until the node is powered off (SIGKILL from the
-host; being PID 1, everything in the node dies with it).
+A boot, in the order a machine does it: the kernel's cgroup v1 controllers are
+mounted under /sys/fs/cgroup (tmpfs, then freezer, cpuset, memory, devices,
+cpu,cpuacct, blkio, pids, each best effort: what fails is logged), the driver
+makes its device nodes (/dev/nvidiactl, /dev/nvidia0..N-1, char 195, mode 0666,
+when the simulated driver is installed: one per GPU that enumerates), the GPUs
+come up in their power-on state, the units enabled into a target run (their
+ExecStartPre, ExecStart, ExecStartPost, ordered by After=/Before=, as systemd
+would at boot), sshd starts. Then it reaps orphans until the node is powered off
+(SIGKILL from the host; being PID 1, everything in the node dies with it).
 
 Units are found where `systemctl enable` puts them:
-/etc/systemd/system/*.target.wants/*.service. Supported: Type (oneshot and
-forking are waited for, others run in the background), Environment=,
-EnvironmentFile=, $VAR/${VAR} in commands, the "-" prefix (failure ignored).
-Not supported: Requires=/Wants= pulling in other units, User=, specifiers.
-systemd itself never runs: /run/systemd/system does not exist in a node.
+/etc/systemd/system/*.target.wants/*.service. Supported, as systemd does them:
+  [Unit]    After=, Before= (ordering among the enabled units); Condition*= of kind PathExists,
+            PathExistsGlob, PathIsDirectory, PathIsSymbolicLink, FileNotEmpty, FileIsExecutable,
+            DirectoryNotEmpty, with "!" (negation) and "|" (triggering: one of them suffices); a unit
+            whose condition fails is skipped, with a log line.
+  [Service] Type= (oneshot and forking are waited for, 90 s; others run in the background), PIDFile=
+            (read after a forking start), Environment=, EnvironmentFile= ("-": optional), $VAR/${VAR}
+            in commands, Exec prefixes "-" (failure ignored), "@" (argv[0]), ":" (no expansion), "+"
+            "!" "!!" (run as root despite User=); User=, Group= (uid, gid, the user's groups:
+            initgroups; $USER $LOGNAME $HOME $SHELL set), SupplementaryGroups=, UMask=,
+            WorkingDirectory=, RuntimeDirectory= StateDirectory= CacheDirectory= LogsDirectory=
+            ConfigurationDirectory= (+ their *Mode=; under /run, /var/lib, /var/cache, /var/log,
+            /etc; owned by User/Group; $RUNTIME_DIRECTORY etc. set), Limit*= (setrlimit, best effort).
+Not supported: Requires=/Wants= pulling in other units, Restart=, watchdogs, ExecStop*, specifiers
+(%n, %i), sockets, timers, Delegate= and TasksMax= (ignored). systemd itself never runs:
+/run/systemd/system does not exist in a node.
 """
 
 from __future__ import annotations
 
 import glob
 import graphlib
+import grp
+import json
 import os
+import pwd
 import re
+import resource
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -33,6 +53,31 @@ WAITED_TYPES = {"oneshot", "forking"}
 LOG = "/var/log/provision-lab-boot.log"
 ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
 
+CGROUP_ROOT = "/sys/fs/cgroup"
+# As a cgroup v1 machine (Debian with systemd, hybrid) mounts them; "a,b" is one hierarchy with both,
+# linked as a and b too. Slurm's cgroup/v1 plugins use freezer, cpuset, memory, devices and cpuacct.
+CGROUP_CONTROLLERS = ("cpuset", "cpu,cpuacct", "blkio", "memory", "devices", "freezer", "pids")
+NVIDIA_SMI = "/usr/bin/nvidia-smi"  # the simulated driver is installed (node.py, or a driver package)
+GPU_CONFIG = "/etc/nvidia-sim/config.json"
+GPU_STATE = "/var/lib/nvidia-sim/state.json"
+NVIDIA_MAJOR = 195  # the NVIDIA driver's character major: nvidia0..N-1 are minors 0..N-1, nvidiactl 255
+NVIDIACTL_MINOR = 255
+
+# Directory settings: where systemd puts each, and the variable it sets.
+UNIT_DIRECTORIES = {"RuntimeDirectory": ("/run", "RUNTIME_DIRECTORY"),
+                    "StateDirectory": ("/var/lib", "STATE_DIRECTORY"),
+                    "CacheDirectory": ("/var/cache", "CACHE_DIRECTORY"),
+                    "LogsDirectory": ("/var/log", "LOGS_DIRECTORY"),
+                    "ConfigurationDirectory": ("/etc", "CONFIGURATION_DIRECTORY")}
+RLIMITS = {"CPU": resource.RLIMIT_CPU, "FSIZE": resource.RLIMIT_FSIZE, "DATA": resource.RLIMIT_DATA,
+           "STACK": resource.RLIMIT_STACK, "CORE": resource.RLIMIT_CORE, "RSS": resource.RLIMIT_RSS,
+           "NOFILE": resource.RLIMIT_NOFILE, "AS": resource.RLIMIT_AS, "NPROC": resource.RLIMIT_NPROC,
+           "MEMLOCK": resource.RLIMIT_MEMLOCK, "LOCKS": getattr(resource, "RLIMIT_LOCKS", 10),
+           "SIGPENDING": getattr(resource, "RLIMIT_SIGPENDING", 11),
+           "MSGQUEUE": getattr(resource, "RLIMIT_MSGQUEUE", 12), "NICE": getattr(resource, "RLIMIT_NICE", 13),
+           "RTPRIO": getattr(resource, "RLIMIT_RTPRIO", 14), "RTTIME": getattr(resource, "RLIMIT_RTTIME", 15)}
+SIZE_SUFFIXES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50, "E": 1 << 60}
+
 
 def log(message: str) -> None:
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}\n"
@@ -41,6 +86,8 @@ def log(message: str) -> None:
     with open(LOG, "a") as fh:
         fh.write(line)
 
+
+# --- unit files ------------------------------------------------------------------------------------
 
 def parse_unit(path: str) -> dict[str, list[str]]:
     """"Section.Key" -> values, in order; an empty assignment resets the list, as in systemd."""
@@ -59,6 +106,17 @@ def parse_unit(path: str) -> dict[str, list[str]]:
             key, value = f"{section}.{key.strip()}", value.strip()
             values[key] = (values.get(key, []) + [value]) if value else []
     return values
+
+
+def last(unit: dict[str, list[str]], key: str, default: str | None = None) -> str | None:
+    """A single-valued setting: the last assignment wins."""
+    values = unit.get(key) or []
+    return values[-1] if values else default
+
+
+def words(unit: dict[str, list[str]], key: str) -> list[str]:
+    """A list setting (After=, RuntimeDirectory=, ...): every assignment's words, in order."""
+    return " ".join(unit.get(key, [])).split()
 
 
 def unit_file(link: str) -> str | None:
@@ -91,10 +149,10 @@ def boot_order(units: dict[str, dict[str, list[str]]]) -> list[str]:
     graph = graphlib.TopologicalSorter()
     for name, unit in units.items():
         graph.add(name)
-        for other in " ".join(unit.get("Unit.After", [])).split():
+        for other in words(unit, "Unit.After"):
             if other in units:
                 graph.add(name, other)
-        for other in " ".join(unit.get("Unit.Before", [])).split():
+        for other in words(unit, "Unit.Before"):
             if other in units:
                 graph.add(other, name)
     graph.prepare()
@@ -105,6 +163,61 @@ def boot_order(units: dict[str, dict[str, list[str]]]) -> list[str]:
         graph.done(*ready)
     return order
 
+
+# --- conditions ----------------------------------------------------------------------------------
+
+def _dir_not_empty(path: str) -> bool:
+    try:
+        return os.path.isdir(path) and bool(os.listdir(path))
+    except OSError:
+        return False
+
+
+CONDITION_TESTS = {
+    "PathExists": os.path.exists,
+    "PathExistsGlob": lambda pattern: bool(glob.glob(pattern)),
+    "PathIsDirectory": os.path.isdir,
+    "PathIsSymbolicLink": os.path.islink,
+    "FileNotEmpty": lambda path: os.path.isfile(path) and os.path.getsize(path) > 0,
+    "FileIsExecutable": lambda path: os.path.isfile(path) and os.access(path, os.X_OK),
+    "DirectoryNotEmpty": _dir_not_empty,
+}
+
+
+def unmet_conditions(unit: dict[str, list[str]]) -> list[str]:
+    """The unit's Condition*= that keep it from starting ("" when none), as systemd reads them: every
+    plain condition must hold; of the triggering ones ("|"), at least one. Kinds this init does not know
+    are logged by the caller and count as met."""
+    failed, triggering, triggered = [], [], False
+    for key, values in unit.items():
+        section, _, name = key.partition(".")
+        if section != "Unit" or not name.startswith("Condition"):
+            continue
+        kind = name[len("Condition"):]
+        for value in values:
+            trigger, value = value.startswith("|"), value.lstrip("|")
+            negate, value = value.startswith("!"), value.lstrip("!")
+            test = CONDITION_TESTS.get(kind)
+            if test is None:
+                continue
+            met = bool(test(value)) != negate
+            setting = f"{name}={'|' if trigger else ''}{'!' if negate else ''}{value}"
+            if trigger:
+                triggering.append(setting)
+                triggered = triggered or met
+            elif not met:
+                failed.append(setting)
+    if triggering and not triggered:
+        failed.append(" | ".join(triggering))
+    return failed
+
+
+def unknown_conditions(unit: dict[str, list[str]]) -> list[str]:
+    return [key.partition(".")[2] for key in unit if key.startswith("Unit.Condition")
+            and key.partition(".")[2][len("Condition"):] not in CONDITION_TESTS]
+
+
+# --- environment and commands ---------------------------------------------------------------------
 
 def unit_environment(unit: dict[str, list[str]]) -> dict[str, str]:
     env = dict(ENV)
@@ -124,46 +237,303 @@ def unit_environment(unit: dict[str, list[str]]) -> dict[str, str]:
     return env
 
 
+def exec_prefixes(line: str) -> str:
+    """The special characters before an Exec line's command: "-", "@", ":", "+", "!" (or "!!")."""
+    return re.match(r"^[-@:+!]*", line).group()
+
+
 def command_argv(line: str, env: dict[str, str]) -> tuple[list[str], bool]:
-    """(argv, failure ignored) of one Exec line: prefixes stripped, variables expanded as systemd does."""
-    prefixes = re.match(r"^[-@:+!]*", line).group()
+    """(argv, failure ignored) of one Exec line: prefixes stripped, variables expanded as systemd does
+    (none with ":"; with "@" argv[0] is the second word, the executable the first)."""
+    prefixes = exec_prefixes(line)
     argv = []
     for word in shlex.split(line[len(prefixes):]):
         whole = re.fullmatch(r"\$(\w+)", word)
-        if whole:  # $VAR alone: split into words
+        if ":" in prefixes:
+            argv.append(word)
+        elif whole:  # $VAR alone: split into words
             argv += env.get(whole.group(1), "").split()
         else:
             argv.append(re.sub(r"\$\$|\$\{(\w+)\}", lambda m: env.get(m.group(1), "") if m.group(1) else "$", word))
     return argv, "-" in prefixes
 
 
+class Credentials:
+    """Who a unit's commands run as: User=/Group=/SupplementaryGroups= resolved in the node's passwd/group."""
+
+    def __init__(self, uid: int, gid: int, groups: list[int], env: dict[str, str]):
+        self.uid, self.gid, self.groups, self.env = uid, gid, groups, env
+
+    def __repr__(self) -> str:
+        return f"Credentials(uid={self.uid}, gid={self.gid}, groups={self.groups})"
+
+
+def _user(name: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+    except KeyError:
+        raise KeyError(f"user {name}") from None
+
+
+def _group_id(name: str) -> int:
+    try:
+        return int(name) if name.isdigit() else grp.getgrnam(name).gr_gid
+    except KeyError:
+        raise KeyError(f"group {name}") from None
+
+
+def unit_credentials(unit: dict[str, list[str]]) -> Credentials | None:
+    """None: root, as PID 1 is. KeyError("user NAME" or "group NAME") when one does not exist in the node.
+    With User=: its uid, Group= or its primary group, the groups it is a member of (initgroups), plus
+    SupplementaryGroups=; $USER $LOGNAME $HOME $SHELL are its own."""
+    user, group = last(unit, "Service.User"), last(unit, "Service.Group")
+    extra = words(unit, "Service.SupplementaryGroups")
+    if not user and not group and not extra:
+        return None
+    entry = _user(user or "root")
+    gid = _group_id(group) if group else entry.pw_gid
+    groups = os.getgrouplist(entry.pw_name, gid) if user else [gid]
+    groups += [g for g in map(_group_id, extra) if g not in groups]
+    env = {"USER": entry.pw_name, "LOGNAME": entry.pw_name, "HOME": entry.pw_dir, "SHELL": entry.pw_shell}
+    return Credentials(entry.pw_uid, gid, groups, env if user else {})
+
+
+def parse_rlimit(value: str) -> tuple[int, int]:
+    """A Limit*= value: "N", "soft:hard", "infinity", sizes with K/M/G/T/P/E (1024-based). ValueError if bad."""
+    def one(text: str) -> int:
+        text = text.strip()
+        if text == "infinity":
+            return resource.RLIM_INFINITY
+        match = re.fullmatch(r"(\d+)\s*([KMGTPE]?)", text)
+        if not match:
+            raise ValueError(f"bad limit {value!r}")
+        return int(match.group(1)) * SIZE_SUFFIXES.get(match.group(2), 1)
+
+    soft, _, hard = value.partition(":")
+    return one(soft), one(hard) if hard else one(soft)
+
+
+def unit_rlimits(unit: dict[str, list[str]]) -> dict[int, tuple[int, int]]:
+    limits = {}
+    for key in unit:
+        section, _, name = key.partition(".")
+        if section == "Service" and name.startswith("Limit") and name[5:] in RLIMITS and unit[key]:
+            try:
+                limits[RLIMITS[name[5:]]] = parse_rlimit(unit[key][-1])
+            except ValueError as exc:
+                log(f"{name}: {exc}; ignored")
+    return limits
+
+
+def make_unit_directories(name: str, unit: dict[str, list[str]], creds: Credentials | None) -> dict[str, str]:
+    """RuntimeDirectory= and its kin: made (parents root's, 0755), owned by User/Group, their mode set.
+    Returns the variables systemd sets for them."""
+    env = {}
+    for setting, (base, variable) in UNIT_DIRECTORIES.items():
+        paths = [os.path.join(base, d) for d in words(unit, f"Service.{setting}")]
+        mode = int(last(unit, f"Service.{setting}Mode", "0755"), 8)
+        for path in paths:
+            os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+            os.makedirs(path, exist_ok=True)
+            if creds is not None:
+                os.chown(path, creds.uid, creds.gid)
+            os.chmod(path, mode)
+        if paths:
+            env[variable] = ":".join(paths)
+            log(f"{name}: {setting} {' '.join(paths)} ({oct(mode)[2:].zfill(4)})")
+    return env
+
+
+def preexec(creds: Credentials | None, limits: dict[int, tuple[int, int]], umask: int | None):
+    """What runs in the child before exec: limits first (raising a hard limit needs root), then groups, gid, uid."""
+    def setup() -> None:
+        for which, (soft, hard) in limits.items():
+            try:
+                resource.setrlimit(which, (soft, hard))
+            except (ValueError, OSError):
+                pass  # above what the kernel allows (fs.nr_open): keep the inherited one, as a clamp would
+        if umask is not None:
+            os.umask(umask)
+        if creds is not None:
+            os.setgroups(creds.groups)
+            os.setgid(creds.gid)
+            os.setuid(creds.uid)
+    return setup
+
+
+# --- starting units --------------------------------------------------------------------------------
+
 def start_unit(name: str, unit: dict[str, list[str]]) -> None:
+    unmet = unmet_conditions(unit)
+    if unmet:
+        log(f"{name}: condition not met ({'; '.join(unmet)}); skipped")
+        return
+    for unknown in unknown_conditions(unit):
+        log(f"{name}: {unknown}= is not supported here; taken as met")
+    try:
+        creds = unit_credentials(unit)
+    except KeyError as exc:
+        log(f"{name}: failed: no {exc.args[0]} (User=/Group=)")
+        return
     env = unit_environment(unit)
-    kind = (unit.get("Service.Type") or ["simple"])[-1]
+    if creds is not None:
+        env.update(creds.env)
+    try:
+        env.update(make_unit_directories(name, unit, creds))
+    except OSError as exc:
+        log(f"{name}: failed to make its directories: {exc}")
+        return
+    limits = unit_rlimits(unit)
+    umask = int(last(unit, "Service.UMask", "0022"), 8)
+    cwd = last(unit, "Service.WorkingDirectory")
+    cwd_optional = bool(cwd) and cwd.startswith("-")
+    cwd = (cwd or "/").lstrip("-")
+    if cwd == "~":
+        cwd = env.get("HOME", "/")
+    if not os.path.isdir(cwd):
+        if not cwd_optional:
+            log(f"{name}: failed: WorkingDirectory={cwd} does not exist")
+            return
+        cwd = "/"
+    kind = last(unit, "Service.Type", "simple")
     steps = [(key, line) for key in ("ExecStartPre", "ExecStart", "ExecStartPost")
              for line in unit.get(f"Service.{key}", [])]
     for key, line in steps:
         argv, ignore_failure = command_argv(line, env)
+        prefixes = exec_prefixes(line)
+        as_root = "+" in prefixes or "!" in prefixes
+        setup = preexec(None if as_root else creds, limits, umask)
+        executable = None
+        if "@" in prefixes and len(argv) > 1:
+            executable, argv = argv[0], argv[1:]
         if key == "ExecStart" and kind not in WAITED_TYPES:
-            spawn(argv, env, LOG)
-            log(f"{name}: started {shlex.join(argv)}")
+            result = spawn(argv, env, LOG, preexec_fn=setup, cwd=cwd, executable=executable)
+            log(f"{name}: started {shlex.join(argv)}{as_user(creds, as_root)}"
+                + (f": {result}" if result else ""))
             continue
-        rc = spawn(argv, env, LOG, wait=True)
-        log(f"{name}: {key} {shlex.join(argv)} -> {rc}")
+        rc = spawn(argv, env, LOG, wait=True, preexec_fn=setup, cwd=cwd, executable=executable)
+        log(f"{name}: {key} {shlex.join(argv)}{as_user(creds, as_root)} -> {rc}")
         if rc != 0 and not ignore_failure:
             log(f"{name}: failed")
             return
+    pidfile = last(unit, "Service.PIDFile")
+    if kind == "forking" and pidfile:
+        try:
+            with open(pidfile) as fh:
+                log(f"{name}: running, main PID {fh.read().strip()} ({pidfile})")
+        except OSError:
+            log(f"{name}: PID file {pidfile} not readable after start; the daemon may have died")
 
 
-def spawn(argv: list[str], env: dict[str, str], output: str, wait: bool = False) -> int | str | None:
+def as_user(creds: Credentials | None, as_root: bool) -> str:
+    return "" if creds is None or as_root else f" (uid {creds.uid}, gid {creds.gid})"
+
+
+def spawn(argv: list[str], env: dict[str, str], output: str, wait: bool = False, preexec_fn=None,
+          cwd: str | None = None, executable: str | None = None) -> int | str | None:
     """Start argv with its output appended to a log file; with wait, its exit status (or why it did not run)."""
     with open(output, "a") as out:
         try:
             proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=preexec_fn, cwd=cwd, executable=executable)
             return proc.wait(timeout=90) if wait else None
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
             return f"error ({exc})"
+
+
+# --- the machine ---------------------------------------------------------------------------------
+
+def mount_cgroups(root: str = CGROUP_ROOT, controllers: tuple[str, ...] = CGROUP_CONTROLLERS) -> list[str]:
+    """cgroup v1 as a real machine has it: a tmpfs at root, one hierarchy per entry ("a,b": both in one,
+    with a and b as links to it; when the kernel has them apart, each on its own). Best effort: returns
+    (and logs) what could not be mounted."""
+    failed = []
+    result = run_quiet(["mount", "-t", "tmpfs", "-o", "nosuid,nodev,noexec,mode=0755", "cgroup", root])
+    if result:
+        log(f"cgroups: tmpfs on {root}: {result}; no controllers")
+        return list(controllers)
+    mounted = []
+    for entry in controllers:
+        why = mount_controller(root, entry)
+        if why is None:
+            mounted.append(entry)
+            for part in entry.split(",") if "," in entry else []:
+                os.symlink(entry, os.path.join(root, part))
+            continue
+        parts = entry.split(",")
+        if len(parts) == 1:
+            failed.append(entry)
+            log(f"cgroups: {entry}: {why}")
+            continue
+        log(f"cgroups: {entry} as one hierarchy: {why}; each on its own")  # the kernel holds them apart
+        for part in parts:
+            why = mount_controller(root, part)
+            if why is None:
+                mounted.append(part)
+            else:
+                failed.append(part)
+                log(f"cgroups: {part}: {why}")
+    log(f"cgroups (v1) mounted: {' '.join(mounted) or 'none'}" + (f"; failed: {' '.join(failed)}" if failed else ""))
+    return failed
+
+
+def mount_controller(root: str, controllers: str) -> str | None:
+    """Mount one v1 hierarchy at root/controllers; None when done, else why not (the directory removed)."""
+    path = os.path.join(root, controllers)
+    os.makedirs(path, exist_ok=True)
+    why = run_quiet(["mount", "-t", "cgroup", "-o", f"nosuid,nodev,noexec,{controllers}", "cgroup", path])
+    if why:
+        os.rmdir(path)
+    return why
+
+
+def run_quiet(argv: list[str]) -> str | None:
+    """None when argv succeeded, else its message."""
+    try:
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    return None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[0]
+
+
+def gpu_count(config_path: str = GPU_CONFIG, state_path: str = GPU_STATE) -> int:
+    """GPUs the driver finds at boot: those configured, less any the simulator has as gone (not enumerated)."""
+    try:
+        with open(config_path) as fh:
+            total = sum(int(g.get("count", 0)) for g in json.load(fh).get("gpus", []))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return 0
+    try:
+        with open(state_path) as fh:
+            records = json.load(fh).get("gpus", [])
+    except (OSError, ValueError, AttributeError):
+        return total
+    if isinstance(records, list) and len(records) == total:
+        return total - sum(1 for r in records if isinstance(r, dict) and r.get("gone"))
+    return total
+
+
+def make_gpu_devices(count: int, dev: str = "/dev") -> list[str]:
+    """/dev/nvidiactl and /dev/nvidia0..count-1 as the driver makes them: char 195, mode 0666."""
+    made = []
+    for name, minor in [("nvidiactl", NVIDIACTL_MINOR), *((f"nvidia{i}", i) for i in range(count))]:
+        path = os.path.join(dev, name)
+        if not os.path.exists(path):
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, minor))
+        os.chmod(path, 0o666)  # mknod's mode passes through the umask
+        made.append(path)
+    return made
+
+
+def driver_devices() -> None:
+    if not os.path.exists(NVIDIA_SMI):
+        log("no NVIDIA driver installed: no /dev/nvidia*")
+        return
+    try:
+        made = make_gpu_devices(gpu_count())
+        log(f"GPU devices: {' '.join(made)}")
+    except OSError as exc:
+        log(f"GPU devices: {exc}")
 
 
 def power_on_gpus() -> None:
@@ -174,13 +544,19 @@ def power_on_gpus() -> None:
 
 def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # PID 1 ignores signals it has no handler for
+    os.umask(0o022)
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     os.makedirs("/run/lock", mode=0o1777, exist_ok=True)
     log(f"booting {os.uname().nodename}")
+    mount_cgroups()
+    driver_devices()
     power_on_gpus()
     units = enabled_units()
     for name in boot_order(units):
-        start_unit(name, units[name])
+        try:
+            start_unit(name, units[name])
+        except Exception as exc:  # one bad unit must not stop the boot (sshd below)
+            log(f"{name}: failed: {type(exc).__name__}: {exc}")
     spawn(["/usr/sbin/sshd", "-D", "-e"], ENV, "/var/log/sshd.log")
     log("sshd started; boot complete")
     while True:  # reap everything: orphans of the node are re-parented to us

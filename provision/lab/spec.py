@@ -1,7 +1,7 @@
 """What a lab is made of: its nodes (GPUs, NICs) and its inventory, from --nodes N or --like INVENTORY.
 
 With --like, the lab mirrors the inventory: the same groups, nesting and
-variables, every host renamed "lab-<host>" and reached at its lab address
+variables, every host renamed "lab-<host>" (also where slurm.controller names it) and reached at its lab address
 as root (the inventory's own connection variables are dropped). Each host's
 GPUs and NICs come from, first match wins:
 
@@ -17,6 +17,8 @@ GPUs and NICs come from, first match wins:
         custom.lab.numa_nodes: 2 splits the GPUs over two sockets (SYS between them). Default: none, one.
   driver.version, when set, is the simulated driver's version; custom.lab.persistenced: true
   installs the simulated nvidia-persistenced too.
+  torch  custom.lab.torch: false leaves the lab's Python layer (torch for the node's python3, pylayer.py)
+        out of that node; default true, or false for every node with PROVISION_LAB_TORCH=0.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 
 import yaml
 
+from provision.lab import pylayer
 from provision.lab.netns import MAX_NICS, MAX_NODES
 from provision.lab.node import DEFAULT_GPUS, DEFAULT_NICS, DRIVER_VERSION, NodeSpec
 from provision.lab.system import LabError
@@ -35,7 +38,7 @@ from provision.lab.system import LabError
 MODELS = ("v100-sxm2-16gb", "rtx-3090", "rtx-4090", "h100-80gb-hbm3")
 MODEL_HINTS = (("v100", "v100-sxm2-16gb", 4), ("3090", "rtx-3090", 1), ("4090", "rtx-4090", 7),
                ("h100", "h100-80gb-hbm3", 8))
-LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes")
+LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes", "torch")
 # The default lab rehearses the basement V100 fix: persistence on, 200 W.
 DEFAULT_VARS = {"gpu": {"persistence": True, "power_limit": 200}}
 NIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
@@ -67,7 +70,7 @@ class LabSpec:
 def default_spec(count: int) -> LabSpec:
     if not 1 <= count <= MAX_NODES:
         raise LabError(f"--nodes {count}: a lab has 1 to {MAX_NODES} nodes", 2)
-    nodes = [NodeSpec(f"{HOST_PREFIX}node-{i}", i) for i in range(1, count + 1)]
+    nodes = [NodeSpec(f"{HOST_PREFIX}node-{i}", i, torch=pylayer.wanted()) for i in range(1, count + 1)]
     tree = {"all": {"children": {"nodes": {"hosts": {n.name: {} for n in nodes}, "vars": DEFAULT_VARS}}}}
     return LabSpec(nodes, tree, f"--nodes {count}")
 
@@ -94,7 +97,7 @@ def _node_for(host, index: int) -> NodeSpec:
     return NodeSpec(name=HOST_PREFIX + host.name, index=index, gpus=_gpus(host, lab, where),
                     nics=_nics(host, lab, where), driver_version=driver or DRIVER_VERSION,
                     persistenced=bool(lab.get("persistenced", False)), rdma=_rdma(lab, where),
-                    numa_nodes=_numa_nodes(lab, where))
+                    numa_nodes=_numa_nodes(lab, where), torch=_torch(lab, where))
 
 
 def _gpus(host, lab: dict, where: str) -> list[dict]:
@@ -146,6 +149,13 @@ def _numa_nodes(lab: dict, where: str) -> int:
     return nodes
 
 
+def _torch(lab: dict, where: str) -> bool:
+    torch = lab.get("torch", pylayer.wanted())
+    if not isinstance(torch, bool):
+        raise LabError(f"{where}.torch must be true or false; got {torch!r}", 2)
+    return torch
+
+
 def _nics_from_nccl(ifname: str | None) -> list[str]:
     if not ifname or ifname.startswith("^"):
         return list(DEFAULT_NICS)
@@ -169,9 +179,14 @@ def _mirror_group(body) -> dict:
 
 
 def _without_connection(variables) -> dict:
+    """The variables a lab host keeps: no connection ones; a host a setting names (slurm.controller) renamed."""
     from provision.inventory import CONNECTION_KEYS
 
-    return {k: v for k, v in (variables or {}).items() if k not in CONNECTION_KEYS and not k.startswith("ansible_")}
+    kept = {k: v for k, v in (variables or {}).items() if k not in CONNECTION_KEYS and not k.startswith("ansible_")}
+    slurm = kept.get("slurm")
+    if isinstance(slurm, dict) and isinstance(slurm.get("controller"), str):
+        kept["slurm"] = {**slurm, "controller": HOST_PREFIX + slurm["controller"]}
+    return kept
 
 
 def _host_maps(tree: dict):

@@ -30,11 +30,14 @@ def sbatch_path(host) -> str | None:
 
 
 def processes_per_node(host, facts) -> tuple[str | None, str]:
-    """(torchrun's --nproc-per-node, why not) for this host: "gpu" counts the GPUs nvidia-smi reads."""
+    """(torchrun's --nproc-per-node, why not) for this host. "gpu" is the GPU count the inventory intends
+    (gpu.count), else the GPUs nvidia-smi names, readable or lost: a card off the bus for a day is a fault
+    verify reports, not a reason to rewrite the cluster's launch command for fewer processes."""
     wanted = host.settings.launcher.nproc_per_node
     if wanted != "gpu":
         return str(wanted), ""
-    gpus = len(facts.nvidia.gpus)
+    intended = host.settings.gpu.count if host.settings.gpu else None
+    gpus = intended or len(facts.nvidia.gpus) + len(facts.nvidia.lost)
     if gpus == 0:
         said = facts.nvidia.message or "no GPU"
         return None, f"launcher.nproc_per_node is gpu, and nvidia-smi reads no GPU here ({said}) (nothing written)"
@@ -82,7 +85,7 @@ class TorchrunLauncher(Task):
             "nccl_env": host.settings.nccl.env_file if host.settings.nccl else None,
             "sbatch_path": sbatch_path(host),
             "partition": clusters.partition_of(host) if host.settings.slurm else None,
-            "gpus_per_node": len(facts.nvidia.gpus),
+            "gpus_per_node": int(nproc) if launcher.nproc_per_node == "gpu" else len(facts.nvidia.gpus),
         }
         files = [(wrapper_path(host), WRAPPER_TEMPLATE)]
         files += [(sbatch_path(host), SBATCH_TEMPLATE)] if host.settings.slurm else []

@@ -95,10 +95,11 @@ class MungeKey(NoParams):
     def cluster_key(self, host, facts) -> tuple[bytes | None, str]:
         """(the key every node of host's cluster must hold, why there is none)."""
         controller = host.settings.slurm.controller
-        if controller == host.name:
+        # The controller as read before this run changed anything: installing munge there makes a key of its
+        # own mid-run, which must not replace the one its nodes were given.
+        source = self.cluster.facts.get(controller) if self.cluster else None
+        if source is None and controller == host.name:
             source = facts
-        else:
-            source = self.cluster.facts.get(controller) if self.cluster else None
         if source is None:
             why = self.cluster.unread.get(controller, "not read") if self.cluster else "not read"
             return None, f"the cluster's munge key is the controller's, and {controller} could not be read ({why})"

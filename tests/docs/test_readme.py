@@ -13,6 +13,7 @@ itself, and each command must be listed in WHERE with the place it runs:
              /etc, /usr/local, /run and /var are overlays: what the command writes never reaches the host
   geforce    the same on a simulated RTX 4090
   benchmark  as written but at one node, one repeat, without the peers (their venv is not a test's to make)
+  slurm      tests/lab/test_slurm.py runs it as written (its lab directory in place of the one shown)
   lab        a lab that mirrors inventories/basement.yaml (lab marker); the basement's addresses reach
              their lab nodes through ~/.ssh/config, so `provision apply inventories/basement.yaml` runs as
              written; the README's default lab directory is this test's lab directory
@@ -71,6 +72,8 @@ WHERE = {
     "provision lab reboot lab-v100-1": "lab",
     "provision lab fault lab-rtx4090-1 gpu-off-bus --gpu 3": "lab",
     "provision lab down": "lab",
+    "provision lab up --like tests/lab/slurm.yaml --dir /var/lib/provision-lab/slurm": "slurm",
+    "provision apply /var/lib/provision-lab/slurm/inventory.yaml": "slurm",
     "sudo .venv/bin/python benchmarks/apply_scale.py --sizes 1,8,32": "benchmark",
 }
 

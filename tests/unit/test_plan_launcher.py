@@ -123,3 +123,10 @@ def test_slurm_nodes_get_the_sbatch_script_beside_the_wrapper(tmp_path):
     assert "#SBATCH --ntasks-per-node=1" in sbatch.content and "#SBATCH --gpus-per-node=1" in sbatch.content
     assert "exec \"$0\" \"$@\"' /usr/local/bin/rtx3090-torchrun \"$@\"" in sbatch.content
     assert subprocess.run(["bash", "-n"], input=sbatch.content, text=True).returncode == 0
+
+
+def test_one_process_per_gpu_counts_the_intended_gpus_not_the_ones_readable_today(tmp_path):
+    """A card off the bus fails verify; it does not rewrite the launch command for fewer processes."""
+    inv = inventory(tmp_path, BLADES.replace("v100-1: {ansible_host: 192.0.2.10}",
+                                             "v100-1: {ansible_host: 192.0.2.10, gpu: {count: 4}}"))
+    assert "--nproc-per-node=4" in planned(inv, "v100-1", gpus(3)).changes[0].write.content

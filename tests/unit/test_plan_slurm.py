@@ -147,7 +147,15 @@ def test_package_and_daemon_sections_parse_what_dpkg_and_proc_print():
                                       "nvidia-driver-580 580.159.04-1provision1 hi \n")
     assert packages == {"munge": "0.5.15-2+deb12u1", "slurmd": None, "slurmctld": None,
                         "nvidia-driver-580": "580.159.04-1provision1"}
-    running = daemons.parse_daemons("clock 100 1763800000 1763900000\nproc munged 812 munge 12345\n"
+    running = daemons.parse_daemons("clock 100 1000.50 1763900000.25\nproc munged 812 munge 12345\n"
                                     "proc slurmd 900 root -\nproc bogus 1 root 1\n")
-    assert running["munged"] == [DaemonProcess(812, "munge", 1763800123.45)]
+    assert running["munged"] == [DaemonProcess(812, "munge", 1763900000.25 - (1000.50 - 123.45))]
     assert running["slurmd"] == [DaemonProcess(900, "root", None)] and running["slurmctld"] == []
+
+
+def test_a_key_the_controllers_munge_package_makes_mid_run_does_not_replace_the_runs_key(inv):
+    nothing = HostFacts(files=key_file(None, exists=False))
+    task = munge(inv, {"head-1": nothing, "blade-1": nothing})
+    given = task.plan(inv.hosts["blade-1"], nothing).changes[0].write.content
+    installed = HostFacts(files=key_file(b"p" * 128))  # the head, re-read after apt installed munge
+    assert task.plan(inv.hosts["head-1"], installed).changes[0].write.content == given

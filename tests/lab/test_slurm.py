@@ -1,0 +1,138 @@
+"""Slurm end to end, from Debian's packages, on a lab of a controller and two GPU nodes (tests/lab/slurm.yaml):
+apply makes the cluster (munge key, slurm.conf from the whole inventory, gres.conf, daemons), the nodes go idle
+with their GPUs, and a 2-node torch.distributed job runs through the sbatch script and the torchrun wrapper.
+A re-run changes nothing and restarts no daemon; a rebooted node comes back to idle by itself."""
+
+from __future__ import annotations
+
+import base64
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from provision.runlog import default_path
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+SLURM_LAB = Path(__file__).parent / "slurm.yaml"
+# The README's commands (tests/docs/test_readme.py: place "slurm"), run as written in this test's lab directory.
+SHOWN_DIR = "/var/lib/provision-lab/slurm"
+README_UP = f"provision lab up --like tests/lab/slurm.yaml --dir {SHOWN_DIR}"
+README_APPLY = f"provision apply {SHOWN_DIR}/inventory.yaml"
+HEAD, NODES = "lab-head", ["lab-gpu-1", "lab-gpu-2"]
+ALLREDUCE = '''\
+import os, socket, fcntl, struct
+import torch, torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+total = torch.tensor([float(rank + 1)])
+dist.all_reduce(total)
+iface = os.environ.get("GLOO_SOCKET_IFNAME", "")
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # the interface's address (SIOCGIFADDR)
+    addr = socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", iface.encode()))[20:24])
+print(f"rank {rank} of {world} on {socket.gethostname()} (local rank {os.environ['LOCAL_RANK']}) "
+      f"via {iface} {addr}: all_reduce sum {total.item():g}", flush=True)
+dist.destroy_process_group()
+'''
+
+
+@pytest.fixture(scope="module")
+def slurm_lab(lab, tmp_path_factory):
+    cluster = type(lab)(Path(f"{lab.dir}-slurm"), tmp_path_factory.mktemp("slurm") / "runs.jsonl")
+    cluster.lab("down")
+    try:
+        up = as_written(README_UP, cluster)
+        assert up.returncode == 0, up.stdout + up.stderr
+        yield cluster
+    finally:
+        cluster.lab("down")
+
+
+def as_written(command: str, lab) -> subprocess.CompletedProcess:
+    """A README command, from the checkout, in this test's lab directory."""
+    readme = (REPO / "README.md").read_text()
+    assert f"    {command}\n" in readme
+    argv = shlex.split(command.replace(SHOWN_DIR, str(lab.dir)))
+    return subprocess.run([sys.executable, "-m", "provision", *argv[1:]], cwd=REPO, capture_output=True, text=True,
+                          timeout=600, stdin=subprocess.DEVNULL)
+
+
+def on(lab, node: str, command: str, ok: bool = True) -> str:
+    proc = lab.ssh(node, command)
+    assert not ok or proc.returncode == 0, f"{node}: {command}: {proc.stdout}{proc.stderr}"
+    return proc.stdout
+
+
+def wait_for(what, check, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            assert value, f"{what} within {timeout:g}s"
+            return value
+        time.sleep(1)
+
+
+def idle_nodes(lab) -> str:
+    out = on(lab, HEAD, "sinfo -h -N -o '%N %t %G'", ok=False)
+    return out if all(re.search(rf"^{n} idle gpu:v100:2", out, re.M) for n in NODES) else ""
+
+
+def test_apply_makes_a_slurm_cluster_whose_gpu_nodes_go_idle(slurm_lab):
+    applied = as_written(README_APPLY, slurm_lab)
+    assert applied.returncode == 0 and "3 hosts: 3 changed" in applied.stdout, applied.stdout + applied.stderr
+    said = wait_for("both GPU nodes idle with gpu:v100:2", lambda: idle_nodes(slurm_lab))
+    assert f"{HEAD}" not in said  # the controller is in no partition
+    node = on(slurm_lab, HEAD, f"scontrol show node {NODES[0]}")
+    assert "Gres=gpu:v100:2" in node and "CfgTRES=cpu=" in node
+    assert on(slurm_lab, HEAD, "srun -N2 hostname | sort").split() == NODES
+    key = {n: on(slurm_lab, n, "sha256sum /etc/munge/munge.key; stat -c '%U %a' /etc/munge/munge.key")
+           for n in [HEAD, *NODES]}
+    assert len(set(key.values())) == 1 and key[HEAD].endswith("munge 400\n")
+    conf = {n: slurm_lab.node_file(n, "/etc/slurm/slurm.conf").read_text() for n in [HEAD, *NODES]}
+    assert len(set(conf.values())) == 1 and "SlurmctldHost=lab-head(" in conf[HEAD]
+    secret = base64.b64encode(slurm_lab.node_file(HEAD, "/etc/munge/munge.key").read_bytes()).decode()
+    runlog = default_path()  # where that apply logged (the README command gives no --log)
+    for shown in (applied.stdout, applied.stderr, runlog.read_text() if runlog.exists() else ""):
+        assert secret[:16] not in shown
+
+
+def test_a_two_node_torch_job_runs_through_the_sbatch_script_and_the_wrapper(slurm_lab):
+    for node in NODES:
+        slurm_lab.node_file(node, "/root/allreduce.py").write_text(ALLREDUCE)
+    out = on(slurm_lab, NODES[0], "sbatch --parsable --wait --chdir=/tmp "
+                              "/usr/local/bin/gpu-torchrun.sbatch /root/allreduce.py")
+    job = out.strip().split(";")[0]
+    logs = [slurm_lab.node_file(n, f"/tmp/gpu-{job}.out") for n in NODES]
+    text = next(p.read_text() for p in logs if p.exists())
+    print(text)
+    ranks = re.findall(r"rank (\d) of 4 on (lab-gpu-\d) \(local rank \d\) via ens803f0 ([\d.]+): "
+                       r"all_reduce sum 10", text)
+    assert sorted(r[0] for r in ranks) == ["0", "1", "2", "3"], text
+    assert {r[1] for r in ranks} == set(NODES)
+    assert f"job {job}: 2 nodes" in text
+
+
+def test_a_second_apply_changes_nothing_and_restarts_no_daemon(slurm_lab):
+    pids = {n: on(slurm_lab, n, "pgrep -x slurmd || pgrep -x slurmctld; pgrep -x munged") for n in [HEAD, *NODES]}
+    code, result = slurm_lab.apply()
+    assert code == 0, result
+    changed = [(h["host"], t["name"]) for h in result["hosts"] for t in h["tasks"] if t["status"] == "changed"]
+    assert changed == []
+    assert {n: on(slurm_lab, n, "pgrep -x slurmd || pgrep -x slurmctld; pgrep -x munged")
+            for n in [HEAD, *NODES]} == pids
+
+
+def test_a_rebooted_node_comes_back_to_idle_by_itself(slurm_lab):
+    slurm_lab.lab("reboot", NODES[1])  # a power cycle: every process of the node is gone
+    wait_for("slurmd and munged (as munge) started by the node's boot",
+             lambda: on(slurm_lab, NODES[1], "pgrep -x slurmd && pgrep -u munge -x munged", ok=False), timeout=60)
+    wait_for("the rebooted node idle again", lambda: idle_nodes(slurm_lab), timeout=120)
+    assert on(slurm_lab, HEAD, f"srun -N1 -w {NODES[1]} hostname").strip() == NODES[1]
