@@ -224,8 +224,10 @@ def facts_json(facts) -> dict:
 @click.option("--playbook", default=None, help="The playbook whose tasks say what is intended.  [default: site]")
 @click.option("--templates", type=click.Path(exists=True, file_okay=False), help="Templates folder (default: shipped).")
 @click.option("--junitxml", type=click.Path(dir_okay=False), help="Also write the results as JUnit XML (for CI).")
+@click.option("--drain", is_flag=True, help="Drain failed Slurm compute nodes, the reason starting 'provision-verify:'.")
+@click.option("--resume", is_flag=True, help="Resume the Slurm nodes verify drained that now pass (no other drain).")
 def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout, identity_file,
-           playbook, templates, junitxml):
+           playbook, templates, junitxml, drain, resume):
     """Check every host is as the INVENTORY intends and healthy; change nothing.
 
     Each host is read once (the facts batch of apply); then the shipped
@@ -242,6 +244,7 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     """
     from provision.verify import FAIL, UNREACHABLE as NOT_REACHED, Node, Verdict, run_checks
     from provision.verify.backend import testinfra_host
+    from provision.verify.drain import slurm_actions
 
     inv_path, hosts, everyone = select_hosts(inventory, local, limit)
     tasks = load_playbook(playbook_path(playbook), templates_dir(templates))
@@ -256,16 +259,35 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
         nodes = [Node(s.host.name, s.host, s.facts, tasks, testinfra_host(s.host.name, s.conn), inv_path)
                  for s in states if s.facts is not None]
         checked = run_checks(nodes, junitxml)
+        done = tell_slurm(slurm_actions(states, checked, drain, resume), states) if drain or resume else []
     finally:
         engine.close(states)
         progress.close()
     verdicts = [checked.get(s.host.name) or Verdict(s.host.name, NOT_REACHED, s.result.message) for s in states]
     if as_json:
-        click.echo(json.dumps({"hosts": [asdict(v) for v in verdicts]}, indent=2))
+        click.echo(json.dumps({"hosts": [asdict(v) for v in verdicts], "slurm": done}, indent=2))
     else:
         report.print_verdicts(verdicts)
+        for line in done:
+            click.echo(f"{line['host']}: {line['said']}")
     sys.exit((1 if any(v.status == FAIL for v in verdicts) else 0)
              | (4 if any(v.status == NOT_REACHED for v in verdicts) else 0))
+
+
+def tell_slurm(actions, states) -> list[dict]:
+    """Run each drain/resume on its own node (scontrol, privileged); what happened, per node."""
+    conns = {s.host.name: s.conn for s in states}
+    done = []
+    for action in actions:
+        try:
+            outcome = conns[action.host].run(action.argv(), sudo=True, timeout=60)
+            done_word = {"drain": "drained", "resume": "resumed"}[action.action]
+            said = (f"{done_word} in Slurm" + (f" ({action.reason})" if action.reason else "")
+                    if outcome.ok else f"could not {action.action}: {outcome.output.strip()}")
+        except ProvisionError as exc:
+            said = f"could not {action.action}: {exc}"
+        done.append({"host": action.host, "node": action.node, "action": action.action, "said": said})
+    return done
 
 
 # --- ad-hoc commands: one setting, now and in the boot file ------------------------------------------

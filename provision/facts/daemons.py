@@ -9,9 +9,10 @@ and failed before restarting the daemon is caught by the next run, with nothing 
 
 from __future__ import annotations
 
+import re
 import shlex
 
-from provision.facts.model import DaemonProcess
+from provision.facts.model import DaemonProcess, SlurmNodeState
 
 DAEMONS = ("munged", "slurmd", "slurmctld")  # the process names provision restarts when their files change
 
@@ -22,6 +23,26 @@ DAEMONS_SNIPPET = (
     "s=$(cat \"/proc/$p/stat\" 2>/dev/null) || continue; s=${s##*) }; "
     "echo \"proc $n $p $(stat -c %U \"/proc/$p\") $(echo \"$s\" | cut -d' ' -f20)\"; done; done; true"
 )
+
+
+# The node as slurmctld sees it (verify only): its own NodeName is its short hostname (slurm.conf by provision).
+# `timeout`: a controller that does not answer must not hold the whole batch (scontrol waits MessageTimeout).
+SLURM_NODE_SNIPPET = ("command -v scontrol >/dev/null || { echo no-scontrol; exit 0; }; "
+                      "timeout 15 scontrol -o show node \"$(hostname -s)\" 2>&1")
+DRAIN_REASON_PREFIX = "provision-verify:"  # a drain verify set, and so the one `verify --resume` may undo
+
+
+def parse_slurm_node(text: str) -> SlurmNodeState | None:
+    """`scontrol -o show node` of this node: its state words and reason; None where scontrol is not installed."""
+    text = text.strip()
+    if text == "no-scontrol":
+        return None
+    state = re.search(r"(?:^| )State=(\S+)", text)
+    if not text.startswith("NodeName=") or state is None:
+        return SlurmNodeState(error=text.splitlines()[-1] if text else "scontrol printed nothing")
+    reason = re.search(r" Reason=(.*?)(?: \[[^]]*\])?(?= \w+=|$)", text)
+    return SlurmNodeState(name=text.split()[0].removeprefix("NodeName="),
+                          states=tuple(state.group(1).split("+")), reason=reason.group(1) if reason else "")
 
 
 def packages_snippet(names: list[str]) -> str:

@@ -88,7 +88,8 @@ PCIE_AER_SNIPPET = (
     "[ -r \"$x/$f\" ] && echo \"== ${d##*/} ${x##*/} $f\" && cat \"$x/$f\"; "
     "done; done; done; true"
 )
-HEALTH_SECTIONS = {"kernel-log": KERNEL_LOG_SNIPPET, "pcie-aer": PCIE_AER_SNIPPET}
+HEALTH_SECTIONS = {"kernel-log": KERNEL_LOG_SNIPPET, "pcie-aer": PCIE_AER_SNIPPET,
+                   "slurm-node": daemons.SLURM_NODE_SNIPPET}
 # How far apart the GPUs and RDMA NICs are: `facts` and `verify` read it (apply has no use for it).
 TOPOLOGY_SECTIONS = {"topo": "nvidia-smi topo -m"}
 
@@ -128,8 +129,8 @@ def build_script(token: str, file_paths: list[str] = (), units: list[UnitRef] = 
     for path in file_paths:
         quoted = shlex.quote(path)
         # A file only root may read (a munge key): through sudo -n where the login is not root.
-        sections[f"file:{path}"] = (f"stat -c '%a %U %G %.3Y' {quoted} && "
-                                    f"{{ base64 {quoted} 2>/dev/null || sudo -n base64 {quoted} 2>/dev/null || echo unreadable; }}")
+        sections[f"file:{path}"] = (f"stat -c '%a %U %G %.3Y' {quoted} && {{ base64 {quoted} 2>/dev/null || "
+                                    f"sudo -n base64 {quoted} 2>/dev/null || echo unreadable; }}")
     for unit in units:
         sections[f"unit:{unit.key}"] = shlex.join(unit.systemctl("is-enabled"))
     if not nvidia:
@@ -188,6 +189,8 @@ def parse_facts(sections: dict[str, Section]) -> HostFacts:
         facts.cpu = cpu_facts.parse_cpu(sections["cpu"].output)
     if "daemons" in sections:
         facts.daemons = daemons.parse_daemons(sections["daemons"].output)
+    if "slurm-node" in sections:
+        facts.slurm_node = daemons.parse_slurm_node(sections["slurm-node"].output)
     if "packages" in sections:
         facts.packages = daemons.parse_packages(sections["packages"].output)
     for name, section in sections.items():

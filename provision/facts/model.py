@@ -267,6 +267,20 @@ class CpuFacts:
 
 
 @dataclass
+class SlurmNodeState:
+    """This node as slurmctld sees it (`scontrol show node`), or why it could not be asked."""
+
+    name: str = ""
+    states: tuple[str, ...] = ()  # "IDLE", "DRAIN", "DOWN", "NOT_RESPONDING", ...
+    reason: str = ""
+    error: str = ""  # scontrol's own words when it could not answer
+
+    @property
+    def out_of_service(self) -> bool:
+        return bool({"DRAIN", "DRAINED", "DRAINING", "DOWN", "FAIL", "NOT_RESPONDING"} & set(self.states))
+
+
+@dataclass
 class HostFacts:
     system: SystemFacts = field(default_factory=SystemFacts)
     nvidia: NvidiaFacts = field(default_factory=NvidiaFacts)
@@ -274,6 +288,7 @@ class HostFacts:
     units: dict[str, str] = field(default_factory=dict)  # UnitRef.key -> "enabled"/"disabled"/...
     packages: dict[str, str | None] = field(default_factory=dict)  # name -> installed version (asked ones only)
     daemons: dict[str, list[DaemonProcess]] = field(default_factory=dict)  # munged, slurmd, ... -> processes
+    slurm_node: SlurmNodeState | None = None  # verify only; None where not read or scontrol is not installed
     # The GPUs of the last good run (facts/layout.py); None when the host has no record yet.
     gpu_layout: list[RecordedGpu] | None = None
     # The network, as NCCL sees it: None when not read.

@@ -55,6 +55,20 @@ def plan_file(want: FileWrite, current) -> tuple[Change | None, Item | None]:
     return change, None
 
 
+def plan_rendered(plan: Plan, templates: Path, files: list[tuple[str, str, str]], context: dict, facts) -> None:
+    """Render each (path, template, mode) with context into plan: a change where the file differs, ok where not,
+    a problem where the template fails."""
+    for path, template, mode in files:
+        try:
+            content = render(templates, template, context)
+        except jinja2.TemplateError as exc:
+            plan.problems.append(f"template {template}: {exc}")
+            continue
+        change, item = plan_file(FileWrite(path, content, mode=mode), facts.files.get(path))
+        plan.changes += [change] if change else []
+        plan.unchanged += [item] if item else []
+
+
 def _check_file(facts, want: FileWrite) -> str | None:
     current = facts.files.get(want.path)
     if current is None or not current.exists:

@@ -8,12 +8,10 @@ Run the same command on every node, or submit the sbatch script, which takes tho
 
 from __future__ import annotations
 
-import jinja2
-
 from provision import clusters
 from provision.errors import Problem
-from provision.tasks.base import FileWrite, Plan, Task
-from provision.tasks.files import plan_file, render
+from provision.tasks.base import Plan, Task
+from provision.tasks.files import plan_rendered
 
 WRAPPER_TEMPLATE = "torchrun-wrapper.sh.j2"
 SBATCH_TEMPLATE = "torchrun.sbatch.j2"
@@ -78,7 +76,8 @@ class TorchrunLauncher(Task):
         context = {
             "host": host, "name": wrapper_path(host).rsplit("/", 1)[-1], "group": clusters.launcher_group(host),
             "members": [m.name for m in members], "nnodes": len(members), "nproc": nproc,
-            "head": members[0].address, "node_rank": [m.name for m in members].index(host.name), "wrapper": wrapper_path(host),
+            "head": members[0].address, "node_rank": [m.name for m in members].index(host.name),
+            "wrapper": wrapper_path(host),
             "static": launcher.rdzv_backend == "static",
             "port": launcher.master_port if launcher.rdzv_backend == "static" else launcher.rdzv_port,
             "torchrun": launcher.torchrun, "options": launcher.options, "env": launcher.env,
@@ -87,15 +86,7 @@ class TorchrunLauncher(Task):
             "partition": clusters.partition_of(host) if host.settings.slurm else None,
             "gpus_per_node": int(nproc) if launcher.nproc_per_node == "gpu" else len(facts.nvidia.gpus),
         }
-        files = [(wrapper_path(host), WRAPPER_TEMPLATE)]
-        files += [(sbatch_path(host), SBATCH_TEMPLATE)] if host.settings.slurm else []
-        for path, template in files:
-            try:
-                content = render(self.templates, template, context)
-            except jinja2.TemplateError as exc:
-                plan.problems.append(f"template {template}: {exc}")
-                continue
-            change, item = plan_file(FileWrite(path, content, mode="0755"), facts.files.get(path))
-            plan.changes += [change] if change else []
-            plan.unchanged += [item] if item else []
+        files = [(wrapper_path(host), WRAPPER_TEMPLATE, "0755")]
+        files += [(sbatch_path(host), SBATCH_TEMPLATE, "0755")] if host.settings.slurm else []
+        plan_rendered(plan, self.templates, files, context, facts)
         return plan

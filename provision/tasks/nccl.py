@@ -7,12 +7,10 @@ interfaces named, and nothing is written there: a wrong file is worse than the o
 
 from __future__ import annotations
 
-import jinja2
-
 from provision import nccl
 from provision.errors import Problem
-from provision.tasks.base import FileWrite, Plan, Task
-from provision.tasks.files import plan_file, render
+from provision.tasks.base import Plan, Task
+from provision.tasks.files import plan_rendered
 
 TEMPLATES = {"conf_path": "nccl.conf.j2", "env_file": "nccl.env.j2"}
 
@@ -49,14 +47,6 @@ class NcclFiles(Task):
         selection = nccl.select(settings.socket_ifname, facts.interfaces)
         context = {"host": host, "settings": host.settings, "variables": settings.variables(),
                    "selection": selection.describe()}
-        for key, template in TEMPLATES.items():
-            try:
-                content = render(self.templates, template, context)
-            except jinja2.TemplateError as exc:
-                plan.problems.append(f"template {template}: {exc}")
-                continue
-            path = getattr(settings, key)
-            change, item = plan_file(FileWrite(path, content), facts.files.get(path))
-            plan.changes += [change] if change else []
-            plan.unchanged += [item] if item else []
+        files = [(getattr(settings, key), template, "0644") for key, template in TEMPLATES.items()]
+        plan_rendered(plan, self.templates, files, context, facts)
         return plan

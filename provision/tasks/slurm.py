@@ -12,13 +12,11 @@ import hashlib
 import os
 from dataclasses import dataclass
 
-import jinja2
-
 from provision import clusters, slurm
 from provision.errors import Problem
 from provision.facts.model import UnitRef
 from provision.tasks.base import Change, FileWrite, Item, OK, Plan, Task
-from provision.tasks.files import plan_file, render
+from provision.tasks.files import plan_rendered
 
 MUNGE_KEY = "/etc/munge/munge.key"
 MUNGE_KEY_BYTES = 128  # mungekey's default: 1024 bits
@@ -172,16 +170,9 @@ class SlurmConfig(NoParams):
         if isinstance(context, list):
             plan.failed = "; ".join(context) + " (nothing written)"
             return plan
-        for name, template in CONFIG_TEMPLATES.items():
-            try:
-                content = render(self.templates, template, context)
-            except jinja2.TemplateError as exc:
-                plan.problems.append(f"template {template}: {exc}")
-                continue
-            path = f"{host.settings.slurm.conf_dir}/{name}"
-            change, item = plan_file(FileWrite(path, content), facts.files.get(path))
-            plan.changes += [change] if change else []
-            plan.unchanged += [item] if item else []
+        conf_dir = host.settings.slurm.conf_dir
+        files = [(f"{conf_dir}/{name}", template, "0644") for name, template in CONFIG_TEMPLATES.items()]
+        plan_rendered(plan, self.templates, files, context, facts)
         return plan
 
 

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -94,13 +95,26 @@ def lab(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def basement(lab, tmp_path_factory):
+def lab_beside(lab, tmp_path_factory):
+    """Another lab beside the session's one: `with lab_beside(NAME, up) as cluster:` cleans LAB_DIR-NAME, makes
+    the lab with up(cluster), and always tears it down."""
+
+    @contextmanager
+    def beside(name: str, up):
+        cluster = LabCluster(Path(f"{lab.dir}-{name}"), tmp_path_factory.mktemp(name) / "runs.jsonl")
+        cluster.lab("down")
+        try:
+            up(cluster)
+            yield cluster
+        finally:
+            cluster.lab("down")
+
+    return beside
+
+
+@pytest.fixture(scope="session")
+def basement(lab_beside):
     """A second lab beside the session's one, mirroring inventories/basement.yaml: V100 (application clocks),
     four RTX 3090 blades with ens803f0/1, the RTX 4090 riser box. Tests that use it leave it converged."""
-    cluster = type(lab)(Path(f"{lab.dir}-basement"), tmp_path_factory.mktemp("basement") / "runs.jsonl")
-    cluster.lab("down")
-    try:
-        cluster.lab("up", "--like", str(BASEMENT))
+    with lab_beside("basement", lambda cluster: cluster.lab("up", "--like", str(BASEMENT))) as cluster:
         yield cluster
-    finally:
-        cluster.lab("down")

@@ -30,14 +30,9 @@ dist.destroy_process_group()
 
 
 @pytest.fixture(scope="module")
-def pair(lab, tmp_path_factory):
-    cluster = type(lab)(Path(f"{lab.dir}-services"), tmp_path_factory.mktemp("services") / "runs.jsonl")
-    cluster.lab("down")
-    try:
-        cluster.lab("up", "--nodes", "2")
+def pair(lab_beside):
+    with lab_beside("services", lambda cluster: cluster.lab("up", "--nodes", "2")) as cluster:
         yield cluster
-    finally:
-        cluster.lab("down")
 
 
 def ok(lab, node: str, command: str) -> str:

@@ -6,6 +6,7 @@ A re-run changes nothing and restarts no daemon; a rebooted node comes back to i
 from __future__ import annotations
 
 import base64
+import json
 import re
 import shlex
 import subprocess
@@ -44,15 +45,13 @@ dist.destroy_process_group()
 
 
 @pytest.fixture(scope="module")
-def slurm_lab(lab, tmp_path_factory):
-    cluster = type(lab)(Path(f"{lab.dir}-slurm"), tmp_path_factory.mktemp("slurm") / "runs.jsonl")
-    cluster.lab("down")
-    try:
-        up = as_written(README_UP, cluster)
-        assert up.returncode == 0, up.stdout + up.stderr
+def slurm_lab(lab_beside):
+    def up(cluster):
+        made = as_written(README_UP, cluster)
+        assert made.returncode == 0, made.stdout + made.stderr
+
+    with lab_beside("slurm", up) as cluster:
         yield cluster
-    finally:
-        cluster.lab("down")
 
 
 def as_written(command: str, lab) -> subprocess.CompletedProcess:
@@ -128,6 +127,39 @@ def test_a_second_apply_changes_nothing_and_restarts_no_daemon(slurm_lab):
     assert changed == []
     assert {n: on(slurm_lab, n, "pgrep -x slurmd || pgrep -x slurmctld; pgrep -x munged")
             for n in [HEAD, *NODES]} == pids
+
+
+def node_line(lab, node: str) -> str:
+    return on(lab, HEAD, f"sinfo -h -N -n {node} -o '%N %t %E'").strip()
+
+
+def verify(lab, *args: str) -> tuple[int, dict]:
+    proc = lab.provision("verify", str(lab.inventory), "--json", *args)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_verify_drains_a_failed_node_and_resumes_only_what_it_drained(slurm_lab):
+    slow, held = NODES[1], NODES[0]
+    on(slurm_lab, HEAD, f"scontrol update nodename={held} state=drain reason='new PSU, burn-in first'")
+    slurm_lab.lab("fault", slow, "nic-slow", "--nic", "ens803f1")
+    try:
+        code, result = verify(slurm_lab, "--drain")
+        assert code == 1
+        assert [(d["host"], d["action"]) for d in result["slurm"]] == [(slow, "drain")]
+        assert node_line(slurm_lab, slow).startswith(f"{slow} drain provision-verify: "
+                                                     "nccl_interfaces_are_up_at_speed: ens803f0 10000 Mb/s, "
+                                                     "ens803f1 1000 Mb/s: interfaces of different speeds")
+        failed = {h["host"]: [f["check"] for f in h["failures"]] for h in result["hosts"]}
+        assert failed[held] == ["slurm_node_is_in_service"]  # someone else's drain: verify says so, leaves it
+    finally:
+        slurm_lab.lab("fault", slow, "clear")
+    code, result = verify(slurm_lab, "--resume")
+    assert [(d["host"], d["action"]) for d in result["slurm"]] == [(slow, "resume")]
+    # slurmctld pings a resumed node before it calls it idle ("idle*" for a moment)
+    wait_for("the node idle once more", lambda: node_line(slurm_lab, slow) == f"{slow} idle none", timeout=30)
+    assert node_line(slurm_lab, held) == f"{held} drain new PSU, burn-in first"
+    on(slurm_lab, HEAD, f"scontrol update nodename={held} state=resume")
+    assert verify(slurm_lab)[0] == 0
 
 
 def test_a_rebooted_node_comes_back_to_idle_by_itself(slurm_lab):

@@ -115,7 +115,8 @@ def test_the_wrapper_runs_torchrun_with_the_nccl_environment_and_passes_argument
 def test_slurm_nodes_get_the_sbatch_script_beside_the_wrapper(tmp_path):
     text = BLADES.replace("nccl: {socket_ifname: ens803f, socket_nthreads: 1}",
                           "nccl: {socket_ifname: ens803f, socket_nthreads: 1}\n        slurm: {controller: v100-1}")
-    text = text.replace("v100-1: {ansible_host: 192.0.2.10}", "v100-1: {ansible_host: 192.0.2.10, slurm: {controller: v100-1}}")
+    text = text.replace("v100-1: {ansible_host: 192.0.2.10}",
+                        "v100-1: {ansible_host: 192.0.2.10, slurm: {controller: v100-1}}")
     inv = inventory(tmp_path, text)
     wrapper, sbatch = (c.write for c in planned(inv, "rtx3090-1").changes)
     assert sbatch.path == "/usr/local/bin/rtx3090-torchrun.sbatch" and sbatch.mode == "0755"

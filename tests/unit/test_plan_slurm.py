@@ -159,3 +159,39 @@ def test_a_key_the_controllers_munge_package_makes_mid_run_does_not_replace_the_
     given = task.plan(inv.hosts["blade-1"], nothing).changes[0].write.content
     installed = HostFacts(files=key_file(b"p" * 128))  # the head, re-read after apt installed munge
     assert task.plan(inv.hosts["head-1"], installed).changes[0].write.content == given
+
+
+def test_scontrol_show_node_is_read_as_states_and_reason():
+    drained = daemons.parse_slurm_node(
+        "NodeName=lab-gpu-1 Arch=x86_64 CoresPerSocket=2 State=IDLE+DRAIN ThreadsPerCore=1 Partitions=gpu "
+        "Reason=provision-verify: GPU2 lost [root@2026-11-23T14:00:00] Comment=(null)")
+    assert (drained.name, drained.states) == ("lab-gpu-1", ("IDLE", "DRAIN"))
+    assert drained.reason == "provision-verify: GPU2 lost"
+    assert drained.out_of_service and not daemons.parse_slurm_node("NodeName=n State=MIXED Weight=1").out_of_service
+    down = daemons.parse_slurm_node("NodeName=n1 State=DOWN+NOT_RESPONDING Reason=Not responding [slurm@2026-11-23]")
+    assert down.reason == "Not responding" and down.out_of_service
+    unreachable = daemons.parse_slurm_node("slurm_load_node error: Unable to contact slurm controller (connect failure)")
+    assert unreachable.error.startswith("slurm_load_node error") and daemons.parse_slurm_node("no-scontrol\n") is None
+
+
+def test_drain_only_failed_nodes_and_resume_only_what_verify_drained(inv):
+    from types import SimpleNamespace
+
+    from provision.facts.model import SlurmNodeState
+    from provision.verify import FAIL, PASS, Failure, Verdict
+    from provision.verify.drain import slurm_actions
+
+    def state(name, states, reason=""):
+        return SimpleNamespace(host=inv.hosts[name], facts=HostFacts(slurm_node=SlurmNodeState(name, states, reason)))
+
+    states = [state("head-1", ("IDLE",)), state("blade-1", ("IDLE",)), state("blade-2", ("IDLE", "DRAIN"), "psu")]
+    verdicts = {"head-1": Verdict("head-1", FAIL, failures=[Failure("x", "y", "z")]),
+                "blade-1": Verdict("blade-1", FAIL, failures=[Failure("nccl_interfaces_are_up_at_speed", "up",
+                                                                      "ens803f1 1000   Mb/s"), Failure("b", "", "")]),
+                "blade-2": Verdict("blade-2", PASS)}
+    (drain,) = slurm_actions(states, verdicts, drain=True, resume=True)
+    assert drain.argv() == ["scontrol", "update", "NodeName=blade-1", "State=DRAIN",
+                            "Reason=provision-verify: nccl_interfaces_are_up_at_speed: ens803f1 1000 Mb/s (+1 more)"]
+    states[2] = state("blade-2", ("IDLE", "DRAIN"), "provision-verify: gpu_count: 3")
+    resume = slurm_actions(states, verdicts, drain=False, resume=True)
+    assert [a.argv() for a in resume] == [["scontrol", "update", "NodeName=blade-2", "State=RESUME"]]
