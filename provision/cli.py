@@ -169,7 +169,7 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     command = "apply --check" if check else "apply"
     progress = run_progress(as_json)
     options = RunOptions(check=check, forks=forks, lock_wait=lock_wait, sudo_password=password, command=command,
-                         progress=progress, notice=progress.notice, keep_backups=keep_backups)
+                         progress=progress, notice=progress.notice, keep_backups=keep_backups, local=local)
     log = RunLog(Path(log_path) if log_path else default_path(), command, inv_path)
     try:
         results = Engine(tasks, options, connector(local, ssh), log, inv_path, everyone).run(hosts)
@@ -251,7 +251,7 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     progress = run_progress(as_json)
-    options = RunOptions(forks=forks, command="verify", progress=progress, health=True, topology=True)
+    options = RunOptions(forks=forks, command="verify", progress=progress, health=True, topology=True, local=local)
     engine = Engine(tasks, options, connector(local, ssh), None, inv_path, everyone)
     states = []
     try:

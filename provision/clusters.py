@@ -22,6 +22,13 @@ class Cluster:
     everyone: list[Host]
     facts: dict[str, "HostFacts"] = field(default_factory=dict)
     unread: dict[str, str] = field(default_factory=dict)  # host name -> why its facts could not be read
+    local_only: bool = False  # --local: this machine was read, no other host could be (their plans are skipped)
+
+    def beyond_reach(self, names) -> str:
+        """Why a plan that needs these hosts is not judged here ("" when it is)."""
+        missing = [name for name in names if name not in self.facts]
+        return (f"needs the facts of {', '.join(missing)}, and --local reads this machine only: run it from the "
+                "control machine") if self.local_only and missing else ""
 
 
 def launcher_group(host: Host) -> str:

@@ -49,6 +49,7 @@ class RunOptions:
     adjust_host: Callable[[Host, HostFacts], Host] | None = None
     health: bool = False  # read the health sections too: kernel log, PCIe AER counters (verify)
     topology: bool = False  # read `nvidia-smi topo -m` too (facts, verify)
+    local: bool = False  # every host is this machine (--local): no other host's facts can be read
 
 
 @dataclass
@@ -157,13 +158,13 @@ class Engine:
         read = {s.host.name: s for s in states}
         wanted = {peer.name: peer for task in self.tasks for s in states if s.facts is not None
                   for peer in task.peer_hosts(s.host, everyone) if peer.name not in read}
-        peers = [HostState(host) for host in wanted.values()]
+        peers = [] if self.options.local else [HostState(host) for host in wanted.values()]
         if peers:
             try:
                 self._parallel(self.gather, peers, "read")
             finally:
                 self.close(peers)
-        cluster = Cluster(everyone)
+        cluster = Cluster(everyone, local_only=self.options.local)
         for state in [*states, *peers]:
             if state.facts is not None:
                 cluster.facts[state.host.name] = state.facts

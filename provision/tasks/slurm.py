@@ -117,6 +117,10 @@ class MungeKey(NoParams):
         if host.settings.slurm is None:
             plan.skipped = "slurm not set"
             return plan
+        elsewhere = self.cluster.beyond_reach([host.settings.slurm.controller]) if self.cluster else ""
+        if elsewhere:
+            plan.skipped = elsewhere
+            return plan
         key, why_not = self.cluster_key(host, facts)
         if key is None:
             plan.failed = why_not
@@ -165,6 +169,11 @@ class SlurmConfig(NoParams):
             plan.skipped = "slurm not set"
             return plan
         everyone = self.cluster.everyone if self.cluster else [host]
+        elsewhere = self.cluster.beyond_reach(h.name for h in clusters.slurm_cluster(host, everyone)
+                                              if h.name != host.name) if self.cluster else ""
+        if elsewhere:
+            plan.skipped = elsewhere
+            return plan
         read = {**(self.cluster.facts if self.cluster else {}), host.name: facts}
         context = slurm.slurm_context(host, everyone, read, unread=self.cluster.unread if self.cluster else None)
         if isinstance(context, list):

@@ -195,3 +195,18 @@ def test_drain_only_failed_nodes_and_resume_only_what_verify_drained(inv):
     states[2] = state("blade-2", ("IDLE", "DRAIN"), "provision-verify: gpu_count: 3")
     resume = slurm_actions(states, verdicts, drain=False, resume=True)
     assert [a.argv() for a in resume] == [["scontrol", "update", "NodeName=blade-2", "State=RESUME"]]
+
+
+def test_with_local_the_cluster_wide_files_and_key_are_not_judged_from_one_node(inv):
+    from provision.resources import templates_dir
+    from provision.tasks.slurm import SlurmConfig
+
+    blade = HostFacts(files=key_file(None, exists=False))
+    cluster = Cluster(list(inv.hosts.values()), {"blade-1": blade}, local_only=True)
+    config, key = SlurmConfig(), MungeKey()
+    config.templates = templates_dir()
+    config.cluster = key.cluster = cluster
+    skipped = config.plan(inv.hosts["blade-1"], blade).skipped
+    assert skipped == ("needs the facts of head-1, blade-2, and --local reads this machine only: run it from the "
+                       "control machine")
+    assert key.plan(inv.hosts["blade-1"], blade).skipped.startswith("needs the facts of head-1,")
