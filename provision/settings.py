@@ -373,6 +373,11 @@ class SlurmSettings(Block):
     gres_autodetect: Literal["nvml", "nvidia", "off"] = setting(
         "off", "nvml, nvidia or off", "nvml needs slurmd built with NVML (Debian: slurm-wlm-nvml-plugin)")
     conf_dir: AbsolutePath = setting("/etc/slurm", "an absolute path")
+    health_check_interval: int | None = setting(
+        None, "seconds, 10..86400", "slurmd runs `provision verify --local` on each node this often: a node that "
+        "fails is drained, and resumed once it passes", ge=10, le=86400)
+    provision_command: str = setting("provision", "provision on the nodes: a command on PATH or an absolute path",
+                                     pattern=SHELL_WORD.pattern)
 
     def role_of(self, host_name: str) -> str:
         return self.role or ("controller" if host_name == self.controller else "compute")

@@ -86,16 +86,17 @@ def real_memory(memory_mib: int) -> int:
 
 
 # Settings that slurm.conf holds once for the cluster: every host of the cluster must say the same.
-CLUSTER_KEYS = ("cluster_name",)
+CLUSTER_KEYS = ("cluster_name", "health_check_interval")
 
 
 def cluster_context(hosts: Sequence[Host], facts: Mapping[str, HostFacts | None], *,
-                    unread: Mapping[str, str] | None = None) -> dict | list[str]:
+                    unread: Mapping[str, str] | None = None,
+                    health_check_program: str | None = None) -> dict | list[str]:
     """The render context of slurm.conf and gres.conf for one Slurm cluster (clusters.slurm_cluster()), or,
     when they cannot be written right, the problems, each naming its host.
 
     facts: host name -> HostFacts; None or absent for a host whose facts could not be read, and unread may
-    say why (host name -> reason).
+    say why (host name -> reason). health_check_program: what slurmd runs every slurm.health_check_interval.
     """
     unread = unread or {}
     problems: list[str] = []
@@ -159,6 +160,8 @@ def cluster_context(hosts: Sequence[Host], facts: Mapping[str, HostFacts | None]
         "nodes": nodes,
         "partitions": [{"name": name, "nodes": members, "default": i == 0}
                        for i, (name, members) in enumerate(partitions.items())],
+        "health_check": {"program": health_check_program, "interval": first.health_check_interval}
+        if first.health_check_interval and health_check_program else None,
         "gres_autodetect": everywhere,
         "gres_nodes": gres_nodes,
         "autodetect_nvidia": any(g["autodetect"] == "nvidia" for g in gres_nodes),
@@ -174,12 +177,14 @@ def host_context(cluster: dict, host: Host, facts: HostFacts | None) -> dict:
 
 
 def slurm_context(host: Host, everyone: Iterable[Host], facts: Mapping[str, HostFacts | None], *,
-                  unread: Mapping[str, str] | None = None) -> dict | list[str]:
+                  unread: Mapping[str, str] | None = None,
+                  health_check_program: str | None = None) -> dict | list[str]:
     """The context of host's three Slurm files: its whole cluster (every host of `everyone` with the same
     slurm.controller), and its own cgroup layout; or the problems (a list) that keep them from being written."""
     if host.settings.slurm is None:
         raise ValueError(f"{host.name} has no slurm block")
-    cluster = cluster_context(slurm_cluster(host, everyone), facts, unread=unread)
+    cluster = cluster_context(slurm_cluster(host, everyone), facts, unread=unread,
+                              health_check_program=health_check_program)
     if isinstance(cluster, list):
         return cluster
     return host_context(cluster, host, facts.get(host.name))

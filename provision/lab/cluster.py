@@ -12,7 +12,8 @@ Layout of a lab directory (default /var/lib/provision-lab/default):
                       cgroup directories on this machine, while it runs)
 
 Each node's disk is its upper/ over the lab's Python layer (torch, pylayer.py; not for a node with
-custom.lab.torch: false) over the Debian image, both cached under /var/cache/provision-lab.
+custom.lab.torch: false) over the Debian image, both cached under /var/cache/provision-lab; a node with
+custom.lab.provision: true has the provision layer (this checkout, pylayer.py) above those.
 
 `down` undoes a lab from its state file AND from names (the "plab<slot>-"
 prefix, the management bridge's alias = this directory), so a half-made lab
@@ -116,6 +117,7 @@ class Lab:
                 if state.get("nodes") != spec.layout():
                     raise LabError(f"a different lab is up in {self.dir} ({state.get('source')}): "
                                    f"`provision lab down{self._dir_option()}` first", 2)
+                self._note_older_provision(state, spec, log)
                 return False
             if state or self._slots_with_traces():
                 log(f"A half-made lab is in {self.dir} (a crash?): cleaning it first.")
@@ -123,10 +125,11 @@ class Lab:
             image = rootfs.ensure_image(log)
             apt_repo = aptrepo.ensure_repo(image, log)  # before anything is made: a failed fetch leaves nothing
             torch = pylayer.ensure_torch_layer(log) if any(n.torch for n in spec.nodes) else None
+            provision = pylayer.ensure_provision_layer(log) if any(n.provision for n in spec.nodes) else None
             self.dir.mkdir(parents=True, exist_ok=True)
             state = {"version": 1, "phase": "starting", "slot": self._free_slot(), "source": spec.source,
                      "image": str(image), "apt_repo": str(apt_repo), "torch_layer": torch and str(torch),
-                     "nodes": spec.layout(), "faults": {}}
+                     "provision_layer": provision and str(provision), "nodes": spec.layout(), "faults": {}}
             self._save(state)
             try:
                 self._make(state, spec, image, apt_repo, log)
@@ -147,10 +150,12 @@ class Lab:
         log(f"Making {len(nodes)} node(s) in {self.dir} (slot {net.slot}, management {net.controller}/24) ...")
 
         torch = Path(state["torch_layer"]) if state.get("torch_layer") else None
+        provision = Path(state["provision_layer"]) if state.get("provision_layer") else None
         hosts = tuple((n.address, n.spec.name) for n in nodes)
 
         def make(node: Node) -> None:
-            layers = (torch,) if torch and node.spec.torch else ()
+            layers = (*((provision,) if provision and node.spec.provision else ()),
+                      *((torch,) if torch and node.spec.torch else ()))  # topmost first
             node.create(image, apt_repo, public_key, layers, hosts)  # the apt repository: a read-only mount in each
             netns.add_node(net, node.spec.name, node.spec.index, node.spec.nics)
             node.start()
@@ -161,6 +166,19 @@ class Lab:
             list(pool.map(lambda n: n.wait_ssh(timeout), nodes))
         self._write_client_files(nodes, spec)
         log(f"{len(nodes)} node(s) up in {time.monotonic() - started:.1f}s")
+
+    def _note_older_provision(self, state: dict, spec: LabSpec, log) -> None:
+        """A running lab keeps the provision layer it was made with: say so when the checkout has changed."""
+        made_with = state.get("provision_layer")
+        if not made_with or not any(n.provision for n in spec.nodes):
+            return
+        try:
+            now = pylayer.provision_layer_path() / "root"
+        except LabError:
+            return
+        if Path(made_with) != now:
+            log(f"The lab in {self.dir} runs provision from an older checkout ({Path(made_with).parent.name}; "
+                f"now {now.parent.name}): `provision lab down{self._dir_option()}` and up again for the new one.")
 
     def _client_key(self) -> str:
         key = self.dir / KEY

@@ -82,6 +82,7 @@ class NodeSpec:
     rdma: list[dict] = field(default_factory=list)  # RDMA NICs as topo -m shows them: {name, near_gpu, numa}
     numa_nodes: int = 1
     torch: bool = True  # the lab's Python layer (pylayer.py) under the node's disk: torch for its python3
+    provision: bool = False  # the lab's provision layer (pylayer.py) above it: this checkout for its python3
 
     @property
     def gpu_count(self) -> int:
@@ -104,7 +105,8 @@ class Node:
 
     def create(self, image: Path, apt_repo: Path, client_public_key: str, layers: tuple[Path, ...] = (),
                hosts: tuple[tuple[str, str], ...] = ()) -> None:
-        """The node's disk: its own upper over layers (topmost first; the Python layer) over the image.
+        """The node's disk: its own upper over layers (topmost first: the provision layer, the torch layer)
+        over the image.
         hosts: (address, name) of every node of the lab, for /etc/hosts (the lab has no DNS)."""
         for sub in ("upper", "work", "root"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,10 @@ GPUs and NICs come from, first match wins:
   installs the simulated nvidia-persistenced too.
   torch  custom.lab.torch: false leaves the lab's Python layer (torch for the node's python3, pylayer.py)
         out of that node; default true, or false for every node with PROVISION_LAB_TORCH=0.
+  provision  custom.lab.provision: true puts this checkout's provision (and its dependencies) on the node's
+        python3, with /usr/local/bin/provision, so the node runs `provision verify --local` (a Slurm
+        HealthCheckProgram): the lab's provision layer (pylayer.py), rebuilt when the code changes.
+        Default false (--nodes N too): building it takes about 15 s.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from provision.lab.system import LabError
 MODELS = ("v100-sxm2-16gb", "rtx-3090", "rtx-4090", "h100-80gb-hbm3")
 MODEL_HINTS = (("v100", "v100-sxm2-16gb", 4), ("3090", "rtx-3090", 1), ("4090", "rtx-4090", 7),
                ("h100", "h100-80gb-hbm3", 8))
-LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes", "torch")
+LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes", "torch", "provision")
 # The default lab rehearses the basement V100 fix: persistence on, 200 W.
 DEFAULT_VARS = {"gpu": {"persistence": True, "power_limit": 200}}
 NIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
@@ -63,8 +67,9 @@ class LabSpec:
         return tree
 
     def layout(self) -> list[dict]:
-        """What must match for `up` to call a running lab the same lab."""
-        return [asdict(n) for n in self.nodes]
+        """What must match for `up` to call a running lab the same lab. provision only where true: a lab
+        made before that key existed is still the same lab."""
+        return [{k: v for k, v in asdict(n).items() if k != "provision" or v} for n in self.nodes]
 
 
 def default_spec(count: int) -> LabSpec:
@@ -97,7 +102,8 @@ def _node_for(host, index: int) -> NodeSpec:
     return NodeSpec(name=HOST_PREFIX + host.name, index=index, gpus=_gpus(host, lab, where),
                     nics=_nics(host, lab, where), driver_version=driver or DRIVER_VERSION,
                     persistenced=bool(lab.get("persistenced", False)), rdma=_rdma(lab, where),
-                    numa_nodes=_numa_nodes(lab, where), torch=_torch(lab, where))
+                    numa_nodes=_numa_nodes(lab, where), torch=_torch(lab, where),
+                    provision=_provision(lab, where))
 
 
 def _gpus(host, lab: dict, where: str) -> list[dict]:
@@ -154,6 +160,13 @@ def _torch(lab: dict, where: str) -> bool:
     if not isinstance(torch, bool):
         raise LabError(f"{where}.torch must be true or false; got {torch!r}", 2)
     return torch
+
+
+def _provision(lab: dict, where: str) -> bool:
+    wanted = lab.get("provision", False)
+    if not isinstance(wanted, bool):
+        raise LabError(f"{where}.provision must be true or false; got {wanted!r}", 2)
+    return wanted
 
 
 def _nics_from_nccl(ifname: str | None) -> list[str]:

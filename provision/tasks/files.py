@@ -64,9 +64,14 @@ def plan_rendered(plan: Plan, templates: Path, files: list[tuple[str, str, str]]
         except jinja2.TemplateError as exc:
             plan.problems.append(f"template {template}: {exc}")
             continue
-        change, item = plan_file(FileWrite(path, content, mode=mode), facts.files.get(path))
-        plan.changes += [change] if change else []
-        plan.unchanged += [item] if item else []
+        plan_written(plan, FileWrite(path, content, mode=mode), facts)
+
+
+def plan_written(plan: Plan, want: FileWrite, facts) -> None:
+    """The wanted file into plan: a change where it differs, ok where not."""
+    change, item = plan_file(want, facts.files.get(want.path))
+    plan.changes += [change] if change else []
+    plan.unchanged += [item] if item else []
 
 
 def _check_file(facts, want: FileWrite) -> str | None:

@@ -12,11 +12,13 @@ import hashlib
 import os
 from dataclasses import dataclass
 
+import yaml
+
 from provision import clusters, slurm
 from provision.errors import Problem
 from provision.facts.model import UnitRef
 from provision.tasks.base import Change, FileWrite, Item, OK, Plan, Task
-from provision.tasks.files import plan_rendered
+from provision.tasks.files import plan_rendered, plan_written
 
 MUNGE_KEY = "/etc/munge/munge.key"
 MUNGE_KEY_BYTES = 128  # mungekey's default: 1024 bits
@@ -144,6 +146,30 @@ class MungeKey(NoParams):
 
 
 CONFIG_TEMPLATES = {"slurm.conf": "slurm.conf.j2", "gres.conf": "gres.conf.j2", "cgroup.conf": "cgroup.conf.j2"}
+HEALTH_CHECK = "/usr/local/sbin/provision-health-check"  # slurm.conf's HealthCheckProgram (slurm.health_check_interval)
+HEALTH_CHECK_TEMPLATE = "provision-health-check.sh.j2"
+NODE_INVENTORY = "/etc/provision/inventory.yaml"  # what the health check verifies the node against
+VERDICT = "/run/provision/health-check.json"
+
+
+def node_inventory(everyone) -> str:
+    """The inventory a node's health check reads: every host with its settings blocks and address, no connection
+    variables (the check runs --local). Groups are flattened, so what they decided is written out: each host
+    sits in its launcher group, with its Slurm partition named."""
+    from provision.settings import BLOCKS
+
+    groups: dict[str, dict] = {}
+    for host in everyone:
+        variables = {"ansible_host": host.address, **{k: host.vars[k] for k in BLOCKS if k in host.vars}}
+        if host.settings.slurm:
+            variables["slurm"] = {**variables["slurm"], "partition": clusters.partition_of(host)}
+        group = clusters.launcher_group(host) if host.settings.launcher else host.groups[-1]
+        groups.setdefault(group, {"hosts": {}})["hosts"][host.name] = variables
+    top = groups.pop("all", {})
+    tree = {"all": {**top, **({"children": groups} if groups else {})}}
+    header = ("# The inventory provision's Slurm health check verifies this node against: written by `provision "
+              "apply`.\n")
+    return header + yaml.safe_dump(tree, sort_keys=False, default_flow_style=None, width=120)
 
 
 class SlurmConfig(NoParams):
@@ -155,13 +181,21 @@ class SlurmConfig(NoParams):
     settings_blocks = frozenset({"slurm"})
 
     def template_names(self):
-        return [("task", template) for template in CONFIG_TEMPLATES.values()]
+        return [("task", template) for template in [*CONFIG_TEMPLATES.values(), HEALTH_CHECK_TEMPLATE]]
+
+    @staticmethod
+    def health_checked(host) -> bool:
+        slurm = host.settings.slurm
+        return bool(slurm and slurm.health_check_interval and slurm.role_of(host.name) != "controller")
 
     def peer_hosts(self, host, everyone):
         return clusters.slurm_cluster(host, everyone) if host.settings.slurm else []
 
     def file_paths(self, host):
-        return [f"{host.settings.slurm.conf_dir}/{name}" for name in CONFIG_TEMPLATES] if host.settings.slurm else []
+        if host.settings.slurm is None:
+            return []
+        return ([f"{host.settings.slurm.conf_dir}/{name}" for name in CONFIG_TEMPLATES]
+                + ([HEALTH_CHECK, NODE_INVENTORY] if self.health_checked(host) else []))
 
     def plan(self, host, facts):
         plan = Plan()
@@ -175,13 +209,20 @@ class SlurmConfig(NoParams):
             plan.skipped = elsewhere
             return plan
         read = {**(self.cluster.facts if self.cluster else {}), host.name: facts}
-        context = slurm.slurm_context(host, everyone, read, unread=self.cluster.unread if self.cluster else None)
+        context = slurm.slurm_context(host, everyone, read, unread=self.cluster.unread if self.cluster else None,
+                                      health_check_program=HEALTH_CHECK)
         if isinstance(context, list):
             plan.failed = "; ".join(context) + " (nothing written)"
             return plan
         conf_dir = host.settings.slurm.conf_dir
         files = [(f"{conf_dir}/{name}", template, "0644") for name, template in CONFIG_TEMPLATES.items()]
         plan_rendered(plan, self.templates, files, context, facts)
+        if self.health_checked(host):
+            check = {"host": host, "interval": host.settings.slurm.health_check_interval, "verdict": VERDICT,
+                     "verdict_dir": VERDICT.rsplit("/", 1)[0], "inventory": NODE_INVENTORY,
+                     "provision": host.settings.slurm.provision_command}
+            plan_rendered(plan, self.templates, [(HEALTH_CHECK, HEALTH_CHECK_TEMPLATE, "0755")], check, facts)
+            plan_written(plan, FileWrite(NODE_INVENTORY, node_inventory(everyone)), facts)
         return plan
 
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from provision.runlog import default_path
 
@@ -133,8 +134,8 @@ def node_line(lab, node: str) -> str:
     return on(lab, HEAD, f"sinfo -h -N -n {node} -o '%N %t %E'").strip()
 
 
-def verify(lab, *args: str) -> tuple[int, dict]:
-    proc = lab.provision("verify", str(lab.inventory), "--json", *args)
+def verify(lab, *args: str, inventory: Path | None = None) -> tuple[int, dict]:
+    proc = lab.provision("verify", str(inventory or lab.inventory), "--json", *args)
     return proc.returncode, json.loads(proc.stdout)
 
 
@@ -160,6 +161,43 @@ def test_verify_drains_a_failed_node_and_resumes_only_what_it_drained(slurm_lab)
     assert node_line(slurm_lab, held) == f"{held} drain new PSU, burn-in first"
     on(slurm_lab, HEAD, f"scontrol update nodename={held} state=resume")
     assert verify(slurm_lab)[0] == 0
+
+
+def test_slurm_runs_the_health_check_itself_draining_and_resuming(slurm_lab, tmp_path):
+    tree = yaml.safe_load(slurm_lab.inventory.read_text())
+    for group in tree["all"]["children"].values():
+        group["vars"]["slurm"]["health_check_interval"] = 10
+    inventory = tmp_path / "health-check.yaml"
+    inventory.write_text(yaml.safe_dump(tree))
+    code, result = slurm_lab.apply(inventory=inventory)
+    assert code == 0, result
+    wait_for("both nodes idle under the new slurm.conf", lambda: idle_nodes(slurm_lab))
+    started = time.monotonic()
+    on(slurm_lab, NODES[0], "/usr/local/sbin/provision-health-check")  # what slurmd runs, timed by hand once
+    print(f"one health check on a node: {time.monotonic() - started:.1f} s")
+    started = time.monotonic()
+    on(slurm_lab, HEAD, f"srun -N{len(NODES)} /usr/local/sbin/provision-health-check")
+    print(f"the same on every node through srun: {time.monotonic() - started:.1f} s")
+    verdict = json.loads(on(slurm_lab, NODES[0], "cat /run/provision/health-check.json"))  # /run: the node's tmpfs
+    assert [h["status"] for h in verdict["hosts"]] == ["pass"]
+
+    slow = NODES[1]
+    slurm_lab.lab("fault", slow, "nic-slow", "--nic", "ens803f1")
+    started = time.monotonic()
+    try:
+        reason = wait_for("slurmd's health check drains the node", lambda: (
+            line := node_line(slurm_lab, slow)).startswith(f"{slow} drain provision-verify: ") and line, timeout=90)
+        assert "nccl_interfaces_are_up_at_speed" in reason
+        print(f"drained by slurmd's health check {time.monotonic() - started:.0f} s after the port slowed")
+    finally:
+        slurm_lab.lab("fault", slow, "clear")
+    started = time.monotonic()
+    wait_for("slurmd's health check resumes it", lambda: node_line(slurm_lab, slow) == f"{slow} idle none", timeout=90)
+    print(f"resumed {time.monotonic() - started:.0f} s after the fault was cleared")
+    started = time.monotonic()
+    code, result = verify(slurm_lab, inventory=inventory)
+    assert code == 0, result
+    print(f"provision verify of the 3 nodes from this machine: {time.monotonic() - started:.1f} s")
 
 
 def test_a_rebooted_node_comes_back_to_idle_by_itself(slurm_lab):

@@ -210,3 +210,33 @@ def test_with_local_the_cluster_wide_files_and_key_are_not_judged_from_one_node(
     assert skipped == ("needs the facts of head-1, blade-2, and --local reads this machine only: run it from the "
                        "control machine")
     assert key.plan(inv.hosts["blade-1"], blade).skipped.startswith("needs the facts of head-1,")
+
+
+def test_the_health_check_runs_verify_on_the_node_against_an_inventory_that_means_the_same(inv, tmp_path):
+    import subprocess
+
+    from provision import clusters
+    from provision.resources import templates_dir
+    from provision.tasks.slurm import HEALTH_CHECK, NODE_INVENTORY, SlurmConfig, node_inventory
+
+    text = textwrap.dedent(CLUSTER).replace("slurm: {controller: head-1}\n",
+                                            "slurm: {controller: head-1, health_check_interval: 60}\n"
+                                            "        launcher: {nproc_per_node: 2}\n")
+    text = text.replace("slurm: {controller: head-1}}", "slurm: {controller: head-1, health_check_interval: 60}}")
+    (tmp_path / "inventory.yaml").write_text(text)
+    inv = load_inventory(str(tmp_path / "inventory.yaml"))
+    copy = tmp_path / "node.yaml"
+    copy.write_text(node_inventory(list(inv.hosts.values())))
+    again = load_inventory(str(copy))
+    for name, host in inv.hosts.items():
+        other = again.hosts[name]
+        assert (other.address, other.settings.slurm, other.settings.launcher) == (
+            host.address, host.settings.slurm.model_copy(update={"partition": clusters.partition_of(host)}),
+            host.settings.launcher)
+        assert clusters.launcher_group(other) == clusters.launcher_group(host)
+    config = SlurmConfig()
+    config.templates = templates_dir()
+    assert HEALTH_CHECK in config.file_paths(inv.hosts["blade-1"]) and NODE_INVENTORY in config.file_paths(
+        inv.hosts["blade-1"])
+    assert config.file_paths(inv.hosts["head-1"]) == [f"/etc/slurm/{n}" for n in ("slurm.conf", "gres.conf",
+                                                                                  "cgroup.conf")]

@@ -442,3 +442,25 @@ def test_cgroup_conf_follows_each_hosts_own_cgroup_layout(inventory):
                                      "ConstrainRAMSpace=yes"]
     assert cgroup_conf("v100-2")[0] == "CgroupPlugin=cgroup/v1"
     assert cgroup_conf("head")[0] == "CgroupPlugin=autodetect"
+
+
+def test_the_health_check_is_in_slurm_conf_and_on_each_compute_node(inventory):
+    import subprocess
+
+    from provision.clusters import Cluster
+    from provision.tasks.slurm import HEALTH_CHECK, SlurmConfig
+
+    inv = inventory(CLUSTER.replace("cluster_name: basement}", "cluster_name: basement, health_check_interval: 120, "
+                                    "provision_command: /opt/provision/bin/provision}"))
+    task = SlurmConfig()
+    task.templates = TEMPLATES
+    task.cluster = Cluster(list(inv.hosts.values()), cluster_facts())
+    written = {c.write.path: c.write for c in task.plan(inv.hosts["v100-1"], cluster_facts()["v100-1"]).changes}
+    assert lines_starting(written["/etc/slurm/slurm.conf"].content, "HealthCheck") == [
+        f"HealthCheckProgram={HEALTH_CHECK}", "HealthCheckInterval=120", "HealthCheckNodeState=ANY"]
+    script = written[HEALTH_CHECK]
+    assert script.mode == "0755" and subprocess.run(["sh", "-n"], input=script.content, text=True).returncode == 0
+    assert ("/opt/provision/bin/provision verify /etc/provision/inventory.yaml --local --limit v100-1 --drain "
+            "--resume --json") in script.content.replace("\\\n    ", "")
+    head = {c.write.path for c in task.plan(inv.hosts["head"], cluster_facts()["head"]).changes}
+    assert HEALTH_CHECK not in head  # slurmd runs it; the controller-only host has none
