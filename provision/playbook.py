@@ -69,8 +69,6 @@ def load_playbook(path: Path, templates: Path) -> list[Task]:
             if not (templates / name).is_file():
                 problems.append(Problem(file, where, key, f"template {name!r} not found in {templates}",
                                         "use --templates DIR to point at your own"))
-        if params and not task.check_params(file) and not isinstance(task, (TemplateFile, ServiceEnabled, BootConf)):
-            problems.append(Problem(file, where, ", ".join(sorted(params)), f"task {kind!r} takes no parameters"))
         problems += task.check_params(file)
         tasks.append(task)
     names = [t.name for t in tasks]

@@ -15,17 +15,18 @@ from provision.facts.model import CpuFacts, LogicalCpu
 
 # "online LIST", then "cpu N PACKAGE CORE" per CPU directory, "mem KB", "cgroup FSTYPE", and for each NVIDIA
 # display-class PCI device "gpu ADDRESS LOCAL_CPULIST MINOR". One word per field, "-" where a file is missing.
+# In every batch, so it reads with the shell's own `read` (no process per CPU or PCI device: a 224-thread node
+# would otherwise fork hundreds of times per run); `2>/dev/null` first, so a missing file is silent.
 CPU_SNIPPET = (
-    "o=$(cat /sys/devices/system/cpu/online 2>/dev/null); echo \"online ${o:--}\"; "
-    "for c in /sys/devices/system/cpu/cpu[0-9]*; do [ -d \"$c\" ] || continue; "
-    "p=$(cat \"$c/topology/physical_package_id\" 2>/dev/null); k=$(cat \"$c/topology/core_id\" 2>/dev/null); "
+    "o=-; read o 2>/dev/null </sys/devices/system/cpu/online; echo \"online ${o:--}\"; "
+    "for c in /sys/devices/system/cpu/cpu[0-9]*; do [ -d \"$c\" ] || continue; p=-; k=-; "
+    "read p 2>/dev/null <\"$c/topology/physical_package_id\"; read k 2>/dev/null <\"$c/topology/core_id\"; "
     "echo \"cpu ${c##*/cpu} ${p:--} ${k:--}\"; done; "
     "m=$(sed -n 's/^MemTotal:[[:space:]]*\\([0-9]*\\).*/\\1/p' /proc/meminfo 2>/dev/null); echo \"mem ${m:--}\"; "
     "t=$(stat -f -c %T /sys/fs/cgroup 2>/dev/null); echo \"cgroup ${t:--}\"; "
-    "for d in /sys/bus/pci/devices/*; do "
-    "[ \"$(cat \"$d/vendor\" 2>/dev/null)\" = 0x10de ] || continue; "
-    "case $(cat \"$d/class\" 2>/dev/null) in 0x03*) ;; *) continue;; esac; "
-    "a=${d##*/}; l=$(cat \"$d/local_cpulist\" 2>/dev/null); "
+    "for d in /sys/bus/pci/devices/*; do v=; read v 2>/dev/null <\"$d/vendor\"; [ \"$v\" = 0x10de ] || continue; "
+    "x=; read x 2>/dev/null <\"$d/class\"; case $x in 0x03*) ;; *) continue;; esac; "
+    "a=${d##*/}; l=-; read l 2>/dev/null <\"$d/local_cpulist\"; "
     "n=$(sed -n 's/^Device Minor:[[:space:]]*//p' \"/proc/driver/nvidia/gpus/$a/information\" 2>/dev/null); "
     "echo \"gpu $a ${l:--} ${n:--}\"; done; true"
 )

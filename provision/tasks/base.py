@@ -121,5 +121,7 @@ class Task:
         raise NotImplementedError
 
     def check_params(self, file: str) -> list[Problem]:
-        """Static validation of the playbook entry; run before any host is touched."""
-        return []
+        """Static validation of the playbook entry; run before any host is touched. A task that takes
+        parameters overrides it; the others take none."""
+        return [Problem(file, f"task {self.name}", key, "unknown parameter", f"{self.name} takes none")
+                for key in sorted(self.params)]

@@ -9,7 +9,6 @@ Run the same command on every node, or submit the sbatch script, which takes tho
 from __future__ import annotations
 
 from provision import clusters
-from provision.errors import Problem
 from provision.tasks.base import Plan, Task
 from provision.tasks.files import plan_rendered
 
@@ -51,10 +50,6 @@ class TorchrunLauncher(Task):
 
     def template_names(self):
         return [("task", WRAPPER_TEMPLATE), ("task", SBATCH_TEMPLATE)]
-
-    def check_params(self, file):
-        return [Problem(file, f"task {self.name}", key, "unknown parameter", "torchrun-launcher takes none")
-                for key in sorted(self.params)]
 
     def file_paths(self, host):
         if host.settings.launcher is None:

@@ -8,7 +8,6 @@ interfaces named, and nothing is written there: a wrong file is worse than the o
 from __future__ import annotations
 
 from provision import nccl
-from provision.errors import Problem
 from provision.tasks.base import Plan, Task
 from provision.tasks.files import plan_rendered
 
@@ -24,10 +23,6 @@ class NcclFiles(Task):
 
     def template_names(self):
         return [("task", name) for name in TEMPLATES.values()]
-
-    def check_params(self, file):
-        return [Problem(file, f"task {self.name}", key, "unknown parameter", "nccl-files takes none")
-                for key in sorted(self.params)]
 
     def file_paths(self, host):
         settings = host.settings.nccl

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import yaml
 
 from provision import clusters, slurm
-from provision.errors import Problem
 from provision.facts.model import UnitRef
 from provision.tasks.base import Change, FileWrite, Item, OK, Plan, Task
 from provision.tasks.files import plan_rendered, plan_written
@@ -33,13 +32,7 @@ def wanted_packages(host) -> list[str]:
             *(["slurmd"] if role in ("compute", "both") else [])]
 
 
-class NoParams(Task):
-    def check_params(self, file):
-        return [Problem(file, f"task {self.name}", key, "unknown parameter", f"{self.name} takes none")
-                for key in sorted(self.params)]
-
-
-class SlurmPackages(NoParams):
+class SlurmPackages(Task):
     """Playbook: `task: slurm-packages`: munge and slurm-client everywhere, slurmctld on the controller,
     slurmd on compute nodes, from the node's apt sources."""
 
@@ -72,7 +65,7 @@ def key_digest(content: bytes | None) -> str | None:
     return hashlib.sha256(content).hexdigest()[:12] if content is not None else None
 
 
-class MungeKey(NoParams):
+class MungeKey(Task):
     """Playbook: `task: munge-key`: every node of a Slurm cluster holds its controller's munge key (owner munge,
     mode 0400). The controller's own key is the cluster's; a controller without one gets a new random key,
     made once per run in memory. The key is never shown, logged or diffed: only a digest prefix is reported."""
@@ -172,7 +165,7 @@ def node_inventory(everyone) -> str:
     return header + yaml.safe_dump(tree, sort_keys=False, default_flow_style=None, width=120)
 
 
-class SlurmConfig(NoParams):
+class SlurmConfig(Task):
     """Playbook: `task: slurm-config`: slurm.conf, gres.conf (the whole cluster: every node's hardware, read even
     when --limit leaves it out) and this node's cgroup.conf, in slurm.conf_dir."""
 
@@ -252,7 +245,7 @@ def daemon_files(host, daemon: Daemon) -> list[str]:
     return [path if path.startswith("/") else f"{conf_dir}/{path}" for path in daemon.reads]
 
 
-class SlurmDaemons(NoParams):
+class SlurmDaemons(Task):
     """Playbook: `task: slurm-daemons`: munged, slurmctld and slurmd enabled at boot and running, restarted when a
     file they read changed after they started. With systemd: systemctl; without (a container, the lab): the
     packages' /etc/init.d scripts through `service`, and the units enabled for the next boot all the same."""
