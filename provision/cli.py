@@ -17,6 +17,7 @@ from provision.inventory import Host, load_inventory, local_inventory
 from provision.lab.cli import lab
 from provision.playbook import load_playbook, select_tasks, unapplied_blocks
 from provision.progress import Progress
+from provision.reboot import final_results, reboot_and_converge
 from provision.resources import playbook_path, templates_dir
 from provision.results import EXIT_BAD_INPUT, exit_code, to_json
 from provision.runlog import RunLog, default_path
@@ -146,9 +147,16 @@ def main():
 @click.option("--accept-gpu-changes", is_flag=True,
               help="The GPUs differ from the last good run (a card replaced, removed or added) and that is intended: "
                    "record the new layout; `index:` overrides then follow the new numbering.")
+@click.option("--reboot", is_flag=True,
+              help="Reboot the hosts whose installed driver waits for a boot (never this machine), wait for each "
+                   "to come back, then apply them again.")
+@click.option("--serial", type=click.IntRange(1, 10000), default=1, show_default=True,
+              help="With --reboot: hosts rebooted at a time; one that does not come back stops the rollout.")
+@click.option("--reboot-timeout", type=click.FloatRange(10, 7200), default=600, show_default=True,
+              help="With --reboot: seconds a host has to go down and answer SSH again.")
 def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout,
           identity_file, check, show_diff, playbook, templates, tags, skip_tags, ask_sudo_pass, lock_wait, log_path,
-          keep_backups, verbose, accept_gpu_changes):
+          keep_backups, verbose, accept_gpu_changes, reboot, serial, reboot_timeout):
     """Converge hosts to the INVENTORY: persistence, power limits, files.
 
     Each host records its GPUs (index, UUID, bus id) at a good run. When
@@ -171,15 +179,29 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     options = RunOptions(check=check, forks=forks, lock_wait=lock_wait, sudo_password=password, command=command,
                          progress=progress, notice=progress.notice, keep_backups=keep_backups, local=local)
     log = RunLog(Path(log_path) if log_path else default_path(), command, inv_path)
+    engine = Engine(tasks, options, connector(local, ssh), log, inv_path, everyone)
+    outcomes, after = [], []
     try:
-        results = Engine(tasks, options, connector(local, ssh), log, inv_path, everyone).run(hosts)
+        results = engine.run(hosts)
+        if reboot and not check:
+            outcomes, after = reboot_and_converge(engine, serial, reboot_timeout)
     finally:
         progress.close()
+    final = final_results(results, outcomes, after)
     if as_json:
-        click.echo(json.dumps(to_json(results, check), indent=2, default=str))
+        data = to_json(results, check)
+        if reboot:
+            data |= {"reboots": [asdict(o) | {"seconds": o.seconds} for o in outcomes],
+                     "after_reboot": to_json(after, False)["hosts"], "exit_code": exit_code(final, check)}
+        click.echo(json.dumps(data, indent=2, default=str))
     else:
         report.print_results(results, check, show_diff, verbose)
-    sys.exit(exit_code(results, check))
+        if outcomes:
+            report.print_reboots(outcomes, serial)
+        if after:
+            click.echo(click.style("\nAfter the reboot:", bold=True))
+            report.print_results(after, False, show_diff, verbose)
+    sys.exit(exit_code(final, check))
 
 
 @main.command(epilog=EXIT_CODES_HELP)

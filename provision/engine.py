@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
 
-from provision import remote
+from provision import driver, remote
 from provision.clusters import Cluster
 from provision.connection import CommandResult, Connection, Privilege, Unreachable
 from provision.errors import InputError, Problem, ProvisionError
@@ -85,6 +85,7 @@ class Engine:
         self.connect = connect
         self.log = log
         self._done = self._total = 0  # hosts done in the current phase, of how many
+        self.states: list[HostState] = []  # the last run's hosts, with the facts read last
         self._lock = threading.Lock()
 
     # -- phase 1: read and plan -------------------------------------------------
@@ -133,12 +134,13 @@ class Engine:
             time.sleep(1.0)
         state.lock_owner = owner or state.lock_owner
         state.facts = gather.parse_facts(sections)
-        system = state.facts.system
-        state.conn.privilege = Privilege(
-            is_root=system.uid == 0, sudo_nopasswd=system.sudo_nopasswd,
-            sudo_password=self.options.sudo_password, become=state.host.become,
-        )
+        state.conn.privilege = self.privilege(state.host, state.facts)
         return True
+
+    def privilege(self, host: Host, facts: HostFacts) -> Privilege:
+        """How to run privileged commands on host: as root, through passwordless sudo, or with the password."""
+        return Privilege(is_root=facts.system.uid == 0, sudo_nopasswd=facts.system.sudo_nopasswd,
+                         sudo_password=self.options.sudo_password, become=host.become)
 
     @staticmethod
     def read(conn: Connection, paths: list[str], units: list[UnitRef] = (),
@@ -303,7 +305,7 @@ class Engine:
     # -- the run ------------------------------------------------------------------
 
     def run(self, hosts: list[Host]) -> list[HostResult]:
-        states = [HostState(h) for h in hosts]
+        states = self.states = [HostState(h) for h in hosts]  # kept: the caller may reboot some (reboot.py)
         try:
             self._parallel(self.gather, states, "read")
             self.see_cluster(states)
@@ -358,6 +360,7 @@ class Engine:
                 if not changes or self.read_into(state, lock=True):
                     self.remember_supported_clocks(state)  # first: the re-reads after each task hit the cache
                     self.apply_host(state)
+                    result.reboot_pending = driver.reboot_reasons(state.host.settings.driver, state.facts)
             except Unreachable as exc:
                 result.status, result.message = UNREACHABLE, str(exc)
         result.settle()

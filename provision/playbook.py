@@ -21,6 +21,7 @@ from provision.settings import BLOCKS, did_you_mean
 from provision.tasks.base import Task
 from provision.tasks.boot import BootConf
 from provision.tasks.clocks import ApplicationClocks, LockedClocks
+from provision.tasks.driver import DriverRepository, NouveauBlacklist, NvidiaDriver
 from provision.tasks.files import TemplateFile
 from provision.tasks.gpu import Persistence, PowerLimit
 from provision.tasks.launcher import TorchrunLauncher
@@ -30,7 +31,7 @@ from provision.tasks.services import ServiceEnabled
 from provision.tasks.slurm import MungeKey, SlurmConfig, SlurmDaemons, SlurmPackages
 
 TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (
-    GpuLayout, Persistence, PowerLimit, ApplicationClocks, LockedClocks, BootConf, TemplateFile, ServiceEnabled,
+    NouveauBlacklist, DriverRepository, NvidiaDriver, GpuLayout, Persistence, PowerLimit, ApplicationClocks, LockedClocks, BootConf, TemplateFile, ServiceEnabled,
     NcclFiles, TorchrunLauncher, SlurmPackages, MungeKey, SlurmConfig, SlurmDaemons)}
 
 

@@ -48,6 +48,9 @@ def detail_lines(result: HostResult, check: bool, show_diff: bool, verbose: bool
     if result.status == UNREACHABLE:
         return []
     lines = [f"    {status_word(FAILED, check)} {result.message}"] if result.message else []
+    if result.reboot_pending:
+        lines.append(f"    {status_word(FAILED, check)} reboot pending: {'; '.join(result.reboot_pending)} "
+                     f"(provision apply --reboot reboots it)")
     for task in result.tasks:
         shown = [item for item in task.items if verbose or item.status in (CHANGED, FAILED)]
         if task.message and (verbose or task.status == FAILED):  # a task's message: why it failed or skipped
@@ -92,6 +95,8 @@ def print_summary(results: list[HostResult], check: bool, width: int) -> None:
 def _why_attention(result: HostResult, check: bool) -> str:
     if result.status == UNREACHABLE:
         return f"unreachable: {_short(result.message)}"
+    if result.status == FAILED and result.reboot_pending and not result.message:
+        return f"reboot pending: {_short(result.reboot_pending[0])}"
     if result.status == FAILED:
         failed = [t for t in result.tasks if t.status == FAILED]
         first = result.message or next((t.message or next((i.message for i in t.items if i.status == FAILED), "")
@@ -234,3 +239,18 @@ def print_verdicts(verdicts: list) -> None:
     counts = {status: sum(1 for v in verdicts if v.status == status) for status in (PASS, FAIL, NOT_REACHED)}
     click.echo(f"\n{len(verdicts)} host{'' if len(verdicts) == 1 else 's'}: "
                + (", ".join(f"{n} {status}" for status, n in counts.items() if n) or "none"))
+
+
+def print_reboots(outcomes, serial: int) -> None:
+    """The rolling reboot, host by host in the order it went: when each went down and came back (seconds from
+    the rollout's start), the driver it loaded; those refused or not reached, and why."""
+    click.echo(click.style(f"\nReboots ({serial} at a time):", bold=True))
+    width = min(max((len(o.host) for o in outcomes), default=4), HOST_COLUMN)
+    for o in outcomes:
+        name = f"{o.host:<{width}}"
+        if o.status == "rebooted":
+            down = f"down +{o.down} s, " if o.down is not None else ""
+            click.echo(f"  {name}  {click.style('rebooted', fg='green')}  batch {o.batch}: sent +{o.sent} s, {down}"
+                       f"back +{o.back} s ({o.seconds} s); driver loaded: {o.loaded_after or 'none'}")
+        else:
+            click.echo(f"  {name}  {click.style(o.status, fg='red')}  {o.message}")

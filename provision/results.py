@@ -32,6 +32,7 @@ class HostResult:
     message: str = ""
     commands: int = 0  # remote commands run on this host
     seconds: float = 0.0
+    reboot_pending: list[str] = field(default_factory=list)  # why its GPUs need a reboot (provision/driver.py)
 
     def counts(self) -> dict[str, int]:
         counts = {OK: 0, CHANGED: 0, FAILED: 0, SKIPPED: 0}
@@ -44,7 +45,8 @@ class HostResult:
         if self.status == UNREACHABLE:
             return
         statuses = {t.status for t in self.tasks}
-        self.status = FAILED if FAILED in statuses or self.message else CHANGED if CHANGED in statuses else OK
+        failed = FAILED in statuses or self.message or self.reboot_pending  # pending: not as intended until then
+        self.status = FAILED if failed else CHANGED if CHANGED in statuses else OK
 
 
 def task_status(items: list[Item]) -> str:

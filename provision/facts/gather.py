@@ -17,11 +17,13 @@ from dataclasses import dataclass
 
 from provision import remote
 from provision.facts import clock_cache, daemons, layout, topo
+from provision.facts import driver as driver_facts
 from provision.facts import gpu as gpu_parsers
 from provision.facts import cpu as cpu_facts
 from provision.facts.model import (AerCounters, FileFacts, HostFacts, Interface, KernelLogFacts, NvidiaFacts,
                                    PcieFacts, RdmaPort, SystemFacts, TopologyFacts, UnitRef)
 
+NVML_MISMATCH = "Driver/library version mismatch"  # nvidia-smi's words (exit 18) when library and module differ
 PERSISTENCED_PIDFILE = "/var/run/nvidia-persistenced/nvidia-persistenced.pid"
 
 
@@ -48,6 +50,7 @@ BASE_SECTIONS: dict[str, str] = {
     "hostname": "cat /proc/sys/kernel/hostname 2>/dev/null || hostname",
     "uid": "id -u",
     "os-release": "cat /etc/os-release",
+    "machine-id": "cat /etc/machine-id",
     "systemd": "test -d /run/systemd/system",
     # -k ignores cached credentials: success means NOPASSWD, not a warm cache.
     "sudo": '[ "$(id -u)" = 0 ] || sudo -k -n true',
@@ -57,6 +60,7 @@ BASE_SECTIONS: dict[str, str] = {
     "net": NET_SNIPPET,
     "cpu": cpu_facts.CPU_SNIPPET,  # slurm.conf: CPUs, memory, cgroup layout, each GPU's local CPUs
     "daemons": daemons.DAEMONS_SNIPPET,
+    "driver": driver_facts.DRIVER_SNIPPET,  # installed packages, loaded module, nouveau, Secure Boot
     "persistenced-running": (
         f"pid=$(cat {PERSISTENCED_PIDFILE} 2>/dev/null) && [ -n \"$pid\" ] && [ -d \"/proc/$pid\" ]"
         " || systemctl is-active --quiet nvidia-persistenced 2>/dev/null"
@@ -193,6 +197,9 @@ def parse_facts(sections: dict[str, Section]) -> HostFacts:
         facts.slurm_node = daemons.parse_slurm_node(sections["slurm-node"].output)
     if "packages" in sections:
         facts.packages = daemons.parse_packages(sections["packages"].output)
+        facts.held = daemons.parse_held(sections["packages"].output)
+    if "driver" in sections:
+        facts.driver = driver_facts.parse_driver(sections["driver"].output)
     for name, section in sections.items():
         if name.startswith("file:"):
             path = name[len("file:"):]
@@ -220,6 +227,7 @@ def _system(sections: dict[str, Section]) -> SystemFacts:
         os_version=os_release.get("VERSION_ID", "").strip('"'),
         systemd_running=sections.get("systemd", Section(1, "")).rc == 0,
         sudo_nopasswd=sections.get("sudo", Section(1, "")).rc == 0,
+        machine_id=out("machine-id"),
     )
 
 
@@ -234,6 +242,9 @@ def _nvidia(sections: dict[str, Section]) -> NvidiaFacts:
         return facts
     query = sections.get("query-gpu", Section(1, ""))
     facts.exit_code = query.rc
+    if NVML_MISMATCH in query.output:  # an upgraded driver whose old module is still loaded: a reboot is pending
+        facts.state, facts.message = "mismatch", " ".join(query.output.split())
+        return facts
     if "No devices were found" in query.output:
         facts.state, facts.message = "no-devices", "No devices were found"
         return facts

@@ -98,8 +98,9 @@ class NvidiaFacts:
     """The NVIDIA stack on a host, as one state among several."""
 
     # "ok" (at least one GPU read; any others are in `lost`), "missing" (no nvidia-smi),
-    # "no-devices" ("No devices were found"), "error" (nvidia-smi ran but no GPU could be read:
-    # driver not loaded, NVML mismatch, every GPU lost, etc.)
+    # "no-devices" ("No devices were found"), "mismatch" (NVML library and loaded module differ: a driver
+    # upgraded without a reboot), "error" (nvidia-smi ran but no GPU could be read: driver not loaded,
+    # every GPU lost, etc.)
     state: str = "missing"
     message: str = ""  # nvidia-smi's own words when state is not ok
     exit_code: int | None = None  # of nvidia-smi --query-gpu (None: not run); 15: a GPU fell off the bus, ...
@@ -140,6 +141,7 @@ class SystemFacts:
     os_version: str = ""  # VERSION_ID
     systemd_running: bool = False  # /run/systemd/system exists
     sudo_nopasswd: bool = False  # "sudo -k -n true" succeeded
+    machine_id: str = ""  # /etc/machine-id: the same machine, however it is reached (never reboot the control one)
 
 
 @dataclass(frozen=True, order=True)
@@ -281,12 +283,26 @@ class SlurmNodeState:
 
 
 @dataclass
+class DriverFacts:
+    """The NVIDIA driver on the host (facts/driver.py): installed packages, the loaded module, what stands in its way."""
+
+    loaded: str | None = None  # the loaded kernel module's version; None: no NVIDIA module loaded
+    loaded_open: bool | None = None  # the open kernel modules (None: none loaded)
+    loaded_line: str = ""  # /proc/driver/nvidia/version's first line, as printed
+    nouveau_loaded: bool = False
+    secure_boot: str = "unknown"  # "enabled", "disabled", "no-efi" (booted without UEFI) or "unknown"
+    packages: dict[str, str] = field(default_factory=dict)  # installed driver packages -> Debian version
+
+
+@dataclass
 class HostFacts:
     system: SystemFacts = field(default_factory=SystemFacts)
     nvidia: NvidiaFacts = field(default_factory=NvidiaFacts)
     files: dict[str, FileFacts] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)  # UnitRef.key -> "enabled"/"disabled"/...
     packages: dict[str, str | None] = field(default_factory=dict)  # name -> installed version (asked ones only)
+    held: set[str] = field(default_factory=set)  # of the asked packages, those on hold (apt-mark hold)
+    driver: DriverFacts = field(default_factory=DriverFacts)
     daemons: dict[str, list[DaemonProcess]] = field(default_factory=dict)  # munged, slurmd, ... -> processes
     slurm_node: SlurmNodeState | None = None  # verify only; None where not read or scontrol is not installed
     # The GPUs of the last good run (facts/layout.py); None when the host has no record yet.

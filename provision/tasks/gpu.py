@@ -128,6 +128,7 @@ def why_unusable(state: str, message: str) -> str:
     return {
         "missing": "nvidia-smi is not installed: install the NVIDIA driver first",
         "no-devices": "nvidia-smi found no GPU (fallen off the bus? see dmesg for Xid 79)",
+        "mismatch": f"the installed driver is not the loaded one ({message}): reboot first (apply --reboot)",
     }.get(state, f"nvidia-smi failed: {message}")
 
 

@@ -16,14 +16,12 @@ import yaml
 
 from provision import clusters, slurm
 from provision.facts.model import UnitRef
+from provision.tasks.apt import APT_INSTALL, APT_UPDATE
 from provision.tasks.base import Change, FileWrite, Item, OK, Plan, Task
 from provision.tasks.files import plan_rendered, plan_written
 
 MUNGE_KEY = "/etc/munge/munge.key"
 MUNGE_KEY_BYTES = 128  # mungekey's default: 1024 bits
-APT_INSTALL = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", "-o", "Dpkg::Use-Pty=0",
-               "install", "--no-install-recommends"]
-APT_UPDATE = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "update"]
 
 
 def wanted_packages(host) -> list[str]:

@@ -468,7 +468,7 @@ def typed_strings(value, key: str = ""):
 
 @REPRODUCE
 @given(st.sampled_from([("nccl", "ib_hca"), ("slurm", "cluster_name"), ("slurm", "partition"),
-                        ("driver", "branch"), ("driver", "package")]), text_with_controls)
+                        ("driver", "branch"), ("driver", "version")]), text_with_controls)
 @example(("nccl", "ib_hca"), "mlx5_0:1\nNCCL_DEBUG=INFO")
 def test_typed_settings_hold_no_control_characters(block_key, value):
     block, key = block_key

@@ -1,0 +1,148 @@
+"""The NVIDIA driver from apt: nouveau kept off the GPUs, the package source, the pinned packages, held.
+
+Three tasks, in this order in the site playbook: nouveau-blacklist (a modprobe.d file; the initramfs is rebuilt
+when it changes, since nouveau loads from there), driver-repository (source: local: one apt source file) and
+nvidia-driver (the packages at the pinned version, installed, upgraded or downgraded in one apt-get, then held).
+A new driver's module loads at the next boot: until then the run reports the host's reboot as pending
+(provision/driver.py), and `apply --reboot` reboots such hosts (provision/reboot.py).
+"""
+
+from __future__ import annotations
+
+from provision import driver
+from provision.tasks.apt import APT_INSTALL, APT_UPDATE, apt_mark
+from provision.tasks.base import Change, FileWrite, Item, OK, Plan, Task
+from provision.tasks.files import plan_file, plan_written
+
+NOUVEAU_CONF = "/etc/modprobe.d/provision-blacklist-nouveau.conf"
+NOUVEAU_TEXT = ("# Managed by provision (driver.blacklist_nouveau): the NVIDIA driver, not nouveau, takes the GPUs.\n"
+                "blacklist nouveau\noptions nouveau modeset=0\n")
+# nouveau loads from the initramfs on Debian and Ubuntu: the blacklist counts there only once it is rebuilt.
+REBUILD_INITRAMFS = ["sh", "-c", "if command -v update-initramfs >/dev/null; then update-initramfs -u; "
+                                 "else echo 'no update-initramfs: no initramfs to rebuild'; fi"]
+SOURCE_LIST = "/etc/apt/sources.list.d/provision-nvidia.list"
+
+
+class DriverTask(Task):
+    tags = frozenset({"driver"})
+    settings_blocks = frozenset({"driver"})
+
+
+class NouveauBlacklist(DriverTask):
+    """Playbook: `task: nouveau-blacklist`: nouveau never binds the GPUs (driver.blacklist_nouveau, default on)."""
+
+    name = "nouveau-blacklist"
+
+    def file_paths(self, host):
+        wanted = host.settings.driver
+        return [NOUVEAU_CONF] if wanted and wanted.blacklist_nouveau else []
+
+    def plan(self, host, facts):
+        plan = Plan()
+        wanted = host.settings.driver
+        if wanted is None or not wanted.blacklist_nouveau:
+            plan.skipped = "driver not set" if wanted is None else "driver.blacklist_nouveau is false"
+            return plan
+        change, item = plan_file(FileWrite(NOUVEAU_CONF, NOUVEAU_TEXT), facts.files.get(NOUVEAU_CONF))
+        if change:
+            change.after_write = [REBUILD_INITRAMFS]
+            change.after += ", initramfs rebuilt"
+        plan.changes += [change] if change else []
+        plan.unchanged += [item] if item else []
+        return plan
+
+
+class DriverRepository(DriverTask):
+    """Playbook: `task: driver-repository`: with driver.source: local, the apt source line of driver.repository,
+    then apt-get update (the index of a source that just changed)."""
+
+    name = "driver-repository"
+
+    def file_paths(self, host):
+        wanted = host.settings.driver
+        return [SOURCE_LIST] if wanted and wanted.source == "local" else []
+
+    def plan(self, host, facts):
+        plan = Plan()
+        wanted = host.settings.driver
+        if wanted is None or wanted.source != "local":
+            plan.skipped = "driver not set" if wanted is None else f"driver.source is {wanted.source}"
+            return plan
+        plan_written(plan, FileWrite(SOURCE_LIST, f"# Managed by provision (driver.repository)\n{wanted.repository}\n"),
+                     facts)
+        for change in plan.changes:
+            change.after_write = [APT_UPDATE]
+        return plan
+
+
+class NvidiaDriver(DriverTask):
+    """Playbook: `task: nvidia-driver`: the driver's packages at the pinned version (driver.version, or the
+    newest of driver.branch), from one apt-get that installs, upgrades or downgrades them; held (driver.hold)."""
+
+    name = "nvidia-driver"
+    changes_gpus = True  # after it, nvidia-smi may be there, or no longer match the loaded module: read it again
+
+    def package_names(self, host):
+        wanted = host.settings.driver
+        return driver.candidate_names(wanted) if wanted else []
+
+    def plan(self, host, facts):
+        plan = Plan()
+        wanted = host.settings.driver
+        if wanted is None:
+            plan.skipped = "driver not set"
+            return plan
+        try:
+            names = driver.package_names(wanted, facts.system.os_id)
+        except ValueError as exc:
+            plan.failed = str(exc)
+            return plan
+        if wanted.source == "cuda" and not facts.packages.get("cuda-keyring"):
+            plan.failed = ("driver.source cuda: NVIDIA's CUDA repository is not set up here (no cuda-keyring package): "
+                           "install it (developer.download.nvidia.com/compute/cuda/repos/<distro>/<arch>/"
+                           "cuda-keyring_1.1-1_all.deb), or use source: local with your mirror")
+            return plan
+        pinned = wanted.version or f"branch {wanted.branch}"
+        if all(driver.is_pinned(wanted, facts.packages.get(name)) for name in names):
+            plan.unchanged += [Item(name, OK, "driver package", after=facts.packages[name]) for name in names]
+            self.plan_hold(plan, wanted, names, facts)
+            return plan
+        installed = [f"{name} {facts.packages[name]}" for name in names if facts.packages.get(name)]
+        other = sorted(set(facts.driver.packages) - set(names))
+        before = ", ".join(installed) or (f"not installed (installed: {', '.join(other)})" if other else "not installed")
+        loaded = facts.driver.loaded
+        specs = [f"{name}={wanted.version}-*" if wanted.version else name for name in names]
+        plan.changes.append(Change(
+            target=" ".join(names), what="driver packages", before=before,
+            after=pinned + ("" if loaded and wanted.version == loaded else ", loaded at the next boot"),
+            # One apt-get: it resolves everything before it changes anything, so a package or version that does
+            # not exist fails here and leaves the host as it was. Held packages (ours, the old branch's) may move.
+            commands=[APT_UPDATE, [*APT_INSTALL, "--allow-downgrades", "--allow-change-held-packages", *specs],
+                      *([apt_mark("hold", names)] if wanted.hold else [])],
+            verify=lambda f: _not_pinned(wanted, names, f)))
+        return plan
+
+    @staticmethod
+    def plan_hold(plan: Plan, wanted, names: list[str], facts) -> None:
+        """driver.hold: every package held (apt-mark hold), so no upgrade moves it; false: none held."""
+        action, off = ("hold", [n for n in names if n not in facts.held]) if wanted.hold else \
+            ("unhold", [n for n in names if n in facts.held])
+        if not off:
+            plan.unchanged.append(Item(" ".join(names), OK, "apt hold", after="held" if wanted.hold else "not held"))
+            return
+        plan.changes.append(Change(
+            target=" ".join(off), what="apt hold", before="not held" if wanted.hold else "held",
+            after="held" if wanted.hold else "not held", commands=[apt_mark(action, off)],
+            verify=lambda f: None if all((n in f.held) == wanted.hold for n in off)
+            else f"apt-mark {action} did not take: {' '.join(off)}"))
+
+
+def _not_pinned(wanted, names: list[str], facts) -> str | None:
+    wrong = [f"{name} {facts.packages.get(name) or 'not installed'}" for name in names
+             if not driver.is_pinned(wanted, facts.packages.get(name))]
+    if wrong:
+        return f"not at {wanted.version or 'branch ' + wanted.branch}: {', '.join(wrong)}"
+    if wanted.hold and not all(name in facts.held for name in names):
+        return "installed but not held: " + " ".join(n for n in names if n not in facts.held)
+    return None
+

@@ -1,0 +1,106 @@
+"""The rolling reboot, against hosts simulated in memory: N at a time in inventory order, back when SSH answers
+without the run's marker, a host that does not come back stops the rollout, never the machine running provision."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from provision import reboot
+from provision.connection import CommandResult, Connection, Unreachable
+from provision.inventory import Host as InventoryHost
+from provision.settings import HostSettings
+from provision.reboot import NOT_BACK, NOT_STARTED, REBOOTED, REFUSED, RebootTarget, Rollout
+
+
+def host(name: str, address: str = "192.0.2.1", connection: str = "ssh") -> InventoryHost:
+    return InventoryHost(name, address, "root", 22, connection, None, True, ["all"], {}, HostSettings())
+
+
+class FakeHost:
+    """Goes down `down_for` seconds after a reboot is sent, then answers again with /run emptied (or never)."""
+
+    def __init__(self, down_for: float | None = 0.05):
+        self.down_for, self.marker, self.down_until, self.reboots = down_for, None, None, 0
+
+    def up(self) -> bool:
+        return self.down_until is None or time.monotonic() >= self.down_until
+
+
+class FakeConnection(Connection):
+    log: list[tuple[float, str, str]] = []
+    lock = threading.Lock()
+
+    def __init__(self, name: str, machine: FakeHost):
+        super().__init__(name)
+        self.machine = machine
+
+    def open(self):
+        if not self.machine.up():
+            raise Unreachable(f"cannot connect to {self.name}:22: Connection refused")
+
+    def _run(self, argv, stdin, timeout):
+        if argv[:2] == ["sh", "-c"] and "reboot" in argv[2]:
+            self.machine.marker, self.machine.reboots = argv[-1], self.machine.reboots + 1
+            with self.lock:
+                self.log.append((time.monotonic(), self.name, "sent"))
+            if self.machine.down_for is None:
+                self.machine.down_until = float("inf")
+            else:
+                self.machine.down_until = time.monotonic() + self.machine.down_for
+                self.machine.marker = None  # what the boot will have done to /run
+            return CommandResult(argv, 0, "", "")
+        if argv == ["cat", reboot.MARKER]:
+            return CommandResult(argv, 0 if self.machine.marker else 1, f"{self.machine.marker or ''}\n", "")
+        raise AssertionError(argv)
+
+
+def rollout(machines: dict[str, FakeHost], **options) -> tuple[Rollout, list]:
+    said = []
+    roll = Rollout(lambda host: FakeConnection(host.name, machines[host.name]), poll=0.01,
+                   notice=said.append, **{"timeout": 2.0, **options})
+    return roll, said
+
+
+def targets(*names: str, machine_id: str = "0" * 32) -> list[RebootTarget]:
+    return [RebootTarget(host(name, address=f"192.0.2.{i}"), ["driver 580.159.04 is installed, 570.195.03 is loaded"],
+                         machine_id) for i, name in enumerate(names, 1)]
+
+
+def test_serial_one_reboots_each_host_after_the_previous_one_is_back():
+    machines = {name: FakeHost(0.05) for name in ("gpu-1", "gpu-2", "gpu-3")}
+    roll, said = rollout(machines, serial=1)
+    outcomes = roll.run(targets(*machines))
+    assert [o.status for o in outcomes] == [REBOOTED] * 3 and [o.batch for o in outcomes] == [1, 2, 3]
+    for earlier, later in zip(outcomes, outcomes[1:]):
+        assert earlier.back <= later.sent  # never two down at once
+    assert all(o.down is not None and o.down <= o.back for o in outcomes)
+    assert said[0].startswith("rebooting gpu-1 (batch 1 of 3, 1 at a time)")
+
+
+def test_serial_two_reboots_pairs_together():
+    machines = {name: FakeHost(0.1) for name in ("gpu-1", "gpu-2", "gpu-3")}
+    roll, _ = rollout(machines, serial=2)
+    outcomes = roll.run(targets(*machines))
+    assert [o.batch for o in outcomes] == [1, 1, 2] and outcomes[2].sent >= max(outcomes[0].back, outcomes[1].back)
+
+
+def test_a_host_that_does_not_come_back_stops_the_rollout():
+    machines = {"gpu-1": FakeHost(0.05), "gpu-2": FakeHost(None), "gpu-3": FakeHost(0.05)}
+    roll, _ = rollout(machines, serial=1, timeout=0.3)
+    first, stuck, never = roll.run(targets(*machines))
+    assert first.status == REBOOTED and stuck.status == NOT_BACK and "did not come back within 0.3 s" in stuck.message
+    assert never.status == NOT_STARTED and "gpu-2 did not come back" in never.message
+    assert machines["gpu-3"].reboots == 0
+
+
+def test_never_the_machine_running_provision(monkeypatch):
+    monkeypatch.setattr(reboot, "this_machine_id", lambda: "a" * 32)
+    machines = {"gpu-1": FakeHost(), "me": FakeHost(), "local": FakeHost()}
+    roll, _ = rollout(machines)
+    hosts = targets("gpu-1") + targets("me", machine_id="a" * 32)
+    hosts += [RebootTarget(host("local", connection="local"), ["pending"])]
+    done, me, local = roll.run(hosts)
+    assert done.status == REBOOTED and me.status == local.status == REFUSED
+    assert "machine-id aaaaaaaa" in me.message and "local connection" in local.message
+    assert machines["me"].reboots == machines["local"].reboots == 0
