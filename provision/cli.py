@@ -157,7 +157,11 @@ def main():
 def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout,
           identity_file, check, show_diff, playbook, templates, tags, skip_tags, ask_sudo_pass, lock_wait, log_path,
           keep_backups, verbose, accept_gpu_changes, reboot, serial, reboot_timeout):
-    """Converge hosts to the INVENTORY: persistence, power limits, files.
+    """Converge hosts to the INVENTORY: driver, persistence, power limits and clocks, NCCL, Slurm, torchrun.
+
+    A driver installed or changed loads at the next boot: the host is
+    reported as "reboot pending" until then. --reboot reboots those hosts,
+    --serial N at a time (never this machine), and applies them again.
 
     Each host records its GPUs (index, UUID, bus id) at a good run. When
     they differ later (one fell off the bus, was replaced or renumbered), the

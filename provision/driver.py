@@ -76,7 +76,7 @@ def reboot_reasons(settings: DriverSettings | None, facts: HostFacts) -> list[st
     """Why the host must reboot before its GPUs run the driver it has installed; empty when it need not."""
     reasons = []
     driver, mismatch = facts.driver, facts.nvidia.state == "mismatch"
-    installed = None
+    installed = driver.installed  # without a driver block: what the host's driver packages agree on
     if settings is not None:
         try:
             installed = installed_version(package_names(settings, facts.system.os_id), facts)

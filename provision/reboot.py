@@ -83,7 +83,7 @@ class Rollout:
     prepare: Callable[[Connection, Host], None] = lambda conn, host: None  # e.g. the sudo settings of the host
     serial: int = 1
     timeout: float = 600.0  # seconds for one host to go down and come back
-    poll: float = 2.0
+    poll: float = 0.5  # seconds between SSH probes (a new connection each, cheap): short enough to see it down
     notice: Callable[[str], None] = lambda message: None
     local_run: bool = False
     started: float = field(default_factory=time.monotonic)

@@ -125,6 +125,7 @@ def print_facts(host: str, facts: HostFacts | None, error: str = "", nccl_said: 
                f"systemd {'running' if s.systemd_running else 'not running'}")
     if nccl_said:
         _print_nccl(nccl_said)
+    click.echo(f"  driver: {driver_line(facts)}")
     daemon = "not installed" if not n.persistenced_path else ("running" if n.persistenced_running else "stopped")
     if n.state != "ok":
         click.echo(f"  nvidia: {n.state}: {n.message}; nvidia-persistenced {daemon}")
@@ -151,6 +152,22 @@ def print_facts(host: str, facts: HostFacts | None, error: str = "", nccl_said: 
         click.echo(f"  {click.style('topology', fg='yellow')}: {warning}")
     for note in n.notes:
         click.echo(f"  note: {note}")
+
+
+def driver_line(facts: HostFacts) -> str:
+    """The driver in one line: loaded module, installed packages, what stands in its way, a pending reboot."""
+    from provision.driver import reboot_reasons
+
+    d = facts.driver
+    loaded = (f"{d.loaded} loaded ({'open' if d.loaded_open else 'proprietary'} kernel module)" if d.loaded
+              else "no NVIDIA module loaded")
+    packages = ", ".join(f"{name} {version}" for name, version in sorted(d.packages.items())) or "no driver package"
+    words = [loaded, f"installed: {packages}"]
+    words += ["nouveau loaded"] if d.nouveau_loaded else []
+    words += [f"Secure Boot {d.secure_boot}"] if d.secure_boot in ("enabled", "unknown") else []
+    pending = reboot_reasons(None, facts)
+    words += [click.style(f"reboot pending: {'; '.join(pending)}", fg="yellow")] if pending else []
+    return "; ".join(words)
 
 
 def _print_nccl(said: dict) -> None:

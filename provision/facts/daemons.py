@@ -64,10 +64,10 @@ def parse_packages(text: str) -> dict[str, str | None]:
     return found
 
 
-def parse_held(text: str) -> set[str]:
+def parse_held(text: str) -> list[str]:
     """The asked packages that are installed and on hold (dpkg's selection "hold": the h of hi)."""
-    return {words[0] for words in (line.split() for line in text.splitlines()[1:])
-            if len(words) >= 3 and words[2][:2] == "hi"}
+    return sorted(words[0] for words in (line.split() for line in text.splitlines()[1:])
+                  if len(words) >= 3 and words[2][:2] == "hi")
 
 
 def parse_daemons(text: str) -> dict[str, list[DaemonProcess]]:

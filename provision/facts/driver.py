@@ -56,6 +56,7 @@ def parse_driver(text: str) -> DriverFacts:
             words = rest.split()
             if len(words) >= 3 and words[2][1:2] == "i":  # installed (ii, hi; not un, rc)
                 found.packages[words[0]] = words[1]
+                found.held += [words[0]] if words[2][0] == "h" else []
     return found
 
 

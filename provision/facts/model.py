@@ -292,6 +292,15 @@ class DriverFacts:
     nouveau_loaded: bool = False
     secure_boot: str = "unknown"  # "enabled", "disabled", "no-efi" (booted without UEFI) or "unknown"
     packages: dict[str, str] = field(default_factory=dict)  # installed driver packages -> Debian version
+    held: list[str] = field(default_factory=list)  # of those, the ones on hold (apt-mark hold)
+
+    @property
+    def installed(self) -> str | None:
+        """The driver version the installed packages hold, when they agree on one (facts/driver.py upstream)."""
+        from provision.facts.driver import upstream
+
+        versions = {upstream(v) for v in self.packages.values()}
+        return versions.pop() if len(versions) == 1 else None
 
 
 @dataclass
@@ -301,7 +310,7 @@ class HostFacts:
     files: dict[str, FileFacts] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)  # UnitRef.key -> "enabled"/"disabled"/...
     packages: dict[str, str | None] = field(default_factory=dict)  # name -> installed version (asked ones only)
-    held: set[str] = field(default_factory=set)  # of the asked packages, those on hold (apt-mark hold)
+    held: list[str] = field(default_factory=list)  # of the asked packages, those on hold (apt-mark hold)
     driver: DriverFacts = field(default_factory=DriverFacts)
     daemons: dict[str, list[DaemonProcess]] = field(default_factory=dict)  # munged, slurmd, ... -> processes
     slurm_node: SlurmNodeState | None = None  # verify only; None where not read or scontrol is not installed

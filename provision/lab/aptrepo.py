@@ -24,10 +24,10 @@ from email.utils import formatdate
 from pathlib import Path
 
 from provision.lab import rootfs
-from provision.lab.node import GPUSIM, NODE_SIM_SOURCE, sim_wrapper
+from provision.lab.node import GPUSIM, NODE_NVML_LIBRARY, NODE_SIM_SOURCE, sim_wrapper
 from provision.lab.system import run, unmount_all_under
 
-REPO_REVISION = 1  # bump when the driver packages or the index change: a new cache key, a fresh repository
+REPO_REVISION = 2  # bump when the driver packages or the index change: a new cache key, a fresh repository
 DEBIAN_PACKAGES = ("munge", "slurmd", "slurmctld", "slurm-client")
 # Simulated driver packages: name -> driver version (branches gpusim.CUDA_FOR_DRIVER knows).
 DRIVERS = {"nvidia-driver-580": "580.159.04", "nvidia-driver-570": "570.195.03"}
@@ -60,18 +60,18 @@ Section: misc
 Priority: optional
 Description: NVIDIA driver {driver} (simulated, provision lab)
  The provision lab's GPU simulator as nvidia-smi and nvidia-persistenced, with the
- nvidia-persistenced unit as Ubuntu ships it. Installing it makes the node's simulated
- GPUs report driver {driver}.
+ nvidia-persistenced unit as Ubuntu ships it, and the NVML library's version. As with
+ a real driver, the node's kernel module changes only at its next boot: until then
+ nvidia-smi fails (library/driver version mismatch, or no driver loaded).
 """
 
-# The daemon's --user must exist; the new driver is "loaded" at once (a real one needs a reboot).
+# The daemon's --user must exist. Nothing loads the new driver: the node's next boot does (gpusim's reboot).
 POSTINST = """\
 #!/bin/sh
 set -e
 if [ "$1" = configure ]; then
     getent passwd nvidia-persistenced >/dev/null || useradd --system --user-group --home-dir /nonexistent \\
         --no-create-home --shell /usr/sbin/nologin --comment "NVIDIA Persistence Daemon" nvidia-persistenced
-    python3 {sim} set-driver {driver}
 fi
 """
 
@@ -158,14 +158,16 @@ def _download(root: Path, mirror: str) -> None:
 
 
 def build_driver_package(out_dir: Path, name: str, driver: str) -> Path:
-    """out_dir/NAME_VERSION_all.deb: the simulator as nvidia-smi and nvidia-persistenced, reporting driver."""
+    """out_dir/NAME_VERSION_all.deb: the simulator as nvidia-smi and nvidia-persistenced, and the installed
+    driver's NVML library version (the simulator's NVIDIA_SIM_LIBRARY): driver, loaded at the next boot."""
     version = driver + DEBIAN_REVISION
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
         files = {
             "DEBIAN/control": (CONTROL.format(name=name, version=version, driver=driver), 0o644),
-            "DEBIAN/postinst": (POSTINST.format(sim=NODE_SIM_SOURCE, driver=driver), 0o755),
+            "DEBIAN/postinst": (POSTINST, 0o755),
             NODE_SIM_SOURCE: (GPUSIM.read_text(), 0o644),
+            NODE_NVML_LIBRARY: (driver + "\n", 0o644),
             "/usr/bin/nvidia-smi": (sim_wrapper("/usr/bin/nvidia-smi"), 0o755),
             "/usr/bin/nvidia-persistenced": (sim_wrapper("/usr/bin/nvidia-persistenced"), 0o755),
             # Debian bookworm ships units under /lib (usrmerge aliasing), and nodeinit looks there.

@@ -104,7 +104,10 @@ def status(as_json, lab_dir):
 @click.argument("node")
 @dir_option
 def reboot(node, lab_dir):
-    """Power-cycle NODE: its processes die, GPU settings reset, its enabled boot units run, sshd comes back."""
+    """Power-cycle NODE: its processes die, GPU settings reset, its enabled boot units run, sshd comes back.
+
+    A node also reboots itself, as a machine does: `reboot` in it (sync, reboot(2)); the lab boots it again.
+    """
     seconds = Lab(lab_dir).reboot(node, log=lambda message: click.echo(message, err=True))
     click.echo(f"{node} rebooted ({seconds:.1f}s).")
 

@@ -8,8 +8,9 @@ Layout of a lab directory (default /var/lib/provision-lab/default):
   known_hosts         every node's host key (the tool checks host keys strictly)
   id_ed25519(.pub)    the lab's client key, authorized as root on every node
   nodes/NAME/         upper/ + work/ (the node's disk), root/ (the overlay mount, the lab's apt repository
-                      mounted read-only in it at /srv/provision-lab/apt), console.log, cgroups (the node's
-                      cgroup directories on this machine, while it runs)
+                      mounted read-only in it at /srv/provision-lab/apt), console.log (its boots, and its
+                      supervisor's word when it rebooted itself), cgroups (the node's cgroup directories on this
+                      machine, while it runs)
 
 Each node's disk is its upper/ over the lab's Python layer (torch, pylayer.py; not for a node with
 custom.lab.torch: false) over the Debian image, both cached under /var/cache/provision-lab; a node with
@@ -306,13 +307,25 @@ class Lab:
             node.stop()
             node.start()
             node.wait_ssh()
-            faults = state.get("faults", {}).get(name, [])
-            faults[:] = [f for f in faults if not f.startswith(GONE_AT_REBOOT)]
-            for fault in faults:  # a cable into the slow switch is still there after the reboot
-                if fault.startswith("nic-slow "):
-                    _slow_link(node, fault.split()[1])
-            self._save(state)
+            self._booted(state, node)
             return time.monotonic() - started
+
+    def booted_again(self, name: str) -> None:
+        """A node rebooted itself and its supervisor booted it again: once it is up, as after `reboot`."""
+        _state, node = self.node(name)
+        node.wait_ssh()
+        with _machine_lock():
+            state, node = self.node(name)
+            self._booted(state, node)
+
+    def _booted(self, state: dict, node: Node) -> None:
+        """The faults a boot ends leave the record; what stays is set up again where the node's boot undid it."""
+        faults = state.get("faults", {}).get(node.spec.name, [])
+        faults[:] = [f for f in faults if not f.startswith(GONE_AT_REBOOT)]
+        for fault in faults:  # a cable into the slow switch is still there after the reboot
+            if fault.startswith("nic-slow "):
+                _slow_link(node, fault.split()[1])
+        self._save(state)
 
     def fault(self, name: str, kind: str, gpu: int | None = None, nic: str | None = None) -> str:
         """Inject a fault for a drill (or clear them all); what was done, in words."""

@@ -14,7 +14,8 @@ Usage
   gpusim.py nvidia-smi|nvidia-persistenced|dmesg ARGS...
   gpusim.py init [--config FILE]         fresh state from the config (settings and faults forgotten);
                                          FILE, if given, first replaces the config; a boot (see reboot)
-  gpusim.py reboot                       power cycle: persistence off, power limits and clocks back to
+  gpusim.py reboot                       power cycle: the driver on disk (the installed one, see Driver) is
+                                         the one that loads; persistence off, power limits and clocks back to
                                          defaults, pending -lmcd applied, fallen-off GPUs back; a degraded
                                          link stays degraded; volatile ECC counts back to 0, a pending page
                                          retirement or row remap takes effect; forced clock event reasons
@@ -40,8 +41,9 @@ Usage
                                          GPU's link.
                                          clear: a repaired card: every fault above undone, its counts back to 0
                                          but the aggregate (lifetime) ECC count.
-  gpusim.py set-driver VERSION           the loaded driver is VERSION from now on (the config's GPUs stay); what
-                                         the lab's driver packages run when installed; no config: nothing to do
+  gpusim.py set-driver VERSION           driver VERSION installed and loaded at once, without the reboot a real
+                                         one needs (the config's, and the library file where there is one; the
+                                         config's GPUs stay): a shortcut for tests; no config: nothing to do
   gpusim.py install DIR                  DIR/nvidia-smi, DIR/nvidia-persistenced and DIR/dmesg: wrappers that run
                                          this file
   gpusim.py show                         the state as JSON
@@ -56,9 +58,23 @@ Environment
                       boot (default /run/nvidia-sim/dmesg; where only NVIDIA_SIM_KMSG is set, that path + ".ring",
                       so that a test's simulator never writes to /run)
   NVIDIA_SIM_UID      act as this uid (default: the effective uid); setters and dmesg need 0
+  NVIDIA_SIM_LIBRARY  the installed driver's NVML library version, a file a driver package ships holding its
+                      full version, "580.159.04" (default /usr/lib/provision-lab/nvml-library-version)
+  NVIDIA_SIM_PROC_DRIVER  /proc/driver/nvidia, which the loaded driver makes: its version file, written at
+                      each boot, gone while no driver is loaded (default /proc/driver/nvidia; where another
+                      NVIDIA_SIM_* path is set, the state's path + ".proc-driver-nvidia", so that a test's
+                      simulator never writes to /proc)
+
+Driver
+  Installed and loaded, as on a real machine. The installed driver is what NVIDIA_SIM_LIBRARY says; without
+  that file, the config's driver_version (a simulator set up on its own; null: none installed). The loaded
+  one is the kernel module a boot (init, reboot) loaded: the installed one at that boot, or none. Installing
+  another driver changes what nvidia-smi (the library) is, not the module: every nvidia-smi run then fails
+  with "Failed to initialize NVML: Driver/library version mismatch" (exit 18) until the next boot; installed
+  where none is loaded, it cannot communicate with the driver (exit 9).
 
 Config
-  {"driver_version": "580.159.04",
+  {"driver_version": "580.159.04",   (the installed driver where no NVIDIA_SIM_LIBRARY file is; null: none)
    "gpus": [{"model": "v100-sxm2-16gb", "count": 4},
             {"model": "h100-80gb-hbm3", "uuid": "GPU-5afa2088-...", "bus_id": "00000000:00:06.0"}],
    "cpus": 16, "numa_nodes": 1, "virtualization_mode": "None", "cuda_version": "13.0",
@@ -79,6 +95,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import sys
@@ -97,6 +114,8 @@ ENV_DEFAULTS = {
     "NVIDIA_SIM_RUNDIR": "/var/run/nvidia-persistenced",
     "NVIDIA_SIM_KMSG": "/var/log/nvidia-sim-kern.log",
     "NVIDIA_SIM_DMESG": "/run/nvidia-sim/dmesg",
+    "NVIDIA_SIM_LIBRARY": "/usr/lib/provision-lab/nvml-library-version",
+    "NVIDIA_SIM_PROC_DRIVER": "/proc/driver/nvidia",
 }
 DEFAULT_DRIVER = "580.159.04"
 CUDA_FOR_DRIVER = {"580": "13.0", "575": "12.9", "570": "12.8", "565": "12.7", "560": "12.6", "555": "12.5",
@@ -118,6 +137,16 @@ def ring_path() -> str:
     return ENV_DEFAULTS["NVIDIA_SIM_DMESG"]
 
 
+def proc_driver_path() -> str:
+    """The loaded driver's /proc/driver/nvidia. Where a caller moved the simulator's other files (a test, a
+    simulator set up on its own) but not this, it goes beside the state rather than into the real /proc."""
+    if os.environ.get("NVIDIA_SIM_PROC_DRIVER"):
+        return os.environ["NVIDIA_SIM_PROC_DRIVER"]
+    if any(os.environ.get(name) for name in ENV_DEFAULTS):
+        return env_path("NVIDIA_SIM_STATE") + ".proc-driver-nvidia"
+    return ENV_DEFAULTS["NVIDIA_SIM_PROC_DRIVER"]
+
+
 def pidfile_path() -> str:
     return os.path.join(env_path("NVIDIA_SIM_RUNDIR"), "nvidia-persistenced.pid")
 
@@ -132,6 +161,7 @@ def effective_uid() -> int:
 
 RC_OK, RC_INVALID, RC_NOT_SUPPORTED, RC_NO_PERMISSION, RC_NOT_FOUND, RC_NO_DRIVER = 0, 2, 3, 4, 6, 9
 RC_GPU_LOST = 15  # nvidia-smi(1): "GPU has fallen off the bus or has otherwise become inaccessible"
+RC_VERSION_MISMATCH = 18  # nvml.h NVML_ERROR_LIB_RM_VERSION_MISMATCH: what nvidia-smi exits with on it
 RC_SIM = 255  # the simulator itself cannot do what was asked (bad config, unsimulated option)
 
 # --- what the real programs print ---------------------------------------------------------------
@@ -139,6 +169,9 @@ RC_SIM = 255  # the simulator itself cannot do what was asked (bad config, unsim
 NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
              "Make sure that the latest NVIDIA driver is installed and running.\n\n")
 NO_DEVICES = "No devices were found\n"
+# The library (nvidia-smi's NVML) is not the loaded kernel module's version: a driver installed, no reboot yet.
+# Since the 5xx drivers the library's version follows, as its first two components ("550.144", "570.124").
+VERSION_MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: {nvml}\n"
 HELP_HINT = "Please run 'nvidia-smi -h' for help."
 INVALID_COMBINATION = f"Invalid combination of input arguments. {HELP_HINT}\n"
 ALL_DONE = "All done."
@@ -422,8 +455,35 @@ def config_digest(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def driver_of(config: dict) -> str:
-    return str(config.get("driver_version") or DEFAULT_DRIVER)
+def installed_driver(config: dict) -> Optional[str]:
+    """The driver on disk: its NVML library's version (NVIDIA_SIM_LIBRARY, which a driver package ships); without
+    that file, the config's driver_version (default DEFAULT_DRIVER; null: none installed)."""
+    path = env_path("NVIDIA_SIM_LIBRARY")
+    try:
+        with open(path) as fh:
+            version = fh.read().strip()
+    except FileNotFoundError:
+        if "driver_version" in config and config["driver_version"] is None:
+            return None
+        return str(config.get("driver_version") or DEFAULT_DRIVER)
+    except OSError as exc:
+        raise SimError(f"cannot read the NVML library version {path}: {exc}")
+    if not is_version(version):
+        raise SimError(f"{path}: expected a driver version such as 580.159.04, got {version!r}")
+    return version
+
+
+def is_version(text: str) -> bool:
+    return bool(text) and all(part.isdigit() for part in text.split("."))
+
+
+def load_driver(state: dict, config: dict) -> None:
+    """The kernel module on disk loads: the installed driver becomes the loaded one (none installed: none loaded),
+    and with it the CUDA version nvidia-smi reports."""
+    driver = installed_driver(config)
+    state["driver_version"] = driver
+    state["cuda_version"] = driver and str(config.get("cuda_version")
+                                           or CUDA_FOR_DRIVER.get(driver.split(".")[0], "13.0"))
 
 
 def new_state(config: dict) -> dict:
@@ -433,12 +493,9 @@ def new_state(config: dict) -> dict:
         count = int(entry.get("count", 1))
         for k in range(count):
             records.append(new_record(len(records), MODELS[entry["model"]], overrides(entry, k, count), hostname))
-    driver = driver_of(config)
-    return {
+    state = {
         "version": STATE_VERSION,
         "config_digest": config_digest(config),
-        "driver_version": driver,
-        "cuda_version": str(config.get("cuda_version") or CUDA_FOR_DRIVER.get(driver.split(".")[0], "13.0")),
         "hostname": hostname,
         "cpus": int(config.get("cpus") or os.cpu_count() or 1),
         "numa_nodes": int(config.get("numa_nodes") or 1),
@@ -449,6 +506,8 @@ def new_state(config: dict) -> dict:
         "daemon": None,
         "gpus": records,
     }
+    load_driver(state, config)  # first use: as if the machine had booted with the driver on disk
+    return state
 
 
 def overrides(entry: dict, k: int, count: int) -> dict:
@@ -653,14 +712,18 @@ def kmsg(state: dict, message: str, source: str = "kernel", uptime: Optional[flo
 # A boot: the machine came up BOOT_AGO seconds before the simulated reboot returns, and the driver loaded
 # at a few seconds of uptime, as on real machines ([    4.378677] .. [   11.402126] in public dmesg outputs).
 BOOT_AGO = 20.0
-# The driver's load line (kernel-open/nvidia/nv.c: "NVRM: loading %s", pNVRM_ID). The open kernel modules
-# (utils.mk GENERATE_NVIDSTRING), the default since the 560 driver, say "NVIDIA UNIX Open Kernel Module for
-# x86_64  <version>  Release Build  (<builder>)  <date>"; they do not drive Volta, so a host with a V100 runs
-# the proprietary ones: "NVIDIA UNIX x86_64 Kernel Module  <version>  <date>". Builder and date: borrowed
-# from real 580-branch lines (see gpu_models.md), the same for every version.
-LOAD_OPEN = "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  {driver}  Release Build  " \
-            "(dvs-builder@U22-I3-AF03-29-4)  Wed Feb 18 05:37:09 UTC 2026"
-LOAD_PROPRIETARY = "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {driver}  Wed Oct 29 23:15:11 UTC 2025"
+# The loaded module's id string (pNVRM_ID), in its load line (kernel-open/nvidia/nv.c: "NVRM: loading %s") and
+# in /proc/driver/nvidia/version ("NVRM version: %s", then "GCC version:  %s", the compiler it was built with).
+# The open kernel modules (utils.mk GENERATE_NVIDSTRING), the default since the 560 driver, say "NVIDIA UNIX
+# Open Kernel Module for x86_64  <version>  Release Build  (<builder>)  <date>"; they do not drive Volta, so a
+# host with a V100 runs the proprietary ones: "NVIDIA UNIX x86_64 Kernel Module  <version>  <date>". Builder
+# and date: borrowed from real 580-branch lines (see gpu_models.md), the same for every version; the compiler:
+# Debian 12's, which built the module there (DKMS), with the trailing space real files have.
+NVRM_ID_OPEN = "NVIDIA UNIX Open Kernel Module for x86_64  {driver}  Release Build  " \
+               "(dvs-builder@U22-I3-AF03-29-4)  Wed Feb 18 05:37:09 UTC 2026"
+NVRM_ID_PROPRIETARY = "NVIDIA UNIX x86_64 Kernel Module  {driver}  Wed Oct 29 23:15:11 UTC 2025"
+LOAD_LINE = "NVRM: loading {id}"
+PROC_VERSION = "NVRM version: {id}\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n"
 
 
 def empty_ring() -> None:
@@ -672,15 +735,40 @@ def empty_ring() -> None:
             pass
 
 
-def boot(state: dict) -> float:
-    """The kernel starts afresh, then the NVIDIA driver loads. Returns when it loaded."""
+def boot(state: dict, config: dict) -> Optional[float]:
+    """The kernel starts afresh, then the NVIDIA driver on disk loads, if there is one. Returns when it loaded
+    (None: no driver)."""
     state["boot_time"] = time.time() - BOOT_AGO
     empty_ring()
-    volta = any(MODELS[r["model"]].architecture == "Volta" for r in state["gpus"])
-    line = LOAD_PROPRIETARY if volta else LOAD_OPEN
+    load_driver(state, config)
+    write_proc_driver(state)
+    if state["driver_version"] is None:
+        return None
     loaded = random.uniform(4.0, 9.0)
-    kmsg(state, line.format(driver=state["driver_version"]), uptime=loaded)
+    kmsg(state, LOAD_LINE.format(id=nvrm_id(state)), uptime=loaded)
     return state["boot_time"] + loaded
+
+
+def nvrm_id(state: dict) -> str:
+    volta = any(MODELS[r["model"]].architecture == "Volta" for r in state["gpus"])
+    return (NVRM_ID_PROPRIETARY if volta else NVRM_ID_OPEN).format(driver=state["driver_version"])
+
+
+def write_proc_driver(state: Optional[dict]) -> None:
+    """/proc/driver/nvidia as the loaded driver makes it: its version file; no driver loaded, no directory."""
+    directory = proc_driver_path()
+    with contextlib.suppress(OSError):
+        if not state or state.get("driver_version") is None:
+            if os.path.isdir(directory):
+                shutil.rmtree(directory)
+            return
+        os.makedirs(directory, exist_ok=True)
+        version = os.path.join(directory, "version")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(version)  # read-only (0444), as the kernel's
+        with open(version, "w") as fh:
+            fh.write(PROC_VERSION.format(id=nvrm_id(state)))
+        os.chmod(version, 0o444)
 
 
 def pci_short(bus_id: str) -> str:
@@ -1963,6 +2051,7 @@ def smi_output(argv: list) -> tuple:
     if config is None:
         raise Exit(NO_DRIVER, RC_NO_DRIVER)
     with open_state(config) as state:
+        init_nvml(state, config)
         host = Host(state)
         unload_idle_gpus(state, host.daemon)  # the driver let go of them since the last client
         if subcommand:
@@ -1971,6 +2060,17 @@ def smi_output(argv: list) -> tuple:
             text, rc = smi_run(host, opts, action, value)
         unload_idle_gpus(state, host.daemon)  # and lets go again as this client exits
     return text, rc, opts.get("filename")
+
+
+def init_nvml(state: dict, config: dict) -> None:
+    """What nvidia-smi's NVML needs before anything else: a loaded driver of its own version. (No driver on disk
+    while one is loaded, its package purged since the boot, leaves nothing to compare: a real nvidia-smi went with
+    the package.)"""
+    loaded, library = state["driver_version"], installed_driver(config)
+    if loaded is None:
+        raise Exit(NO_DRIVER, RC_NO_DRIVER)
+    if library is not None and library != loaded:
+        raise Exit(VERSION_MISMATCH.format(nvml=".".join(library.split(".")[:2])), RC_VERSION_MISMATCH)
 
 
 # --- the help texts: verbatim captures of driver 580.159.04 -------------------------------------
@@ -2057,8 +2157,9 @@ PERSISTENCED_HELP_Z = (
 
 
 def help_text(blob: str, config: Optional[dict]) -> str:
+    """The help of the installed programs: their version is the installed driver's."""
     text = zlib.decompress(base64.b64decode(blob)).decode()
-    return text.replace(DEFAULT_DRIVER, driver_of(config or {}))
+    return text.replace(DEFAULT_DRIVER, installed_driver(config or {}) or DEFAULT_DRIVER)
 
 
 # --- nvidia-persistenced ----------------------------------------------------------------------
@@ -2114,7 +2215,7 @@ def persistenced_main(argv: list) -> int:
 
 def persistenced_refusal(opts: dict, config: Optional[dict]) -> Optional[str]:
     """Why the daemon would not start (its syslog line), or None."""
-    if config is None:
+    if config is None or not driver_loaded(config):
         return "Failed to query NVIDIA devices. Please ensure that the NVIDIA device files (/dev/nvidia*) exist"
     if effective_uid() != 0:
         return "Failed to open PID file: Permission denied"
@@ -2127,6 +2228,11 @@ def persistenced_refusal(opts: dict, config: Optional[dict]) -> Optional[str]:
         except KeyError:
             return f"Failed to find user '{opts['user']}'"
     return None
+
+
+def driver_loaded(config: dict) -> bool:
+    with open_state(config) as state:
+        return state["driver_version"] is not None
 
 
 def daemonize(opts: dict, config: dict) -> int:
@@ -2319,8 +2425,9 @@ def cmd_init(args: list) -> int:
         install_config(args[1])
     elif args:
         raise SimError("usage: gpusim.py init [--config FILE]")
-    with open_state(require_config(), fresh=True) as state:
-        boot(state)  # a new boot_time forces a save even when nothing else differs
+    config = require_config()
+    with open_state(config, fresh=True) as state:
+        boot(state, config)  # a new boot_time forces a save even when nothing else differs
     return 0
 
 
@@ -2339,14 +2446,22 @@ def write_config(text: str) -> None:
 
 
 def cmd_set_driver(args: list) -> int:
-    """A driver package was installed: nvidia-smi reports its version (and its CUDA version) from now on."""
-    if len(args) != 1 or not all(part.isdigit() for part in args[0].split(".")):
+    """Driver VERSION installed and loaded at once, with no reboot between (a test's shortcut): nvidia-smi reports
+    it (and its CUDA version) from now on."""
+    if len(args) != 1 or not is_version(args[0]):
         raise SimError("usage: gpusim.py set-driver VERSION (digits and dots, e.g. 570.195.03)")
     config = load_config()
     if config is None:
         return 0  # no GPUs configured here: no driver to report
     config["driver_version"] = args[0]
     write_config(json.dumps(config, indent=2) + "\n")
+    library = env_path("NVIDIA_SIM_LIBRARY")
+    if os.path.exists(library):
+        with open(library, "w") as fh:
+            fh.write(args[0] + "\n")
+    with open_state(config) as state:
+        load_driver(state, config)
+        write_proc_driver(state)
     return 0
 
 
@@ -2354,6 +2469,7 @@ def cmd_reboot(args: list) -> int:
     config = load_config()
     if config is None:
         empty_ring()
+        write_proc_driver(None)
         return 0  # no driver, no GPUs: nothing else to power cycle
     with open_state(config) as state:
         for record in state["gpus"]:
@@ -2364,8 +2480,8 @@ def cmd_reboot(args: list) -> int:
             # forced clock event reasons are the hardware's (a braking PSU, poor cooling): they stay
             record.update(ecc_volatile=0, retired_pending=False, remap_pending=False)
         state["daemon"] = None
-        loaded = boot(state)
-        for record in state["gpus"]:  # the clock event counters count from the driver's load
+        loaded = boot(state, config)
+        for record in state["gpus"] if loaded else []:  # the clock event counters count from the driver's load
             record["reasons_since"] = {bit: loaded for bit in record["reasons_since"]}
     if live_daemon_pid() is None:
         with contextlib.suppress(OSError):

@@ -1,12 +1,19 @@
 """One lab node: its disk (an overlay over the shared image), its identity, its processes.
 
-A node runs as: into its own cgroup in each of this machine's cgroup v1
-hierarchies -> `ip netns exec NS unshare --cgroup --uts --pid --mount --fork`
--> setup (hostname; the node's own /proc, /sys, /dev, /run) -> chroot ->
-nodeinit.py as PID 1 of the node. Killing every process of the namespace is
-a power cut: PID 1 goes, the kernel takes the rest of the node with it, the
-mounts made inside vanish with its mount namespace, and its cgroups are
-removed (a machine boots with none of its own).
+A node runs as: its supervisor (supervise: this machine's PID and mount
+namespaces, the node's network namespace) -> into its own cgroup in each of
+this machine's cgroup v1 hierarchies -> `ip netns exec NS unshare --cgroup
+--uts --pid --mount --fork` -> setup (hostname; the node's own /proc,
+/proc/driver, /sys, /dev, /run) -> chroot -> nodeinit.py as PID 1 of the node.
+Killing every process of the network namespace is a power cut: the supervisor
+and PID 1 go, the kernel takes the rest of the node with it, the mounts made
+inside vanish with its mount namespace, and its cgroups are removed (a machine
+boots with none of its own).
+
+A node reboots itself as a machine does, with reboot(2) (its /usr/sbin/reboot):
+in a PID namespace the kernel then ends the namespace's PID 1 as if by SIGHUP,
+and only that; the supervisor sees it and boots the node again, with fresh
+cgroups and a fresh /run, as `provision lab reboot` would.
 
 The node's cgroups: a child of this process's cgroup in each v1 hierarchy
 (so a node stays where the lab command's processes are, one level down),
@@ -22,31 +29,39 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from provision.lab import netns
+from provision.lab import gpusim, netns
 from provision.lab.rootfs import APT_REPO_IN_NODE
 from provision.lab.system import LabError, run
 
 HERE = Path(__file__).parent
+SOURCE_ROOT = HERE.parent.parent  # the directory holding this provision package: what the supervisor imports
 GPUSIM = HERE / "gpusim.py"
 NODE_SIM = "/usr/lib/provision-lab/gpusim"  # the simulator's own commands (reboot, fault) inside a node
 NODE_SIM_SOURCE = "/usr/lib/provision-lab/gpusim.py"  # what the wrappers import (the lab's driver packages own it)
+NODE_NVML_LIBRARY = gpusim.ENV_DEFAULTS["NVIDIA_SIM_LIBRARY"]  # the installed driver's version (a driver package's)
+NETNS_DIR = Path("/var/run/netns")  # where `ip netns add` puts a network namespace (iproute2's NETNS_RUN_DIR)
 NODE_INIT = "usr/local/sbin/provision-lab-init"
 DRIVER_VERSION = "580.159.04"
 DEFAULT_GPUS = ({"model": "v100-sxm2-16gb", "count": 4},)  # the basement's main box
 DEFAULT_NICS = ("ens803f0", "ens803f1")  # the seed cluster's dual-port 10GbE
 
 # Inside the new namespaces, before the chroot: the node's own kernel views,
-# never the host's /dev (a node that creates /dev/nvidia0 must not create it here).
+# never the host's /dev (a node that creates /dev/nvidia0 must not create it here) nor its /proc/driver
+# (masked by a tmpfs, as Docker masks /proc/acpi: the node's simulated driver writes nvidia/version there).
 SETUP = r'''set -eu
 root=$1 name=$2
 hostname "$name"
 mount -t proc proc "$root/proc"
+mount -t tmpfs -o mode=0555,size=64k,nosuid,nodev,noexec driver "$root/proc/driver"  # the node's own driver files
 mount -t sysfs sysfs "$root/sys"
 mount -t tmpfs -o mode=0755,size=1m,nosuid dev "$root/dev"
 mknod -m 0666 "$root/dev/null" c 1 3
@@ -79,6 +94,7 @@ class NodeSpec:
     nics: list[str] = field(default_factory=lambda: list(DEFAULT_NICS))
     driver_version: str = DRIVER_VERSION
     persistenced: bool = False  # install the simulated nvidia-persistenced too
+    driver: bool = True  # the simulated driver installed (nvidia-smi, its library): False, only a package brings one
     rdma: list[dict] = field(default_factory=list)  # RDMA NICs as topo -m shows them: {name, near_gpu, numa}
     numa_nodes: int = 1
     torch: bool = True  # the lab's Python layer (pylayer.py) under the node's disk: torch for its python3
@@ -115,6 +131,7 @@ class Node:
              f"lowerdir={lower},upperdir={self.dir / 'upper'},workdir={self.dir / 'work'}", str(self.root)])
         self.serve_apt_repo(apt_repo)
         self.write("etc/hostname", f"{self.spec.name}\n")
+        self.write("etc/machine-id", secrets.token_hex(16) + "\n", mode=0o444)  # its own, as every machine's
         self.write("etc/hosts", hosts_file(self.spec.name, hosts))
         self.write("root/.ssh/authorized_keys", client_public_key, mode=0o600)
         (self.root / "root" / ".ssh").chmod(0o700)
@@ -122,20 +139,26 @@ class Node:
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{self.spec.name}", "-f", str(key)])
         self.install_gpus()
         self.write(NODE_INIT, (HERE / "nodeinit.py").read_text(), mode=0o755)
+        self.write(REBOOT_IN_NODE, REBOOT, mode=0o755)
 
     def install_gpus(self) -> None:
-        """The simulator in /usr/lib/provision-lab with its config at the default path; /usr/bin/nvidia-smi
-        (+ nvidia-persistenced only when asked) and NODE_SIM as the wrappers `gpusim.py install` writes.
-        /usr/bin/dmesg is the simulated kernel's log too: the node shares this machine's kernel, whose own
-        ring buffer says nothing of the node's GPUs (and much of this machine)."""
+        """The simulator in /usr/lib/provision-lab with its config at the default path, NODE_SIM and /usr/bin/dmesg
+        as the wrappers `gpusim.py install` writes (dmesg is the simulated kernel's log: the node shares this
+        machine's kernel, whose own ring buffer says nothing of the node's GPUs, and much of this machine).
+        With spec.driver, the driver as a package installs it: /usr/bin/nvidia-smi (+ nvidia-persistenced only
+        when asked) and its NVML library's version, spec.driver_version, which every boot loads. Without, the
+        GPUs alone (the config's driver_version null): no driver loads until a driver package is installed and
+        the node rebooted."""
         if not GPUSIM.exists():
             raise LabError(f"the GPU simulator {GPUSIM} is missing")
-        config = {"driver_version": self.spec.driver_version, "gpus": self.spec.gpus,
+        config = {"driver_version": self.spec.driver_version if self.spec.driver else None, "gpus": self.spec.gpus,
                   "numa_nodes": self.spec.numa_nodes, "nics": self.spec.rdma}
         self.write("etc/nvidia-sim/config.json", json.dumps(config, indent=2) + "\n")
         self.write(NODE_SIM_SOURCE, GPUSIM.read_text())
-        programs = [NODE_SIM, "/usr/bin/nvidia-smi", "/usr/bin/dmesg",
-                    *(["/usr/bin/nvidia-persistenced"] * self.spec.persistenced)]
+        programs = [NODE_SIM, "/usr/bin/dmesg"]
+        if self.spec.driver:
+            programs += ["/usr/bin/nvidia-smi", *(["/usr/bin/nvidia-persistenced"] * self.spec.persistenced)]
+            self.write(NODE_NVML_LIBRARY, f"{self.spec.driver_version}\n")
         for path in programs:
             self.write(path, sim_wrapper(path), mode=0o755)
 
@@ -147,8 +170,10 @@ class Node:
         run(["mount", "-o", "remount,bind,ro", str(mount_point)])  # a bind mount takes ro only on a remount
 
     def write(self, path_in_node: str, text: str, mode: int = 0o644) -> None:
+        """A file of the node's own (in its upper): what the image has there is replaced, a link not followed."""
         path = self.root / path_in_node.lstrip("/")
         path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
         path.write_text(text)
         path.chmod(mode)
 
@@ -159,23 +184,47 @@ class Node:
 
     # --- processes -----------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Power on: the node boots (GPUs reset, boot units, sshd) in the background."""
-        if self.init_pid() is not None:
+    def start(self, timeout: float = 10.0) -> None:
+        """Power on: the node's supervisor starts, and boots the node (GPUs reset, boot units, sshd) in the
+        background. Returns once the supervisor is in the node's network namespace, where a power cut finds it."""
+        if netns.netns_pids(self.ns):
             raise LabError(f"{self.spec.name} is already running")
-        remove_cgroups(self.cgroups_file)  # a previous boot's, when a power cut left them
+        argv = ["nsenter", f"--net={NETNS_DIR / self.ns}", "--", sys.executable, "-c", SUPERVISOR,
+                str(SOURCE_ROOT), str(self.dir.parents[1]), str(self.net.slot), json.dumps(self.to_state())]
+        with open(self.dir / "console.log", "a") as console:
+            supervisor = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
+                                          start_new_session=True)  # outlives this command: the lab keeps running
+        deadline = time.monotonic() + timeout
+        while supervisor.pid not in netns.netns_pids(self.ns):  # nsenter execs it: the same pid
+            if supervisor.poll() is not None or time.monotonic() > deadline:
+                raise LabError(f"{self.spec.name}: its supervisor did not start (see {self.dir / 'console.log'})")
+            time.sleep(0.01)
+
+    def boot(self) -> subprocess.Popen:
+        """One boot, in fresh cgroups (a previous boot's go first, once their processes have): the node's
+        processes from the cgroup join on, a child of this process that ends when the node does."""
+        remove_cgroups(self.cgroups_file)
         joined = make_cgroups(self.ns, self.cgroups_file)
         argv = ["sh", "-c", JOIN, "join", *(str(p / "cgroup.procs") for p in joined), "--",  # (ip netns exec
                 "ip", "netns", "exec", self.ns,  # remounts /sys: the cgroup files are gone there)
                 "unshare", *(["--cgroup"] if joined else []), "--uts", "--pid", "--mount", "--fork",
                 "--propagation", "private", "--kill-child=SIGKILL", "sh", "-c", SETUP, "setup",
                 str(self.root), self.spec.name]
-        with open(self.dir / "console.log", "a") as console:
-            subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
-                             start_new_session=True)  # outlives this command: the lab keeps running
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # its output: the supervisor's, the console log
+
+    def booted_again(self) -> None:
+        """After the node rebooted itself, what `provision lab reboot` does once a node is up (Lab.booted_again).
+        Whatever goes wrong is only logged: the supervisor must live on, for the node's next reboot."""
+        from provision.lab.cluster import Lab  # the lab drives its nodes: imported here, where a node needs it
+
+        try:
+            Lab(self.dir.parents[1]).booted_again(self.spec.name)
+        except Exception as exc:  # noqa: BLE001 (the node stays up; the console says what was not done)
+            print(f"{self.spec.name}: after its reboot: {type(exc).__name__}: {exc}", flush=True)
 
     def stop(self) -> int:
-        """Power cut: every process of the node, SIGKILL, then its cgroups go. Returns how many were killed."""
+        """Power cut: every process of the node, its supervisor among them, SIGKILL, then its cgroups go.
+        Returns how many were killed."""
         killed = netns.kill_namespace_processes(self.ns)
         remove_cgroups(self.cgroups_file)
         return killed
@@ -227,6 +276,43 @@ class Node:
 
     def to_state(self) -> dict:
         return asdict(self.spec)
+
+
+# The node's supervisor: supervise() below, in a fresh interpreter that imports this very checkout.
+SUPERVISOR = ("import sys; sys.path.insert(0, sys.argv[1]); from provision.lab import node; "
+              "node.supervise(*sys.argv[2:])")
+
+
+def supervise(lab_dir: str, slot: str, spec: str) -> None:
+    """A node's power supply (Node.start runs it in the node's network namespace, with this machine's PID and
+    mount namespaces, where the cgroup files are): boots the node, and boots it again each time it rebooted
+    itself (reboot(2) in its PID namespace: its PID 1 ends as if by SIGHUP), then does what `provision lab
+    reboot` does after a boot (Lab.booted_again). Anything else ends the node for good, and this with it: a power
+    cut (SIGKILL to every process of the network namespace, this one too), a halt or power-off (SIGINT), a
+    failed boot."""
+    node = Node(NodeSpec(**json.loads(spec)), netns.LabNet(int(slot)), Path(lab_dir))
+    rebooted = False
+    while True:
+        boot = node.boot()
+        if rebooted:
+            node.booted_again()
+        if boot.wait() != -signal.SIGHUP:
+            return
+        print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {node.spec.name} rebooted itself: booting it again", flush=True)
+        rebooted = True
+
+
+# /usr/sbin/reboot in a node (the image has none: systemd-sysv's, a link to systemctl, would refuse without
+# systemd): what `reboot -f` does in the end, sync and reboot(2) with RB_AUTOBOOT, which systemctl does itself
+# when forced twice. Only in a lab node (its PID 1 is the lab's init): there reboot(2) ends the node's PID
+# namespace, never this machine.
+REBOOT_IN_NODE = "/usr/sbin/reboot"
+REBOOT = """#!/bin/sh
+# provision lab: reboot this node now (sync, then reboot(2)); the lab boots it again.
+grep -qa provision-lab-init /proc/1/cmdline || { echo "reboot: not a provision lab node" >&2; exit 1; }
+sync
+exec systemctl reboot --force --force
+"""
 
 
 # Before the node's namespaces: the shell joins the node's cgroups (each cgroup.procs file up to "--"), then
@@ -323,7 +409,5 @@ def hosts_file(name: str, nodes: tuple[tuple[str, str], ...]) -> str:
 
 def sim_wrapper(program_in_node: str) -> str:
     """The executable that runs the node's simulator (NODE_SIM_SOURCE) as program_in_node (nvidia-smi, ...)."""
-    from provision.lab import gpusim  # stdlib only: its wrapper template, not its state
-
     return gpusim.WRAPPER.format(python="/usr/bin/python3", name=Path(program_in_node).name,
                                  directory=str(Path(NODE_SIM_SOURCE).parent))

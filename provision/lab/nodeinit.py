@@ -2,10 +2,11 @@
 
 A boot, in the order a machine does it: the kernel's cgroup v1 controllers are
 mounted under /sys/fs/cgroup (tmpfs, then freezer, cpuset, memory, devices,
-cpu,cpuacct, blkio, pids, each best effort: what fails is logged), the driver
-makes its device nodes (/dev/nvidiactl, /dev/nvidia0..N-1, char 195, mode 0666,
-when the simulated driver is installed: one per GPU that enumerates), the GPUs
-come up in their power-on state, the units enabled into a target run (their
+cpu,cpuacct, blkio, pids, each best effort: what fails is logged), the GPUs
+come up in their power-on state and the simulated driver installed on disk, if
+any, loads (/proc/driver/nvidia/version), the driver makes its device nodes
+(/dev/nvidiactl, /dev/nvidia0..N-1, char 195, mode 0666, when a driver loaded:
+one per GPU that enumerates), the units enabled into a target run (their
 ExecStartPre, ExecStart, ExecStartPost, ordered by After=/Before=, as systemd
 would at boot), sshd starts. Then it reaps orphans until the node is powered off
 (SIGKILL from the host; being PID 1, everything in the node dies with it).
@@ -57,7 +58,7 @@ CGROUP_ROOT = "/sys/fs/cgroup"
 # As a cgroup v1 machine (Debian with systemd, hybrid) mounts them; "a,b" is one hierarchy with both,
 # linked as a and b too. Slurm's cgroup/v1 plugins use freezer, cpuset, memory, devices and cpuacct.
 CGROUP_CONTROLLERS = ("cpuset", "cpu,cpuacct", "blkio", "memory", "devices", "freezer", "pids")
-NVIDIA_SMI = "/usr/bin/nvidia-smi"  # the simulated driver is installed (node.py, or a driver package)
+DRIVER_LOADED = "/proc/driver/nvidia/version"  # the loaded driver's (the simulator's boot writes it)
 GPU_CONFIG = "/etc/nvidia-sim/config.json"
 GPU_STATE = "/var/lib/nvidia-sim/state.json"
 NVIDIA_MAJOR = 195  # the NVIDIA driver's character major: nvidia0..N-1 are minors 0..N-1, nvidiactl 255
@@ -526,8 +527,8 @@ def make_gpu_devices(count: int, dev: str = "/dev") -> list[str]:
 
 
 def driver_devices() -> None:
-    if not os.path.exists(NVIDIA_SMI):
-        log("no NVIDIA driver installed: no /dev/nvidia*")
+    if not os.path.exists(DRIVER_LOADED):
+        log("no NVIDIA driver loaded: no /dev/nvidia*")
         return
     try:
         made = make_gpu_devices(gpu_count())
@@ -537,7 +538,8 @@ def driver_devices() -> None:
 
 
 def power_on_gpus() -> None:
-    """The GPUs' volatile settings (persistence, power limits, clocks) are gone after a power cycle."""
+    """The GPUs' volatile settings (persistence, power limits, clocks) are gone after a power cycle, and the
+    driver on disk loads (a driver package installed since the last boot: this one's)."""
     if os.path.exists(GPUSIM):
         log(f"GPUs powered on (simulator reboot -> {spawn([GPUSIM, 'reboot'], ENV, LOG, True)})")
 
@@ -549,8 +551,8 @@ def main() -> None:
     os.makedirs("/run/lock", mode=0o1777, exist_ok=True)
     log(f"booting {os.uname().nodename}")
     mount_cgroups()
-    driver_devices()
     power_on_gpus()
+    driver_devices()  # those of the driver that loaded
     units = enabled_units()
     for name in boot_order(units):
         try:

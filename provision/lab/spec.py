@@ -17,6 +17,9 @@ GPUs and NICs come from, first match wins:
         custom.lab.numa_nodes: 2 splits the GPUs over two sockets (SYS between them). Default: none, one.
   driver.version, when set, is the simulated driver's version; custom.lab.persistenced: true
   installs the simulated nvidia-persistenced too.
+  driver  custom.lab.driver: false makes a node with its GPUs but no NVIDIA driver: no nvidia-smi (nor
+        nvidia-persistenced), nothing loaded, no /dev/nvidia*, no /proc/driver/nvidia, until a driver package
+        of the lab's apt repository is installed and the node rebooted. Default true.
   torch  custom.lab.torch: false leaves the lab's Python layer (torch for the node's python3, pylayer.py)
         out of that node; default true, or false for every node with PROVISION_LAB_TORCH=0.
   provision  custom.lab.provision: true puts this checkout's provision (and its dependencies) on the node's
@@ -42,7 +45,10 @@ from provision.lab.system import LabError
 MODELS = ("v100-sxm2-16gb", "rtx-3090", "rtx-4090", "h100-80gb-hbm3")
 MODEL_HINTS = (("v100", "v100-sxm2-16gb", 4), ("3090", "rtx-3090", 1), ("4090", "rtx-4090", 7),
                ("h100", "h100-80gb-hbm3", 8))
-LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes", "torch", "provision")
+LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes", "torch", "provision", "driver")
+# NodeSpec fields added after labs were first made, with their defaults: a lab's layout names one only where it
+# differs, so that a lab made before the field existed (its state has none) is still the same lab.
+LATER_FIELDS = {"provision": False, "driver": True}
 # The default lab rehearses the basement V100 fix: persistence on, 200 W.
 DEFAULT_VARS = {"gpu": {"persistence": True, "power_limit": 200}}
 NIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
@@ -67,9 +73,9 @@ class LabSpec:
         return tree
 
     def layout(self) -> list[dict]:
-        """What must match for `up` to call a running lab the same lab. provision only where true: a lab
-        made before that key existed is still the same lab."""
-        return [{k: v for k, v in asdict(n).items() if k != "provision" or v} for n in self.nodes]
+        """What must match for `up` to call a running lab the same lab (LATER_FIELDS only where not default)."""
+        return [{k: v for k, v in asdict(n).items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
+                for n in self.nodes]
 
 
 def default_spec(count: int) -> LabSpec:
@@ -102,8 +108,8 @@ def _node_for(host, index: int) -> NodeSpec:
     return NodeSpec(name=HOST_PREFIX + host.name, index=index, gpus=_gpus(host, lab, where),
                     nics=_nics(host, lab, where), driver_version=driver or DRIVER_VERSION,
                     persistenced=bool(lab.get("persistenced", False)), rdma=_rdma(lab, where),
-                    numa_nodes=_numa_nodes(lab, where), torch=_torch(lab, where),
-                    provision=_provision(lab, where))
+                    numa_nodes=_numa_nodes(lab, where), torch=_flag(lab, "torch", pylayer.wanted(), where),
+                    provision=_flag(lab, "provision", False, where), driver=_flag(lab, "driver", True, where))
 
 
 def _gpus(host, lab: dict, where: str) -> list[dict]:
@@ -155,18 +161,11 @@ def _numa_nodes(lab: dict, where: str) -> int:
     return nodes
 
 
-def _torch(lab: dict, where: str) -> bool:
-    torch = lab.get("torch", pylayer.wanted())
-    if not isinstance(torch, bool):
-        raise LabError(f"{where}.torch must be true or false; got {torch!r}", 2)
-    return torch
-
-
-def _provision(lab: dict, where: str) -> bool:
-    wanted = lab.get("provision", False)
-    if not isinstance(wanted, bool):
-        raise LabError(f"{where}.provision must be true or false; got {wanted!r}", 2)
-    return wanted
+def _flag(lab: dict, key: str, default: bool, where: str) -> bool:
+    value = lab.get(key, default)
+    if not isinstance(value, bool):
+        raise LabError(f"{where}.{key} must be true or false; got {value!r}", 2)
+    return value
 
 
 def _nics_from_nccl(ifname: str | None) -> list[str]:

@@ -112,6 +112,9 @@ class NvidiaDriver(DriverTask):
         before = ", ".join(installed) or (f"not installed (installed: {', '.join(other)})" if other else "not installed")
         loaded = facts.driver.loaded
         specs = [f"{name}={wanted.version}-*" if wanted.version else name for name in names]
+        # Another version's held packages (the branch pinned before): apt's resolver never removes a held package
+        # to make room, so they are named for removal (NAME-) in the same apt-get.
+        specs += [f"{name}-" for name in facts.driver.held if name not in names]
         plan.changes.append(Change(
             target=" ".join(names), what="driver packages", before=before,
             after=pinned + ("" if loaded and wanted.version == loaded else ", loaded at the next boot"),

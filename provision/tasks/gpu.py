@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from provision import tuning
+from provision import driver, tuning
 from provision.facts import layout
 from provision.facts.model import GpuFacts, HostFacts, RecordedGpu
 from provision.settings import TUNING_KEYS, GpuOverride, GpuSettings, yaml_words
@@ -89,6 +89,10 @@ def wanted_per_gpu(host, facts: HostFacts, setting: str, plan: Plan) -> Iterator
         plan.skipped = f"gpu.{setting} not set"
         return
     nvidia = facts.nvidia
+    pending = driver.reboot_reasons(host.settings.driver, facts) if nvidia.state != "ok" else []
+    if pending:  # a new driver installed, not loaded yet: no use asking nvidia-smi until the boot
+        plan.failed = f"gpu.{setting} is set but the GPUs wait for a reboot: {pending[0]}"
+        return
     if nvidia.state != "ok":
         plan.failed = f"gpu.{setting} is set but {why_unusable(nvidia.state, nvidia.message)}"
         return
@@ -128,7 +132,6 @@ def why_unusable(state: str, message: str) -> str:
     return {
         "missing": "nvidia-smi is not installed: install the NVIDIA driver first",
         "no-devices": "nvidia-smi found no GPU (fallen off the bus? see dmesg for Xid 79)",
-        "mismatch": f"the installed driver is not the loaded one ({message}): reboot first (apply --reboot)",
     }.get(state, f"nvidia-smi failed: {message}")
 
 

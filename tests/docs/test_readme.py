@@ -14,6 +14,7 @@ itself, and each command must be listed in WHERE with the place it runs:
   geforce    the same on a simulated RTX 4090
   benchmark  as written but at one node, one repeat, without the peers (their venv is not a test's to make)
   slurm      tests/lab/test_slurm.py runs it as written (its lab directory in place of the one shown)
+  driver     tests/lab/test_driver_install.py runs it as written (its lab directory in place of the one shown)
   lab        a lab that mirrors inventories/basement.yaml (lab marker); the basement's addresses reach
              their lab nodes through ~/.ssh/config, so `provision apply inventories/basement.yaml` runs as
              written; the README's default lab directory is this test's lab directory
@@ -75,6 +76,9 @@ WHERE = {
     "provision lab up --like tests/lab/slurm.yaml --dir /var/lib/provision-lab/slurm": "slurm",
     "provision apply /var/lib/provision-lab/slurm/inventory.yaml": "slurm",
     "sudo .venv/bin/python benchmarks/apply_scale.py --sizes 1,8,32": "benchmark",
+    "provision lab up --like tests/lab/driver.yaml --dir /var/lib/provision-lab/driver": "driver",
+    "provision apply /var/lib/provision-lab/driver/inventory.yaml": "driver",
+    "provision apply /var/lib/provision-lab/driver/inventory.yaml --reboot --serial 1": "driver",
 }
 
 

@@ -16,7 +16,8 @@ NODE = "lab-rtx3090-2"  # one RTX 3090, no nvidia-persistenced of its own
 APT = "DEBIAN_FRONTEND=noninteractive apt-get -q -y"
 INSTALLED = ("nvidia-driver-570", "nvidia-driver-580", "munge", "slurmd")
 SIM_FILES = ("/usr/bin/nvidia-smi", "/usr/bin/nvidia-persistenced", "/usr/lib/provision-lab/gpusim.py",
-             "/etc/nvidia-sim/config.json", "/var/lib/nvidia-sim/state.json")
+             "/usr/lib/provision-lab/nvml-library-version", "/etc/nvidia-sim/config.json",
+             "/var/lib/nvidia-sim/state.json")
 DRIVER_QUERY = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
 
 
@@ -37,6 +38,7 @@ def node(lab):
             file.parent.mkdir(parents=True, exist_ok=True)
             file.write_bytes(saved[0])
             file.chmod(saved[1])
+    lab.lab("reboot", NODE)  # the driver the restored files install is the one loaded again
     assert ok(lab, NODE, DRIVER_QUERY) == reported
 
 
@@ -56,12 +58,24 @@ def test_the_lab_repository_is_the_only_source_and_read_only(lab):
     assert lab.ssh(NODE, f"touch {APT_REPO_IN_NODE}/x").returncode != 0  # one repository shared by all nodes
 
 
-def test_driver_package_sets_the_version_nvidia_smi_reports_then_upgrades(lab, node):
-    ok(lab, node, f"apt-get -q update && {APT} install nvidia-driver-570")
+def mismatch(lab, node: str) -> str:
+    """nvidia-smi on a node whose installed driver is not the loaded one: its message (it exits 18)."""
+    proc = lab.ssh(node, "nvidia-smi")
+    assert proc.returncode == 18, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_driver_package_loads_its_version_at_the_next_boot_then_upgrades(lab, node):
+    ok(lab, node, f"apt-get -q update && {APT} install nvidia-driver-570")  # over the lab's 580: a downgrade
+    assert mismatch(lab, node) == ("Failed to initialize NVML: Driver/library version mismatch\n"
+                                   "NVML library version: 570.195\n")
+    lab.lab("reboot", node)
     assert ok(lab, node, DRIVER_QUERY) == "570.195.03\n"
     assert "CUDA Version: 12.8" in ok(lab, node, "nvidia-smi")
 
     ok(lab, node, f"{APT} install nvidia-driver-580")  # Conflicts: nvidia-driver: apt swaps them
+    assert "NVML library version: 580.159" in mismatch(lab, node)
+    lab.lab("reboot", node)
     assert ok(lab, node, DRIVER_QUERY) == "580.159.04\n"
     installed = "dpkg-query -W -f '${Package} ${db:Status-Status}\\n' | grep '^nvidia-driver.* installed$'"
     assert ok(lab, node, installed) == "nvidia-driver-580 installed\n"

@@ -1,5 +1,5 @@
 """The lab's apt repository, the parts that need no root: its index (Packages, Release), the simulated
-driver packages dpkg-deb builds, and the simulator command their postinst runs."""
+driver packages dpkg-deb builds, and the simulator's set-driver shortcut (tests install a driver with it)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from provision.lab import aptrepo
-from provision.lab.node import GPUSIM, sim_wrapper
+from provision.lab.node import GPUSIM, NODE_NVML_LIBRARY, sim_wrapper
 
 CONTROL = """\
 Package: tiny
@@ -93,7 +93,7 @@ def test_driver_packages_and_their_index(tmp_path):
 
 
 @needs_dpkg_deb
-def test_driver_package_holds_the_simulator_its_wrappers_and_the_static_unit(tmp_path):
+def test_driver_package_holds_the_simulator_its_wrappers_its_library_version_and_the_static_unit(tmp_path):
     deb = aptrepo.build_driver_package(tmp_path, "nvidia-driver-570", "570.195.03")
     tree, control = tmp_path / "tree", tmp_path / "control"
     subprocess.run(["dpkg-deb", "--extract", str(deb), str(tree)], check=True)
@@ -105,8 +105,9 @@ def test_driver_package_holds_the_simulator_its_wrappers_and_the_static_unit(tmp
     unit = (tree / "lib/systemd/system/nvidia-persistenced.service").read_text()
     assert "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode --verbose" in unit
     assert "[Install]" not in unit  # static, as Ubuntu ships it
+    assert (tree / NODE_NVML_LIBRARY.lstrip("/")).read_text() == "570.195.03\n"  # loaded at the next boot
     postinst = (control / "postinst").read_text()
-    assert "useradd" in postinst and "set-driver 570.195.03" in postinst
+    assert "useradd" in postinst and "gpusim" not in postinst  # nothing loads the new driver before a reboot
     listing = subprocess.run(["dpkg-deb", "--contents", str(deb)], capture_output=True, text=True, check=True).stdout
     assert all(" root/root " in line for line in listing.splitlines())
 

@@ -44,11 +44,12 @@ def test_installed_packages_held_or_not_and_nothing_loaded():
     assert found.loaded is None and found.nouveau_loaded and found.secure_boot == "enabled"
     assert found.packages == {"nvidia-driver-580": "580.159.04-0ubuntu0.22.04.1",
                               "nvidia-utils-580": "580.159.04-0ubuntu0.22.04.1"}
+    assert found.held == ["nvidia-driver-580"]
 
 
 def test_held_packages_are_the_hi_ones():
     text = "asked nvidia-driver-580 libcuda1\nnvidia-driver-580 580.159.04-1 hi \nlibcuda1 535.216.01-1 ii \n"
-    assert daemons.parse_held(text) == {"nvidia-driver-580"}
+    assert daemons.parse_held(text) == ["nvidia-driver-580"]
 
 
 @pytest.mark.parametrize("debian, version", [("580.159.04-0ubuntu0.22.04.1", "580.159.04"),
@@ -124,7 +125,7 @@ def test_a_driver_block_that_cannot_be_installed_is_refused(block, said):
 
 def host_facts(packages=None, loaded=None, state="ok", held=(), nouveau=False, os_id="ubuntu") -> HostFacts:
     return HostFacts(system=SystemFacts(os_id=os_id), nvidia=NvidiaFacts(state=state, message=" ".join(MISMATCH.split())),
-                     packages=packages or {}, held=set(held),
+                     packages=packages or {}, held=sorted(held),
                      driver=DriverFacts(loaded=loaded, nouveau_loaded=nouveau))
 
 
@@ -182,11 +183,14 @@ def test_another_version_of_the_branch_is_moved_to_the_pinned_one(installed):
     assert change.before.startswith("nvidia-headless-580 580.") and change.commands[1][-1] == "nvidia-utils-580=580.159.04-*"
 
 
-def test_another_branch_installed_is_named_and_replaced():
+def test_another_branch_installed_is_named_and_its_held_packages_removed_in_the_same_apt_get():
     facts = host_facts(loaded="570.195.03")
-    facts.driver.packages = {"nvidia-headless-570": "570.195.03-0ubuntu1"}
+    facts.driver.packages = {"nvidia-headless-570": "570.195.03-0ubuntu1", "nvidia-kernel-common-570": "570.195.03-1"}
+    facts.driver.held = ["nvidia-headless-570"]
     (change,) = NvidiaDriver().plan(node(), facts).changes
-    assert change.before == "not installed (installed: nvidia-headless-570)"
+    assert change.before == "not installed (installed: nvidia-headless-570, nvidia-kernel-common-570)"
+    assert change.commands[1][-3:] == ["nvidia-headless-580=580.159.04-*", "nvidia-utils-580=580.159.04-*",
+                                       "nvidia-headless-570-"]
 
 
 def test_hold_follows_the_setting():
@@ -229,3 +233,15 @@ def test_a_local_repository_is_one_source_file_then_apt_get_update():
     assert change.write.path == SOURCE_LIST and change.write.content.endswith(line + "\n")
     assert change.after_write[0][-1] == "update"
     assert DriverRepository().plan(node(), host_facts()).skipped == "driver.source is distro"
+
+
+def test_gpu_tasks_wait_for_the_reboot_and_say_so():
+    from provision.settings import GpuSettings
+    from provision.tasks.gpu import PowerLimit
+
+    host = SimpleNamespace(name="gpu-1", settings=HostSettings(driver=wanted(packages=["nvidia-driver-{branch}"]),
+                                                               gpu=GpuSettings(power_limit=200)))
+    facts = host_facts({"nvidia-driver-580": "580.159.04-1"}, loaded="570.195.03", state="mismatch", os_id="debian")
+    plan = PowerLimit().plan(host, facts)
+    assert plan.failed == ("gpu.power_limit is set but the GPUs wait for a reboot: driver 580.159.04 is installed, "
+                           "570.195.03 is loaded (nvidia-smi: Driver/library version mismatch)")

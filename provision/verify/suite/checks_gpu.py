@@ -21,6 +21,7 @@ NVIDIA_SMI_EXIT = {
     13: "a function is not implemented in this version of NVML",
     14: "the InfoROM is corrupted",
     15: "a GPU has fallen off the bus or has otherwise become inaccessible",
+    18: "the driver library and the loaded kernel module differ: a reboot is pending",  # NVML_ERROR_LIB_RM_VERSION_MISMATCH
 }
 
 
