@@ -85,7 +85,9 @@ def reboot_reasons(settings: DriverSettings | None, facts: HostFacts) -> list[st
     if installed and (installed != driver.loaded or mismatch):
         reasons.append(f"driver {installed} is installed, " +
                        (f"{driver.loaded} is loaded" if driver.loaded else "no NVIDIA module is loaded") +
-                       (" (nvidia-smi: Driver/library version mismatch)" if mismatch else ""))
+                       (" (nvidia-smi: Driver/library version mismatch)" if mismatch else "") +
+                       ("; Secure Boot is on: the module loads only if signed with an enrolled key (mokutil)"
+                        if driver.secure_boot == "enabled" and not driver.loaded else ""))
     elif mismatch:
         reasons.append(f"nvidia-smi: {facts.nvidia.message}" + (f"; loaded: {driver.loaded}" if driver.loaded else ""))
     if settings is not None and settings.blacklist_nouveau and driver.nouveau_loaded:

@@ -26,7 +26,7 @@ from provision.results import UNREACHABLE, HostResult
 MARKER = "/run/provision/reboot-marker"
 # $1: the marker's token. Detached (setsid, no tty, no stdio) so the SSH command returns before the host goes.
 REBOOT_SCRIPT = (
-    f"mkdir -p /run/provision && printf '%s\\n' \"$1\" > {MARKER} && "
+    f"mkdir -p /run/provision && printf '%s\\n' \"$1\" > {MARKER} && chmod 0644 {MARKER} && "
     "setsid sh -c 'sleep 1; if [ -d /run/systemd/system ]; then systemctl reboot; else reboot; fi' "
     ">/dev/null 2>&1 </dev/null &"
 )
@@ -106,8 +106,10 @@ class Rollout:
                 list(pool.map(lambda pair, n=number: self.reboot_one(*pair, n), batch))
             stuck = [o for _, o in batch if o.status != REBOOTED]
             if stuck:
+                names = ", ".join(o.host for o in stuck)
+                why = "did not come back" if all(o.status == NOT_BACK for o in stuck) else "could not be rebooted"
                 for _, later in todo[start + self.serial:]:
-                    later.message = f"the rollout stopped: {', '.join(o.host for o in stuck)} did not come back"
+                    later.message = f"the rollout stopped: {names} {why}"
                 break
         return outcomes
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from provision import driver
 from provision.tasks.apt import APT_INSTALL, APT_UPDATE, apt_mark
-from provision.tasks.base import Change, FileWrite, Item, OK, Plan, Task
-from provision.tasks.files import plan_file, plan_written
+from provision.tasks.base import OK, Change, FileWrite, Item, Plan, Task
+from provision.tasks.files import plan_written
 
 NOUVEAU_CONF = "/etc/modprobe.d/provision-blacklist-nouveau.conf"
 NOUVEAU_TEXT = ("# Managed by provision (driver.blacklist_nouveau): the NVIDIA driver, not nouveau, takes the GPUs.\n"
@@ -24,8 +24,24 @@ SOURCE_LIST = "/etc/apt/sources.list.d/provision-nvidia.list"
 
 
 class DriverTask(Task):
+    """A task of the driver block: skipped without one, or where not_wanted() says why; else plan_driver()."""
+
     tags = frozenset({"driver"})
     settings_blocks = frozenset({"driver"})
+
+    def not_wanted(self, wanted) -> str:
+        return ""
+
+    def plan(self, host, facts):
+        plan = Plan()
+        wanted = host.settings.driver
+        plan.skipped = "driver not set" if wanted is None else self.not_wanted(wanted)
+        if not plan.skipped:
+            self.plan_driver(plan, wanted, facts)
+        return plan
+
+    def plan_driver(self, plan: Plan, wanted, facts) -> None:
+        raise NotImplementedError
 
 
 class NouveauBlacklist(DriverTask):
@@ -33,23 +49,18 @@ class NouveauBlacklist(DriverTask):
 
     name = "nouveau-blacklist"
 
+    def not_wanted(self, wanted):
+        return "" if wanted.blacklist_nouveau else "driver.blacklist_nouveau is false"
+
     def file_paths(self, host):
         wanted = host.settings.driver
-        return [NOUVEAU_CONF] if wanted and wanted.blacklist_nouveau else []
+        return [NOUVEAU_CONF] if wanted and not self.not_wanted(wanted) else []
 
-    def plan(self, host, facts):
-        plan = Plan()
-        wanted = host.settings.driver
-        if wanted is None or not wanted.blacklist_nouveau:
-            plan.skipped = "driver not set" if wanted is None else "driver.blacklist_nouveau is false"
-            return plan
-        change, item = plan_file(FileWrite(NOUVEAU_CONF, NOUVEAU_TEXT), facts.files.get(NOUVEAU_CONF))
-        if change:
+    def plan_driver(self, plan, wanted, facts):
+        plan_written(plan, FileWrite(NOUVEAU_CONF, NOUVEAU_TEXT), facts)
+        for change in plan.changes:
             change.after_write = [REBUILD_INITRAMFS]
             change.after += ", initramfs rebuilt"
-        plan.changes += [change] if change else []
-        plan.unchanged += [item] if item else []
-        return plan
 
 
 class DriverRepository(DriverTask):
@@ -58,21 +69,18 @@ class DriverRepository(DriverTask):
 
     name = "driver-repository"
 
+    def not_wanted(self, wanted):
+        return "" if wanted.source == "local" else f"driver.source is {wanted.source}"
+
     def file_paths(self, host):
         wanted = host.settings.driver
-        return [SOURCE_LIST] if wanted and wanted.source == "local" else []
+        return [SOURCE_LIST] if wanted and not self.not_wanted(wanted) else []
 
-    def plan(self, host, facts):
-        plan = Plan()
-        wanted = host.settings.driver
-        if wanted is None or wanted.source != "local":
-            plan.skipped = "driver not set" if wanted is None else f"driver.source is {wanted.source}"
-            return plan
+    def plan_driver(self, plan, wanted, facts):
         plan_written(plan, FileWrite(SOURCE_LIST, f"# Managed by provision (driver.repository)\n{wanted.repository}\n"),
                      facts)
         for change in plan.changes:
             change.after_write = [APT_UPDATE]
-        return plan
 
 
 class NvidiaDriver(DriverTask):
@@ -86,27 +94,22 @@ class NvidiaDriver(DriverTask):
         wanted = host.settings.driver
         return driver.candidate_names(wanted) if wanted else []
 
-    def plan(self, host, facts):
-        plan = Plan()
-        wanted = host.settings.driver
-        if wanted is None:
-            plan.skipped = "driver not set"
-            return plan
+    def plan_driver(self, plan, wanted, facts):
         try:
             names = driver.package_names(wanted, facts.system.os_id)
         except ValueError as exc:
             plan.failed = str(exc)
-            return plan
+            return
         if wanted.source == "cuda" and not facts.packages.get("cuda-keyring"):
             plan.failed = ("driver.source cuda: NVIDIA's CUDA repository is not set up here (no cuda-keyring package): "
                            "install it (developer.download.nvidia.com/compute/cuda/repos/<distro>/<arch>/"
                            "cuda-keyring_1.1-1_all.deb), or use source: local with your mirror")
-            return plan
+            return
         pinned = wanted.version or f"branch {wanted.branch}"
         if all(driver.is_pinned(wanted, facts.packages.get(name)) for name in names):
             plan.unchanged += [Item(name, OK, "driver package", after=facts.packages[name]) for name in names]
             self.plan_hold(plan, wanted, names, facts)
-            return plan
+            return
         installed = [f"{name} {facts.packages[name]}" for name in names if facts.packages.get(name)]
         other = sorted(set(facts.driver.packages) - set(names))
         before = ", ".join(installed) or (f"not installed (installed: {', '.join(other)})" if other else "not installed")
@@ -123,7 +126,6 @@ class NvidiaDriver(DriverTask):
             commands=[APT_UPDATE, [*APT_INSTALL, "--allow-downgrades", "--allow-change-held-packages", *specs],
                       *([apt_mark("hold", names)] if wanted.hold else [])],
             verify=lambda f: _not_pinned(wanted, names, f)))
-        return plan
 
     @staticmethod
     def plan_hold(plan: Plan, wanted, names: list[str], facts) -> None:

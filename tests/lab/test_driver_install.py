@@ -83,10 +83,10 @@ def loaded(lab, node: str) -> str:
 def test_a_fresh_node_gets_the_pinned_driver_held_and_a_pending_reboot(driver_lab):
     ran = as_written(README_APPLY, driver_lab)
     assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert ran.stdout.count("changed      nvidia-driver nvidia-driver-570: driver packages: not installed -> "
+                            "570.195.03, loaded at the next boot") == len(NODES)
+    assert ran.stdout.count("reboot pending: driver 570.195.03 is installed, no NVIDIA module is loaded (") == len(NODES)
     for node in NODES:
-        assert f"changed      nvidia-driver nvidia-driver-570: driver packages: not installed -> 570.195.03, " \
-               "loaded at the next boot" in ran.stdout
-        assert "reboot pending: driver 570.195.03 is installed, no NVIDIA module is loaded" in ran.stdout
         assert on(driver_lab, node, "apt-mark showhold").stdout.split() == ["nvidia-driver-570"]
         assert on(driver_lab, node, "cat /etc/apt/sources.list.d/provision-nvidia.list").stdout.endswith(
             "deb [trusted=yes] file:/srv/provision-lab/apt ./\n")

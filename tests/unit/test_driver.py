@@ -13,10 +13,22 @@ import pytest
 from provision import driver
 from provision.facts import daemons, gather
 from provision.facts.driver import parse_driver, upstream
-from provision.facts.model import DriverFacts, FileFacts, HostFacts, NvidiaFacts, SystemFacts
+from provision.facts.model import (
+    DriverFacts,
+    FileFacts,
+    HostFacts,
+    NvidiaFacts,
+    SystemFacts,
+)
 from provision.settings import DriverSettings, HostSettings, parse_host_settings
-from provision.tasks.driver import (NOUVEAU_CONF, REBUILD_INITRAMFS, SOURCE_LIST, DriverRepository,
-                                    NouveauBlacklist, NvidiaDriver)
+from provision.tasks.driver import (
+    NOUVEAU_CONF,
+    REBUILD_INITRAMFS,
+    SOURCE_LIST,
+    DriverRepository,
+    NouveauBlacklist,
+    NvidiaDriver,
+)
 
 PROPRIETARY = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.195.03  Tue Jun 23 08:38:17 UTC 2026"
 OPEN = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "
@@ -142,6 +154,14 @@ UBUNTU_580 = {"nvidia-headless-580": "580.159.04-0ubuntu1", "nvidia-utils-580": 
 ])
 def test_reboot_pending_says_why(facts, said):
     assert driver.reboot_reasons(wanted(), facts) == said
+
+
+def test_secure_boot_is_named_where_the_module_did_not_load():
+    facts = host_facts(UBUNTU_580)
+    facts.driver.secure_boot = "enabled"
+    (reason,) = driver.reboot_reasons(wanted(), facts)
+    assert reason.endswith("no NVIDIA module is loaded; Secure Boot is on: the module loads only if signed with an "
+                           "enrolled key (mokutil)")
 
 
 def test_a_mismatch_is_pending_even_without_a_driver_block():

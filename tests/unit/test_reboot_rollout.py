@@ -3,14 +3,20 @@ without the run's marker, a host that does not come back stops the rollout, neve
 
 from __future__ import annotations
 
-import threading
 import time
 
 from provision import reboot
 from provision.connection import CommandResult, Connection, Unreachable
 from provision.inventory import Host as InventoryHost
+from provision.reboot import (
+    NOT_BACK,
+    NOT_STARTED,
+    REBOOTED,
+    REFUSED,
+    RebootTarget,
+    Rollout,
+)
 from provision.settings import HostSettings
-from provision.reboot import NOT_BACK, NOT_STARTED, REBOOTED, REFUSED, RebootTarget, Rollout
 
 
 def host(name: str, address: str = "192.0.2.1", connection: str = "ssh") -> InventoryHost:
@@ -28,9 +34,6 @@ class FakeHost:
 
 
 class FakeConnection(Connection):
-    log: list[tuple[float, str, str]] = []
-    lock = threading.Lock()
-
     def __init__(self, name: str, machine: FakeHost):
         super().__init__(name)
         self.machine = machine
@@ -42,8 +45,6 @@ class FakeConnection(Connection):
     def _run(self, argv, stdin, timeout):
         if argv[:2] == ["sh", "-c"] and "reboot" in argv[2]:
             self.machine.marker, self.machine.reboots = argv[-1], self.machine.reboots + 1
-            with self.lock:
-                self.log.append((time.monotonic(), self.name, "sent"))
             if self.machine.down_for is None:
                 self.machine.down_until = float("inf")
             else:
@@ -104,3 +105,16 @@ def test_never_the_machine_running_provision(monkeypatch):
     assert done.status == REBOOTED and me.status == local.status == REFUSED
     assert "machine-id aaaaaaaa" in me.message and "local connection" in local.message
     assert machines["me"].reboots == machines["local"].reboots == 0
+
+
+def test_the_run_ends_with_the_second_pass_for_the_rebooted_and_unreachable_for_the_lost():
+    from provision.reboot import RebootOutcome, final_results
+    from provision.results import HostResult, exit_code
+
+    first = [HostResult(name, "failed", reboot_pending=["pending"]) for name in ("gpu-1", "gpu-2", "gpu-3")]
+    outcomes = [RebootOutcome("gpu-1", ["pending"], REBOOTED), RebootOutcome("gpu-2", ["pending"], NOT_BACK,
+                                                                             "did not come back within 10 s"),
+                RebootOutcome("gpu-3", ["pending"], NOT_STARTED, "the rollout stopped")]
+    final = final_results(first, outcomes, [HostResult("gpu-1", "ok")])
+    assert [(r.host, r.status) for r in final] == [("gpu-1", "ok"), ("gpu-2", "unreachable"), ("gpu-3", "failed")]
+    assert final[1].message == "rebooted, and did not come back within 10 s" and exit_code(final) == 5
