@@ -93,3 +93,21 @@ def reboot_reasons(settings: DriverSettings | None, facts: HostFacts) -> list[st
     if settings is not None and settings.blacklist_nouveau and driver.nouveau_loaded:
         reasons.append("nouveau is loaded (blacklisted for the next boot)")
     return reasons
+
+
+def what_the_gpus_wait_for(settings: DriverSettings | None, facts: HostFacts) -> str:
+    """What must happen before the GPUs can be used with the driver the inventory pins: a reboot (why), or the
+    driver itself (the nvidia-driver task installs it; it loads at the next boot); '' when nothing."""
+    pending = reboot_reasons(settings, facts)
+    if pending:
+        return f"a reboot: {pending[0]}"
+    if settings is None:
+        return ""
+    try:
+        names = package_names(settings, facts.system.os_id)
+    except ValueError:
+        return ""
+    if not all(is_pinned(settings, facts.packages.get(name)) for name in names):
+        pinned = settings.version or f"branch {settings.branch}"
+        return f"driver {pinned}, which the nvidia-driver task installs (it loads at the next boot: apply --reboot)"
+    return ""

@@ -20,7 +20,7 @@ from provision.errors import Problem
 from provision.facts.model import GpuFacts, HostFacts
 from provision.tasks.base import FileWrite, Plan, Task
 from provision.tasks.files import plan_file
-from provision.tasks.gpu import resolve_gpus, why_unusable
+from provision.tasks.gpu import cannot_use_gpus, resolve_gpus
 
 CONF = "/etc/provision/gpu-tuning.conf"
 LOCK_WORDS = {"sm": "locked_sm", "mem": "locked_mem", "mem_deferred": "mem_deferred"}
@@ -128,7 +128,7 @@ class BootConf(Task):
             plan.skipped = "gpu not set"
             return plan
         if facts.nvidia.state != "ok":  # never rewrite the file from an empty GPU list
-            plan.failed = f"cannot write {self.path}: {why_unusable(facts.nvidia.state, facts.nvidia.message)}"
+            cannot_use_gpus(plan, host, facts, f"cannot write {self.path}: ")
             return plan
         current = facts.files.get(self.path)
         old = (current.text if current else None) or ""

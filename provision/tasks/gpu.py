@@ -88,13 +88,8 @@ def wanted_per_gpu(host, facts: HostFacts, setting: str, plan: Plan) -> Iterator
     if gpu_settings is None or not _asks_for(gpu_settings, setting):
         plan.skipped = f"gpu.{setting} not set"
         return
-    nvidia = facts.nvidia
-    pending = driver.reboot_reasons(host.settings.driver, facts) if nvidia.state != "ok" else []
-    if pending:  # a new driver installed, not loaded yet: no use asking nvidia-smi until the boot
-        plan.failed = f"gpu.{setting} is set but the GPUs wait for a reboot: {pending[0]}"
-        return
-    if nvidia.state != "ok":
-        plan.failed = f"gpu.{setting} is set but {why_unusable(nvidia.state, nvidia.message)}"
+    if facts.nvidia.state != "ok":
+        cannot_use_gpus(plan, host, facts, f"gpu.{setting} is set but ")
         return
     resolution = resolve_gpus(host, facts)
     for held in resolution.held:
@@ -128,7 +123,22 @@ def _asks_for(gpu_settings, setting: str) -> bool:
     return any(getattr(o, setting, None) is not None for o in gpu_settings.overrides)
 
 
-def why_unusable(state: str, message: str) -> str:
+def cannot_use_gpus(plan: Plan, host, facts: HostFacts, said: str) -> None:
+    """plan.failed: said + why the GPUs cannot be used now. A driver not installed or not loaded yet is one cause
+    that verify's driver checks report; as_intended leaves it to them (plan.failed_check)."""
+    plan.failed = said + why_unusable(host, facts)
+    if driver.what_the_gpus_wait_for(host.settings.driver, facts):
+        plan.failed_check = ("driver_loaded_is_the_pinned_version" if host.settings.driver
+                             else "nvidia_smi_reads_the_gpus")
+
+
+def why_unusable(host, facts: HostFacts) -> str:
+    """Why the GPUs cannot be read or tuned now, in words that say what to do: first the driver the inventory
+    pins, not installed or not loaded yet (the driver tasks and a reboot fix it), then nvidia-smi's state."""
+    waiting = driver.what_the_gpus_wait_for(host.settings.driver, facts)
+    if waiting:
+        return f"the GPUs wait for {waiting}"
+    state, message = facts.nvidia.state, facts.nvidia.message
     return {
         "missing": "nvidia-smi is not installed: install the NVIDIA driver first",
         "no-devices": "nvidia-smi found no GPU (fallen off the bus? see dmesg for Xid 79)",

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 
-from provision import remote
+from provision import driver, remote
 from provision.facts import layout
 from provision.facts.model import HostFacts, LostGpu
 from provision.tasks.base import FAILED, Change, Item, OK, Plan, Task
+from provision.tasks.gpu import cannot_use_gpus
 
 ACCEPT_HINT = "if the new layout is intended (a card replaced, removed or added), run apply --accept-gpu-changes"
 
@@ -28,6 +29,9 @@ class GpuLayout(Task):
         plan = Plan()
         if host.settings.gpu is None:
             plan.skipped = "gpu not set"
+            return plan
+        if driver.what_the_gpus_wait_for(host.settings.driver, facts):  # nvidia-smi lists no GPU until then:
+            cannot_use_gpus(plan, host, facts, "cannot read the GPUs: ")  # that says nothing of the cards
             return plan
         nvidia = facts.nvidia
         change = layout.compare(facts.gpu_layout, nvidia) or layout.LayoutChange()
@@ -46,7 +50,7 @@ class GpuLayout(Task):
             return plan
         plan.unchanged += [Item("host", OK, "GPU layout", message=f"accepted: {line}") for line in others]
         if nvidia.state != "ok":
-            plan.failed = f"cannot read the GPUs: {nvidia.message or nvidia.state}"
+            cannot_use_gpus(plan, host, facts, "cannot read the GPUs: ")
             return plan
         if nvidia.lost:
             return plan  # not a good run: the record stays as it was

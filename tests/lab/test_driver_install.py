@@ -165,9 +165,12 @@ def test_an_upgrade_reports_the_reboot_verify_names_it_and_reboot_clears_it(driv
     assert host["reboot_pending"] == ["driver 580.159.04 is installed, 570.195.03 is loaded "
                                       "(nvidia-smi: Driver/library version mismatch)"]
     assert on(driver_lab, node, "nvidia-smi", ok=False).returncode == 18
+    layout = task(host, "gpu-layout")  # nvidia-smi lists no GPU until the boot: no card is "gone"
+    assert layout["status"] == "failed" and "the GPUs wait for a reboot" in layout["message"], layout
     verify = driver_lab.provision("verify", str(inventory), "--ssh-config", str(driver_lab.ssh_config),
                                   "--limit", node)
     assert verify.returncode == 1 and "driver_loaded_is_the_pinned_version" in verify.stdout, verify.stdout
+    assert "is gone" not in verify.stdout and "exit 18" in verify.stdout
     assert "reboot pending: driver 580.159.04 is installed, 570.195.03 is loaded" in verify.stdout
     code, data = driver_lab.apply("--limit", node, "--reboot", inventory=inventory)
     assert code == 0 and data["reboots"][0]["loaded_after"] == "580.159.04", said(data)

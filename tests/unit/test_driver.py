@@ -258,6 +258,7 @@ def test_a_local_repository_is_one_source_file_then_apt_get_update():
 def test_gpu_tasks_wait_for_the_reboot_and_say_so():
     from provision.settings import GpuSettings
     from provision.tasks.gpu import PowerLimit
+    from provision.tasks.layout import GpuLayout
 
     host = SimpleNamespace(name="gpu-1", settings=HostSettings(driver=wanted(packages=["nvidia-driver-{branch}"]),
                                                                gpu=GpuSettings(power_limit=200)))
@@ -265,3 +266,8 @@ def test_gpu_tasks_wait_for_the_reboot_and_say_so():
     plan = PowerLimit().plan(host, facts)
     assert plan.failed == ("gpu.power_limit is set but the GPUs wait for a reboot: driver 580.159.04 is installed, "
                            "570.195.03 is loaded (nvidia-smi: Driver/library version mismatch)")
+    fresh = host_facts(state="missing", os_id="debian")
+    assert PowerLimit().plan(host, fresh).failed == (
+        "gpu.power_limit is set but the GPUs wait for driver 580.159.04, which the nvidia-driver task installs "
+        "(it loads at the next boot: apply --reboot)")
+    assert GpuLayout().plan(host, fresh).failed.startswith("cannot read the GPUs: the GPUs wait for driver 580.159.04")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from provision import driver
 from provision.facts import clock_events, layout
 from provision.verify import fail
 
@@ -25,10 +26,24 @@ NVIDIA_SMI_EXIT = {
 }
 
 
+NVIDIA_SMI_FIX = {
+    9: "install the driver (driver: block), or load it: a driver installed since the boot loads at the next one",
+    18: "reboot: the installed driver loads at the next boot (provision apply --reboot)",
+}
+
+
 def gpu_node(node):
     if node.inventory.settings.gpu is None:
         pytest.skip("the inventory sets no gpu block for this host")
     return node.facts.nvidia
+
+
+def unless_the_driver_is_pending(node) -> None:
+    """Skip a check of the cards while the driver they need is not installed or not loaded yet: nvidia-smi lists
+    no GPU then, which says nothing of the cards (nvidia_smi_reads_the_gpus and the driver check say why)."""
+    waiting = driver.what_the_gpus_wait_for(node.inventory.settings.driver, node.facts)
+    if waiting:
+        pytest.skip(f"not judged while the GPUs wait for {waiting}")
 
 
 def check_nvidia_smi_reads_the_gpus(node):
@@ -38,13 +53,15 @@ def check_nvidia_smi_reads_the_gpus(node):
         fail("nvidia-smi to read every GPU and exit 0",
              f"{nvidia.state}, exit {nvidia.exit_code}{f' ({meaning})' if meaning else ''}"
              f"{f': {nvidia.message}' if nvidia.message else ''}",
-             "see dmesg for Xid errors; a GPU off the bus needs a reset or a reboot, a missing driver an install")
+             NVIDIA_SMI_FIX.get(nvidia.exit_code or 0, "see dmesg for Xid errors; a GPU off the bus needs a reset or "
+                                "a reboot, a missing driver an install"))
 
 
 def check_gpu_count_is_as_the_inventory_says(node):
     expected = node.inventory.settings.gpu.count if node.inventory.settings.gpu else None
     if expected is None:
         pytest.skip("the inventory sets no gpu.count for this host")
+    unless_the_driver_is_pending(node)
     nvidia = node.facts.nvidia
     found = len(nvidia.gpus) + len(nvidia.lost)  # a lost GPU is still enumerated: no_gpu_is_lost speaks of it
     if found != expected:
@@ -56,6 +73,7 @@ def check_gpu_count_is_as_the_inventory_says(node):
 
 def check_every_gpu_of_the_last_good_run_is_here(node):
     nvidia = gpu_node(node)
+    unless_the_driver_is_pending(node)
     change = layout.compare(node.facts.gpu_layout, nvidia)
     if change is None:
         pytest.skip("no GPU layout recorded on this host yet: `provision apply` records it")
