@@ -19,6 +19,11 @@ from provision.facts.model import HostFacts
 from provision.settings import DriverSettings
 
 DEBIAN_FAMILY = {"debian", "ubuntu"}  # apt and dpkg: what the driver task installs with
+# The open kernel modules run on the GPU's GSP, which came with Turing (compute capability 7.5): they cannot drive
+# Volta, Pascal or Maxwell (NVIDIA/open-gpu-kernel-modules#19). The proprietary ones drive those up to the 580
+# branch, which is their last (the branches after it leave them to "legacy 580").
+TURING = (7, 5)
+LAST_BRANCH_BEFORE_TURING = 580
 REBOOT_HINT = "provision apply --reboot"
 
 
@@ -111,3 +116,28 @@ def what_the_gpus_wait_for(settings: DriverSettings | None, facts: HostFacts) ->
         pinned = settings.version or f"branch {settings.branch}"
         return f"driver {pinned}, which the nvidia-driver task installs (it loads at the next boot: apply --reboot)"
     return ""
+
+
+def unfit_for_the_gpus(settings: DriverSettings, facts: HostFacts) -> list[str]:
+    """Why the pinned driver cannot drive this host's GPUs, where nvidia-smi told their compute capability
+    (a host with no driver loaded yet is not judged)."""
+    older = [gpu for gpu in facts.nvidia.gpus if _capability(gpu.compute_cap) < TURING]
+    if not older:
+        return []
+    named = ", ".join(f"GPU{g.index} {g.name} ({g.compute_cap})" for g in older[:2]) + (" ..." if len(older) > 2 else "")
+    problems = []
+    if settings.open:
+        problems.append(f"driver.open: the open kernel modules drive Turing and newer GPUs only (they need the "
+                        f"GPU's GSP), and this host has older ones: {named}; leave open out")
+    if int(settings.wanted_branch) > LAST_BRANCH_BEFORE_TURING:
+        problems.append(f"driver branch {settings.wanted_branch} does not drive GPUs older than Turing, and this host "
+                        f"has {named}: {LAST_BRANCH_BEFORE_TURING} is their last branch")
+    return problems
+
+
+def _capability(text: str | None) -> tuple[int, int]:
+    try:
+        major, minor = (text or "").split(".")
+        return int(major), int(minor)
+    except ValueError:
+        return TURING  # not told: not judged

@@ -95,6 +95,7 @@ class NvidiaDriver(DriverTask):
         return driver.candidate_names(wanted) if wanted else []
 
     def plan_driver(self, plan, wanted, facts):
+        plan.problems += driver.unfit_for_the_gpus(wanted, facts)  # input errors: the run stops before any change
         try:
             names = driver.package_names(wanted, facts.system.os_id)
         except ValueError as exc:

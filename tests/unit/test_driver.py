@@ -271,3 +271,19 @@ def test_gpu_tasks_wait_for_the_reboot_and_say_so():
         "gpu.power_limit is set but the GPUs wait for driver 580.159.04, which the nvidia-driver task installs "
         "(it loads at the next boot: apply --reboot)")
     assert GpuLayout().plan(host, fresh).failed.startswith("cannot read the GPUs: the GPUs wait for driver 580.159.04")
+
+
+def test_a_driver_that_cannot_drive_the_gpus_is_an_input_error():
+    from provision.facts.model import GpuFacts
+
+    facts = host_facts(UBUNTU_580, loaded="580.159.04", held=UBUNTU_580)
+    facts.nvidia.gpus = [GpuFacts(i, f"GPU-{i}", "Tesla V100-SXM2-16GB", f"0000:0{i}:00.0", compute_cap="7.0")
+                         for i in range(4)]
+    (open_modules,) = NvidiaDriver().plan(node(open=True), facts).problems
+    assert open_modules.startswith("driver.open: the open kernel modules drive Turing and newer GPUs only")
+    assert "GPU0 Tesla V100-SXM2-16GB (7.0), GPU1 Tesla V100-SXM2-16GB (7.0) ..." in open_modules
+    (branch,) = NvidiaDriver().plan(node(version="590.48.01"), facts).problems
+    assert branch.endswith("580 is their last branch")
+    facts.nvidia.gpus[0].compute_cap = facts.nvidia.gpus[1].compute_cap = "8.6"  # RTX 3090s: fine
+    facts.nvidia.gpus = facts.nvidia.gpus[:2]
+    assert not NvidiaDriver().plan(node(open=True, version="590.48.01"), facts).problems
