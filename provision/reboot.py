@@ -20,6 +20,7 @@ from typing import Callable
 
 from provision.connection import Connection, Unreachable
 from provision.errors import ProvisionError
+from provision.facts.daemons import SLURM_NODE_SNIPPET, parse_slurm_node
 from provision.inventory import Host
 from provision.results import UNREACHABLE, HostResult
 
@@ -81,6 +82,8 @@ def refusal(target: RebootTarget, local_run: bool, own_id: str) -> str:
 class Rollout:
     connect: Callable[[Host], Connection]  # a fresh connection, privileged where needed (sudo)
     prepare: Callable[[Connection, Host], None] = lambda conn, host: None  # e.g. the sudo settings of the host
+    # Why this host must not go down now, asked on its connection just before (a Slurm node with jobs), or ''.
+    busy: Callable[[Connection, Host], str] = lambda conn, host: ""
     serial: int = 1
     timeout: float = 600.0  # seconds for one host to go down and come back
     poll: float = 0.5  # seconds between SSH probes (a new connection each, cheap): short enough to see it down
@@ -104,7 +107,7 @@ class Rollout:
                         f"(batch {number} of {-(-len(todo) // self.serial)}, {self.serial} at a time)")
             with ThreadPoolExecutor(max_workers=len(batch)) as pool:
                 list(pool.map(lambda pair, n=number: self.reboot_one(*pair, n), batch))
-            stuck = [o for _, o in batch if o.status != REBOOTED]
+            stuck = [o for _, o in batch if o.status not in (REBOOTED, REFUSED)]
             if stuck:
                 names = ", ".join(o.host for o in stuck)
                 why = "did not come back" if all(o.status == NOT_BACK for o in stuck) else "could not be rebooted"
@@ -124,6 +127,10 @@ class Rollout:
             conn.open()
             try:
                 self.prepare(conn, target.host)
+                why = self.busy(conn, target.host)
+                if why:
+                    outcome.status, outcome.message = REFUSED, why
+                    return
                 sent = conn.run(["sh", "-c", REBOOT_SCRIPT, "reboot", token], sudo=True, timeout=60)
             finally:
                 conn.close()
@@ -164,6 +171,22 @@ class Rollout:
         return "up" if read.ok and token in read.stdout else "back"
 
 
+BUSY_STATES = {"ALLOCATED", "MIXED", "COMPLETING"}  # slurmctld's words for a node with jobs on it
+
+
+def slurm_jobs_on(conn: Connection, host: Host) -> str:
+    """Why a Slurm compute node must not be rebooted now (jobs run on it), or '': a training job killed by a
+    driver rollout is days lost. Asked of slurmctld from the node itself, as verify does."""
+    slurm = host.settings.slurm
+    if slurm is None or slurm.role_of(host.name) == "controller":
+        return ""
+    state = parse_slurm_node(conn.run(["sh", "-c", SLURM_NODE_SNIPPET], timeout=60).stdout)
+    if state is None or not BUSY_STATES & set(state.states):
+        return ""
+    return (f"Slurm has jobs on it (State={'+'.join(state.states)}): drain it and let them finish "
+            f"(scontrol update nodename={state.name} state=drain reason=\"driver upgrade\"), then --reboot again")
+
+
 def reboot_and_converge(engine, serial: int, timeout: float) -> tuple[list[RebootOutcome], list[HostResult]]:
     """After engine.run: reboot its hosts whose reboot is pending (a Rollout), then run the same tasks on those
     that came back (what only a loaded driver allows, the GPU tuning; a no-op for the rest). Returns the
@@ -175,8 +198,8 @@ def reboot_and_converge(engine, serial: int, timeout: float) -> tuple[list[Reboo
     def prepare(conn: Connection, host: Host) -> None:
         conn.privilege = engine.privilege(host, facts[host.name])
 
-    rollout = Rollout(engine.connect, prepare, serial=serial, timeout=timeout, notice=engine.options.notice,
-                      local_run=engine.options.local)
+    rollout = Rollout(engine.connect, prepare, slurm_jobs_on, serial=serial, timeout=timeout,
+                      notice=engine.options.notice, local_run=engine.options.local)
     outcomes = rollout.run(targets)
     back = [t.host for t, o in zip(targets, outcomes) if o.status == REBOOTED]
     after = engine.run(back) if back else []

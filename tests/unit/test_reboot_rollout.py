@@ -26,8 +26,8 @@ def host(name: str, address: str = "192.0.2.1", connection: str = "ssh") -> Inve
 class FakeHost:
     """Goes down `down_for` seconds after a reboot is sent, then answers again with /run emptied (or never)."""
 
-    def __init__(self, down_for: float | None = 0.05):
-        self.down_for, self.marker, self.down_until, self.reboots = down_for, None, None, 0
+    def __init__(self, down_for: float | None = 0.05, slurm: str = "IDLE"):
+        self.down_for, self.marker, self.down_until, self.reboots, self.slurm = down_for, None, None, 0, slurm
 
     def up(self) -> bool:
         return self.down_until is None or time.monotonic() >= self.down_until
@@ -51,6 +51,9 @@ class FakeConnection(Connection):
                 self.machine.down_until = time.monotonic() + self.machine.down_for
                 self.machine.marker = None  # what the boot will have done to /run
             return CommandResult(argv, 0, "", "")
+        if argv[:2] == ["sh", "-c"] and "scontrol" in argv[2]:
+            return CommandResult(argv, 0, f"NodeName={self.name} Arch=x86_64 State={self.machine.slurm} "
+                                          "Reason=driver upgrade [root@2026-11-23T16:00:00]\n", "")
         if argv == ["cat", reboot.MARKER]:
             return CommandResult(argv, 0 if self.machine.marker else 1, f"{self.machine.marker or ''}\n", "")
         raise AssertionError(argv)
@@ -118,3 +121,16 @@ def test_the_run_ends_with_the_second_pass_for_the_rebooted_and_unreachable_for_
     final = final_results(first, outcomes, [HostResult("gpu-1", "ok")])
     assert [(r.host, r.status) for r in final] == [("gpu-1", "ok"), ("gpu-2", "unreachable"), ("gpu-3", "failed")]
     assert final[1].message == "rebooted, and did not come back within 10 s" and exit_code(final) == 5
+
+
+def test_a_slurm_node_with_jobs_is_not_rebooted_and_the_rollout_goes_on():
+    from provision.settings import SlurmSettings
+
+    machines = {"gpu-1": FakeHost(slurm="MIXED+DRAIN"), "gpu-2": FakeHost(slurm="IDLE+DRAIN")}
+    roll = Rollout(lambda h: FakeConnection(h.name, machines[h.name]), busy=reboot.slurm_jobs_on, poll=0.01, timeout=2)
+    hosts = targets("gpu-1", "gpu-2")
+    for target in hosts:
+        target.host.settings = HostSettings(slurm=SlurmSettings(controller="head"))
+    busy, idle = roll.run(hosts)
+    assert busy.status == REFUSED and busy.message.startswith("Slurm has jobs on it (State=MIXED+DRAIN): drain it")
+    assert idle.status == REBOOTED and machines["gpu-1"].reboots == 0
