@@ -24,7 +24,6 @@ DEBIAN_FAMILY = {"debian", "ubuntu"}  # apt and dpkg: what the driver task insta
 # branch, which is their last (the branches after it leave them to "legacy 580").
 TURING = (7, 5)
 LAST_BRANCH_BEFORE_TURING = 580
-REBOOT_HINT = "provision apply --reboot"
 
 
 def package_names(settings: DriverSettings, os_id: str) -> list[str]:
