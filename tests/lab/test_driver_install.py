@@ -182,14 +182,23 @@ def test_an_upgrade_reports_the_reboot_verify_names_it_and_reboot_clears_it(driv
 def test_a_package_that_does_not_exist_fails_and_leaves_the_node_as_it_was(driver_lab, tmp_path):
     node = NODES[0]
     before = on(driver_lab, node, "dpkg-query -W 'nvidia-driver*'; apt-mark showhold").stdout
-    for name, driver in (("no-such-branch", {"version": "999.10.01"}), ("no-such-version", {"version": "580.1.1"})):
+    for name, driver in (("no-such-branch", {"version": "575.64.05"}), ("no-such-version", {"version": "580.1.1"})):
         inventory = with_driver(driver_lab, tmp_path / f"{name}.yaml", **driver)
         code, data = driver_lab.apply("--limit", node, inventory=inventory)
         (host,) = data["hosts"]
         failed = task(host, "nvidia-driver")
         assert code == 1 and failed["status"] == "failed", host
         said = " ".join(i["message"] for i in failed["items"])
-        assert ("Unable to locate package nvidia-driver-999" in said if name == "no-such-branch"
+        assert ("Unable to locate package nvidia-driver-575" in said if name == "no-such-branch"
                 else "Version '580.1.1-*' for 'nvidia-driver-580' was not found" in said), said
         assert on(driver_lab, node, "dpkg-query -W 'nvidia-driver*'; apt-mark showhold").stdout == before
         assert "580.159.04" in loaded(driver_lab, node)
+
+
+def test_a_branch_that_cannot_drive_the_v100s_is_bad_input_before_any_change(driver_lab, tmp_path):
+    node = NODES[0]
+    before = on(driver_lab, node, "dpkg-query -W 'nvidia-driver*'; apt-mark showhold").stdout
+    inventory = with_driver(driver_lab, tmp_path / "590.yaml", version="590.48.01")
+    code, data = driver_lab.apply("--limit", node, inventory=inventory)
+    assert code == 2 and "580 is their last branch" in data["stderr"] and "no host was touched" in data["stderr"]
+    assert on(driver_lab, node, "dpkg-query -W 'nvidia-driver*'; apt-mark showhold").stdout == before
