@@ -14,7 +14,7 @@ docs.nvidia.com/datacenter/tesla/driver-installation-guide.
 
 from __future__ import annotations
 
-from provision.facts.driver import upstream
+from provision.facts.driver import agreed_version, upstream
 from provision.facts.model import HostFacts
 from provision.settings import DriverSettings
 
@@ -69,18 +69,15 @@ def is_pinned(settings: DriverSettings, debian_version: str | None) -> bool:
 
 def installed_version(names: list[str], facts: HostFacts) -> str | None:
     """The driver version the named packages hold, when all are installed at one version; else None."""
-    versions = {facts.packages.get(name) for name in names}
-    if None in versions or not versions:
-        return None
-    upstreams = {upstream(v) for v in versions}
-    return upstreams.pop() if len(upstreams) == 1 else None
+    versions = [facts.packages.get(name) for name in names]
+    return None if None in versions else agreed_version(versions)
 
 
 def reboot_reasons(settings: DriverSettings | None, facts: HostFacts) -> list[str]:
     """Why the host must reboot before its GPUs run the driver it has installed; empty when it need not."""
     reasons = []
     driver, mismatch = facts.driver, facts.nvidia.state == "mismatch"
-    installed = driver.installed  # without a driver block: what the host's driver packages agree on
+    installed = agreed_version(driver.packages.values())  # without a driver block: what the driver packages hold
     if settings is not None:
         try:
             installed = installed_version(package_names(settings, facts.system.os_id), facts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from provision.driver import reboot_reasons
 from provision.facts import layout, topo
 from provision.facts.model import HostFacts
 from provision.results import UNREACHABLE, HostResult
@@ -156,8 +157,6 @@ def print_facts(host: str, facts: HostFacts | None, error: str = "", nccl_said: 
 
 def driver_line(facts: HostFacts) -> str:
     """The driver in one line: loaded module, installed packages, what stands in its way, a pending reboot."""
-    from provision.driver import reboot_reasons
-
     d = facts.driver
     loaded = (f"{d.loaded} loaded ({'open' if d.loaded_open else 'proprietary'} kernel module)" if d.loaded
               else "no NVIDIA module loaded")

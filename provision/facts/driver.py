@@ -64,3 +64,9 @@ def upstream(debian_version: str) -> str:
     """580.159.04-0ubuntu0.22.04.1 -> 580.159.04: the driver's own version, without epoch and Debian revision."""
     version = re.sub(r"^\d+:", "", debian_version)
     return version.rsplit("-", 1)[0] if "-" in version else version
+
+
+def agreed_version(debian_versions) -> str | None:
+    """The one driver version these packages hold (Debian versions, upstream compared); None when none or several."""
+    versions = {upstream(v) for v in debian_versions}
+    return versions.pop() if len(versions) == 1 else None

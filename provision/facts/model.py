@@ -294,14 +294,6 @@ class DriverFacts:
     packages: dict[str, str] = field(default_factory=dict)  # installed driver packages -> Debian version
     held: list[str] = field(default_factory=list)  # of those, the ones on hold (apt-mark hold)
 
-    @property
-    def installed(self) -> str | None:
-        """The driver version the installed packages hold, when they agree on one (facts/driver.py upstream)."""
-        from provision.facts.driver import upstream
-
-        versions = {upstream(v) for v in self.packages.values()}
-        return versions.pop() if len(versions) == 1 else None
-
 
 @dataclass
 class HostFacts:

@@ -124,22 +124,17 @@ def _asks_for(gpu_settings, setting: str) -> bool:
 
 
 def cannot_use_gpus(plan: Plan, host, facts: HostFacts, said: str) -> None:
-    """plan.failed: said + why the GPUs cannot be used now. A driver not installed or not loaded yet is one cause
-    that verify's driver checks report; as_intended leaves it to them (plan.failed_check)."""
-    plan.failed = said + why_unusable(host, facts)
-    if driver.what_the_gpus_wait_for(host.settings.driver, facts):
-        plan.failed_check = ("driver_loaded_is_the_pinned_version" if host.settings.driver
-                             else "nvidia_smi_reads_the_gpus")
-
-
-def why_unusable(host, facts: HostFacts) -> str:
-    """Why the GPUs cannot be read or tuned now, in words that say what to do: first the driver the inventory
-    pins, not installed or not loaded yet (the driver tasks and a reboot fix it), then nvidia-smi's state."""
+    """plan.failed: said + why the GPUs cannot be used now, in words that say what to do. First the driver the
+    inventory pins, not installed or not loaded yet: one cause, that verify's driver checks report (as_intended
+    leaves it to them: plan.failed_check); then nvidia-smi's state."""
     waiting = driver.what_the_gpus_wait_for(host.settings.driver, facts)
     if waiting:
-        return f"the GPUs wait for {waiting}"
+        plan.failed = f"{said}the GPUs wait for {waiting}"
+        plan.failed_check = ("driver_loaded_is_the_pinned_version" if host.settings.driver
+                             else "nvidia_smi_reads_the_gpus")
+        return
     state, message = facts.nvidia.state, facts.nvidia.message
-    return {
+    plan.failed = said + {
         "missing": "nvidia-smi is not installed: install the NVIDIA driver first",
         "no-devices": "nvidia-smi found no GPU (fallen off the bus? see dmesg for Xid 79)",
     }.get(state, f"nvidia-smi failed: {message}")
