@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -28,7 +29,9 @@ Exit codes (bit flags, added up):
   1  some task failed on some host
   2  bad input (inventory, playbook, options): no host was touched
   4  some host was unreachable (5 = both 1 and 4)
-  8  --check only: some host would change (a drift gate for scripts)"""
+  8  --check only: some host would change (a drift gate for scripts)
+  130, 143  stopped by Ctrl-C (SIGINT) or SIGTERM: the changes in flight
+     finished, no new host or task started; the report says which"""
 
 
 def inventory_options(func):
@@ -94,6 +97,18 @@ def connector(local: bool, ssh: SSHOptions):
         options = ssh if ssh.ssh_config or not host.ssh_config else replace(ssh, ssh_config=host.ssh_config)
         return SSHConnection(host.name, host.address, host.user, host.port, options)
     return connect
+
+
+def run_engine(engine: Engine, hosts: list[Host]):
+    """engine.run, stoppable: a first Ctrl-C or SIGTERM finishes what is in flight and reports (engine.stopped_by);
+    a second abandons it and exits 130 or 143 at once."""
+    try:
+        with engine.stoppable():
+            return engine.run(hosts)
+    except KeyboardInterrupt:
+        engine.options.notice("Abandoned: the changes in flight may be partly done; "
+                              "run the same command again to read and converge them.")
+        sys.exit(exit_code([], stopped_by=engine.stopped_by or signal.SIGINT))
 
 
 def run_progress(as_json: bool) -> Progress:
@@ -186,29 +201,30 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     engine = Engine(tasks, options, connector(local, ssh), log, inv_path, everyone)
     outcomes, after = [], []
     try:
-        results = engine.run(hosts)
-        if reboot and not check:
+        results = run_engine(engine, hosts)
+        if reboot and not check and not engine.stopped_by:
             outcomes, after = reboot_and_converge(engine, serial, reboot_timeout)
     finally:
         progress.close()
-    final = final_results(results, outcomes, after)
+    final, stopped = final_results(results, outcomes, after), engine.stopped_by
     if as_json:
-        data = to_json(results, check)
+        data = to_json(results, check, stopped)
         if reboot:
             data |= {"reboots": [asdict(o) | {"seconds": o.seconds} for o in outcomes],
-                     "after_reboot": to_json(after, False)["hosts"], "exit_code": exit_code(final, check)}
+                     "after_reboot": to_json(after, False)["hosts"], "exit_code": exit_code(final, check, stopped)}
         click.echo(json.dumps(data, indent=2, default=str))
     else:
-        report.print_results(results, check, show_diff, verbose)
+        report.print_results(results, check, show_diff, verbose, stopped)
         if outcomes:
             report.print_reboots(outcomes, serial)
         if after:
             click.echo(click.style("\nAfter the reboot:", bold=True))
             report.print_results(after, False, show_diff, verbose)
-    sys.exit(exit_code(final, check))
+    sys.exit(exit_code(final, check, stopped))
 
 
-@main.command(epilog=EXIT_CODES_HELP)
+@main.command(epilog="""\b
+Exit codes: 0 every host was read; 2 bad input; 4 some host was unreachable.""")
 @inventory_options
 def facts(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout, identity_file):
     """Print what each host is now: system, the interfaces NCCL will use, driver, GPUs (read-only)."""
@@ -231,6 +247,41 @@ def facts(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
         for s in states:
             report.print_facts(s.host.name, s.facts, s.result.message, said.get(s.host.name))
     sys.exit(exit_code([s.result for s in states]))
+
+
+@main.command()
+@inventory_options
+@click.option("--force", is_flag=True, help="Also remove a lock whose run is still running on this machine.")
+def unlock(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout, identity_file,
+           force):
+    """Remove the host lock a run left behind, saying whose it was.
+
+    apply takes over a stale lock on its own: one whose run was on this
+    machine and is gone, or whose lease expired (its run stopped renewing
+    it). This is for the rest: a lock another machine's run left less than
+    a lease ago, or one written by an older provision.
+
+    \b
+    Exit codes: 0 no lock is left on the selected hosts; 1 a lock was left
+    alone (a live run holds it); 2 bad input; 4 some host was unreachable.
+    """
+    from provision.hostlock import unlock_hosts
+
+    _, hosts, _ = select_hosts(inventory, local, limit)
+    ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
+                     accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
+    done = unlock_hosts(hosts, connector(local, ssh), force, forks)
+    if as_json:
+        click.echo(json.dumps([{"host": h, "status": status, "said": said} for h, status, said in done], indent=2))
+    else:
+        width = max(len(h) for h, _, _ in done)
+        for host, status, said in done:
+            click.echo(f"{host:<{width}}  {click.style(f'{status:<12}', fg=LOCK_COLORS[status])} {said}")
+    statuses = {status for _, status, _ in done}
+    sys.exit((1 if "left alone" in statuses else 0) | (4 if "unreachable" in statuses else 0))
+
+
+LOCK_COLORS = {"no lock": "green", "removed": "yellow", "left alone": "red", "unreachable": "red"}
 
 
 def facts_json(facts) -> dict:
@@ -339,18 +390,19 @@ def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
     options = RunOptions(check=check, forks=opts["forks"], sudo_password=password, command=command,
                          progress=progress, notice=progress.notice, adjust_host=hook)
     log = RunLog(default_path(), command, inv_path)
+    engine = Engine(tasks, options, connector(inventory is None, ssh), log, inv_path, everyone)
     try:
-        results = Engine(tasks, options, connector(inventory is None, ssh), log, inv_path, everyone).run(
-            [with_gpu_block(h) for h in hosts])
+        results = run_engine(engine, [with_gpu_block(h) for h in hosts])
     finally:
         progress.close()
+    stopped = engine.stopped_by
     if as_json:
-        click.echo(json.dumps(to_json(results, check) | {"warnings": hook.warnings}, indent=2, default=str))
+        click.echo(json.dumps(to_json(results, check, stopped) | {"warnings": hook.warnings}, indent=2, default=str))
     else:
-        report.print_results(results, check, False)
+        report.print_results(results, check, False, stopped_by=stopped)
     for warning in hook.warnings:
         click.secho(f"Warning: {warning}", fg="yellow", err=True)
-    sys.exit(exit_code(results, check))
+    sys.exit(exit_code(results, check, stopped))
 
 
 @main.command(epilog=EXIT_CODES_HELP)

@@ -8,21 +8,26 @@ itself again under the host lock (one command that takes the lock and
 gathers, so another run's changes in between are seen) and applies its own
 plan; one host failing never stops the others. A host with nothing to
 change, and every host under --check, costs that first command alone.
+
+A run never strands a host: its lock is given back as soon as the host is
+done, a lease keeps it only while this process lives (hostlock.py), and the
+first Ctrl-C or SIGTERM (stoppable) lets the changes in flight finish and
+starts nothing new; a second abandons them. A host lost in the middle of its
+changes is unreachable, with what it changed before, not verified.
 """
 
 from __future__ import annotations
 
-import getpass
-import os
-import socket
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Callable, Iterator
 
-from provision import driver, remote
+from provision import driver, hostlock, remote
 from provision.clusters import Cluster
 from provision.connection import CommandResult, Connection, Privilege, Unreachable
 from provision.errors import InputError, Problem, ProvisionError
@@ -30,7 +35,7 @@ from provision.facts import clock_cache, gather
 from provision.facts.model import HostFacts, UnitRef
 from provision.inventory import Host
 from provision.progress import Event
-from provision.results import UNREACHABLE, HostResult, TaskResult, task_status
+from provision.results import NOT_STARTED, UNREACHABLE, HostResult, TaskResult, signal_name, task_status
 from provision.runlog import RunLog
 from provision.tasks.base import CHANGED, FAILED, SKIPPED, Change, Item, Plan, Task
 
@@ -60,7 +65,7 @@ class HostState:
     conn: Connection | None = None
     facts: HostFacts | None = None
     result: HostResult | None = None
-    lock_owner: str | None = None
+    locked: bool = False  # this run holds the host's lock
     paths: list[str] = field(default_factory=list)  # files and units the tasks read, re-read after changes
     units: list[UnitRef] = field(default_factory=list)
     packages: list[str] = field(default_factory=list)  # Debian packages whose installed version the tasks read
@@ -69,10 +74,15 @@ class HostState:
     problems: list[Problem] = field(default_factory=list)  # input errors found once its facts were read
 
 
-def lock_owner_id(command: str) -> str:
-    """Who holds a lock, in words a person can act on."""
-    since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return f"provision {command} by {getpass.getuser()}@{socket.gethostname()} pid {os.getpid()} since {since}"
+NOT_VERIFIED = "not verified: the host was lost before it was read again"
+
+
+class HostLost(Exception):
+    """The host stopped answering in the middle of a task's changes; `task` says what was done before."""
+
+    def __init__(self, task: TaskResult, reason: str):
+        super().__init__(reason)
+        self.task, self.reason = task, reason
 
 
 class Engine:
@@ -87,6 +97,8 @@ class Engine:
         self._done = self._total = 0  # hosts done in the current phase, of how many
         self.states: list[HostState] = []  # the last run's hosts, with the facts read last
         self._lock = threading.Lock()
+        self.owner = hostlock.Owner.this_run(options.command)  # the lock owner line of this run, on every host
+        self.stopped_by: int | None = None  # the signal that stopped the run (stoppable)
 
     # -- phase 1: read and plan -------------------------------------------------
 
@@ -94,6 +106,9 @@ class Engine:
         """Connect and read facts. No lock: reading changes nothing (a run takes the lock only to change)."""
         state.started = time.monotonic()
         state.result = HostResult(state.host.name)
+        if self.stopped_by:
+            state.result.status, state.result.message = NOT_STARTED, self.stop_words()
+            return
         try:
             state.conn = self.connect(state.host)
             state.conn.open()
@@ -107,32 +122,44 @@ class Engine:
 
     def read_into(self, state: HostState, lock: bool) -> bool:
         """Read the host's facts into state; with lock, take the host lock in the same command, waiting for it.
+        A lock judged stale (its owner's process is gone, or its lease expired) is taken over with a notice.
         False when the host could not be read or locked (state.result says why)."""
-        owner = lock_owner_id(self.options.command) if lock else None
-        deadline, waited = time.monotonic() + self.options.lock_wait, False
+        deadline, waited, stale = time.monotonic() + self.options.lock_wait, False, ""
         while True:
+            take = hostlock.take_argv(self.owner, stale) if lock else None
             try:
-                sections = self.read(state.conn, state.paths, state.units, owner, packages=state.packages,
-                                     health=self.options.health,
-                                     topology=self.options.topology)
+                sections = self.read(state.conn, state.paths, state.units, take, packages=state.packages,
+                                     health=self.options.health, topology=self.options.topology)
             except Unreachable as exc:
                 state.result.status, state.result.message = UNREACHABLE, str(exc)
                 return False
             held = sections.get("lock")
-            if held is None or held.rc == 0:
+            if held is None:
                 break
+            word, line = hostlock.take_message(held.output)
+            holder = hostlock.Owner.parse(line)
+            if held.rc == 0:
+                state.locked = True
+                if word.startswith("took over"):
+                    why = ("its lease expired without a heartbeat" if "lease expired" in word
+                           else holder.gone_here() if stale else "")
+                    self.options.notice(f"{state.host.name}: took over the host lock of {holder.said}"
+                                        + (f" ({why})" if why else ""))
+                break
+            if holder.gone_here() and line != stale:
+                stale = line  # take it over at once: compare-and-swap on the host, against this exact line
+                continue
             if time.monotonic() >= deadline:
                 state.result.message = (
-                    f"another run holds the lock on this host ({held.output.strip().removeprefix('held: ')}); "
-                    f"if none is running, remove {remote.LOCK_DIR} on the host"
+                    f"another run holds the lock on this host ({holder.said}); if none is running, "
+                    f"`provision unlock {self.inventory_path or 'INVENTORY'} --limit {state.host.name}` removes it"
                 )
                 return False
             if not waited:
                 self.options.notice(f"{state.host.name}: waiting up to {self.options.lock_wait:g} s for the host "
-                                    f"lock, held by {held.output.strip().removeprefix('held: ')}")
+                                    f"lock, held by {holder.said}")
             waited = True
             time.sleep(1.0)
-        state.lock_owner = owner or state.lock_owner
         state.facts = gather.parse_facts(sections)
         state.conn.privilege = self.privilege(state.host, state.facts)
         return True
@@ -144,10 +171,10 @@ class Engine:
 
     @staticmethod
     def read(conn: Connection, paths: list[str], units: list[UnitRef] = (),
-             lock_owner: str | None = None, nvidia: bool = True, health: bool = False,
+             lock: list[str] | None = None, nvidia: bool = True, health: bool = False,
              topology: bool = False, packages: list[str] = ()) -> dict[str, gather.Section]:
         token = gather.new_token()
-        script = gather.build_script(token, paths, units, lock_owner=lock_owner, nvidia=nvidia, health=health,
+        script = gather.build_script(token, paths, units, lock=lock, nvidia=nvidia, health=health,
                                      topology=topology, packages=packages)
         result = conn.run_script(script, timeout=120)
         return gather.split_sections(token, result.stdout)
@@ -181,14 +208,32 @@ class Engine:
     # -- phase 2: apply -----------------------------------------------------------
 
     def apply_host(self, state: HostState) -> None:
+        """The tasks in order. A stop lets the task in flight finish and starts no other; a host lost in the
+        middle of a task is unreachable, with what that task changed before, and starts no other."""
         result = state.result
-        for task in self.tasks:
+        for i, task in enumerate(self.tasks):
+            if self.stopped_by:
+                self._not_started(state, self.tasks[i:], self.stop_words())
+                return
             self.options.progress(Event("applied", self._done, self._total, state.host.name, task.name))
             plan = task.plan(state.host, state.facts)  # re-plan: earlier tasks may have changed facts
-            task_result = self.report_or_apply(state, task, plan)
-            result.tasks.append(task_result)
-            if self.log:
-                self.log.task(state.host.name, task_result, check=self.options.check)
+            try:
+                task_result = self.report_or_apply(state, task, plan)
+            except HostLost as lost:
+                result.status, result.message = UNREACHABLE, f"lost during {task.name}: {lost.reason}"
+                self._record(state, lost.task)
+                self._not_started(state, self.tasks[i + 1:], "not started: the host was lost")
+                return
+            self._record(state, task_result)
+
+    def _record(self, state: HostState, task_result: TaskResult) -> None:
+        state.result.tasks.append(task_result)
+        if self.log:
+            self.log.task(state.host.name, task_result, check=self.options.check)
+
+    def _not_started(self, state: HostState, tasks: list[Task], why: str) -> None:
+        for task in tasks:
+            self._record(state, TaskResult(task.name, NOT_STARTED, message=why))
 
     def report_or_apply(self, state: HostState, task: Task, plan: Plan) -> TaskResult:
         if plan.skipped:
@@ -201,15 +246,21 @@ class Engine:
             return TaskResult(task.name, task_status(items), items)
         if not plan.changes:
             return TaskResult(task.name, task_status(items), items)
-        applied = list(zip(plan.changes, self.apply_changes(state.conn, plan.changes)))
-        try:
-            fresh = gather.parse_facts(self.read(state.conn, state.paths, state.units, packages=state.packages,
-                                                 nvidia=task.changes_gpus))
-            if not task.changes_gpus:  # not read again: this task changed files and units only
-                fresh.nvidia = state.facts.nvidia
-            state.facts = fresh
-        except Unreachable as exc:
-            return TaskResult(task.name, FAILED, items, f"lost the host while re-reading: {exc}")
+        errors, lost = self.apply_changes(state.conn, plan.changes)
+        applied = list(zip(plan.changes, errors))
+        if lost is None:
+            try:
+                fresh = gather.parse_facts(self.read(state.conn, state.paths, state.units, packages=state.packages,
+                                                     nvidia=task.changes_gpus))
+                if not task.changes_gpus:  # not read again: this task changed files and units only
+                    fresh.nvidia = state.facts.nvidia
+                state.facts = fresh
+            except Unreachable as exc:
+                lost = str(exc)
+        if lost is not None:  # what ran is changed, unverified; the rest failed with why
+            items += [Item(c.target, FAILED if error else CHANGED, c.what, c.before, c.after, error or NOT_VERIFIED,
+                           c.diff) for c, error in applied]
+            raise HostLost(TaskResult(task.name, task_status(items), items), lost)
         for change, error in applied:
             if error is None and change.verify is not None:
                 error = change.verify(state.facts)
@@ -218,36 +269,58 @@ class Engine:
             items.append(Item(change.target, status, change.what, change.before, change.after, error or "", change.diff))
         return TaskResult(task.name, task_status(items), items)
 
-    def apply_changes(self, conn: Connection, changes: list[Change]) -> list[str | None]:
-        """Each change's error text, or None. A task's changes that only run commands (one per GPU, mostly) go to
-        the host as ONE command; a change that writes a file sends it on stdin, on its own."""
+    def apply_changes(self, conn: Connection, changes: list[Change]) -> tuple[list[str | None], str | None]:
+        """Each change's error text (None: it ran), and why the host was lost midway (None: it was not).
+        A task's changes that only run commands (one per GPU, mostly) go to the host as ONE command; a change
+        that writes a file sends it on stdin, on its own. Once the host is lost, nothing more is tried."""
         batched = [i for i, change in enumerate(changes) if not change.write]
-        errors = dict(zip(batched, self.run_batch(conn, [changes[i].commands for i in batched]))) if batched else {}
-        return [errors[i] if i in errors else self.apply_change(conn, change) for i, change in enumerate(changes)]
+        errors, lost = {}, None
+        if batched:
+            batch_errors, lost = self.run_batch(conn, [changes[i].commands for i in batched])
+            errors = dict(zip(batched, batch_errors))
+        for i, change in enumerate(changes):
+            if i in errors:
+                continue
+            if lost is not None:
+                errors[i] = "not run: the host was lost before it"
+                continue
+            try:
+                errors[i] = self.apply_change(conn, change)
+            except Unreachable as exc:
+                lost, errors[i] = str(exc), f"unknown whether it ran: the host was lost during it ({exc})"
+        return [errors[i] for i in range(len(changes))], lost
 
     @staticmethod
-    def run_batch(conn: Connection, command_lists: list[list[list[str]]]) -> list[str | None]:
+    def run_batch(conn: Connection, command_lists: list[list[list[str]]]) -> tuple[list[str | None], str | None]:
+        """Each change's error text or None, and why the host was lost (None: it was not). Output that came
+        back before a connection broke still tells which commands ran."""
         token = gather.new_token()
         try:
             outcome = conn.run(["sh", "-c", remote.command_batch(token, command_lists)], sudo=True,
                                timeout=300 + 60 * len(command_lists))
-        except ProvisionError as exc:  # unreachable, or a sudo that needs a password we do not have
-            return [str(exc)] * len(command_lists)
+        except Unreachable as exc:
+            return [f"unknown whether it ran: the host was lost during it ({exc})"] * len(command_lists), str(exc)
+        except ProvisionError as exc:  # a sudo that needs a password we do not have
+            return [str(exc)] * len(command_lists), None
         sections = gather.split_sections(token, outcome.stdout)
         errors = []
         for i, commands in enumerate(command_lists):
             error = None
             for j, argv in enumerate(commands):
                 ran = sections.get(f"{i}.{j}")
+                if ran is None and outcome.rc < 0:  # the channel closed with no exit status: the host went
+                    error = f"`{' '.join(argv)}` did not finish: the connection was closed"
+                    break
                 if ran is None or ran.rc != 0:
                     said = ran.output.strip() if ran else outcome.output[-500:]
                     error = f"`{' '.join(argv)}` exited {ran.rc if ran else outcome.rc}: {said or 'no output'}"
                     break
             errors.append(error)
-        return errors
+        return errors, None
 
     def apply_change(self, conn: Connection, change: Change) -> str | None:
-        """A change that writes a file: its commands, the write (stdin), its after-write commands; the error or None."""
+        """A change that writes a file: its commands, the write (stdin), its after-write commands; the error or None.
+        Raises Unreachable when the host is lost."""
         def run_all(commands: list[list[str]]) -> str | None:
             for argv in commands:
                 outcome = conn.run(argv, sudo=True, timeout=300)
@@ -269,8 +342,8 @@ class Engine:
                 if not outcome.ok:
                     return f"writing {w.path} failed: {outcome.output or f'exit {outcome.rc}'}"
             return run_all(change.after_write)
-        except Unreachable as exc:
-            return str(exc)
+        except Unreachable:
+            raise
         except Exception as exc:  # a sudo that needs a password we do not have, ...
             return str(exc)
         return None
@@ -289,40 +362,118 @@ class Engine:
         if not outcome.ok:
             self.options.notice(f"{state.host.name}: could not cache the supported clocks: {outcome.output}")
 
+    def release_lock(self, state: HostState, timeout: float = 30) -> None:
+        """Give the host's lock back (best effort: a lost host's lock goes stale, for the next run to take)."""
+        if state.locked and state.conn is not None:
+            state.locked = False
+            try:
+                state.conn.run(hostlock.release_argv(self.owner), timeout=timeout)
+            except ProvisionError:
+                pass
+
     def release(self, state: HostState) -> None:
         if state.conn is None:
             return
         try:
-            if state.lock_owner:
-                state.conn.run(remote.lock_release_argv(state.lock_owner), timeout=30)
-        except Unreachable:
-            pass
+            self.release_lock(state)
         finally:
             state.conn.close()
         if state.result:
             state.result.commands = state.conn.commands_run
 
+    def _heartbeat(self, done: threading.Event) -> None:
+        """Renew the lease of every lock this run holds until done: a live run's lock is never taken over."""
+        while not done.wait(hostlock.HEARTBEAT_SECONDS):
+            for state in list(self.states):
+                if not state.locked or state.conn is None:
+                    continue
+                try:
+                    outcome = state.conn.run(hostlock.renew_argv(self.owner), timeout=30)
+                except ProvisionError:  # a lost host: its lock goes stale on its own
+                    continue
+                if not outcome.ok and state.locked:
+                    self.options.notice(f"{state.host.name}: the host lock is no longer this run's: {outcome.output}")
+
+    # -- stopping -----------------------------------------------------------------
+
+    @contextmanager
+    def stoppable(self) -> Iterator[None]:
+        """While in it, the first SIGINT or SIGTERM stops the run gracefully (stop); a second raises
+        KeyboardInterrupt, which abandons the changes in flight (run releases the locks it can)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def on_signal(signum, frame):
+            if self.stopped_by is None:
+                self.stop(signum)
+            else:
+                raise KeyboardInterrupt
+
+        previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def stop(self, signum: int) -> None:
+        """Start no new host and no new task; the changes in flight finish, verified."""
+        self.stopped_by = signum
+        self.options.notice(f"{signal_name(signum)}: stopping; the changes in flight finish, nothing new starts "
+                            "(Ctrl-C again abandons them)")
+
+    def stop_words(self) -> str:
+        return f"not started: the run was stopped ({signal_name(self.stopped_by)})"
+
+    def _abandon(self, states: list[HostState]) -> None:
+        """A second signal: give back the locks that can be given within seconds, then close every connection
+        (the commands in flight on the hosts may finish or not; the next run reads what they did)."""
+        releasing = [threading.Thread(target=self.release_lock, args=(s, 10), daemon=True) for s in states]
+        for thread in releasing:
+            thread.start()
+        for thread in releasing:
+            thread.join(12)
+        for state in states:
+            if state.conn is not None:
+                try:
+                    state.conn.close()
+                except Exception:  # a connection in use by a worker: closing is all we want of it
+                    pass
+
     # -- the run ------------------------------------------------------------------
 
     def run(self, hosts: list[Host]) -> list[HostResult]:
+        """Read and plan every host, then apply. Stopped (self.stopped_by), the hosts not started say so; a
+        KeyboardInterrupt (a second signal) abandons the work in flight and is raised again."""
         states = self.states = [HostState(h) for h in hosts]  # kept: the caller may reboot some (reboot.py)
+        beating = threading.Event()
         try:
             self._parallel(self.gather, states, "read")
-            self.see_cluster(states)
-            self._parallel(self._plan, states, None)
-            problems = self._input_problems(states)
-            if problems:
-                raise InputError(problems)
-            self._parallel(lambda s: self._phase2(s), states, "checked" if self.options.check else "applied")
-        except (KeyboardInterrupt, InputError) as exc:  # the log says how the run ended
+            if not self.stopped_by:
+                self.see_cluster(states)
+                self._parallel(self._plan, states, None)
+                problems = self._input_problems(states)
+                if problems:
+                    raise InputError(problems)
+            threading.Thread(target=self._heartbeat, args=(beating,), daemon=True).start()
+            self._parallel(self._phase2, states, "checked" if self.options.check else "applied")
+        except KeyboardInterrupt:
+            self._abandon(states)
             if self.log:
-                self.log.abort("interrupted" if isinstance(exc, KeyboardInterrupt) else "bad input", str(exc))
+                self.log.abort("abandoned", "a second interrupt: the changes in flight were abandoned")
+            raise
+        except InputError as exc:  # the log says how the run ended
+            if self.log:
+                self.log.abort("bad input", str(exc))
             raise
         finally:
+            beating.set()
             self._parallel(self.release, states, None)
         results = [s.result for s in states]
         if self.log:
-            self.log.summary(results, check=self.options.check)
+            self.log.summary(results, check=self.options.check,
+                             aborted=signal_name(self.stopped_by) if self.stopped_by else "")
         return results
 
     def read_facts(self, hosts: list[Host], keep_open: bool = False) -> list[HostState]:
@@ -352,7 +503,9 @@ class Engine:
 
     def _phase2(self, state: HostState) -> None:
         result = state.result
-        if state.facts is not None:
+        if self.stopped_by and result.status not in (UNREACHABLE, NOT_STARTED):
+            result.status, result.message = NOT_STARTED, self.stop_words()
+        elif state.facts is not None:
             try:
                 # Something to change: read again under the host lock (another run may have changed the host
                 # since the first read), then apply. A no-op and --check never lock: one command per host.
@@ -363,6 +516,8 @@ class Engine:
                     result.reboot_pending = driver.reboot_reasons(state.host.settings.driver, state.facts)
             except Unreachable as exc:
                 result.status, result.message = UNREACHABLE, str(exc)
+            finally:
+                self.release_lock(state)  # done with this host: another run may have it now
         result.settle()
         result.seconds = round(time.monotonic() - state.started, 3)
 
@@ -387,6 +542,10 @@ class Engine:
                     self._done += 1
                     self.options.progress(Event(label, self._done, len(states), state.host.name))
 
-        with ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(states)))) as pool:
+        # Not `with`: its exit waits for every queued host, and an abandoned run must not.
+        pool = ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(states))))
+        try:
             for future in [pool.submit(one, s) for s in states]:
                 future.result()
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)

@@ -30,32 +30,10 @@ fi
 echo "$dest.$stamp~"
 '''
 
-LOCK_DIR = "/run/lock/provision.lock"
-
-# Take the host lock: mkdir is atomic. On failure print who holds it.
-LOCK_TAKE = r'''d=$1 owner=$2
-mkdir -p "$(dirname "$d")" 2>/dev/null
-if mkdir "$d" 2>/dev/null; then printf '%s\n' "$owner" > "$d/owner"; echo taken
-else printf 'held: '; cat "$d/owner" 2>/dev/null || echo unknown; exit 1; fi
-'''
-
-# Release only our own lock.
-LOCK_RELEASE = r'''d=$1 owner=$2
-[ "$(cat "$d/owner" 2>/dev/null)" = "$owner" ] && rm -rf "$d"
-'''
-
 
 def atomic_write_argv(path: str, mode: str, owner: str, group: str, stamp: str, keep: int = 3,
                       encoding: str = "") -> list[str]:
     return ["sh", "-c", ATOMIC_WRITE, "provision-write", path, mode, owner, group, stamp, str(keep), encoding]
-
-
-def lock_take_argv(owner: str) -> list[str]:
-    return ["sh", "-c", LOCK_TAKE, "provision-lock", LOCK_DIR, owner]
-
-
-def lock_release_argv(owner: str) -> list[str]:
-    return ["sh", "-c", LOCK_RELEASE, "provision-unlock", LOCK_DIR, owner]
 
 
 # Replace $1/$2 with the line $3, atomically (a small state record, no backup kept).

@@ -8,10 +8,10 @@ import click
 from provision.driver import reboot_reasons
 from provision.facts import layout, topo
 from provision.facts.model import HostFacts
-from provision.results import UNREACHABLE, HostResult
+from provision.results import NOT_STARTED, UNREACHABLE, HostResult, signal_name
 from provision.tasks.base import CHANGED, FAILED, OK, SKIPPED
 
-COLORS = {OK: "green", CHANGED: "yellow", FAILED: "red", SKIPPED: "cyan", UNREACHABLE: "red"}
+COLORS = {OK: "green", CHANGED: "yellow", FAILED: "red", SKIPPED: "cyan", UNREACHABLE: "red", NOT_STARTED: "magenta"}
 
 
 def status_word(status: str, check: bool) -> str:
@@ -19,11 +19,16 @@ def status_word(status: str, check: bool) -> str:
     return click.style(f"{word:<12}", fg=COLORS.get(status))
 
 
-def print_results(results: list[HostResult], check: bool, show_diff: bool, verbose: bool = False) -> None:
+def print_results(results: list[HostResult], check: bool, show_diff: bool, verbose: bool = False,
+                  stopped_by: int | None = None) -> None:
     """One line per host; under it, a line per change, failure and problem (-v: every task and target); then
     the totals and the hosts that need attention. The status column comes first, so long names and paths
-    never push it over."""
+    never push it over. stopped_by: the signal that stopped the run, said first."""
     width = min(max((len(r.host) for r in results), default=4), HOST_COLUMN)
+    if stopped_by:
+        click.secho(f"Stopped by {signal_name(stopped_by)}: the changes in flight finished; the hosts and tasks "
+                    "below marked 'not started' were not touched. Run the same command again to converge them.",
+                    fg="magenta", bold=True)
     for result in results:
         click.echo(host_line(result, check, width))
         for line in detail_lines(result, check, show_diff, verbose):
@@ -37,24 +42,29 @@ HOST_COLUMN = 32  # longer host names push their own line over, never the others
 def host_line(result: HostResult, check: bool, width: int) -> str:
     """The host in its status's colour, then its task counts (the same words as the run log and --json)."""
     name = click.style(f"{result.host:<{width}}", fg=COLORS.get(result.status), bold=True)
-    if result.status == UNREACHABLE:
-        return f"{name}  {click.style('UNREACHABLE', fg='red')}  {result.message}"
+    if result.status in (UNREACHABLE, NOT_STARTED) and not result.tasks:
+        return f"{name}  {click.style(result.status.upper(), fg=COLORS[result.status])}  {result.message}"
     c = result.counts()
     commands = f"{result.commands} command{'' if result.commands == 1 else 's'}"
-    return (f"{name}  ok={c[OK]} {'would change' if check else 'changed'}={c[CHANGED]} failed={c[FAILED]} "
-            f"skipped={c[SKIPPED]}  ({commands}, {result.seconds:.2f} s)")
+    line = (f"{name}  ok={c[OK]} {'would change' if check else 'changed'}={c[CHANGED]} failed={c[FAILED]} "
+            f"skipped={c[SKIPPED]}" + (f" not started={c[NOT_STARTED]}" if c[NOT_STARTED] else "")
+            + f"  ({commands}, {result.seconds:.2f} s)")
+    if result.status == UNREACHABLE:  # lost in the middle: what it did before is under it
+        line += f"  {click.style('UNREACHABLE', fg='red')}"
+    return line
 
 
 def detail_lines(result: HostResult, check: bool, show_diff: bool, verbose: bool) -> list[str]:
-    if result.status == UNREACHABLE:
+    if result.status in (UNREACHABLE, NOT_STARTED) and not result.tasks:
         return []
-    lines = [f"    {status_word(FAILED, check)} {result.message}"] if result.message else []
+    lines = [f"    {status_word(result.status if result.status == UNREACHABLE else FAILED, check)} {result.message}"
+             ] if result.message else []
     if result.reboot_pending:
         lines.append(f"    {status_word(FAILED, check)} reboot pending: {'; '.join(result.reboot_pending)} "
                      f"(provision apply --reboot reboots it)")
     for task in result.tasks:
         shown = [item for item in task.items if verbose or item.status in (CHANGED, FAILED)]
-        if task.message and (verbose or task.status == FAILED):  # a task's message: why it failed or skipped
+        if task.message and (verbose or task.status in (FAILED, NOT_STARTED)):  # why it failed, skipped, ...
             lines.append(f"    {status_word(task.status, check)} {task.name}: {task.message}")
         for item in shown:
             lines.append(f"    {status_word(item.status, check)} {task.name} {item.target}: {_detail(item)}")
@@ -81,8 +91,10 @@ def _color_diff(line: str) -> str:
 
 def print_summary(results: list[HostResult], check: bool, width: int) -> None:
     """The totals line, then each host that needs attention and why (failed, unreachable; drift under --check)."""
-    counts = {status: sum(1 for r in results if r.status == status) for status in (OK, CHANGED, FAILED, UNREACHABLE)}
-    words = {OK: "ok", CHANGED: "would change" if check else "changed", FAILED: "failed", UNREACHABLE: "unreachable"}
+    counts = {status: sum(1 for r in results if r.status == status)
+              for status in (OK, CHANGED, FAILED, UNREACHABLE, NOT_STARTED)}
+    words = {OK: "ok", CHANGED: "would change" if check else "changed", FAILED: "failed", UNREACHABLE: "unreachable",
+             NOT_STARTED: "not started"}
     totals = ", ".join(f"{n} {words[status]}" for status, n in counts.items() if n)
     mode = "  (check mode: nothing was changed)" if check else ""
     click.echo(f"\n{len(results)} host{'' if len(results) == 1 else 's'}: {totals or 'none'}{mode}")
@@ -96,6 +108,8 @@ def print_summary(results: list[HostResult], check: bool, width: int) -> None:
 def _why_attention(result: HostResult, check: bool) -> str:
     if result.status == UNREACHABLE:
         return f"unreachable: {_short(result.message)}"
+    if result.status == NOT_STARTED:
+        return _short(result.message)
     if result.status == FAILED and result.reboot_pending and not result.message:
         return f"reboot pending: {_short(result.reboot_pending[0])}"
     if result.status == FAILED:
@@ -104,6 +118,9 @@ def _why_attention(result: HostResult, check: bool) -> str:
                                         for t in failed), "")
         names = ", ".join(t.name for t in failed)
         return f"failed: {names}{': ' if names and first else ''}{_short(first)}"
+    stopped = [t.name for t in result.tasks if t.status == NOT_STARTED]
+    if stopped:
+        return f"not started: {', '.join(stopped)}"
     if check and result.status == CHANGED:
         drifted = [t.name for t in result.tasks if t.status == CHANGED]
         return f"would change: {', '.join(drifted)}"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import signal
 from dataclasses import asdict, dataclass, field
 
 from provision.tasks.base import CHANGED, FAILED, OK, SKIPPED, Item
 
 UNREACHABLE = "unreachable"
+NOT_STARTED = "not started"  # a host or task the run never started: it was stopped (Ctrl-C, SIGTERM) or lost the host
 
 # Exit codes are bit flags so a script can test each condition.
 EXIT_OK = 0
@@ -14,12 +16,14 @@ EXIT_TASK_FAILED = 1  # some task failed on some host
 EXIT_BAD_INPUT = 2  # inventory/playbook/options invalid: nothing was touched (also Click usage errors)
 EXIT_UNREACHABLE = 4  # some host could not be reached (5 = both 1 and 4)
 EXIT_WOULD_CHANGE = 8  # --check: some host is not as intended (a drift gate, like terraform's -detailed-exitcode)
+# Stopped by a signal (the shell's 128 + signal number): what was in flight finished, nothing new started.
+EXIT_STOPPED = {2: 130, 15: 143}  # SIGINT (Ctrl-C), SIGTERM
 
 
 @dataclass
 class TaskResult:
     name: str
-    status: str  # ok | changed | failed | skipped
+    status: str  # ok | changed | failed | skipped | not started
     items: list[Item] = field(default_factory=list)
     message: str = ""
 
@@ -27,7 +31,7 @@ class TaskResult:
 @dataclass
 class HostResult:
     host: str
-    status: str = OK  # ok | changed | failed | unreachable
+    status: str = OK  # ok | changed | failed | unreachable (also when lost mid-run) | not started
     tasks: list[TaskResult] = field(default_factory=list)
     message: str = ""
     commands: int = 0  # remote commands run on this host
@@ -35,14 +39,18 @@ class HostResult:
     reboot_pending: list[str] = field(default_factory=list)  # why its GPUs need a reboot (provision/driver.py)
 
     def counts(self) -> dict[str, int]:
-        counts = {OK: 0, CHANGED: 0, FAILED: 0, SKIPPED: 0}
+        """Tasks per status. A task that changed some targets before it failed (or lost its host) counts as
+        changed too: a count never says changed=0 when something changed."""
+        counts = {OK: 0, CHANGED: 0, FAILED: 0, SKIPPED: 0, NOT_STARTED: 0}
         for task in self.tasks:
             counts[task.status] += 1
+            if task.status != CHANGED and any(item.status == CHANGED for item in task.items):
+                counts[CHANGED] += 1
         return counts
 
     def settle(self) -> None:
         """The host status from its tasks."""
-        if self.status == UNREACHABLE:
+        if self.status in (UNREACHABLE, NOT_STARTED):
             return
         statuses = {t.status for t in self.tasks}
         failed = FAILED in statuses or self.message or self.reboot_pending  # pending: not as intended until then
@@ -57,7 +65,10 @@ def task_status(items: list[Item]) -> str:
     return OK
 
 
-def exit_code(results: list[HostResult], check: bool = False) -> int:
+def exit_code(results: list[HostResult], check: bool = False, stopped_by: int | None = None) -> int:
+    """The bit flags below; a run stopped by a signal exits 128 + its number instead (130, 143)."""
+    if stopped_by:
+        return EXIT_STOPPED.get(stopped_by, 128 + stopped_by)
     code = EXIT_OK
     if any(r.status == FAILED for r in results):
         code |= EXIT_TASK_FAILED
@@ -68,9 +79,17 @@ def exit_code(results: list[HostResult], check: bool = False) -> int:
     return code
 
 
-def to_json(results: list[HostResult], check: bool) -> dict:
-    return {
+def to_json(results: list[HostResult], check: bool, stopped_by: int | None = None) -> dict:
+    data = {
         "check": check,
         "hosts": [asdict(r) | {"counts": r.counts()} for r in results],
-        "exit_code": exit_code(results, check),
+        "exit_code": exit_code(results, check, stopped_by),
     }
+    return data | ({"stopped_by": signal_name(stopped_by)} if stopped_by else {})
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

@@ -39,9 +39,10 @@ class RunLog:
         self._write({"event": "task", "host": host, "task": result.name, "status": result.status,
                      "check": check, "message": result.message, "items": items})
 
-    def summary(self, results, check: bool) -> None:
-        self._write({"event": "end", "check": check,
-                     "hosts": {r.host: {"status": r.status, "message": r.message} | r.counts() for r in results}})
+    def summary(self, results, check: bool, aborted: str = "") -> None:
+        """The end of a run; aborted: the signal that stopped it (the hosts not started say so)."""
+        self._write({"event": "end", "check": check} | ({"aborted": aborted} if aborted else {})
+                    | {"hosts": {r.host: {"status": r.status, "message": r.message} | r.counts() for r in results}})
 
     def abort(self, why: str, detail: str = "") -> None:
         """The end of a run that stopped before its summary (Ctrl-C, bad input found on the hosts)."""

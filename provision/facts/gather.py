@@ -15,7 +15,6 @@ import secrets
 import shlex
 from dataclasses import dataclass
 
-from provision import remote
 from provision.facts import clock_cache, daemons, layout, topo
 from provision.facts import driver as driver_facts
 from provision.facts import gpu as gpu_parsers
@@ -112,14 +111,14 @@ class Section:
 
 
 def build_script(token: str, file_paths: list[str] = (), units: list[UnitRef] = (),
-                 lock_owner: str | None = None, nvidia: bool = True, health: bool = False,
+                 lock: list[str] | None = None, nvidia: bool = True, health: bool = False,
                  topology: bool = False, packages: list[str] = ()) -> str:
     """The whole batch as one sh script. Each section: begin marker, output, end marker + rc.
 
-    With lock_owner, the first section takes the host lock (see remote.py), so
+    With lock (hostlock.take_argv), the first section takes the host lock, so
     a run costs no extra round trip for it. With health, the sections verify reads too.
     """
-    sections = {"lock": shlex.join(remote.lock_take_argv(lock_owner))} if lock_owner else {}
+    sections = {"lock": shlex.join(lock)} if lock else {}
     sections.update(BASE_SECTIONS)
     sections["supported-clocks"] = clock_cache.read_snippet()  # reads "$q", the query-gpu output
     sections["clock-records"] = f"cat {shlex.quote(clock_records_dir())}/GPU-* 2>/dev/null || true"

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from provision.connection import LocalConnection
+from provision.connection import CommandResult, LocalConnection, Unreachable
 from provision.engine import Engine
 
 
 def test_changes_run_in_one_command_and_a_failure_stops_only_its_own_change(tmp_path):
     conn = LocalConnection("here")
     log = tmp_path / "log"
-    errors = Engine.run_batch(conn, [
+    errors, lost = Engine.run_batch(conn, [
         [["sh", "-c", f"echo a >> {log}"], ["sh", "-c", f"echo b >> {log}"]],
         [["sh", "-c", "echo 'Unable to set: bad value'; exit 3"], ["sh", "-c", f"echo never >> {log}"]],
         [["sh", "-c", f"printf 'no newline' && echo c >> {log}"]],
     ])
-    assert conn.commands_run == 1
+    assert conn.commands_run == 1 and lost is None
     assert errors[0] is None and errors[2] is None
     assert errors[1] == "`sh -c echo 'Unable to set: bad value'; exit 3` exited 3: Unable to set: bad value"
     assert log.read_text() == "a\nb\nc\n"
@@ -22,5 +22,31 @@ def test_changes_run_in_one_command_and_a_failure_stops_only_its_own_change(tmp_
 
 def test_hostile_words_stay_words(tmp_path):
     marker = tmp_path / "pwned"
-    [error] = Engine.run_batch(LocalConnection("here"), [[["echo", f"$(touch {marker}); `touch {marker}`"]]])
+    [error], _ = Engine.run_batch(LocalConnection("here"), [[["echo", f"$(touch {marker}); `touch {marker}`"]]])
     assert error is None and not marker.exists()
+
+
+class CutOff(LocalConnection):
+    """A host that goes away after `lines` lines of the batch's output: the SSH channel closes with no exit
+    status (rc -1, as paramiko reports it), or the connection raises."""
+
+    def __init__(self, lines: int, raises: bool = False):
+        super().__init__("cut")
+        self.lines, self.raises = lines, raises
+
+    def _run(self, argv, stdin, timeout):
+        if self.raises:
+            raise Unreachable("lost the connection to cut: Socket is closed")
+        done = super()._run(argv, stdin, timeout)
+        return CommandResult(argv, -1, "\n".join(done.stdout.splitlines()[:self.lines]))
+
+
+def test_a_batch_cut_off_by_a_lost_host_says_which_changes_ran_and_which_did_not_finish():
+    batch = [[["true"]], [["true"]], [["true"]]]
+    errors, lost = Engine.run_batch(CutOff(lines=6), batch)  # two changes' sections came back whole
+    assert errors[:2] == [None, None] and lost is None  # the re-read that follows says the host is gone
+    assert errors[2] == "`true` did not finish: the connection was closed"
+    errors, lost = Engine.run_batch(CutOff(lines=0, raises=True), batch)
+    assert lost == "lost the connection to cut: Socket is closed"
+    assert errors == ["unknown whether it ran: the host was lost during it (lost the connection to cut: "
+                      "Socket is closed)"] * 3

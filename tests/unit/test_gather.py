@@ -7,9 +7,9 @@ import subprocess
 from provision.facts import gather
 
 
-def run_batch(tmp_path, paths=(), lock_owner=None, env_path="/usr/bin:/bin"):
+def run_batch(tmp_path, paths=(), lock=None, env_path="/usr/bin:/bin"):
     token = gather.new_token()
-    script = gather.build_script(token, list(paths), lock_owner=lock_owner)
+    script = gather.build_script(token, list(paths), lock=lock)
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env={"PATH": env_path}).stdout
     return gather.split_sections(token, out)
 
@@ -53,17 +53,14 @@ def test_no_devices_and_driver_errors_are_states(tmp_path):
     assert facts_with("garbage, row", 0).state == "error"
 
 
-def test_lock_is_taken_once_and_reports_its_holder(tmp_path, monkeypatch):
-    from provision import remote
-    monkeypatch.setattr(remote, "LOCK_DIR", str(tmp_path / "lock"))
-    first = run_batch(tmp_path, lock_owner="run A")
-    second = run_batch(tmp_path, lock_owner="run B")
-    assert first["lock"].rc == 0
-    assert second["lock"].rc == 1 and "run A" in second["lock"].output
-    subprocess.run(remote.lock_release_argv("run B"), check=False)
-    assert (tmp_path / "lock").exists()  # not B's to release
-    subprocess.run(remote.lock_release_argv("run A"), check=True)
-    assert not (tmp_path / "lock").exists()
+def test_the_lock_is_the_first_section_and_its_holder_is_reported(tmp_path):
+    from provision import hostlock
+    lock_dir = str(tmp_path / "lock")
+    a, b = hostlock.Owner("run A", "aaaa"), hostlock.Owner("run B", "bbbb")
+    first = run_batch(tmp_path, lock=hostlock.take_argv(a, lock_dir=lock_dir))
+    second = run_batch(tmp_path, lock=hostlock.take_argv(b, lock_dir=lock_dir))
+    assert first["lock"].rc == 0 and first["lock"].output == "taken"
+    assert second["lock"].rc == 1 and hostlock.Owner.parse(hostlock.take_message(second["lock"].output)[1]).said == "run A"
 
 
 def test_a_reread_after_file_changes_skips_the_nvidia_sections():

@@ -1,0 +1,126 @@
+"""The host lock's scripts, run by a real sh on a directory of this machine, and who may take a lock over."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+from provision import hostlock
+from provision.hostlock import Owner
+
+
+def sh(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True)
+
+
+def owner_line(lock_dir) -> str:
+    return (lock_dir / "owner").read_text().strip()
+
+
+def elsewhere(said: str = "provision apply by ops@ci-runner pid 77 since 2026-11-24T08:00:00Z") -> Owner:
+    """A run on another control machine: this one cannot judge whether its process lives."""
+    return Owner(said, "0a0a0a0a0a0a", "another-machine", "another-boot", 77, "999")
+
+
+def test_a_free_lock_is_taken_with_a_lease_and_the_owner_is_reported_to_the_next(tmp_path):
+    lock = tmp_path / "provision.lock"
+    ours = Owner.this_run("apply")
+    taken = sh(hostlock.take_argv(ours, lock_dir=str(lock)))
+    assert taken.returncode == 0 and taken.stdout == "taken\n"
+    line = owner_line(lock)
+    parsed = Owner.parse(line)
+    assert replace(parsed, lease_until=None) == ours  # every field survives the trip
+    assert abs(parsed.lease_until - (time.time() + hostlock.LEASE_SECONDS)) < 5
+    other = sh(hostlock.take_argv(elsewhere(), lock_dir=str(lock)))
+    assert other.returncode == 1 and hostlock.take_message(other.stdout) == ("held", line)
+    again = sh(hostlock.take_argv(ours, lock_dir=str(lock)))  # the same run, again (a second phase)
+    assert again.returncode == 0 and again.stdout == "taken\n"
+
+
+def test_a_lock_judged_stale_is_taken_over_only_while_it_is_the_line_that_was_judged(tmp_path):
+    lock = tmp_path / "provision.lock"
+    old = elsewhere()
+    sh(hostlock.take_argv(old, lock_dir=str(lock)))
+    judged = owner_line(lock)
+    ours = Owner.this_run("apply")
+    changed = sh(hostlock.take_argv(ours, stale_line=judged + " x", lock_dir=str(lock)))
+    assert changed.returncode == 1  # someone renewed or took it since: not ours to take
+    over = sh(hostlock.take_argv(ours, stale_line=judged, lock_dir=str(lock)))
+    assert over.returncode == 0 and hostlock.take_message(over.stdout) == ("took over", judged)
+    assert Owner.parse(owner_line(lock)).run == ours.run
+
+
+def test_an_expired_lease_is_taken_over_and_a_renewed_one_is_not(tmp_path):
+    lock = tmp_path / "provision.lock"
+    lock.mkdir()
+    dead = elsewhere()
+    (lock / "owner").write_text(f"{dead.line()} lease_until={int(time.time()) - 5}\n")
+    ours = Owner.this_run("apply")
+    over = sh(hostlock.take_argv(ours, lock_dir=str(lock)))
+    assert over.returncode == 0 and hostlock.take_message(over.stdout)[0] == "took over (lease expired)"
+    assert dead.said in over.stdout
+    # Ours now: its lease is renewed by the heartbeat, and another machine cannot take it meanwhile.
+    (lock / "owner").write_text(f"{ours.line()} lease_until={int(time.time()) - 5}\n")
+    renewed = sh(hostlock.renew_argv(ours, lock_dir=str(lock)))
+    assert renewed.returncode == 0 and Owner.parse(owner_line(lock)).lease_until > time.time() + 60
+    assert sh(hostlock.take_argv(elsewhere(), lock_dir=str(lock))).returncode == 1
+    lost = sh(hostlock.renew_argv(elsewhere(), lock_dir=str(lock)))
+    assert lost.returncode == 1 and lost.stdout.startswith("lost: ")
+
+
+def test_a_lock_without_a_lease_an_older_provision_wrote_is_respected(tmp_path):
+    lock = tmp_path / "provision.lock"
+    lock.mkdir()
+    (lock / "owner").write_text("provision apply by alice@laptop pid 42\n")
+    held = sh(hostlock.take_argv(Owner.this_run("apply"), lock_dir=str(lock)))
+    assert held.returncode == 1
+    holder = Owner.parse(hostlock.take_message(held.stdout)[1])
+    assert holder.said == "provision apply by alice@laptop pid 42" and holder.gone_here() == ""
+
+
+def test_an_empty_lock_left_by_a_run_killed_while_taking_it_is_taken(tmp_path):
+    lock = tmp_path / "provision.lock"
+    lock.mkdir()
+    taken = sh(hostlock.take_argv(Owner.this_run("apply"), lock_dir=str(lock)))
+    assert taken.returncode == 0 and taken.stdout.startswith("took over: an empty lock")
+
+
+def test_only_the_owner_releases(tmp_path):
+    lock = tmp_path / "provision.lock"
+    ours = Owner.this_run("apply")
+    sh(hostlock.take_argv(ours, lock_dir=str(lock)))
+    sh(hostlock.release_argv(elsewhere(), lock_dir=str(lock)))
+    assert lock.exists()
+    sh(hostlock.release_argv(ours, lock_dir=str(lock)))
+    assert not lock.exists()
+
+
+def test_removing_a_lock_checks_it_is_still_the_one_shown(tmp_path):
+    lock = tmp_path / "provision.lock"
+    sh(hostlock.take_argv(elsewhere(), lock_dir=str(lock)))
+    line = sh(hostlock.read_argv(str(lock))).stdout.strip()
+    assert sh(hostlock.remove_argv(line + "x", str(lock))).stdout.startswith("changed: ")
+    assert sh(hostlock.remove_argv(line, str(lock))).stdout == "removed\n" and not lock.exists()
+    assert sh(hostlock.read_argv(str(lock))).stdout == ""
+
+
+def test_a_holder_on_this_machine_is_stale_once_its_process_is_gone():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        live = Owner("x", "r1", hostlock.machine_id(), hostlock.boot_id(), child.pid, hostlock.process_start(child.pid))
+        assert live.gone_here() == ""
+        reused = Owner("x", "r1", live.machine, live.boot, child.pid, "1")
+        assert reused.gone_here() == f"pid {child.pid} is another process now"
+    finally:
+        child.kill()
+        child.wait()
+    assert live.gone_here() == f"pid {child.pid} no longer runs"
+    rebooted = Owner("x", "r1", live.machine, "an-earlier-boot", child.pid, live.pidstart)
+    assert rebooted.gone_here() == "this machine has booted since it was taken"
+    assert Owner("x", "r1", "another-machine", "b", child.pid, "1").gone_here() == ""  # not ours to judge
+
+
+def test_process_start_reads_a_command_name_with_spaces_and_parentheses():
+    assert hostlock.process_start(1) != "" and hostlock.process_start(2 ** 22 + 1) == ""
