@@ -266,6 +266,57 @@ def test_a_key_written_twice_is_refused_with_its_line(problems):
     one_line_with(lines, "invalid YAML at line 6", "'v100' is written twice")
 
 
+@pytest.mark.parametrize("names", ["hosts", "children"])
+@pytest.mark.parametrize("first, second", [("1", "true"), ("on", "yes"), ("1", "1.0")])
+def test_names_that_yaml_reads_as_the_same_value_are_refused_with_their_lines(problems, names, first, second):
+    # In a dict these are one key (1 == True == 1.0): one host would vanish and the other take its address.
+    lines = problems(f"""
+        all:
+          {names}:
+            {first}: {{host: 192.0.2.1}}
+            {second}: {{host: 192.0.2.2}}
+        """)
+    assert len(lines) == 2, lines
+    one_line_with(lines, f"all: {names}: line 4: {first!r} is read by YAML as the ", "not a name",
+                  f"hint: quote it: '{first}':")
+    one_line_with(lines, f"all: {names}: line 5: {second!r} is read by YAML as the ", "not a name")
+
+
+@pytest.mark.parametrize("text, line", [
+    ("all: {hosts: {true: }}", "all: hosts: line 1: 'true' is read by YAML as the boolean True, not a name"),
+    ("all: {hosts: {~: }}", "all: hosts: line 1: '~' is read by YAML as null (no value), not a name"),
+    ("all:\n  children:\n    v100:\n      children: {~: {hosts: {a: }}}\n",
+     "group v100: children: line 4: '~' is read by YAML as null"),
+    ("1: {hosts: {a: }}", "line 1: '1' is read by YAML as the number 1, not a name"),
+    ("x: &h {2: }\nall: {hosts: {<<: *h, a: }}", "all: hosts: line 1: '2' is read by YAML as the number 2"),
+])
+def test_a_name_that_yaml_does_not_read_as_a_string_is_refused(problems, text, line):
+    one_line_with(problems(text), line, "(hint: quote it: ")
+
+
+def test_quoted_names_and_non_string_keys_in_variables_are_fine(inventory):
+    inv = inventory("""
+        all:
+          children:
+            "1":
+              hosts:
+                "true": {custom: {1: one, false: off, ~: none}}
+                '1.0':
+        """)
+    assert list(inv.hosts) == ["true", "1.0"] and list(inv.groups) == ["all", "1"]
+    assert inv.hosts["true"].settings.custom == {1: "one", False: False, None: "none"}
+
+
+@pytest.mark.parametrize("first, second", [("on", "yes"), ("1", "1.0"), ("1", "true")])
+def test_two_keys_that_yaml_reads_as_the_same_value_are_refused_anywhere(problems, first, second):
+    lines = problems(f"""
+        all:
+          hosts:
+            a: {{custom: {{{first}: a, {second}: b}}}}
+        """)
+    one_line_with(lines, "invalid YAML at line 4", f"keys {first!r} (line 4) and {second!r} are both read by YAML as")
+
+
 @pytest.mark.parametrize("text, message", [
     ("", "the inventory is empty"),
     ("- a\n- b\n", "the top level must be a mapping of groups, not a list"),
