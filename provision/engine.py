@@ -213,7 +213,10 @@ class Engine:
         result = state.result
         for i, task in enumerate(self.tasks):
             if self.stopped_by:
-                self._not_started(state, self.tasks[i:], self.stop_words())
+                if i == 0:  # locked and read again, nothing changed: the host was not started
+                    result.status, result.message = NOT_STARTED, self.stop_words()
+                else:
+                    self._not_started(state, self.tasks[i:], self.stop_words())
                 return
             self.options.progress(Event("applied", self._done, self._total, state.host.name, task.name))
             plan = task.plan(state.host, state.facts)  # re-plan: earlier tasks may have changed facts
@@ -538,9 +541,11 @@ class Engine:
                     state.result.status = FAILED
                     state.result.message = f"internal error: {type(exc).__name__}: {exc}"
             if label:
+                status = state.result.status if state.result else ""
+                said = status if status in (UNREACHABLE, NOT_STARTED) else label  # never "applied" for those
                 with self._lock:
                     self._done += 1
-                    self.options.progress(Event(label, self._done, len(states), state.host.name))
+                    self.options.progress(Event(said, self._done, len(states), state.host.name))
 
         # Not `with`: its exit waits for every queued host, and an abandoned run must not.
         pool = ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(states))))

@@ -120,7 +120,7 @@ def _why_attention(result: HostResult, check: bool) -> str:
         return f"failed: {names}{': ' if names and first else ''}{_short(first)}"
     stopped = [t.name for t in result.tasks if t.status == NOT_STARTED]
     if stopped:
-        return f"not started: {', '.join(stopped)}"
+        return f"not started: {len(stopped)} task(s), {stopped[0]} and after (the run was stopped)"
     if check and result.status == CHANGED:
         drifted = [t.name for t in result.tasks if t.status == CHANGED]
         return f"would change: {', '.join(drifted)}"
