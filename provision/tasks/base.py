@@ -60,6 +60,7 @@ class Item:
     after: str = ""
     message: str = ""
     diff: str = ""
+    cause: str = ""  # a refusal that follows from another check's failure: that check reports it (verify)
 
 
 @dataclass

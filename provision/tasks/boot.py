@@ -7,8 +7,15 @@ memory lock chosen):
 
   gpu=GPU-1c2f... index=0 persistence=on power_limit=200 clocks=877,1005
 
+Each GPU present has its whole line: every setting the inventory intends for
+it, whatever happened to the other GPUs. A GPU missing now keeps its last
+line, by UUID only, its index after the "#":
+
+  gpu=GPU-9a0b... persistence=on power_limit=300  # not seen at the last run: was_index=3
+
 The boot script (templates/provision-gpu-tuning.sh, run by the
-provision-gpu-tuning.service oneshot) applies each key with nvidia-smi.
+provision-gpu-tuning.service oneshot) applies each key with nvidia-smi; it
+addresses GPUs by UUID (index= is for people) and stops reading a line at "#".
 Keys: persistence=on|off, power_limit=W, clocks=MEM,SM|default,
 locked_sm=MIN,MAX|default, locked_mem=MIN,MAX|default, mem_deferred=MHz|default.
 """
@@ -62,37 +69,40 @@ def _locks(gpu: GpuFacts, want) -> list[str]:
     return [f"{LOCK_WORDS[lock.key]}={lock.value}" for lock in tuning.locked_targets(gpu, want)]
 
 
+KEPT = "  # not seen at the last run: was_index={index}"  # after a missing GPU's line
+
+
 def parse(text: str) -> dict[str, dict[str, str]]:
-    """uuid -> {key: value} (gpu and index included), from the file's text."""
+    """uuid -> {key: value} (gpu and index included), from the file's text: the words before a "#", as the
+    boot script reads them, and a kept line's was_index from its comment."""
     lines = {}
     for line in text.splitlines():
-        words = dict(w.split("=", 1) for w in line.split() if "=" in w)
-        if not line.startswith("#") and words.get("gpu", "").startswith("GPU-"):
+        settings, _, comment = line.partition("#")
+        words = dict(w.split("=", 1) for w in settings.split() if "=" in w)
+        was = [w.split("=", 1)[1] for w in comment.split() if w.startswith("was_index=")]
+        if was and "index" not in words:
+            words["was_index"] = was[0]
+        if words.get("gpu", "").startswith("GPU-"):
             lines[words["gpu"]] = words
     return lines
 
 
 def render(host, facts: HostFacts, old_text: str = "") -> str:
-    """The whole file, from each GPU's settings as resolve_gpus binds them. A GPU the old file lists but
-    nvidia-smi does not show now (fallen off the bus, being reseated) keeps its old line: after the repair
-    and a reboot it is tuned again. The line stays as it was while no other GPU has its index (a GPU off the
-    bus keeps its index until the next boot: nothing to rewrite); else the index moves behind the "#" as
-    was_index (the boot script stops there): never two lines for one index. Lines go in index order."""
-    seen = {g.uuid for g in facts.nvidia.gpus}
-    taken = {str(g.index) for g in facts.nvidia.gpus}
-    lines = [(gpu.index, gpu_line(gpu, settings)) for gpu, settings in resolve_gpus(host, facts).per_gpu]
-    unnumbered = []  # kept lines whose index another GPU has now: after the numbered ones
+    """The whole file: one line per GPU nvidia-smi shows, from its settings as resolve_gpus binds them (all
+    the inventory intends for that card), in index order. A GPU the old file lists but nvidia-smi does not
+    show now (gone, fallen off the bus, being reseated) keeps its old line after those, by UUID only: its
+    index moves behind the "#" as was_index (the boot script stops there, and indexes change at the next
+    boot), so no two lines ever hold one index. After the repair and a reboot it is tuned again.
+    Rendering again from this text gives this text."""
+    seen = {g.uuid.lower() for g in facts.nvidia.gpus}
+    present = sorted(resolve_gpus(host, facts).per_gpu, key=lambda pair: pair[0].index)
+    lines = [gpu_line(gpu, settings) for gpu, settings in present]
     for uuid, words in parse(old_text).items():
-        if uuid not in seen:
+        if uuid.lower() not in seen:
             index = words.pop("index", None) or words.pop("was_index", None)
-            if index is not None and index.isdigit() and index not in taken:
-                numbered = {"gpu": uuid, "index": index, **words}  # as it was: the GPU still owns its index
-                lines.append((int(index), " ".join(f"{k}={v}" for k, v in numbered.items())))
-            else:
-                kept = " ".join(f"{k}={v}" for k, v in words.items())
-                unnumbered.append(kept + (f"  # not seen at the last run: was_index={index}" if index else ""))
-    ordered = [line for _, line in sorted(lines, key=lambda pair: pair[0])] + unnumbered
-    return HEADER.format(host=host.name) + "".join(f"{line}\n" for line in ordered)
+            kept = " ".join(f"{k}={v}" for k, v in words.items())
+            lines.append(kept + (KEPT.format(index=index) if index else ""))
+    return HEADER.format(host=host.name) + "".join(f"{line}\n" for line in lines)
 
 
 class BootConf(Task):

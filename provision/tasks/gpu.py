@@ -5,6 +5,9 @@ reboots) and by index in reports (what people read in nvidia-smi). Which
 settings a GPU gets is bound to its identity too (resolve_gpus): when the
 GPUs differ from the last good run's record, an `index:` override keeps
 meaning the GPU that had that index then, and is never moved onto another.
+Every GPU present gets all that the inventory intends for it (the block's
+values, and the overrides that name that card), whatever happened to the
+others: a held override never takes a setting away from another card.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Iterator
 from provision import driver, tuning
 from provision.facts import layout
 from provision.facts.model import GpuFacts, HostFacts, RecordedGpu
-from provision.settings import TUNING_KEYS, GpuOverride, GpuSettings, yaml_words
+from provision.settings import GpuOverride, GpuSettings, yaml_words
 from provision.tasks.base import FAILED, Change, FileWrite, Item, OK, Plan, Task
 from provision.tasks.files import plan_file
 
@@ -26,11 +29,12 @@ SETTING_WORDS = {"persistence": "persistence mode", "power_limit": "power limit"
 @dataclass
 class HeldOverride:
     """An `index:` override left alone: the GPUs changed since the last good run, and the GPU it meant is
-    not here (or the record had none at that index)."""
+    not here (or the record had none at that index). It is reported; the GPU now at that index is not its
+    card, and gets the block's values (and the overrides that name it) like any other."""
 
     override: GpuOverride
     meant: RecordedGpu | None  # the record's GPU at that index
-    now: GpuFacts | None  # the GPU with that index now: it would have moved onto this one
+    now: GpuFacts | None  # the GPU with that index now: the override would have moved onto this one
     change: layout.LayoutChange
 
     def message(self) -> str:
@@ -53,9 +57,11 @@ class Resolution:
 
 
 def resolve_gpus(host, facts: HostFacts) -> Resolution:
-    """Each GPU's settings, bound to its UUID. With an unaccepted layout change, an `index:` override applies
-    to the GPU that had that index in the record, wherever it is now; when that GPU is missing, the override is
-    held, and the GPU now at that index gets none of the settings it names (neither override nor block)."""
+    """Each GPU's settings, bound to its UUID: the block's values plus the overrides that name that card. With
+    an unaccepted layout change, an `index:` override names the GPU that had that index in the record,
+    wherever it is now (a GPU the record lacks is named by no `index:` override); when that GPU is missing,
+    the override is held (reported, applied to no card). The GPU now at that index keeps the block's values
+    and its own overrides: a missing card never leaves another with less than its intended caps."""
     gpu_settings, gpus = host.settings.gpu, facts.nvidia.gpus
     change = None if host.accept_gpu_changes else layout.compare(facts.gpu_layout, facts.nvidia)
     if not change:
@@ -71,9 +77,7 @@ def resolve_gpus(host, facts: HostFacts) -> Resolution:
     per_gpu = []
     for gpu in gpus:
         was = recorded.get(gpu.uuid.lower())
-        settings = gpu_settings.for_gpu(was.index if was else None, gpu.uuid, gpu.name)
-        withheld = {key: None for h in held if h.now is gpu for key in TUNING_KEYS if getattr(h.override, key) is not None}
-        per_gpu.append((gpu, settings.model_copy(update=withheld)))
+        per_gpu.append((gpu, gpu_settings.for_gpu(was.index if was else None, gpu.uuid, gpu.name)))
     return Resolution(per_gpu, held)
 
 
@@ -95,7 +99,7 @@ def wanted_per_gpu(host, facts: HostFacts, setting: str, plan: Plan) -> Iterator
     for held in resolution.held:
         if getattr(held.override, setting) is not None:
             plan.refused.append(Item(f"GPU{held.override.index}", FAILED, SETTING_WORDS[setting],
-                                     message=held.message()))
+                                     message=held.message(), cause="every_gpu_of_the_last_good_run_is_here"))
     for gpu, settings in resolution.per_gpu:
         want = getattr(settings, setting)
         if want is not None:

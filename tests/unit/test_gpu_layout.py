@@ -2,12 +2,17 @@
 
 The 4090 riser box: `overrides: [{index: 3, power_limit: 300}]` caps its hot card. When card 3 is gone,
 nvidia-smi renumbers the rest, and index 3 is a healthy card; when it fell off the bus, nvidia-smi names it in
-an error line. Either way no override may move onto another card, and the host is not "ok".
+an error line. Either way no override may move onto another card, and the host is not "ok"; every card present
+still gets all the inventory intends for it (its group's 400 W), and the boot file keeps the missing card's line
+by UUID only.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 from provision.facts import layout
@@ -18,6 +23,7 @@ from provision.tasks.base import FAILED, OK
 from provision.tasks.gpu import PowerLimit, resolve_gpus
 from provision.tasks.layout import GpuLayout
 
+BOOT_SCRIPT = Path(__file__).resolve().parents[2] / "templates" / "provision-gpu-tuning.sh"
 INVENTORY_4090 = {"persistence": True, "power_limit": 400, "overrides": [{"index": 3, "power_limit": 300}]}
 
 
@@ -77,7 +83,7 @@ def test_compare_names_gone_lost_new_and_renumbered_gpus():
     assert [g.uuid for g in change.new] == ["GPU-4090-new"] and len(change.missing) == 1
 
 
-# --- index overrides stay with their GPU ----------------------------------------------------------------
+# --- index overrides stay with their GPU; every present GPU keeps what the inventory intends for it -------
 
 def test_without_a_record_or_with_the_layout_as_recorded_index_overrides_select_by_index():
     for recorded in (None, healthy()):
@@ -95,8 +101,22 @@ def test_a_gone_gpu_moves_no_override_onto_the_card_that_now_has_its_index():
            in refused.message
     assert "not moved onto GPU-4090-4 at 00000000:41:00.0, GPU3 now" in refused.message
     assert "--accept-gpu-changes" in refused.message
-    # The card now numbered 3 keeps what it has: neither the override nor the block's value is applied to it.
-    assert [item.target for item in plan.unchanged] == ["GPU0", "GPU1", "GPU2", "GPU4", "GPU5"]
+    # The card now numbered 3 is not the override's card: it has its group's 400 W, as intended.
+    assert [(item.target, item.after) for item in plan.unchanged] == [(f"GPU{i}", "400.00 W") for i in range(6)]
+
+
+def test_the_card_now_at_a_gone_cards_index_gets_its_groups_power_limit():
+    """Issue 22: after a reboot without card 3, the card now GPU3 (formerly GPU4) runs at its 450 W default."""
+    rebooted = [replace(g, power_limit=450.0) if g.index == 3 else g for g in card3_gone()]
+    resolution = resolve_gpus(host(INVENTORY_4090), facts(rebooted, healthy()))
+    assert [(g.uuid, s.power_limit) for g, s in resolution.per_gpu] == [
+        (g.uuid, 400) for g in rebooted]
+    assert [(h.override.index, h.meant.uuid, h.now.uuid) for h in resolution.held] == [(3, "GPU-4090-3", "GPU-4090-4")]
+    plan = PowerLimit().plan(host(INVENTORY_4090), facts(rebooted, healthy()))
+    [change] = plan.changes
+    assert (change.target, change.before, change.after) == ("GPU3", "450.00 W", "400.00 W")
+    assert change.commands == [["nvidia-smi", "-i", "GPU-4090-4", "-pl", "400"]]
+    assert [i.target for i in plan.refused] == ["GPU3"] and "not moved onto GPU-4090-4" in plan.refused[0].message
 
 
 def test_renumbered_gpus_keep_the_settings_of_the_index_they_had_in_the_record():
@@ -108,24 +128,101 @@ def test_renumbered_gpus_keep_the_settings_of_the_index_they_had_in_the_record()
     assert resolution.held == []
 
 
-def test_a_new_card_at_an_overridden_index_gets_neither_the_override_nor_the_block_until_accepted():
+def test_a_held_override_leaves_the_other_settings_and_overrides_of_the_card_now_at_its_index():
+    inventory = {"persistence": True, "power_limit": 400,
+                 "overrides": [{"index": 3, "power_limit": 300, "persistence": False},
+                               {"uuid": "GPU-4090-4", "locked_clocks": {"sm": [210, 2520]}},
+                               {"model": "4090", "clocks": "default"}]}
+    resolution = resolve_gpus(host(inventory), facts(card3_gone(), healthy()))
+    now3 = next(s for g, s in resolution.per_gpu if g.index == 3)
+    assert (now3.persistence, now3.power_limit, now3.clocks) == (True, 400, "default")
+    assert now3.locked_clocks is not None and now3.locked_clocks.sm == (210, 2520)
+    assert [h.override.index for h in resolution.held] == [3]
+
+
+def test_a_new_card_at_an_overridden_index_gets_the_block_and_the_override_waits_until_accepted():
     replaced = healthy()[:3] + [replace(healthy()[3], uuid="GPU-4090-new", power_limit=450.0)] + healthy()[4:]
     plan = PowerLimit().plan(host(INVENTORY_4090), facts(replaced, healthy()))
-    assert plan.changes == [] and [i.target for i in plan.refused] == ["GPU3"]
+    assert [(c.target, c.after) for c in plan.changes] == [("GPU3", "400.00 W")]
+    assert plan.changes[0].commands == [["nvidia-smi", "-i", "GPU-4090-new", "-pl", "400"]]
+    [refused] = plan.refused
+    assert refused.target == "GPU3" and "meant GPU3 of the last good run, GPU-4090-3" in refused.message
+    assert "not moved onto GPU-4090-new" in refused.message
+    text = boot.render(host(INVENTORY_4090), facts(replaced, healthy()),
+                       boot.render(host(INVENTORY_4090), facts(healthy(), healthy())))
+    lines = boot.parse(text)
+    assert (lines["GPU-4090-new"]["index"], lines["GPU-4090-new"]["power_limit"]) == ("3", "400")
+    assert "index" not in lines["GPU-4090-3"] and lines["GPU-4090-3"]["power_limit"] == "300"
     accepted = PowerLimit().plan(host(INVENTORY_4090, accept=True), facts(replaced, healthy()))
     assert [(c.target, c.after) for c in accepted.changes] == [("GPU3", "300.00 W")] and accepted.refused == []
 
 
-def test_the_boot_file_never_holds_two_lines_for_one_index():
+# --- the boot file --------------------------------------------------------------------------------------
+
+KEPT_3 = "  # not seen at the last run: was_index=3"
+
+
+def boot_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if not line.startswith("#")]
+
+
+def test_the_boot_file_holds_every_present_card_whole_and_a_gone_one_by_uuid_only():
     old = boot.render(host(INVENTORY_4090), facts(healthy(), healthy()))
     text = boot.render(host(INVENTORY_4090), facts(card3_gone(), healthy()), old)
-    indexes = [words["index"] for words in boot.parse(text).values() if "index" in words]
-    assert sorted(indexes) == sorted(set(indexes)) == ["0", "1", "2", "3", "4", "5"]
-    lines = {uuid: words for uuid, words in boot.parse(text).items()}
-    assert lines["GPU-4090-3"].get("power_limit") == "300" and lines["GPU-4090-3"]["was_index"] == "3"
-    assert "power_limit" not in lines["GPU-4090-4"]  # held: the boot script leaves its limit alone too
-    again = boot.render(host(INVENTORY_4090), facts(card3_gone(), healthy()), text)
-    assert again == text
+    lines = boot.parse(text)
+    indexes = [words["index"] for words in lines.values() if "index" in words]
+    assert indexes == ["0", "1", "2", "3", "4", "5"]  # never two lines for one index
+    intended = {g.uuid: 300 if g.uuid == "GPU-4090-3" else 400 for g in healthy()}  # by card, from the inventory
+    for gpu in card3_gone():
+        words = lines[gpu.uuid]
+        assert words["index"] == str(gpu.index) and words["persistence"] == "on"
+        assert float(words["power_limit"]) <= intended[gpu.uuid]  # no card leaves a reboot less capped
+    assert lines["GPU-4090-4"]["power_limit"] == "400"  # GPU3 now: its group's limit, not its 450 W default
+    assert boot_lines(text) == [
+        *(f"gpu=GPU-4090-{slot} index={index} persistence=on power_limit=400"
+          for index, slot in enumerate((0, 1, 2, 4, 5, 6))),
+        "gpu=GPU-4090-3 persistence=on power_limit=300  # not seen at the last run: was_index=3"]
+    assert (lines["GPU-4090-3"].get("index"), lines["GPU-4090-3"]["was_index"]) == (None, "3")
+    assert boot.render(host(INVENTORY_4090), facts(card3_gone(), healthy()), text) == text
+
+
+def test_the_boot_script_tunes_each_card_by_uuid_and_stops_reading_at_the_comment(tmp_path):
+    old = boot.render(host(INVENTORY_4090), facts(healthy(), healthy()))
+    conf = tmp_path / "gpu-tuning.conf"
+    conf.write_text(boot.render(host(INVENTORY_4090), facts(card3_gone(), healthy()), old))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text('#!/bin/sh\necho "$*" >> "$CALLS"\n')
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(tmp_path / "calls"),
+           "PROVISION_CLOCK_RECORDS": str(tmp_path / "records")}
+    done = subprocess.run(["sh", str(BOOT_SCRIPT), str(conf)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert [c for c in calls if "-pl" in c] == [f"-i GPU-4090-{slot} -pl {300 if slot == 3 else 400}"
+                                                for slot in (0, 1, 2, 4, 5, 6, 3)]
+
+
+def test_a_gpu_off_the_bus_keeps_its_boot_line_by_uuid_only():
+    lost = LostGpu(bus_id="0000:31:00.0", message="Unable to determine the device handle for GPU0000:31:00.0: "
+                                                  "Unknown Error")
+    old = boot.render(host(INVENTORY_4090), facts(healthy(), healthy()))
+    others = [g for g in healthy() if g.index != 3]  # a GPU off the bus keeps its index until the next boot
+    text = boot.render(host(INVENTORY_4090), facts(others, healthy(), [lost]), old)
+    assert boot_lines(text) == [*(line for line in boot_lines(old) if "GPU-4090-3" not in line),
+                                f"gpu=GPU-4090-3 persistence=on power_limit=300{KEPT_3}"]
+    assert boot.render(host(INVENTORY_4090), facts(others, healthy(), [lost]), text) == text
+    assert boot.render(host(INVENTORY_4090), facts(healthy(), healthy()), text) == old  # back: its line is whole
+
+
+def test_a_kept_line_from_an_older_file_loses_its_index_and_nothing_after_the_hash_is_a_setting():
+    old = ("gpu=GPU-4090-3 index=3 persistence=on power_limit=300\n"
+           "gpu=GPU-4090-9 power_limit=250  # was power_limit=100 by hand\n")
+    text = boot.render(host(INVENTORY_4090), facts(card3_gone(), healthy()), old)
+    assert boot_lines(text)[-2:] == [
+        "gpu=GPU-4090-3 persistence=on power_limit=300  # not seen at the last run: was_index=3",
+        "gpu=GPU-4090-9 power_limit=250"]
+    assert boot.parse(old)["GPU-4090-9"] == {"gpu": "GPU-4090-9", "power_limit": "250"}
 
 
 # --- the gpu-layout task ----------------------------------------------------------------------------------
@@ -175,11 +272,3 @@ def test_every_recorded_gpu_gone_is_a_failure_not_an_empty_record():
     for accept in (False, True):
         plan = GpuLayout().plan(host(INVENTORY_4090, accept), gone)
         assert plan.failed and plan.changes == []
-
-
-def test_a_gpu_off_the_bus_keeps_its_boot_line_as_it_was():
-    lost = LostGpu(bus_id="0000:31:00.0", message="Unable to determine the device handle for GPU0000:31:00.0: "
-                                                  "Unknown Error")
-    old = boot.render(host(INVENTORY_4090), facts(healthy(), healthy()))
-    others = [g for g in healthy() if g.index != 3]  # a GPU off the bus keeps its index until the next boot
-    assert boot.render(host(INVENTORY_4090), facts(others, healthy(), [lost]), old) == old
