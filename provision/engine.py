@@ -306,13 +306,16 @@ class Engine:
         except ProvisionError as exc:  # a sudo that needs a password we do not have
             return [str(exc)] * len(command_lists), None
         sections = gather.split_sections(token, outcome.stdout)
+        begun = set(outcome.stdout.splitlines())
         errors = []
         for i, commands in enumerate(command_lists):
             error = None
             for j, argv in enumerate(commands):
                 ran = sections.get(f"{i}.{j}")
                 if ran is None and outcome.rc < 0:  # the channel closed with no exit status: the host went
-                    error = f"`{' '.join(argv)}` did not finish: the connection was closed"
+                    error = (f"unknown whether `{' '.join(argv)}` finished: the connection closed while it ran"
+                             if f"@@{token} {i}.{j}" in begun else
+                             f"`{' '.join(argv)}` not run: the connection closed before it")
                     break
                 if ran is None or ran.rc != 0:
                     said = ran.output.strip() if ran else outcome.output[-500:]

@@ -38,15 +38,16 @@ class CutOff(LocalConnection):
         if self.raises:
             raise Unreachable("lost the connection to cut: Socket is closed")
         done = super()._run(argv, stdin, timeout)
-        return CommandResult(argv, -1, "\n".join(done.stdout.splitlines()[:self.lines]))
+        return CommandResult(argv, -1, "\n".join(done.stdout.splitlines()[:self.lines]) + "\n")
 
 
 def test_a_batch_cut_off_by_a_lost_host_says_which_changes_ran_and_which_did_not_finish():
-    batch = [[["true"]], [["true"]], [["true"]]]
-    errors, lost = Engine.run_batch(CutOff(lines=6), batch)  # two changes' sections came back whole
+    batch = [[["true"]], [["true"]], [["true"]], [["true"]]]
+    errors, lost = Engine.run_batch(CutOff(lines=7), batch)  # two whole sections, the third begun
     assert errors[:2] == [None, None] and lost is None  # the re-read that follows says the host is gone
-    assert errors[2] == "`true` did not finish: the connection was closed"
+    assert errors[2] == "unknown whether `true` finished: the connection closed while it ran"
+    assert errors[3] == "`true` not run: the connection closed before it"
     errors, lost = Engine.run_batch(CutOff(lines=0, raises=True), batch)
     assert lost == "lost the connection to cut: Socket is closed"
     assert errors == ["unknown whether it ran: the host was lost during it (lost the connection to cut: "
-                      "Socket is closed)"] * 3
+                      "Socket is closed)"] * 4
