@@ -180,8 +180,13 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
 
     Each host records its GPUs (index, UUID, bus id) at a good run. When
     they differ later (one fell off the bus, was replaced or renumbered), the
-    host fails until the GPU is back or --accept-gpu-changes, and an `index:`
-    override is never moved onto another card.
+    host fails until the GPU is back or --accept-gpu-changes; an `index:`
+    override is never moved onto another card, and every card present keeps
+    its group's values and the overrides that name it.
+
+    The first Ctrl-C or SIGTERM lets the changes in flight finish and starts
+    nothing new (exit 130 or 143); a second abandons them. A lock a lost run
+    left on a host is taken over when its run is gone (see `unlock`).
     """
     inv_path, hosts, everyone = select_hosts(inventory, local, limit)
     hosts = [replace(h, accept_gpu_changes=True) for h in hosts] if accept_gpu_changes else hosts
@@ -276,7 +281,7 @@ def unlock(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     else:
         width = max(len(h) for h, _, _ in done)
         for host, status, said in done:
-            click.echo(f"{host:<{width}}  {click.style(f'{status:<12}', fg=LOCK_COLORS[status])} {said}")
+            click.echo(f"{host:<{width}}  {click.style(f'{status:<12}', fg=LOCK_COLORS[status])} {said}".rstrip())
     statuses = {status for _, status, _ in done}
     sys.exit((1 if "left alone" in statuses else 0) | (4 if "unreachable" in statuses else 0))
 

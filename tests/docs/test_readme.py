@@ -33,6 +33,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,6 +68,7 @@ WHERE = {
     "provision facts inventories/basement.yaml": "lab",
     "provision facts inventories/basement.yaml --limit rtx3090": "lab",
     "provision verify inventories/basement.yaml": "lab",
+    "provision unlock inventories/basement.yaml --limit rtx4090-1": "lab",
     "provision power --watts 200 -i inventories/basement.yaml -l v100 --gpu 3": "lab",
     f"provision apply {DEFAULT_LAB}/inventory.yaml": "lab",
     "provision lab status --json": "lab",
@@ -287,6 +289,9 @@ def test_the_lab_commands_run_as_written(basement_lab):
     assert "\n6 hosts: " in basement_lab["provision apply inventories/basement.yaml"]
     assert "would change=0" in basement_lab["provision apply inventories/basement.yaml --check"]
     assert "lab-v100-1" in basement_lab[f"provision apply {DEFAULT_LAB}/inventory.yaml"]
+    # every run gave its locks back: nothing to remove
+    assert re.fullmatch(r"rtx4090-1 +no lock\n",
+                        click.unstyle(basement_lab["provision unlock inventories/basement.yaml --limit rtx4090-1"]))
     nodes = json.loads(basement_lab["provision lab status --json"])["nodes"]
     assert len(nodes) == 6
 

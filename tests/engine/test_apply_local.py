@@ -139,6 +139,65 @@ def test_a_held_lock_is_reported_with_its_owner(v100_node):
     assert v100_node.query("persistence_mode") == ["Disabled"] * 4
 
 
+def held_lock(line: str):
+    os.makedirs("/run/lock/provision.lock")
+    with open("/run/lock/provision.lock/owner", "w") as fh:
+        fh.write(line + "\n")
+
+
+def test_a_lock_whose_run_is_gone_is_taken_over_at_once_with_a_notice(v100_node):
+    from provision.hostlock import Owner, boot_id, machine_id
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid of this machine that no longer runs: a run killed with SIGKILL, a crashed laptop session
+    dead = Owner(f"provision apply by ops@here pid {gone.pid} since 2026-11-24T08:00:00Z", "deadbeef0001",
+                 machine_id(), boot_id(), gone.pid, "12345")
+    held_lock(f"{dead.line()} lease_until=9999999999")
+    try:
+        result = v100_node.apply(v100_node.inventory(V100_FIX), "--lock-wait", "0")
+    finally:
+        subprocess.run(["rm", "-rf", "/run/lock/provision.lock"], check=True)
+    assert result.exit_code == 0, result.output
+    assert (f"node1: took over the host lock of provision apply by ops@here pid {gone.pid} since "
+            f"2026-11-24T08:00:00Z (pid {gone.pid} no longer runs)") in result.output
+    assert v100_node.query("power.limit") == ["200.00"] * 4
+
+
+def test_a_lock_of_another_machine_is_waited_for_until_its_lease_expires_or_unlock_removes_it(v100_node):
+    inventory = v100_node.inventory(V100_FIX)
+    elsewhere = "provision apply by ops@ci-runner pid 77 since 2026-11-24T08:00:00Z; run=0a0a machine=ci boot=b pid=77"
+    held_lock(f"{elsewhere} pidstart=1 lease_until=9999999999")  # a live lease: its run may still be changing
+    try:
+        waited = v100_node.apply(inventory, "--lock-wait", "0")
+        assert waited.exit_code == 1 and lines_with(waited.output, "another run holds the lock", "ops@ci-runner",
+                                                     f"provision unlock {inventory} --limit node1")
+        unlocked = v100_node.provision("unlock", inventory)
+        assert unlocked.exit_code == 0, unlocked.output
+        assert lines_with(unlocked.output, "node1", "removed", "the lock of provision apply by ops@ci-runner pid 77")
+        assert not os.path.exists("/run/lock/provision.lock")
+        assert lines_with(v100_node.provision("unlock", inventory).output, "node1", "no lock")
+
+        held_lock(f"{elsewhere} pidstart=1 lease_until=1000")  # its run stopped renewing it long ago
+        expired = v100_node.apply(inventory, "--lock-wait", "0")
+        assert expired.exit_code == 0, expired.output
+        assert "(its lease expired without a heartbeat)" in expired.output
+    finally:
+        subprocess.run(["rm", "-rf", "/run/lock/provision.lock"], check=True)
+
+
+def test_unlock_leaves_the_lock_of_a_run_still_running_here_alone_unless_forced(v100_node):
+    from provision.hostlock import Owner
+    inventory = v100_node.inventory(V100_FIX)
+    held_lock(f"{Owner.this_run('apply').line()} lease_until=9999999999")  # this test's own process: alive
+    try:
+        kept = v100_node.provision("unlock", inventory)
+        assert kept.exit_code == 1 and lines_with(kept.output, "node1", "left alone", "still running on this machine")
+        assert os.path.exists("/run/lock/provision.lock")
+        forced = v100_node.provision("unlock", inventory, "--force")
+        assert forced.exit_code == 0 and lines_with(forced.output, "node1", "removed")
+    finally:
+        subprocess.run(["rm", "-rf", "/run/lock/provision.lock"], check=True)
+
+
 def test_a_no_op_and_check_read_each_host_once_and_never_wait_for_the_lock(v100_node):
     inventory = v100_node.inventory(V100_FIX)
     first = v100_node.apply(inventory)
