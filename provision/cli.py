@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from dataclasses import asdict, replace
@@ -100,15 +101,18 @@ def connector(local: bool, ssh: SSHOptions):
 
 
 def run_engine(engine: Engine, hosts: list[Host]):
-    """engine.run, stoppable: a first Ctrl-C or SIGTERM finishes what is in flight and reports (engine.stopped_by);
+    """engine.run, stoppable: a first Ctrl-C or SIGTERM finishes what is in flight and reports (engine.stop);
     a second abandons it and exits 130 or 143 at once."""
     try:
-        with engine.stoppable():
+        with engine.stop.catching():
             return engine.run(hosts)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # run gave back the locks it could and closed the connections
         engine.options.notice("Abandoned: the changes in flight may be partly done; "
                               "run the same command again to read and converge them.")
-        sys.exit(exit_code([], stopped_by=engine.stopped_by or signal.SIGINT))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # At once: the workers still inside a command would otherwise be waited for at the interpreter's exit.
+        os._exit(exit_code([], stopped_by=engine.stop.signum or signal.SIGINT))
 
 
 def run_progress(as_json: bool) -> Progress:
@@ -207,11 +211,11 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     outcomes, after = [], []
     try:
         results = run_engine(engine, hosts)
-        if reboot and not check and not engine.stopped_by:
+        if reboot and not check and not engine.stop.signum:
             outcomes, after = reboot_and_converge(engine, serial, reboot_timeout)
     finally:
         progress.close()
-    final, stopped = final_results(results, outcomes, after), engine.stopped_by
+    final, stopped = final_results(results, outcomes, after), engine.stop.signum
     if as_json:
         data = to_json(results, check, stopped)
         if reboot:
@@ -281,7 +285,8 @@ def unlock(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     else:
         width = max(len(h) for h, _, _ in done)
         for host, status, said in done:
-            click.echo(f"{host:<{width}}  {click.style(f'{status:<12}', fg=LOCK_COLORS[status])} {said}".rstrip())
+            words = f"{' ' * (12 - len(status))} {said}" if said else ""
+            click.echo(f"{host:<{width}}  {click.style(status, fg=LOCK_COLORS[status])}{words}")
     statuses = {status for _, status, _ in done}
     sys.exit((1 if "left alone" in statuses else 0) | (4 if "unreachable" in statuses else 0))
 
@@ -400,7 +405,7 @@ def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
         results = run_engine(engine, [with_gpu_block(h) for h in hosts])
     finally:
         progress.close()
-    stopped = engine.stopped_by
+    stopped = engine.stop.signum
     if as_json:
         click.echo(json.dumps(to_json(results, check, stopped) | {"warnings": hook.warnings}, indent=2, default=str))
     else:

@@ -11,21 +11,19 @@ change, and every host under --check, costs that first command alone.
 
 A run never strands a host: its lock is given back as soon as the host is
 done, a lease keeps it only while this process lives (hostlock.py), and the
-first Ctrl-C or SIGTERM (stoppable) lets the changes in flight finish and
+first Ctrl-C or SIGTERM (stopping.py) lets the changes in flight finish and
 starts nothing new; a second abandons them. A host lost in the middle of its
 changes is unreachable, with what it changed before, not verified.
 """
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Iterator
+from typing import Callable
 
 from provision import driver, hostlock, remote
 from provision.clusters import Cluster
@@ -37,6 +35,7 @@ from provision.inventory import Host
 from provision.progress import Event
 from provision.results import NOT_STARTED, UNREACHABLE, HostResult, TaskResult, signal_name, task_status
 from provision.runlog import RunLog
+from provision.stopping import Stop
 from provision.tasks.base import CHANGED, FAILED, SKIPPED, Change, Item, Plan, Task
 
 
@@ -98,7 +97,7 @@ class Engine:
         self.states: list[HostState] = []  # the last run's hosts, with the facts read last
         self._lock = threading.Lock()
         self.owner = hostlock.Owner.this_run(options.command)  # the lock owner line of this run, on every host
-        self.stopped_by: int | None = None  # the signal that stopped the run (stoppable)
+        self.stop = Stop(options.notice)  # set by the first SIGINT/SIGTERM while in stop.catching()
 
     # -- phase 1: read and plan -------------------------------------------------
 
@@ -106,8 +105,8 @@ class Engine:
         """Connect and read facts. No lock: reading changes nothing (a run takes the lock only to change)."""
         state.started = time.monotonic()
         state.result = HostResult(state.host.name)
-        if self.stopped_by:
-            state.result.status, state.result.message = NOT_STARTED, self.stop_words()
+        if self.stop:
+            state.result.status, state.result.message = NOT_STARTED, self.stop.words()
             return
         try:
             state.conn = self.connect(state.host)
@@ -212,11 +211,11 @@ class Engine:
         middle of a task is unreachable, with what that task changed before, and starts no other."""
         result = state.result
         for i, task in enumerate(self.tasks):
-            if self.stopped_by:
+            if self.stop:
                 if i == 0:  # locked and read again, nothing changed: the host was not started
-                    result.status, result.message = NOT_STARTED, self.stop_words()
+                    result.status, result.message = NOT_STARTED, self.stop.words()
                 else:
-                    self._not_started(state, self.tasks[i:], self.stop_words())
+                    self._not_started(state, self.tasks[i:], self.stop.words())
                 return
             self.options.progress(Event("applied", self._done, self._total, state.host.name, task.name))
             plan = task.plan(state.host, state.facts)  # re-plan: earlier tasks may have changed facts
@@ -387,50 +386,11 @@ class Engine:
         if state.result:
             state.result.commands = state.conn.commands_run
 
-    def _heartbeat(self, done: threading.Event) -> None:
-        """Renew the lease of every lock this run holds until done: a live run's lock is never taken over."""
-        while not done.wait(hostlock.HEARTBEAT_SECONDS):
-            for state in list(self.states):
-                if not state.locked or state.conn is None:
-                    continue
-                try:
-                    outcome = state.conn.run(hostlock.renew_argv(self.owner), timeout=30)
-                except ProvisionError:  # a lost host: its lock goes stale on its own
-                    continue
-                if not outcome.ok and state.locked:
-                    self.options.notice(f"{state.host.name}: the host lock is no longer this run's: {outcome.output}")
+    def held_locks(self) -> list[tuple[str, Connection]]:
+        """The hosts whose lock this run holds now, for the heartbeat."""
+        return [(s.host.name, s.conn) for s in self.states if s.locked and s.conn is not None]
 
     # -- stopping -----------------------------------------------------------------
-
-    @contextmanager
-    def stoppable(self) -> Iterator[None]:
-        """While in it, the first SIGINT or SIGTERM stops the run gracefully (stop); a second raises
-        KeyboardInterrupt, which abandons the changes in flight (run releases the locks it can)."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-
-        def on_signal(signum, frame):
-            if self.stopped_by is None:
-                self.stop(signum)
-            else:
-                raise KeyboardInterrupt
-
-        previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-
-    def stop(self, signum: int) -> None:
-        """Start no new host and no new task; the changes in flight finish, verified."""
-        self.stopped_by = signum
-        self.options.notice(f"{signal_name(signum)}: stopping; the changes in flight finish, nothing new starts "
-                            "(Ctrl-C again abandons them)")
-
-    def stop_words(self) -> str:
-        return f"not started: the run was stopped ({signal_name(self.stopped_by)})"
 
     def _abandon(self, states: list[HostState]) -> None:
         """A second signal: give back the locks that can be given within seconds, then close every connection
@@ -450,20 +410,19 @@ class Engine:
     # -- the run ------------------------------------------------------------------
 
     def run(self, hosts: list[Host]) -> list[HostResult]:
-        """Read and plan every host, then apply. Stopped (self.stopped_by), the hosts not started say so; a
+        """Read and plan every host, then apply. Stopped (self.stop), the hosts not started say so; a
         KeyboardInterrupt (a second signal) abandons the work in flight and is raised again."""
         states = self.states = [HostState(h) for h in hosts]  # kept: the caller may reboot some (reboot.py)
-        beating = threading.Event()
         try:
             self._parallel(self.gather, states, "read")
-            if not self.stopped_by:
+            if not self.stop:
                 self.see_cluster(states)
                 self._parallel(self._plan, states, None)
                 problems = self._input_problems(states)
                 if problems:
                     raise InputError(problems)
-            threading.Thread(target=self._heartbeat, args=(beating,), daemon=True).start()
-            self._parallel(self._phase2, states, "checked" if self.options.check else "applied")
+            with hostlock.Heartbeat(self.owner, self.held_locks, self.options.notice):
+                self._parallel(self._phase2, states, "checked" if self.options.check else "applied")
         except KeyboardInterrupt:
             self._abandon(states)
             if self.log:
@@ -474,12 +433,11 @@ class Engine:
                 self.log.abort("bad input", str(exc))
             raise
         finally:
-            beating.set()
             self._parallel(self.release, states, None)
         results = [s.result for s in states]
         if self.log:
             self.log.summary(results, check=self.options.check,
-                             aborted=signal_name(self.stopped_by) if self.stopped_by else "")
+                             aborted=signal_name(self.stop.signum) if self.stop else "")
         return results
 
     def read_facts(self, hosts: list[Host], keep_open: bool = False) -> list[HostState]:
@@ -509,8 +467,8 @@ class Engine:
 
     def _phase2(self, state: HostState) -> None:
         result = state.result
-        if self.stopped_by and result.status not in (UNREACHABLE, NOT_STARTED):
-            result.status, result.message = NOT_STARTED, self.stop_words()
+        if self.stop and result.status not in (UNREACHABLE, NOT_STARTED):
+            result.status, result.message = NOT_STARTED, self.stop.words()
         elif state.facts is not None:
             try:
                 # Something to change: read again under the host lock (another run may have changed the host

@@ -20,6 +20,7 @@ from __future__ import annotations
 import getpass
 import os
 import socket
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from provision.connection import Unreachable
+from provision.errors import ProvisionError
 
 LOCK_DIR = "/run/lock/provision.lock"
 LEASE_SECONDS = 120  # a lock not renewed for this long is free to take (the heartbeat renews it)
@@ -173,6 +175,32 @@ class Owner:
         if self.pidstart and start != self.pidstart:
             return f"pid {self.pid} is another process now"
         return ""
+
+
+class Heartbeat:
+    """While in it, renews the lease of every lock the run holds (held() names them) each HEARTBEAT_SECONDS:
+    a live run's lock is never taken over. A run shorter than that sends none."""
+
+    def __init__(self, owner: Owner, held, notice):
+        self.owner, self.held, self.notice = owner, held, notice
+        self.done = threading.Event()
+
+    def __enter__(self) -> "Heartbeat":
+        threading.Thread(target=self._beat, daemon=True, name="provision-heartbeat").start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+
+    def _beat(self) -> None:
+        while not self.done.wait(HEARTBEAT_SECONDS):
+            for host, conn in self.held():
+                try:
+                    outcome = conn.run(renew_argv(self.owner), timeout=30)
+                except ProvisionError:  # a lost host: its lock goes stale on its own, for the next run
+                    continue
+                if not outcome.ok:
+                    self.notice(f"{host}: the host lock is no longer this run's: {outcome.output}")
 
 
 def take_message(output: str) -> tuple[str, str]:

@@ -33,7 +33,7 @@ class Progress:
     def __init__(self, stream: TextIO, live: bool, enabled: bool = True):
         self.stream, self.live, self.enabled = stream, live, enabled
         self._shown = False  # a live line is on the screen
-        self._lock = threading.RLock()  # re-entered by a signal handler's notice (engine.stoppable)
+        self._lock = threading.RLock()  # re-entered by a signal handler's notice (stopping.py)
 
     def __call__(self, event: Event) -> None:
         if not self.enabled:

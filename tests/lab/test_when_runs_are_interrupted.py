@@ -175,6 +175,27 @@ def test_ctrl_c_with_forks_1_changes_no_later_host_and_reports_what_never_starte
     no_locks_left(basement)
 
 
+def test_a_second_ctrl_c_abandons_at_once_gives_the_locks_back_and_a_plain_rerun_converges(basement, moved, tmp_path):
+    log = tmp_path / "runs.jsonl"
+    proc = start_apply(basement, moved, log, "--forks", "1")
+    wait_for_task(log, V100, "gpu-persistence")
+    proc.send_signal(signal.SIGINT)
+    for line in proc.stderr:  # the first is taken (two at once would be one signal), then the second
+        if line.startswith("SIGINT: stopping"):
+            break
+    proc.send_signal(signal.SIGINT)
+    abandoned = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and out == "" and "Abandoned: the changes in flight may be partly done" in err, err
+    assert time.monotonic() - abandoned < 15
+    end = json.loads(log.read_text().splitlines()[-1])
+    assert end["event"] == "end" and end["aborted"] == "abandoned"
+    no_locks_left(basement)  # given back before it went
+    code, again = basement.apply("--lock-wait", "0", inventory=moved)
+    assert code == 0, again
+    assert all(set(limits(basement)[node]) == {MOVED[node]} for node in (V100, *BLADES))
+
+
 def test_a_missing_card_never_leaves_the_card_now_at_its_index_uncapped_after_a_reboot(basement, tmp_path):
     basement.lab("fault", RISERS, "gpu-gone", "--gpu", "3")  # the override's card (300 W) no longer enumerates
     try:

@@ -124,3 +124,22 @@ def test_a_holder_on_this_machine_is_stale_once_its_process_is_gone():
 
 def test_process_start_reads_a_command_name_with_spaces_and_parentheses():
     assert hostlock.process_start(1) != "" and hostlock.process_start(2 ** 22 + 1) == ""
+
+
+def test_the_heartbeat_renews_the_locks_held_while_the_run_lasts(monkeypatch):
+    from provision.connection import CommandResult
+    monkeypatch.setattr(hostlock, "HEARTBEAT_SECONDS", 0.05)
+    ours, ran, said = Owner.this_run("apply"), [], []
+
+    class Host:
+        def run(self, argv, timeout=None):
+            ran.append(argv)
+            return CommandResult(argv, 1 if len(ran) == 2 else 0, "lost: someone else")
+
+    with hostlock.Heartbeat(ours, lambda: [("node1", Host())], said.append):
+        time.sleep(0.3)
+    count = len(ran)
+    time.sleep(0.2)
+    assert count >= 3 and len(ran) == count  # every beat while in it, none after
+    assert ran[0] == hostlock.renew_argv(ours)
+    assert said == ["node1: the host lock is no longer this run's: lost: someone else"]
