@@ -31,6 +31,8 @@ Exit codes (bit flags, added up):
   2  bad input (inventory, playbook, options): no host was touched
   4  some host was unreachable (5 = both 1 and 4)
   8  --check only: some host would change (a drift gate for scripts)
+  16 some host waits for a reboot: a driver installed loads at the next
+     boot (apply --reboot); not a failure
   130, 143  stopped by Ctrl-C (SIGINT) or SIGTERM: the changes in flight
      finished, no new host or task started; the report says which"""
 
@@ -223,6 +225,8 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
                      "after_reboot": to_json(after, False)["hosts"], "exit_code": exit_code(final, check, stopped)}
         click.echo(json.dumps(data, indent=2, default=str))
     else:
+        if outcomes:
+            click.echo(click.style("Before the reboot:", bold=True))
         report.print_results(results, check, show_diff, verbose, stopped)
         if outcomes:
             report.print_reboots(outcomes, serial)

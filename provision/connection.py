@@ -8,6 +8,7 @@ on a command line, never logged).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shlex
@@ -127,6 +128,35 @@ class LocalConnection(Connection):
         return CommandResult(argv, proc.returncode, proc.stdout, proc.stderr)
 
 
+def network_words(exc: BaseException, host: str, port: int | None) -> str:
+    """Why a connection failed and what to check, instead of the library's words ("[Errno None] Unable to connect
+    to port 22 on 192.0.2.10" says neither)."""
+    port = port or 22
+    tried = getattr(exc, "errors", None)  # paramiko's NoValidConnectionsError: one OSError per address tried
+    if tried:
+        exc = next(iter(tried.values()))
+    text = str(exc)
+    if isinstance(exc, socket.gaierror):
+        return f"the name {host} does not resolve: check its ansible_host, DNS or /etc/hosts"
+    if isinstance(exc, (socket.timeout, TimeoutError)) or getattr(exc, "errno", None) == errno.ETIMEDOUT:
+        return (f"no answer on port {port} within the connect timeout: is the host up, and is a firewall "
+                f"dropping port {port}? (--connect-timeout)")
+    said = {
+        errno.ECONNREFUSED: f"connection refused on port {port}: is sshd running there, and on that port "
+                            "(ansible_port)?",
+        errno.EHOSTUNREACH: "no route to the host: is it powered on and on this network?",
+        errno.ENETUNREACH: "the network is unreachable from this machine: check its routes and interfaces",
+        errno.ECONNRESET: "the connection was reset: sshd dropped it (restarting, MaxStartups, a firewall?)",
+    }.get(getattr(exc, "errno", None))
+    if said:
+        return said
+    if "Connection reset" in text or "banner" in text:
+        return f"SSH did not answer on port {port} (sshd gone, restarting or overloaded?): {text}"
+    if isinstance(exc, EOFError) or "closed" in text.lower():
+        return "the connection was closed (the host rebooted, or sshd or the network went away?)"
+    return text
+
+
 class HostKeyPolicy(paramiko.MissingHostKeyPolicy):
     """Refuse unknown host keys unless the user opted in (like StrictHostKeyChecking=accept-new).
 
@@ -210,10 +240,9 @@ class SSHConnection(Connection):
             ) from None
         except paramiko.AuthenticationException as exc:
             raise Unreachable(f"SSH authentication failed as {self.fabric.user}: {exc}") from None
-        except (socket.timeout, TimeoutError):
-            raise Unreachable(f"SSH connect to {self.fabric.host}:{self.fabric.port} timed out") from None
         except (OSError, paramiko.SSHException, EOFError) as exc:
-            raise Unreachable(f"cannot connect to {self.fabric.host}:{self.fabric.port}: {exc}") from None
+            raise Unreachable(f"cannot connect to {self.fabric.host}:{self.fabric.port}: "
+                              f"{network_words(exc, self.fabric.host, self.fabric.port)}") from None
 
     def close(self) -> None:
         self.fabric.close()
@@ -226,7 +255,8 @@ class SSHConnection(Connection):
         except invoke.exceptions.CommandTimedOut:
             return CommandResult(argv, 124, "", f"timed out after {timeout}s")
         except (OSError, paramiko.SSHException, EOFError) as exc:
-            raise Unreachable(f"lost the connection to {self.name}: {exc}") from None
+            raise Unreachable(f"lost the connection to {self.name}: "
+                              f"{network_words(exc, self.fabric.host, self.fabric.port)}") from None
         return CommandResult(argv, result.exited, result.stdout, result.stderr)
 
     def _run_with_stdin(self, argv, stdin: str, timeout):
@@ -244,5 +274,6 @@ class SSHConnection(Connection):
         except socket.timeout:
             return CommandResult(argv, 124, "", f"timed out after {timeout}s")
         except (OSError, paramiko.SSHException, EOFError, AttributeError) as exc:
-            raise Unreachable(f"lost the connection to {self.name}: {exc}") from None
+            raise Unreachable(f"lost the connection to {self.name}: "
+                              f"{network_words(exc, self.fabric.host, self.fabric.port)}") from None
         return CommandResult(argv, rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))

@@ -422,7 +422,7 @@ class Engine:
                 if problems:
                     raise InputError(problems)
             with hostlock.Heartbeat(self.owner, self.held_locks, self.options.notice):
-                self._parallel(self._phase2, states, "checked" if self.options.check else "applied")
+                self._parallel(self._phase2, states, "done")
         except KeyboardInterrupt:
             self._abandon(states)
             if self.log:
@@ -503,7 +503,9 @@ class Engine:
                     state.result.message = f"internal error: {type(exc).__name__}: {exc}"
             if label:
                 status = state.result.status if state.result else ""
-                said = status if status in (UNREACHABLE, NOT_STARTED) else label  # never "applied" for those
+                # Reading says "read"; after phase 2 the host's own word: ok, changed (would change), failed, ...
+                said = label if label == "read" and status not in (UNREACHABLE, NOT_STARTED, FAILED) else \
+                    "would change" if status == CHANGED and self.options.check else status
                 with self._lock:
                     self._done += 1
                     self.options.progress(Event(said, self._done, len(states), state.host.name))

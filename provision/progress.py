@@ -20,7 +20,8 @@ BAR_WIDTH = 20
 
 @dataclass(frozen=True)
 class Event:
-    phase: str  # "read", "applied", "checked": what the hosts counted in `done` have finished
+    phase: str  # "read", then the host's word after its changes (ok, changed, would change, failed, unreachable,
+    # not started); "applied" with a task: the task the host started
     done: int
     total: int
     host: str

@@ -11,7 +11,9 @@ from provision.facts.model import HostFacts
 from provision.results import NOT_STARTED, UNREACHABLE, HostResult, signal_name
 from provision.tasks.base import CHANGED, FAILED, OK, SKIPPED
 
-COLORS = {OK: "green", CHANGED: "yellow", FAILED: "red", SKIPPED: "cyan", UNREACHABLE: "red", NOT_STARTED: "magenta"}
+PENDING = "pending"  # a host whose installed driver waits for a reboot: a state of its own, not a failure
+COLORS = {OK: "green", CHANGED: "yellow", FAILED: "red", SKIPPED: "cyan", UNREACHABLE: "red", NOT_STARTED: "magenta",
+          PENDING: "yellow"}
 
 
 def status_word(status: str, check: bool) -> str:
@@ -60,7 +62,7 @@ def detail_lines(result: HostResult, check: bool, show_diff: bool, verbose: bool
     lines = [f"    {status_word(result.status if result.status == UNREACHABLE else FAILED, check)} {result.message}"
              ] if result.message else []
     if result.reboot_pending:
-        lines.append(f"    {status_word(FAILED, check)} reboot pending: {'; '.join(result.reboot_pending)} "
+        lines.append(f"    {status_word(PENDING, check)} reboot: {'; '.join(result.reboot_pending)} "
                      f"(provision apply --reboot reboots it)")
     for task in result.tasks:
         shown = [item for item in task.items if verbose or item.status in (CHANGED, FAILED)]
@@ -96,6 +98,8 @@ def print_summary(results: list[HostResult], check: bool, width: int) -> None:
     words = {OK: "ok", CHANGED: "would change" if check else "changed", FAILED: "failed", UNREACHABLE: "unreachable",
              NOT_STARTED: "not started"}
     totals = ", ".join(f"{n} {words[status]}" for status, n in counts.items() if n)
+    pending = sum(1 for r in results if r.reboot_pending and r.status != UNREACHABLE)
+    totals += f", {pending} reboot pending" if pending else ""
     mode = "  (check mode: nothing was changed)" if check else ""
     click.echo(f"\n{len(results)} host{'' if len(results) == 1 else 's'}: {totals or 'none'}{mode}")
     attention = [(r, why) for r in results for why in [_why_attention(r, check)] if why]
@@ -110,14 +114,14 @@ def _why_attention(result: HostResult, check: bool) -> str:
         return f"unreachable: {_short(result.message)}"
     if result.status == NOT_STARTED:
         return _short(result.message)
-    if result.status == FAILED and result.reboot_pending and not result.message:
-        return f"reboot pending: {_short(result.reboot_pending[0])}"
     if result.status == FAILED:
         failed = [t for t in result.tasks if t.status == FAILED]
         first = result.message or next((t.message or next((i.message for i in t.items if i.status == FAILED), "")
                                         for t in failed), "")
         names = ", ".join(t.name for t in failed)
         return f"failed: {names}{': ' if names and first else ''}{_short(first)}"
+    if result.reboot_pending:
+        return f"reboot pending: {_short(result.reboot_pending[0])} (apply --reboot)"
     stopped = [t.name for t in result.tasks if t.status == NOT_STARTED]
     if stopped:
         return f"not started: {len(stopped)} task(s), {stopped[0]} and after (the run was stopped)"

@@ -16,6 +16,7 @@ EXIT_TASK_FAILED = 1  # some task failed on some host
 EXIT_BAD_INPUT = 2  # inventory/playbook/options invalid: nothing was touched (also Click usage errors)
 EXIT_UNREACHABLE = 4  # some host could not be reached (5 = both 1 and 4)
 EXIT_WOULD_CHANGE = 8  # --check: some host is not as intended (a drift gate, like terraform's -detailed-exitcode)
+EXIT_REBOOT_PENDING = 16  # some host waits for a reboot (a driver installed loads at the next boot): not a failure
 # Stopped by a signal (the shell's 128 + signal number): what was in flight finished, nothing new started.
 EXIT_STOPPED = {2: 130, 15: 143}  # SIGINT (Ctrl-C), SIGTERM
 
@@ -53,7 +54,7 @@ class HostResult:
         if self.status in (UNREACHABLE, NOT_STARTED):
             return
         statuses = {t.status for t in self.tasks}
-        failed = FAILED in statuses or self.message or self.reboot_pending  # pending: not as intended until then
+        failed = FAILED in statuses or self.message  # a reboot pending is a state of its own (exit_code)
         self.status = FAILED if failed else CHANGED if CHANGED in statuses else OK
 
 
@@ -76,6 +77,8 @@ def exit_code(results: list[HostResult], check: bool = False, stopped_by: int | 
         code |= EXIT_UNREACHABLE
     if check and any(r.status == CHANGED for r in results):
         code |= EXIT_WOULD_CHANGE
+    if any(r.reboot_pending and r.status != UNREACHABLE for r in results):
+        code |= EXIT_REBOOT_PENDING
     return code
 
 

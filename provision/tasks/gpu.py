@@ -128,14 +128,12 @@ def _asks_for(gpu_settings, setting: str) -> bool:
 
 
 def cannot_use_gpus(plan: Plan, host, facts: HostFacts, said: str) -> None:
-    """plan.failed: said + why the GPUs cannot be used now, in words that say what to do. First the driver the
-    inventory pins, not installed or not loaded yet: one cause, that verify's driver checks report (as_intended
-    leaves it to them: plan.failed_check); then nvidia-smi's state."""
+    """Why the GPUs cannot be used now, in words that say what to do. The driver the inventory pins, not
+    installed or not loaded yet, is a state, not a failure: the task waits (plan.skipped), the host says its
+    reboot is pending, and verify's driver checks report it (one cause). Else plan.failed: nvidia-smi's state."""
     waiting = driver.what_the_gpus_wait_for(host.settings.driver, facts)
     if waiting:
-        plan.failed = f"{said}the GPUs wait for {waiting}"
-        plan.failed_check = ("driver_loaded_is_the_pinned_version" if host.settings.driver
-                             else "nvidia_smi_reads_the_gpus")
+        plan.skipped = f"{said}the GPUs wait for {waiting}"
         return
     state, message = facts.nvidia.state, facts.nvidia.message
     plan.failed = said + {

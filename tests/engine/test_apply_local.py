@@ -234,8 +234,13 @@ def test_an_unreachable_host_fails_alone(v100_node):
     inventory = v100_node.inventory(V100_FIX, extra_hosts={"ghost": {"host": "127.0.0.1", "port": 1}})
     result = v100_node.apply(inventory)
     assert result.exit_code == 4, result.output
-    assert lines_with(result.output, "ghost", "UNREACHABLE")
+    assert lines_with(result.output, "ghost", "UNREACHABLE", "cannot connect to 127.0.0.1:1: connection refused on "
+                      "port 1: is sshd running there, and on that port (ansible_port)?")
+    assert "Errno" not in result.output  # the library's own words are not shown
     assert lines_with(result.output, "node1", "ok=0 changed=5 failed=0")
+    progress = [line.split(" ", 1)[1] for line in result.output.splitlines() if line.startswith("[")]
+    assert progress.count("ghost unreachable") == 2 and progress.count("node1 read") == 1  # the words, each phase
+    assert progress.count("node1 changed") == 1 and "applied" not in " ".join(progress)
     assert v100_node.query("power.limit") == ["200.00"] * 4
 
 
