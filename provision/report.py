@@ -153,13 +153,13 @@ def print_facts(host: str, facts: HostFacts | None, error: str = "", nccl_said: 
         click.echo(f"  nvidia: {n.state}: {n.message}; nvidia-persistenced {daemon}")
         return
     click.echo(f"  nvidia: driver {n.driver_version}, {len(n.gpus)} GPU(s), nvidia-persistenced {daemon}")
-    click.echo("  GPU  NAME                          BUS ID            PERSIST   POWER LIMIT (MIN..MAX)    APP CLOCKS MEM,SM  PCIe NOW/MAX")
+    click.echo("  GPU  NAME                          BUS ID            PERSIST   POWER LIMIT (MIN..MAX)    "
+               "CLOCKS (MHz)        PCIe NOW/MAX")
     for g in n.gpus:
         power = f"{_num(g.power_limit)} W ({_num(g.power_min)}..{_num(g.power_max)})"
-        clocks = f"{_num(g.app_clock_mem)},{_num(g.app_clock_sm)}" if g.app_clock_mem is not None else "N/A"
         pcie = f"gen{_num(g.pcie_gen_current)} x{_num(g.pcie_width_current)} / gen{_num(g.pcie_gen_max)} x{_num(g.pcie_width_max)}"
         persist = {True: "on", False: "off", None: "N/A"}[g.persistence]
-        click.echo(f"  {g.index:<4} {g.name[:29]:<29} {g.bus_id:<17} {persist:<9} {power:<25} {clocks:<18} {pcie}")
+        click.echo(f"  {g.index:<4} {g.name[:29]:<29} {g.bus_id:<17} {persist:<9} {power:<25} {clocks_set(g):<19} {pcie}")
     for lost in n.lost:  # not tuned until repaired; the boot file keeps its line
         click.echo(f"  {click.style('unreadable', fg='red')} {lost}")
     change = layout.compare(facts.gpu_layout, n)
@@ -174,6 +174,17 @@ def print_facts(host: str, facts: HostFacts | None, error: str = "", nccl_said: 
         click.echo(f"  {click.style('topology', fg='yellow')}: {warning}")
     for note in n.notes:
         click.echo(f"  note: {note}")
+
+
+def clocks_set(gpu) -> str:
+    """The clocks set on a GPU, the way they are set: application clocks (-ac MEM,SM) where the board has them,
+    locked ranges (-lgc/-lmc, as provision recorded them: nvidia-smi cannot read them back) on GeForce too."""
+    words = [f"app {_num(gpu.app_clock_mem)},{_num(gpu.app_clock_sm)}"] if gpu.app_clock_mem is not None else []
+    words += [f"{LOCK_WORDS.get(key, key)} {value}" for key, value in gpu.locked.items() if value != "default"]
+    return "; ".join(words) or "default"
+
+
+LOCK_WORDS = {"sm": "locked sm", "mem": "locked mem", "mem_deferred": "locked mem (next load)"}
 
 
 def driver_line(facts: HostFacts) -> str:

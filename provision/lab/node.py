@@ -207,7 +207,7 @@ class Node:
         joined = make_cgroups(self.ns, self.cgroups_file)
         argv = ["sh", "-c", JOIN, "join", *(str(p / "cgroup.procs") for p in joined), "--",  # (ip netns exec
                 "ip", "netns", "exec", self.ns,  # remounts /sys: the cgroup files are gone there)
-                "unshare", *(["--cgroup"] if joined else []), "--uts", "--pid", "--mount", "--fork",
+                "unshare", *(["--cgroup"] if joined else []), *fresh_clocks(), "--uts", "--pid", "--mount", "--fork",
                 "--propagation", "private", "--kill-child=SIGKILL", "sh", "-c", SETUP, "setup",
                 str(self.root), self.spec.name]
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # its output: the supervisor's, the console log
@@ -268,7 +268,7 @@ class Node:
         pid = self.init_pid()
         if pid is None:
             raise LabError(f"{self.spec.name} is powered off: `provision lab reboot {self.spec.name}` starts it")
-        return run(["nsenter", "-t", str(pid), "-m", "-u", "-n", "-p", "-r", "-w", "--",
+        return run(["nsenter", "-t", str(pid), "-m", "-u", "-n", "-p", "-r", "-w", *(["-T"] if TIME_NS else []), "--",
                     "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", *argv], check=check, timeout=timeout)
 
     def gpusim(self, *args: str) -> subprocess.CompletedProcess:
@@ -276,6 +276,19 @@ class Node:
 
     def to_state(self) -> dict:
         return asdict(self.spec)
+
+
+TIME_NS = os.path.exists("/proc/self/ns/time")  # Linux 5.6+: a clock namespace per node
+
+
+def fresh_clocks() -> list[str]:
+    """unshare's options for a node's own boot clock: in a time namespace whose CLOCK_BOOTTIME and MONOTONIC
+    start near 0 at each boot, so its /proc/uptime (and the process start times in /proc/PID/stat, which the
+    facts batch reads to tell a daemon's age) are its own, not this machine's. [] where the kernel has none."""
+    if not TIME_NS:
+        return []
+    since_boot = int(time.clock_gettime(time.CLOCK_BOOTTIME))
+    return ["--time", "--boottime", str(-since_boot), "--monotonic", str(-int(time.monotonic()))]
 
 
 # The node's supervisor: supervise() below, in a fresh interpreter that imports this very checkout.

@@ -98,3 +98,16 @@ def test_munge_comes_back_after_a_reboot_as_user_munge(pair):
     # no slurm.conf yet: slurmd.service's ConditionPathExists keeps it from starting, as systemd would
     assert "slurmd.service: condition not met (ConditionPathExists=/etc/slurm/slurm.conf); skipped" in boot
     assert ok(pair, node, "pgrep -c -x slurmd || true") == "0\n"
+
+
+def test_a_rebooted_node_has_its_own_uptime(pair):
+    def uptime(node: str) -> float:
+        return float(ok(pair, node, "cut -d' ' -f1 /proc/uptime"))
+
+    with open("/proc/uptime") as fh:
+        here = float(fh.read().split()[0])
+    pair.lab("reboot", NODES[1])
+    fresh, other = uptime(NODES[1]), uptime(NODES[0])
+    assert fresh < 60 and fresh < other and other < here  # a clock of its own, from its own boot
+    started = ok(pair, NODES[1], "ps -o etimes= -p 1").strip()  # its PID 1's age agrees with that clock
+    assert abs(int(started) - fresh) < 10, (started, fresh)
