@@ -136,6 +136,9 @@ class Engine:
             if held is None:
                 break
             word, line = hostlock.take_message(held.output)
+            if word not in ("taken", "held") and not word.startswith("took over"):
+                state.result.message = f"cannot take the host lock: {held.output.strip() or f'exit {held.rc}'}"
+                return False
             holder = hostlock.Owner.parse(line)
             if held.rc == 0:
                 state.locked = True

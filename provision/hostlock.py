@@ -36,9 +36,13 @@ HEARTBEAT_SECONDS = 30  # how often a run renews the leases of the hosts it hold
 
 # Every script runs under flock on "$d.guard" where flock exists (util-linux): taking over a stale lock
 # is a read-compare-write that two runs must not interleave. Without flock the window is one sh command.
+# A lock directory the login user cannot write is said as such (exit 2), never taken for someone's lock.
 _GUARD = r'''d=$1 run=$2
 mkdir -p "${d%/*}" 2>/dev/null
-if command -v flock >/dev/null 2>&1; then exec 9>>"$d.guard" && flock -w 30 9; fi
+[ -w "${d%/*}" ] || { echo "cannot: ${d%/*} is not writable by $(id -un)"; exit 2; }
+if command -v flock >/dev/null 2>&1 && { [ -w "$d.guard" ] || [ ! -e "$d.guard" ]; }; then
+  exec 9>>"$d.guard"; flock -w 30 9
+fi
 held=$(cat "$d/owner" 2>/dev/null || true)
 case " $held " in *" run=$run "*) ours=1 ;; *) ours=0 ;; esac
 '''

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import time
 from dataclasses import replace
+
+import pytest
 
 from provision import hostlock
 from provision.hostlock import Owner
@@ -143,3 +147,17 @@ def test_the_heartbeat_renews_the_locks_held_while_the_run_lasts(monkeypatch):
     assert count >= 3 and len(ran) == count  # every beat while in it, none after
     assert ran[0] == hostlock.renew_argv(ours)
     assert said == ["node1: the host lock is no longer this run's: lost: someone else"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="runs the script as another user")
+def test_a_lock_directory_the_user_cannot_write_is_said_not_taken_for_a_holder(tmp_path):
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    parent.chmod(0o555)
+    try:
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        taken = sh([*as_nobody, *hostlock.take_argv(Owner.this_run("apply"), lock_dir=str(parent / "provision.lock"))])
+        assert taken.returncode == 2 and taken.stdout == f"cannot: {parent} is not writable by nobody\n", taken
+        assert hostlock.take_message(taken.stdout)[0] == "cannot"
+    finally:
+        parent.chmod(0o755)
