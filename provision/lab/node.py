@@ -123,7 +123,8 @@ class Node:
                hosts: tuple[tuple[str, str], ...] = ()) -> None:
         """The node's disk: its own upper over layers (topmost first: the provision layer, the torch layer)
         over the image.
-        hosts: (address, name) of every node of the lab, for /etc/hosts (the lab has no DNS)."""
+        hosts: (address, name) of every node of the lab, for /etc/hosts (the lab has no DNS: the resolver reads
+        that file alone, see nsswitch_file)."""
         for sub in ("upper", "work", "root"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         lower = ":".join(str(p) for p in [*layers, image])
@@ -133,6 +134,8 @@ class Node:
         self.write("etc/hostname", f"{self.spec.name}\n")
         self.write("etc/machine-id", secrets.token_hex(16) + "\n", mode=0o444)  # its own, as every machine's
         self.write("etc/hosts", hosts_file(self.spec.name, hosts))
+        image_nsswitch = self.root / "etc" / "nsswitch.conf"
+        self.write("etc/nsswitch.conf", nsswitch_file(image_nsswitch.read_text() if image_nsswitch.exists() else ""))
         self.write("root/.ssh/authorized_keys", client_public_key, mode=0o600)
         (self.root / "root" / ".ssh").chmod(0o700)
         key = self.root / "etc" / "ssh" / "ssh_host_ed25519_key"
@@ -405,6 +408,22 @@ def remove_cgroups(record: Path, timeout: float = 5.0) -> list[str]:
     if not left:
         record.unlink(missing_ok=True)
     return left
+
+
+HOSTS_FROM_FILES = "hosts:          files"
+
+
+def nsswitch_file(image_text: str) -> str:
+    """The image's /etc/nsswitch.conf with hosts looked up in /etc/hosts alone: the lab has no DNS. An address
+    that file does not name is then "not found" at once, as a cluster's DNS answers it, and getnameinfo gives
+    the number. With Debian's "files dns" the lookup went on to the resolver the image copied from this
+    machine, which no node can reach: "Temporary failure in name resolution" (EAI_AGAIN). torch's c10d printed
+    "The hostname of the client socket cannot be retrieved. err=-3" for each connection to its store: they
+    name it by an IPv4-mapped IPv6 address, which the IPv4 lines of /etc/hosts do not name."""
+    lines = [HOSTS_FROM_FILES if line.split(":")[0].strip() == "hosts" else line for line in image_text.splitlines()]
+    if HOSTS_FROM_FILES not in lines:
+        lines.append(HOSTS_FROM_FILES)
+    return "\n".join(lines) + "\n"
 
 
 def hosts_file(name: str, nodes: tuple[tuple[str, str], ...]) -> str:

@@ -4,6 +4,8 @@ Every host of the launcher's group gets /usr/local/bin/GROUP-torchrun: it loads 
 (when the host has an nccl block: a missing file is an error, never a silent default), then runs torchrun
 with the node count of the whole group, this node's GPU count, and the rendezvous on the group's first host.
 Run the same command on every node, or submit the sbatch script, which takes those from the allocation.
+Beside the wrapper goes provision-allreduce, a smoke test to run through it (or the sbatch script): a real
+torch.distributed all-reduce, NCCL on GPUs or gloo on the CPU, that checks its sum and exits non-zero if wrong.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from provision.tasks.files import plan_rendered
 
 WRAPPER_TEMPLATE = "torchrun-wrapper.sh.j2"
 SBATCH_TEMPLATE = "torchrun.sbatch.j2"
+ALLREDUCE_TEMPLATE = "torchrun-allreduce.py.j2"
+ALLREDUCE = "provision-allreduce"
 
 
 def wrapper_path(host) -> str:
@@ -24,6 +28,11 @@ def wrapper_path(host) -> str:
 def sbatch_path(host) -> str | None:
     """Beside the wrapper, for hosts that are Slurm nodes."""
     return wrapper_path(host) + ".sbatch" if host.settings.slurm else None
+
+
+def allreduce_path(host) -> str:
+    """The all-reduce smoke test, beside the wrapper: /usr/local/bin/provision-allreduce by default."""
+    return wrapper_path(host).rsplit("/", 1)[0] + "/" + ALLREDUCE
 
 
 def processes_per_node(host, facts) -> tuple[str | None, str]:
@@ -49,12 +58,12 @@ class TorchrunLauncher(Task):
     settings_blocks = frozenset({"launcher"})
 
     def template_names(self):
-        return [("task", WRAPPER_TEMPLATE), ("task", SBATCH_TEMPLATE)]
+        return [("task", WRAPPER_TEMPLATE), ("task", SBATCH_TEMPLATE), ("task", ALLREDUCE_TEMPLATE)]
 
     def file_paths(self, host):
         if host.settings.launcher is None:
             return []
-        return [p for p in (wrapper_path(host), sbatch_path(host)) if p]
+        return [p for p in (wrapper_path(host), sbatch_path(host), allreduce_path(host)) if p]
 
     def plan(self, host, facts):
         plan = Plan()
@@ -77,11 +86,12 @@ class TorchrunLauncher(Task):
             "port": launcher.master_port if launcher.rdzv_backend == "static" else launcher.rdzv_port,
             "torchrun": launcher.torchrun, "options": launcher.options, "env": launcher.env,
             "nccl_env": host.settings.nccl.env_file if host.settings.nccl else None,
-            "sbatch_path": sbatch_path(host),
+            "sbatch_path": sbatch_path(host), "allreduce": allreduce_path(host),
             "partition": clusters.partition_of(host) if host.settings.slurm else None,
             "gpus_per_node": int(nproc) if launcher.nproc_per_node == "gpu" else len(facts.nvidia.gpus),
         }
         files = [(wrapper_path(host), WRAPPER_TEMPLATE, "0755")]
         files += [(sbatch_path(host), SBATCH_TEMPLATE, "0755")] if host.settings.slurm else []
+        files += [(allreduce_path(host), ALLREDUCE_TEMPLATE, "0755")]
         plan_rendered(plan, self.templates, files, context, facts)
         return plan

@@ -1,6 +1,7 @@
 """Slurm end to end, from Debian's packages, on a lab of a controller and two GPU nodes (tests/lab/slurm.yaml):
 apply makes the cluster (munge key, slurm.conf from the whole inventory, gres.conf, daemons), the nodes go idle
-with their GPUs, and a 2-node torch.distributed job runs through the sbatch script and the torchrun wrapper.
+with their GPUs, and the smoke test apply installs (provision-allreduce) runs as a 2-node torch.distributed job
+through the sbatch script and the torchrun wrapper: the README's Slurm block, as written.
 A re-run changes nothing and restarts no daemon; a rebooted node comes back to idle by itself."""
 
 from __future__ import annotations
@@ -18,31 +19,17 @@ import pytest
 import yaml
 
 from provision.runlog import default_path
+from tests.docs.test_readme import commands_for
 
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
 SLURM_LAB = Path(__file__).parent / "slurm.yaml"
-# The README's commands (tests/docs/test_readme.py: place "slurm"), run as written in this test's lab directory.
+# The README's Slurm block (tests/docs/test_readme.py: place "slurm"), in its order, each command as written but
+# in this test's lab directory: the lab, the apply, the smoke test submitted on a GPU node over the lab's SSH.
 SHOWN_DIR = "/var/lib/provision-lab/slurm"
-README_UP = f"provision lab up --like tests/lab/slurm.yaml --dir {SHOWN_DIR}"
-README_APPLY = f"provision apply {SHOWN_DIR}/inventory.yaml"
+README_UP, README_APPLY, README_JOB = commands_for("slurm")
 HEAD, NODES = "lab-head", ["lab-gpu-1", "lab-gpu-2"]
-ALLREDUCE = '''\
-import os, socket, fcntl, struct
-import torch, torch.distributed as dist
-
-dist.init_process_group("gloo")
-rank, world = dist.get_rank(), dist.get_world_size()
-total = torch.tensor([float(rank + 1)])
-dist.all_reduce(total)
-iface = os.environ.get("GLOO_SOCKET_IFNAME", "")
-with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # the interface's address (SIOCGIFADDR)
-    addr = socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", iface.encode()))[20:24])
-print(f"rank {rank} of {world} on {socket.gethostname()} (local rank {os.environ['LOCAL_RANK']}) "
-      f"via {iface} {addr}: all_reduce sum {total.item():g}", flush=True)
-dist.destroy_process_group()
-'''
 
 
 @pytest.fixture(scope="module")
@@ -55,13 +42,19 @@ def slurm_lab(lab_beside):
         yield cluster
 
 
+def test_the_readme_block_is_the_lab_the_apply_and_the_job():
+    assert README_UP.startswith("provision lab up --like tests/lab/slurm.yaml --dir ")
+    assert README_APPLY.startswith("provision apply ") and README_JOB.startswith(f"ssh -F {SHOWN_DIR}/ssh_config ")
+    assert "sbatch --wait /usr/local/bin/gpu-torchrun.sbatch /usr/local/bin/provision-allreduce" in README_JOB
+
+
 def as_written(command: str, lab) -> subprocess.CompletedProcess:
-    """A README command, from the checkout, in this test's lab directory."""
-    readme = (REPO / "README.md").read_text()
-    assert f"    {command}\n" in readme
-    argv = shlex.split(command.replace(SHOWN_DIR, str(lab.dir)))
-    return subprocess.run([sys.executable, "-m", "provision", *argv[1:]], cwd=REPO, capture_output=True, text=True,
-                          timeout=600, stdin=subprocess.DEVNULL)
+    """A README command, from the checkout, in this test's lab directory: provision as this checkout's (the
+    command line after "provision"), any other command by the shell."""
+    command = command.replace(SHOWN_DIR, str(lab.dir))
+    argv = [sys.executable, "-m", "provision", *shlex.split(command)[1:]] if command.startswith("provision ") else [
+        "bash", "-c", command]
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
 
 
 def on(lab, node: str, command: str, ok: bool = True) -> str:
@@ -104,20 +97,24 @@ def test_apply_makes_a_slurm_cluster_whose_gpu_nodes_go_idle(slurm_lab):
         assert secret[:16] not in shown
 
 
-def test_a_two_node_torch_job_runs_through_the_sbatch_script_and_the_wrapper(slurm_lab):
-    for node in NODES:
-        slurm_lab.node_file(node, "/root/allreduce.py").write_text(ALLREDUCE)
-    out = on(slurm_lab, NODES[0], "sbatch --parsable --wait --chdir=/tmp "
-                              "/usr/local/bin/gpu-torchrun.sbatch /root/allreduce.py")
-    job = out.strip().split(";")[0]
-    logs = [slurm_lab.node_file(n, f"/tmp/gpu-{job}.out") for n in NODES]
+def test_the_smoke_test_runs_as_a_two_node_job_through_the_sbatch_script_and_the_wrapper(slurm_lab):
+    """The README's sbatch line as written: provision-allreduce, which apply installed beside the wrapper."""
+    submitted = as_written(README_JOB, slurm_lab)
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr  # sbatch --wait: the job's exit status
+    job = re.search(r"^Submitted batch job (\d+)$", submitted.stdout, re.M).group(1)
+    logs = [slurm_lab.node_file(n, f"/root/gpu-{job}.out") for n in NODES]  # the batch node's, in root's home
     text = next(p.read_text() for p in logs if p.exists())
     print(text)
-    ranks = re.findall(r"rank (\d) of 4 on (lab-gpu-\d) \(local rank \d\) via ens803f0 ([\d.]+): "
-                       r"all_reduce sum 10", text)
+    ranks = re.findall(r"^rank (\d) of 4 on (lab-gpu-\d) \(local rank \d\): gloo via ens803f0 ([\d.]+): "
+                       r"all_reduce sum 10, 4 MiB in [\d.]+ ms", text, re.M)
     assert sorted(r[0] for r in ranks) == ["0", "1", "2", "3"], text
     assert {r[1] for r in ranks} == set(NODES)
+    fabric = {node: addr for _, node, addr in ranks}  # each node's own port on the ens803f0 rail
+    assert len(set(fabric.values())) == 2 and all(a.startswith("10.214.") for a in fabric.values()), fabric
+    assert "all_reduce ok: 4 processes on 2 node(s) (lab-gpu-1, lab-gpu-2), backend gloo" in text
     assert f"job {job}: 2 nodes" in text
+    # the lab resolves names from /etc/hosts alone: torch's c10d finds no unreachable DNS to warn about
+    assert "The hostname of the client socket cannot be retrieved" not in text
 
 
 def test_a_second_apply_changes_nothing_and_restarts_no_daemon(slurm_lab):
@@ -160,7 +157,8 @@ def test_verify_drains_a_failed_node_and_resumes_only_what_it_drained(slurm_lab)
     wait_for("the node idle once more", lambda: node_line(slurm_lab, slow) == f"{slow} idle none", timeout=30)
     assert node_line(slurm_lab, held) == f"{held} drain new PSU, burn-in first"
     on(slurm_lab, HEAD, f"scontrol update nodename={held} state=resume")
-    assert verify(slurm_lab)[0] == 0
+    code, result = verify(slurm_lab)
+    assert code == 0, result
 
 
 def test_slurm_runs_the_health_check_itself_draining_and_resuming(slurm_lab, tmp_path):

@@ -360,6 +360,14 @@ def test_hosts_file_names_every_node_at_its_address():
     assert "127.0.1.1 lab-a\n" in lab_node.hosts_file("lab-a", ())  # alone: Debian's line
 
 
+def test_a_node_resolves_hosts_from_its_hosts_file_alone():
+    """No DNS in the lab: an address /etc/hosts does not name is "not found" (getnameinfo gives the number), never
+    a "temporary failure" from a resolver no node reaches (torch's c10d warned about it on every connection)."""
+    debian = "passwd:         files\nhosts:          files dns\nnetworks:       files\nnetgroup:       nis\n"
+    assert lab_node.nsswitch_file(debian) == debian.replace("files dns", "files")
+    assert lab_node.nsswitch_file("") == "hosts:          files\n"
+
+
 def test_the_python_layer_installs_the_cpu_build_for_the_node_python(tmp_path):
     argv = pylayer.pip_arguments(tmp_path / "site")
     assert argv[0] == "install" and "torch==2.13.0+cpu" in argv and "--only-binary=:all:" in argv

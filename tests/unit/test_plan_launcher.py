@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+import sys
 import textwrap
 
+import pytest
 import yaml
 
 from provision.clusters import Cluster
@@ -56,7 +59,8 @@ def planned(inv, name: str, facts: HostFacts | None = None):
 def test_each_blade_counts_every_blade_and_meets_on_the_first(tmp_path):
     inv = inventory(tmp_path)
     plan = planned(inv, "rtx3090-3")
-    (wrapper,) = [c.write for c in plan.changes]
+    wrapper, allreduce = (c.write for c in plan.changes)
+    assert allreduce.path == "/usr/local/bin/provision-allreduce"
     assert (wrapper.path, wrapper.mode) == ("/usr/local/bin/rtx3090-torchrun", "0755")
     text = wrapper.content
     assert "4 nodes: rtx3090-1, rtx3090-2, rtx3090-3, rtx3090-4; this node (rtx3090-3) starts 1 process." in text
@@ -76,11 +80,12 @@ def test_a_node_without_gpus_fails_when_one_process_per_gpu_is_asked(tmp_path):
 
 def test_a_wrapper_already_right_is_left_alone(tmp_path):
     inv = inventory(tmp_path)
-    write = planned(inv, "rtx3090-1").changes[0].write
+    writes = [c.write for c in planned(inv, "rtx3090-1").changes]
     facts = gpus(1)
-    facts.files[write.path] = FileFacts(write.path, True, write.content.encode(), "755", "root", "root")
+    for write in writes:
+        facts.files[write.path] = FileFacts(write.path, True, write.content.encode(), "755", "root", "root")
     again = planned(inv, "rtx3090-1", facts)
-    assert again.changes == [] and [i.target for i in again.unchanged] == [write.path]
+    assert again.changes == [] and [i.target for i in again.unchanged] == [w.path for w in writes]
 
 
 def test_static_rendezvous_gives_each_node_its_rank(tmp_path):
@@ -118,7 +123,7 @@ def test_slurm_nodes_get_the_sbatch_script_beside_the_wrapper(tmp_path):
     text = text.replace("v100-1: {ansible_host: 192.0.2.10}",
                         "v100-1: {ansible_host: 192.0.2.10, slurm: {controller: v100-1}}")
     inv = inventory(tmp_path, text)
-    wrapper, sbatch = (c.write for c in planned(inv, "rtx3090-1").changes)
+    wrapper, sbatch, allreduce = (c.write for c in planned(inv, "rtx3090-1").changes)
     assert sbatch.path == "/usr/local/bin/rtx3090-torchrun.sbatch" and sbatch.mode == "0755"
     assert "#SBATCH --nodes=4" in sbatch.content and "#SBATCH --partition=rtx3090" in sbatch.content
     assert "#SBATCH --ntasks-per-node=1" in sbatch.content and "#SBATCH --gpus-per-node=1" in sbatch.content
@@ -131,3 +136,87 @@ def test_one_process_per_gpu_counts_the_intended_gpus_not_the_ones_readable_toda
     inv = inventory(tmp_path, BLADES.replace("v100-1: {ansible_host: 192.0.2.10}",
                                              "v100-1: {ansible_host: 192.0.2.10, gpu: {count: 4}}"))
     assert "--nproc-per-node=4" in planned(inv, "v100-1", gpus(3)).changes[0].write.content
+
+
+# --- provision-allreduce: the smoke test beside the wrapper ---------------------------------------------------
+
+def slurm_blades(tmp_path, **changes):
+    text = BLADES.replace("nccl: {socket_ifname: ens803f, socket_nthreads: 1}",
+                          "nccl: {socket_ifname: ens803f, socket_nthreads: 1}\n        slurm: {controller: v100-1}")
+    text = text.replace("v100-1: {ansible_host: 192.0.2.10}",
+                        "v100-1: {ansible_host: 192.0.2.10, slurm: {controller: v100-1}}")
+    return inventory(tmp_path, text, **changes)
+
+
+def allreduce_of(plan):
+    (write,) = [c.write for c in plan.changes if c.write.path.endswith("/provision-allreduce")]
+    return write
+
+
+def test_every_node_gets_the_allreduce_smoke_test_beside_the_wrapper(tmp_path):
+    inv = slurm_blades(tmp_path)
+    host = inv.hosts["rtx3090-2"]
+    program = allreduce_of(planned(inv, "rtx3090-2"))
+    assert (program.path, program.mode) == ("/usr/local/bin/provision-allreduce", "0755")
+    assert program.path in TorchrunLauncher().file_paths(host)  # read with the facts: verify judges it too
+    text = program.content
+    assert text.startswith("#!/usr/bin/env python3\n")
+    assert "#   /usr/local/bin/rtx3090-torchrun /usr/local/bin/provision-allreduce" in text
+    assert "#   sbatch /usr/local/bin/rtx3090-torchrun.sbatch /usr/local/bin/provision-allreduce" in text
+    compile(text, program.path, "exec")
+    elsewhere = inventory(tmp_path, wrapper_path="/opt/train/bin/run-torch")
+    moved = allreduce_of(planned(elsewhere, "rtx3090-1"))
+    assert moved.path == "/opt/train/bin/provision-allreduce" and "sbatch" not in moved.content
+    assert 'WRAPPER, PROGRAM = "/opt/train/bin/run-torch", "/opt/train/bin/provision-allreduce"' in moved.content
+
+
+def test_the_smoke_test_outside_torchrun_says_how_to_start_it(tmp_path):
+    program = tmp_path / "provision-allreduce"
+    program.write_text(allreduce_of(planned(inventory(tmp_path), "rtx3090-1")).content)
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    run = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, env=env)
+    assert run.returncode == 2
+    assert "not set: start it with torchrun" in run.stderr
+    assert "/usr/local/bin/rtx3090-torchrun /usr/local/bin/provision-allreduce" in run.stderr
+
+
+def torchrun(tmp_path, script, nproc: int, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_"))}
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+                           str(script), *args], capture_output=True, text=True, env=env | {"GLOO_SOCKET_IFNAME": "lo"},
+                          cwd=tmp_path, timeout=300)
+
+
+def test_the_smoke_test_all_reduces_for_real_nccl_on_gpus_else_gloo(tmp_path):
+    """torch where this Python has it (the lab's nodes do: tests/lab/test_slurm.py runs it across nodes)."""
+    torch = pytest.importorskip("torch")
+    program = tmp_path / "provision-allreduce"
+    program.write_text(allreduce_of(planned(inventory(tmp_path), "rtx3090-1")).content)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    run = torchrun(tmp_path, program, gpus or 2, "--mib", "1")
+    assert run.returncode == 0, run.stdout + run.stderr
+    world, backend = (gpus, "nccl") if gpus else (2, "gloo")
+    lines = sorted(re.findall(rf"^rank (\d+) of {world} on \S+ \(local rank \d+\): {backend}( via lo 127\.0\.0\.1)?: "
+                              rf"all_reduce sum {world * (world + 1) // 2}, 1 MiB in [\d.]+ ms", run.stdout, re.M))
+    assert [r for r, _via in lines] == [str(r) for r in range(world)], run.stdout
+    assert f"all_reduce ok: {world} processes on 1 node(s)" in run.stdout
+
+
+def test_the_smoke_test_fails_when_one_rank_gets_a_wrong_sum(tmp_path):
+    pytest.importorskip("torch")
+    program = tmp_path / "provision-allreduce"
+    program.write_text(allreduce_of(planned(inventory(tmp_path), "rtx3090-1")).content)
+    faulty = tmp_path / "faulty.py"  # rank 1's result corrupted after a real all-reduce
+    faulty.write_text(textwrap.dedent(f"""\
+        import os, runpy, sys
+        import torch.distributed as dist
+        reduce = dist.all_reduce
+        if os.environ["RANK"] == "1":
+            dist.all_reduce = lambda t: (reduce(t), t[-1:].add_(1))
+        sys.argv = [{str(program)!r}, *sys.argv[1:]]
+        runpy.run_path({str(program)!r}, run_name="__main__")
+        """))
+    run = torchrun(tmp_path, faulty, 2, "--backend", "gloo", "--mib", "0.5", "--timeout", "60")
+    assert run.returncode != 0
+    assert re.search(r"^rank 1 of 2 .*: all_reduce sum 4, expected 3: WRONG$", run.stderr, re.M), run.stderr
+    assert "all_reduce FAILED on rank(s) 1: 2 processes on 1 node(s)" in run.stdout
