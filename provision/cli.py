@@ -36,18 +36,31 @@ Exit codes (bit flags, added up):
   130, 143  stopped by Ctrl-C (SIGINT) or SIGTERM: the changes in flight
      finished, no new host or task started; the report says which"""
 
+ADHOC_EXIT_CODES_HELP = """\b
+Exit codes (bit flags, added up):
+  0  every host converged (with --check: every host is as intended)
+  1  some task failed on some host
+  2  bad input (inventory, options): no host was touched
+  4  some host was unreachable (5 = both 1 and 4)
+  8  --check only: some host would change
+  16 some host waits for a reboot: its installed driver loads at the next
+     boot (provision apply --reboot); not a failure
+  130, 143  stopped by Ctrl-C (SIGINT) or SIGTERM: the changes in flight
+     finished, no new host or task started; the report says which"""
+
 
 def inventory_options(func):
     """Options shared by every command that works on hosts."""
     options = [
         click.argument("inventory", required=False, type=click.Path(dir_okay=False)),
-        click.option("--local", is_flag=True, help="Run on this machine, no SSH (all selected hosts' settings apply here)."),
+        click.option("--local", is_flag=True,
+                     help="Work on this machine, no SSH (with an INVENTORY: this machine as its selected hosts)."),
         click.option("-l", "--limit", help="Hosts or groups, comma-separated; globs, !exclude and &intersect allowed."),
         click.option("-f", "--forks", type=click.IntRange(1, 512), default=16, show_default=True,
                      help="Hosts worked on in parallel."),
         click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout."),
         click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False),
-                     help="An ssh_config file to use instead of ~/.ssh/config."),
+                     help="An ssh_config file for every host, instead of the inventory's ssh_config or ~/.ssh/config."),
         click.option("--accept-new-host-keys", is_flag=True,
                      help="Trust and record unknown SSH host keys (like StrictHostKeyChecking=accept-new). "
                           "Changed keys are always refused."),
@@ -73,7 +86,7 @@ def adhoc_options(func):
         click.option("-f", "--forks", type=click.IntRange(1, 512), default=16, show_default=True,
                      help="Hosts worked on in parallel."),
         click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False),
-                     help="An ssh_config file to use instead of ~/.ssh/config."),
+                     help="An ssh_config file for every host, instead of the inventory's ssh_config or ~/.ssh/config."),
         click.option("--accept-new-host-keys", is_flag=True, help="Trust and record unknown SSH host keys."),
         click.option("--identity", "--private-key", "identity_file", type=click.Path(exists=True, dir_okay=False),
                      help="SSH private key file."),
@@ -144,8 +157,8 @@ class ProvisionGroup(click.Group):
 def main():
     """Provision and tune GPU training clusters over SSH.
 
-    Commands read a YAML inventory (Ansible's shape) and converge every host
-    to it, idempotently: a second run changes nothing and says so.
+    Commands read a YAML inventory (Ansible's shape); apply converges every
+    host to it, idempotently: a second run changes nothing and says so.
     """
 
 
@@ -419,7 +432,9 @@ def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
     sys.exit(exit_code(results, check, stopped))
 
 
-@main.command(epilog=EXIT_CODES_HELP)
+@main.command(epilog=ADHOC_EXIT_CODES_HELP + """
+
+With --list: 1 some host has no GPU nvidia-smi can read.""")
 @adhoc_options
 @click.option("--mem", type=click.IntRange(min=1), help="Memory clock, MHz (with --sm: an application-clock pair).")
 @click.option("--sm", help="Graphics clock, MHz; with --locked MIN,MAX or one value.")
@@ -431,8 +446,8 @@ def clocks(mem, sm, nearest, locked, reset, list_pairs, **opts):
     """Set GPU clocks now and at every boot: application clocks, or --locked.
 
     \b
-      provision clocks --mem 877 --sm 1005          # the V100 fix: -ac 877,1005
-      provision clocks --locked --sm 210,1695       # GeForce: lock the graphics clock range
+      provision clocks --mem 877 --sm 1005      # the V100 fix: -ac 877,1005
+      provision clocks --locked --sm 210,1695   # GeForce: lock graphics clocks
       provision clocks --reset -i inventories/basement.yaml -l v100
       provision clocks --list
     """
@@ -481,7 +496,7 @@ def list_clocks(opts: dict) -> None:
     sys.exit(exit_code([s.result for s in states]) | (1 if unusable else 0))
 
 
-@main.command(epilog=EXIT_CODES_HELP)
+@main.command(epilog=ADHOC_EXIT_CODES_HELP)
 @adhoc_options
 @click.option("--watts", required=True, help='Power limit in W, within each GPU\'s min..max, or "default".')
 def power(watts, **opts):
@@ -493,7 +508,7 @@ def power(watts, **opts):
     run_adhoc("power", {"power_limit": value}, "--watts", opts)
 
 
-@main.command(epilog=EXIT_CODES_HELP)
+@main.command(epilog=ADHOC_EXIT_CODES_HELP)
 @adhoc_options
 @click.argument("state", type=click.Choice(["on", "off"]))
 def persistence(state, **opts):
@@ -555,8 +570,10 @@ def advise(inventory, limit, params, bytes_per_grad, step_ms, comm_ms, nodes, gp
     gradient accumulation, a second link per node.
 
     \b
-      provision advise inventories/basement.yaml -l rtx3090 --params 25M --step-ms 234 --comm-ms 106
-      provision advise --nodes 8 --gpus-per-node 8 --link-mbps 100000 --params 7B --gpu-memory-gib 80
+      provision advise inventories/basement.yaml -l rtx3090 --params 25M \\
+          --step-ms 234 --comm-ms 106
+      provision advise --nodes 8 --gpus-per-node 8 --link-mbps 100000 \\
+          --params 7B --gpu-memory-gib 80
     """
     from provision.advise import Job, advise as estimate, network_from_hosts, report_lines, to_json
 

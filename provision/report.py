@@ -3,6 +3,11 @@
 
 from __future__ import annotations
 
+import functools
+import re
+import shutil
+import textwrap
+
 import click
 
 from provision.driver import reboot_reasons
@@ -260,30 +265,53 @@ def print_clock_models(models: list[dict]) -> None:
             click.echo("  no supported clocks reported")
 
 
+COMMAND = re.compile(r"provision (apply|verify|facts|unlock|clocks|power|persistence)\b[^;()`]*[^;()`\s]")
+
+
+def _echo_wrapped(prefix: str, styled: str, text: str, hang: int, commands: bool = False, columns: int = 100) -> None:
+    """prefix + text, wrapped at `columns` under a hanging indent, never inside a word; `styled` is the prefix as
+    shown (colors take no columns). With `commands`, a provision command in the text stays on one line, to be
+    copied whole."""
+    width = max(columns, hang + 20)  # a very narrow terminal: still a few words a line
+    text = COMMAND.sub(lambda m: m.group().replace(" ", "\0"), text) if commands else text
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        indent = " " * hang if lines else prefix
+        lines += textwrap.wrap(paragraph, width, initial_indent=indent, subsequent_indent=" " * hang,
+                               break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
+    click.echo("\n".join([styled + lines[0][len(prefix):], *lines[1:]]).replace("\0", " "))
+
+
 def print_verdicts(verdicts: list) -> None:
     """provision verify: one line per host with its verdict, each failure under it (check, expected, found, what
-    to do), then the totals."""
+    to do), then the totals. Long lines wrap at the terminal's width (100 on a pipe) with a hanging indent under
+    their text, never inside a word: a finding is read whole, not cut or run past the edge."""
     from provision.verify import FAIL, PASS, UNREACHABLE as NOT_REACHED
 
+    columns = shutil.get_terminal_size((100, 24)).columns
+    echo = functools.partial(_echo_wrapped, columns=columns)
     width = min(max((len(v.host) for v in verdicts), default=4), HOST_COLUMN)
     colors = {PASS: "green", FAIL: "red", NOT_REACHED: "red"}
     for v in verdicts:
-        name = click.style(f"{v.host:<{width}}", fg=colors[v.status], bold=True)
+        host = f"{v.host:<{width}}"
+        name = click.style(host, fg=colors[v.status], bold=True)
         if v.status == NOT_REACHED:
-            click.echo(f"{name}  UNREACHABLE  {v.message}")
+            echo(f"{host}  UNREACHABLE  ", f"{name}  UNREACHABLE  ", v.message, len(host) + 15)
             continue
         checks = len(v.passed) + len(v.failures)
         said = f"{len(v.failures)} of {checks} checks failed" if v.failures else f"{checks} checks passed"
         if v.skipped:  # a host the inventory asks little of is not silently "checked"
             said += f", {len(v.skipped)} not applicable ({v.skipped[0].partition(': ')[2] or v.skipped[0]}" \
                     f"{', ...' if len(v.skipped) > 1 else ''})"
-        click.echo(f"{name}  {v.status.upper():<5} {said}")
+        status = f"{v.status.upper():<5} "
+        echo(f"{host}  {status}", f"{name}  {status}", said, len(host) + 8)
         for f in v.failures:
-            click.echo(f"    {click.style('failed', fg='red')} {f.check}: expected {f.expected}; found {f.found}")
+            echo("    failed ", f"    {click.style('failed', fg='red')} ",
+                 f"{f.check}: expected {f.expected}; found {f.found}", 11)
             if f.fix:
-                click.echo(f"           what to do: {f.fix}")
+                echo("           what to do: ", "           what to do: ", f.fix, 23, commands=True)
         for text in v.notes:
-            click.echo(f"    {click.style('note', fg='yellow')}   {text}")
+            echo("    note   ", f"    {click.style('note', fg='yellow')}   ", text, 11)
     counts = {status: sum(1 for v in verdicts if v.status == status) for status in (PASS, FAIL, NOT_REACHED)}
     click.echo(f"\n{len(verdicts)} host{'' if len(verdicts) == 1 else 's'}: "
                + (", ".join(f"{n} {status}" for status, n in counts.items() if n) or "none"))

@@ -38,12 +38,23 @@ def setting(default: Any = None, allowed: str = "", hint: str = "", **constraint
     return Field(default, description=allowed, json_schema_extra={"hint": hint} if hint else None, **constraints)
 
 
-def or_words(value_type: Any, *words: str) -> Any:
+QUOTED_NUMBER = re.compile(r"^\s*[+-]?\d+(\.\d+)?\s*$")  # "200", "150.5": YAML reads them as numbers unquoted
+
+
+def or_words(value_type: Any, *words: str, number: str = "") -> Any:
     """value_type, or one of `words` (like "default"). Strings go to the words, anything else to value_type,
-    so an error speaks of one of them, not both."""
+    so an error speaks of one of them, not both. With `number` ("a number of watts"), a quoted number is
+    refused as that, not the string: `power_limit: "200"` is a number written as text, not a misspelt word."""
+    def _quoted_number(value: Any) -> Any:
+        if number and isinstance(value, str) and value not in words and QUOTED_NUMBER.match(value):
+            raise refuse(f"got {value!r}: {number}, not the string {value!r}",
+                         f"write {value.strip()} without quotes: YAML reads a quoted number as text")
+        return value
+
     return Annotated[
-        Union[Annotated[value_type, Tag("[value]")], Annotated[Literal[words], Tag("[word]")]],
-        Discriminator(lambda v: "[word]" if isinstance(v, str) else "[value]"),
+        Annotated[Union[Annotated[value_type, Tag("[value]")], Annotated[Literal[words], Tag("[word]")]],
+                  Discriminator(lambda v: "[word]" if isinstance(v, str) else "[value]")],
+        BeforeValidator(_quoted_number),
     ]
 
 
@@ -134,7 +145,7 @@ class LockedClocks(Block):
 
 
 # Module-level aliases: linters read strings inside annotations as type names.
-PowerLimit = or_words(Watts, "default")
+PowerLimit = or_words(Watts, "default", number="a number of watts")
 Clocks = or_words(ClockSettings, "default")
 ClockLocks = or_words(LockedClocks, "default")
 
@@ -368,7 +379,7 @@ class NcclSettings(Block):
         return self
 
 
-ProcessCount = or_words(PositiveInt, "auto", "gpu")
+ProcessCount = or_words(PositiveInt, "auto", "gpu", number="a number of processes")
 SHELL_WORD = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")  # goes into a script unquoted-safe: no quoting needed
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SLURM_WORD = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")

@@ -46,17 +46,18 @@ def lab():
 
     \b
       provision lab up --like inventories/basement.yaml
-      provision apply /var/lib/provision-lab/default/inventory.yaml \\
-          --ssh-config /var/lib/provision-lab/default/ssh_config
+      provision apply /var/lib/provision-lab/default/inventory.yaml
       provision lab fault lab-rtx4090-1 gpu-off-bus --gpu 3
       provision lab down
 
-    Needs root and Linux. Nodes reach nothing but the lab's own addresses.
+    The inventory's hosts carry the lab's ssh_config (key, known_hosts): the
+    commands above need nothing more. Needs root and Linux. Nodes reach
+    nothing but the lab's own addresses.
     """
 
 
 @lab.command()
-@click.option("--nodes", "-n", type=int, default=None, help="Number of nodes, each 4x V100  [default: 3].")
+@click.option("--nodes", "-n", type=int, default=None, help="Number of nodes, each 4x V100.  [default: 3]")
 @click.option("--like", type=click.Path(exists=True, dir_okay=False),
               help="Mirror this inventory: its groups, variables, GPU models and counts, NIC names.")
 @dir_option
@@ -73,7 +74,7 @@ def up(nodes, like, lab_dir):
         click.echo(f"The lab in {the_lab.dir} is already up ({spec.source}).", err=True)
     _print_status(the_lab.status())
     click.echo(f"\nInventory:  {the_lab.inventory_path}\nSSH config: {the_lab.ssh_config_path}")
-    click.echo(f"Try:        provision facts {the_lab.inventory_path} --ssh-config {the_lab.ssh_config_path}")
+    click.echo(f"Try:        provision facts {the_lab.inventory_path}")  # its hosts carry the ssh_config
 
 
 @lab.command()
@@ -115,29 +116,33 @@ def reboot(node, lab_dir):
 @lab.command()
 @click.argument("node")
 @click.argument("kind", type=click.Choice(FAULTS), metavar="KIND")
-@click.option("--gpu", type=int, help="GPU slot (its index with every GPU present) for the gpu faults  [default: 0].")
-@click.option("--nic", help="NIC for nic-down and nic-slow  [default: the node's first fabric NIC].")
+@click.option("--gpu", type=int, help="GPU slot (its index with every GPU present) for the gpu faults.  [default: 0]")
+@click.option("--nic", help="NIC for nic-down and nic-slow.  [default: the node's first fabric NIC]")
 @dir_option
 def fault(node, kind, gpu, nic, lab_dir):
     """Inject a fault into NODE for a drill, or clear them all.
 
     \b
-      gpu-off-bus    the GPU fell off the bus (Xid 79 in the node's kernel log): nvidia-smi prints
-                     "Unable to determine the device handle" for it and exits 15; a reboot brings it back
-      gpu-gone       the GPU no longer enumerates (a dead card or riser): nvidia-smi numbers the others
-                     again; it stays gone across reboots until clear
-      pcie-degraded  the GPU's PCIe link trains below its maximum
-      gpu-pcie-errors  PCIe AER corrected errors on the GPU's link in the kernel log (a marginal riser)
-      gpu-ecc        an uncorrectable ECC error (Xid 48, then 63): a page retirement (V100) or row
-                     remap (H100) pending until the reboot that completes it
-      gpu-power-brake  the PSU asserts the power brake: clocks event reasons HW Slowdown and HW Power
-                     Brake Slowdown, until clear
-      gpu-thermal    HW Slowdown and HW Thermal Slowdown, until clear
-      nic-down       a fabric cable is pulled (the node sees NO-CARRIER)
-      nic-slow       a fabric port is cabled to the 1GbE switch: its speed reads 1000 Mb/s, across
-                     reboots until clear
-      sshd-down      the node runs but refuses SSH (unreachable)
-      clear          every fault above undone
+      gpu-off-bus      the GPU fell off the bus (Xid 79 in the kernel log):
+                       nvidia-smi prints "Unable to determine the device
+                       handle" for it and exits 15; a reboot brings it back
+      gpu-gone         the GPU no longer enumerates (a dead card or riser):
+                       nvidia-smi numbers the others again; it stays gone
+                       across reboots until clear
+      pcie-degraded    the GPU's PCIe link trains below its maximum
+      gpu-pcie-errors  PCIe AER corrected errors on the GPU's link in the
+                       kernel log (a marginal riser)
+      gpu-ecc          an uncorrectable ECC error (Xid 48, then 63): a page
+                       retirement (V100) or row remap (H100) pending until
+                       the reboot that completes it
+      gpu-power-brake  the PSU asserts the power brake: clocks event reasons
+                       HW Slowdown and HW Power Brake Slowdown, until clear
+      gpu-thermal      HW Slowdown and HW Thermal Slowdown, until clear
+      nic-down         a fabric cable is pulled (the node sees NO-CARRIER)
+      nic-slow         a fabric port is cabled to the 1GbE switch: its speed
+                       reads 1000 Mb/s, across reboots until clear
+      sshd-down        the node runs but refuses SSH (unreachable)
+      clear            every fault above undone
     """
     click.echo(f"{node}: {Lab(lab_dir).fault(node, kind, gpu, nic)}")
 

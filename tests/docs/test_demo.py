@@ -60,7 +60,7 @@ def test_the_demo_converges_the_whole_basement_fix_then_changes_nothing(demo):
 def test_after_a_power_cycle_the_boot_unit_brings_every_setting_back(demo):
     titles = list(demo)
     forgotten, enabled, boot, last = (demo[t] for t in titles[4:8])
-    assert re.search(r"^  3 .* off +300 W \(150\.\.300\) +877,1312 ", forgotten, flags=re.M)
+    assert re.search(r"^  3 .* off +300 W \(150\.\.300\) +app 877,1312 ", forgotten, flags=re.M)
     assert enabled.strip() == "enabled"
     assert boot.count("All done.") == 12 and 'Applications clocks set to "(MEM 877, SM 1005)"' in boot
     assert summary(last) == "ok=8 changed=0 failed=0 skipped=1"

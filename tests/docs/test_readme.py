@@ -13,7 +13,8 @@ itself, and each command must be listed in WHERE with the place it runs:
              /etc, /usr/local, /run and /var are overlays: what the command writes never reaches the host
   geforce    the same on a simulated RTX 4090
   benchmark  as written but at one node, one repeat, without the peers (their venv is not a test's to make)
-  slurm      tests/lab/test_slurm.py runs it as written (its lab directory in place of the one shown)
+  slurm      tests/lab/test_slurm.py runs the block as written, in order (its lab directory in place of the one
+             shown)
   driver     tests/lab/test_driver_install.py runs it as written (its lab directory in place of the one shown)
   lab        a lab that mirrors inventories/basement.yaml (lab marker); the basement's addresses reach
              their lab nodes through ~/.ssh/config, so `provision apply inventories/basement.yaml` runs as
@@ -77,6 +78,8 @@ WHERE = {
     "provision lab down": "lab",
     "provision lab up --like tests/lab/slurm.yaml --dir /var/lib/provision-lab/slurm": "slurm",
     "provision apply /var/lib/provision-lab/slurm/inventory.yaml": "slurm",
+    "ssh -F /var/lib/provision-lab/slurm/ssh_config lab-gpu-1 "
+    "sbatch --wait /usr/local/bin/gpu-torchrun.sbatch /usr/local/bin/provision-allreduce": "slurm",
     "sudo .venv/bin/python benchmarks/apply_scale.py --sizes 1,8,32": "benchmark",
     "provision lab up --like tests/lab/driver.yaml --dir /var/lib/provision-lab/driver": "driver",
     "provision apply /var/lib/provision-lab/driver/inventory.yaml": "driver",

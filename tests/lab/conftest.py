@@ -67,7 +67,9 @@ class LabCluster:
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    # COLUMNS: verify wraps its findings at the terminal's width (100 on a pipe); the tests look for whole ones
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "COLUMNS": "1000"})
 
 
 @pytest.fixture(scope="session")

@@ -54,10 +54,23 @@ def test_absent_blocks_are_none_and_default_restores_defaults():
 
 @pytest.mark.parametrize("watts, text", [
     (-5, "greater than 0"), (0, "greater than 0"), (2000, "less than or equal to 1500"),
-    ("200", "should be 'default'"), (True, "got True"),
+    ("abc", "should be 'default'"), (True, "got True"),
 ])
 def test_power_limit_out_of_range_or_wrong_type_is_refused(watts, text):
     refused({"gpu": {"power_limit": watts}}, "gpu.power_limit", text, "allowed: watts, > 0 and <= 1500", "hint:")
+
+
+@pytest.mark.parametrize("raw, key, value, number", [
+    ({"gpu": {"power_limit": "200"}}, "gpu.power_limit", "200", "a number of watts"),
+    ({"gpu": {"power_limit": "150.5"}}, "gpu.power_limit", "150.5", "a number of watts"),
+    ({"gpu": {"overrides": [{"index": 1, "power_limit": "180"}]}}, "gpu.overrides[0].power_limit", "180",
+     "a number of watts"),
+    ({"launcher": {"nproc_per_node": "4"}}, "launcher.nproc_per_node", "4", "a number of processes"),
+])
+def test_a_quoted_number_is_called_a_number_not_a_misspelt_word(raw, key, value, number):
+    """`power_limit: "200"` is a number written as text: say so, not "input should be 'default'"."""
+    line = refused(raw, key, f"got '{value}': {number}, not the string '{value}'", f"write {value} without quotes")
+    assert "should be" not in line
 
 
 def test_a_misspelt_word_gets_a_suggestion():
