@@ -147,7 +147,7 @@ def network_words(exc: BaseException, host: str, port: int | None) -> str:
         errno.EHOSTUNREACH: "no route to the host: is it powered on and on this network?",
         errno.ENETUNREACH: "the network is unreachable from this machine: check its routes and interfaces",
         errno.ECONNRESET: "the connection was reset: sshd dropped it (restarting, MaxStartups, a firewall?)",
-    }.get(getattr(exc, "errno", None))
+    }.get(getattr(exc, "errno", None) or 0)
     if said:
         return said
     if "Connection reset" in text or "banner" in text:

@@ -53,4 +53,4 @@ class Stop:
 
     def words(self) -> str:
         """What a host or task not started says."""
-        return f"not started: the run was stopped ({signal_name(self.signum)})"
+        return f"not started: the run was stopped ({signal_name(self.signum or 0)})"

@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from provision.facts import clock_cache, daemons, layout, topo
@@ -110,9 +111,9 @@ class Section:
     output: str
 
 
-def build_script(token: str, file_paths: list[str] = (), units: list[UnitRef] = (),
+def build_script(token: str, file_paths: Sequence[str] = (), units: Sequence[UnitRef] = (),
                  lock: list[str] | None = None, nvidia: bool = True, health: bool = False,
-                 topology: bool = False, packages: list[str] = ()) -> str:
+                 topology: bool = False, packages: Sequence[str] = ()) -> str:
     """The whole batch as one sh script. Each section: begin marker, output, end marker + rc.
 
     With lock (hostlock.take_argv), the first section takes the host lock, so

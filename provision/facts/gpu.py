@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from provision.facts.model import ClockPair, GpuFacts, LostGpu
 
@@ -226,7 +226,7 @@ def read_query_gpu(text: str) -> GpuQuery:
 
 def _read_gpu_row(row: dict[str, str], fields: list[QueryField], into: GpuQuery) -> None:
     """row: field name -> cell."""
-    values: dict[str, object] = {f.attr: None for f in QUERY_FIELDS}
+    values: dict[str, Any] = {f.attr: None for f in QUERY_FIELDS}
     unreadable = []
     for f in fields:
         try:

@@ -47,7 +47,7 @@ class LabNet:
     def controller(self) -> str:
         return f"10.213.{self.slot}.1"
 
-    def subnets(self) -> list[ipaddress.IPv4Network]:
+    def subnets(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
         return [ipaddress.ip_network(f"10.{213 + k}.{self.slot}.0/24") for k in range(MAX_NICS + 1)]
 
     def mgmt_address(self, index: int) -> str:

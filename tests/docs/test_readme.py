@@ -4,7 +4,8 @@ The README's command blocks (indented or fenced shell) are read from the file
 itself, and each command must be listed in WHERE with the place it runs:
 
   fresh      a copy of this checkout in an empty directory, as a new user: venv, install, demo
-  ci         the test command itself: .ci/run must run it (running it here would recurse)
+  ci         .ci/run must run it, each part of an `a && b` on a line of its own, sudo dropped (CI runs as
+             root): the set-up and the test command (running that here would recurse), lint and types
   unit       run as written (the pure tests pass alone)
   advise     tests/unit/test_advise.py runs it as written (it reads the inventory, contacts no host) and checks
              its figures and the output pasted under it
@@ -45,7 +46,8 @@ DEFAULT_LAB = "/var/lib/provision-lab/default"
 WHERE = {
     "python3 -m venv .venv && .venv/bin/pip install -e '.[test]'": "fresh",
     ".venv/bin/provision demo": "fresh",
-    ".venv/bin/python -m pytest": "ci",
+    "sudo scripts/setup-test-machine.sh && sudo .venv/bin/python -m pytest": "ci",
+    ".venv/bin/ruff check && .venv/bin/mypy": "ci",
     "python -m pytest": "ci",
     "python -m pytest tests/unit": "unit",
     "provision advise inventories/basement.yaml --limit rtx3090 --params 25M --step-ms 234 --comm-ms 106": "advise",
@@ -161,7 +163,9 @@ def test_the_blocks_are_read_like_a_reader_reads_them():
 def test_ci_runs_the_readme_test_command():
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     for command in commands_for("ci"):
-        assert any(line.strip().endswith(command.removeprefix(".venv/bin/")) for line in ci), command
+        for part in command.split(" && "):
+            part = part.removeprefix("sudo ").removeprefix(".venv/bin/")
+            assert any(line.strip().endswith(part) for line in ci), (command, part)
 
 
 def test_a_fresh_copy_installs_and_runs_the_demo(tmp_path):

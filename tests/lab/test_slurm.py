@@ -157,6 +157,7 @@ def test_verify_drains_a_failed_node_and_resumes_only_what_it_drained(slurm_lab)
     wait_for("the node idle once more", lambda: node_line(slurm_lab, slow) == f"{slow} idle none", timeout=30)
     assert node_line(slurm_lab, held) == f"{held} drain new PSU, burn-in first"
     on(slurm_lab, HEAD, f"scontrol update nodename={held} state=resume")
+    wait_for("the held node idle once more", lambda: node_line(slurm_lab, held) == f"{held} idle none", timeout=30)
     code, result = verify(slurm_lab)
     assert code == 0, result
 

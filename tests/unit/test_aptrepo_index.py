@@ -36,6 +36,7 @@ def parse_index(text: str) -> list[dict[str, str]]:
     stanzas = []
     for block in text.strip("\n").split("\n\n"):
         fields: dict[str, str] = {}
+        key = ""  # a continuation line before any field would belong to "" (never in a valid index)
         for line in block.splitlines():
             if line[:1].isspace():
                 fields[key] += "\n" + line

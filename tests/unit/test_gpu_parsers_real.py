@@ -20,7 +20,7 @@ from realdata import capture, h100_query_output
 
 from provision.facts import gather
 from provision.facts import gpu as parsers
-from provision.facts.model import ClockPair, FileFacts, HostFacts
+from provision.facts.model import ClockPair, HostFacts
 from provision.settings import GpuSettings, HostSettings
 from provision.tasks import boot
 
