@@ -21,9 +21,12 @@ COLORS = {OK: "green", CHANGED: "yellow", FAILED: "red", SKIPPED: "cyan", UNREAC
           PENDING: "yellow"}
 
 
+def status_label(status: str, check: bool) -> str:
+    return "would change" if check and status == CHANGED else status
+
+
 def status_word(status: str, check: bool) -> str:
-    word = "would change" if check and status == CHANGED else status
-    return click.style(f"{word:<12}", fg=COLORS.get(status))
+    return click.style(f"{status_label(status, check):<12}", fg=COLORS.get(status))
 
 
 def print_results(results: list[HostResult], check: bool, show_diff: bool, verbose: bool = False,
@@ -36,10 +39,16 @@ def print_results(results: list[HostResult], check: bool, show_diff: bool, verbo
         click.secho(f"Stopped by {signal_name(stopped_by)}: the changes in flight finished; the hosts and tasks "
                     "below marked 'not started' were not touched. Run the same command again to converge them.",
                     fg="magenta", bold=True)
+    columns = shutil.get_terminal_size((100, 24)).columns
     for result in results:
         click.echo(host_line(result, check, width))
-        for line in detail_lines(result, check, show_diff, verbose):
-            click.echo(line)
+        for status, text in detail_lines(result, check, show_diff, verbose):
+            if status is None:  # a diff line: as it is
+                click.echo(text)
+            else:  # wrapped under its text, as verify's findings are
+                plain = f"    {status_label(status, check):<12} "
+                _echo_wrapped(plain, f"    {status_word(status, check)} ", text, len(plain), commands=True,
+                              columns=columns)
     print_summary(results, check, width)
 
 
@@ -61,22 +70,22 @@ def host_line(result: HostResult, check: bool, width: int) -> str:
     return line
 
 
-def detail_lines(result: HostResult, check: bool, show_diff: bool, verbose: bool) -> list[str]:
+def detail_lines(result: HostResult, check: bool, show_diff: bool, verbose: bool) -> list[tuple[str | None, str]]:
+    """The lines under a host's line, as (status, text); (None, line) for a diff line, shown as it is."""
     if result.status in (UNREACHABLE, NOT_STARTED) and not result.tasks:
         return []
-    lines = [f"    {status_word(result.status if result.status == UNREACHABLE else FAILED, check)} {result.message}"
-             ] if result.message else []
+    lines: list[tuple[str | None, str]] = [
+        (result.status if result.status == UNREACHABLE else FAILED, result.message)] if result.message else []
     if result.reboot_pending:
-        lines.append(f"    {status_word(PENDING, check)} reboot: {'; '.join(result.reboot_pending)} "
-                     f"(provision apply --reboot reboots it)")
+        lines.append((PENDING, f"reboot: {'; '.join(result.reboot_pending)} (provision apply --reboot reboots it)"))
     for task in result.tasks:
         shown = [item for item in task.items if verbose or item.status in (CHANGED, FAILED)]
         if task.message and (verbose or task.status in (FAILED, NOT_STARTED)):  # why it failed, skipped, ...
-            lines.append(f"    {status_word(task.status, check)} {task.name}: {task.message}")
+            lines.append((task.status, f"{task.name}: {task.message}"))
         for item in shown:
-            lines.append(f"    {status_word(item.status, check)} {task.name} {item.target}: {_detail(item)}")
+            lines.append((item.status, f"{task.name} {item.target}: {_detail(item)}"))
             if show_diff and item.diff:
-                lines += ["        " + _color_diff(line) for line in item.diff.rstrip("\n").splitlines()]
+                lines += [(None, "        " + _color_diff(line)) for line in item.diff.rstrip("\n").splitlines()]
     return lines
 
 

@@ -77,7 +77,9 @@ class SimNode:
         return str(path)
 
     def provision(self, *args: str):
-        return self.runner.invoke(main, list(args), catch_exceptions=False)
+        # As on a terminal wide enough for a finding a line (apply and verify wrap at the terminal's width;
+        # tests/unit/test_report.py and test_verify_report.py cover the wrapping).
+        return self.runner.invoke(main, list(args), catch_exceptions=False, env={"COLUMNS": "1000"})
 
     def apply(self, inventory: str, *args: str):
         return self.provision("apply", inventory, "--playbook", self.playbook(), *args)

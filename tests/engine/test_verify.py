@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
-
 from simnode import needs_root
 
 pytestmark = needs_root()
@@ -17,11 +15,7 @@ FIELDS = "persistence_mode,power.limit,clocks.applications.memory,clocks.applica
 
 
 def verify(node, inventory, *args):
-    """verify as on a terminal wide enough that each finding is one line (tests/unit/test_verify_report.py
-    covers the wrapping)."""
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("COLUMNS", "1000")
-        return node.provision("verify", inventory, "--playbook", node.playbook(), *args)
+    return node.provision("verify", inventory, "--playbook", node.playbook(), *args)
 
 
 def test_a_converged_node_passes_and_a_drifted_one_fails_the_right_check(v100_node, tmp_path):

@@ -83,9 +83,10 @@ def loaded(lab, node: str) -> str:
 def test_a_fresh_node_gets_the_pinned_driver_held_and_a_pending_reboot(driver_lab):
     ran = as_written(README_APPLY, driver_lab)
     assert ran.returncode == 16, ran.stdout + ran.stderr  # a reboot pending: its own bit, not a failure
-    assert ran.stdout.count("changed      nvidia-driver nvidia-driver-570: driver packages: not installed -> "
-                            "570.195.03, loaded at the next boot") == len(NODES)
-    assert ran.stdout.count("reboot: driver 570.195.03 is installed, no NVIDIA module is loaded (") == len(NODES)
+    said = " ".join(ran.stdout.split())  # the lines as read, whatever the width they wrapped at
+    assert said.count("changed nvidia-driver nvidia-driver-570: driver packages: not installed -> "
+                      "570.195.03, loaded at the next boot") == len(NODES)
+    assert said.count("pending reboot: driver 570.195.03 is installed, no NVIDIA module is loaded (") == len(NODES)
     assert f"\n{len(NODES)} hosts: {len(NODES)} changed, {len(NODES)} reboot pending\n" in ran.stdout
     for node in NODES:
         assert on(driver_lab, node, "apt-mark showhold").stdout.split() == ["nvidia-driver-570"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import re
 
+import pytest
+
 from provision import report
 from provision.progress import Event, Progress
 from provision.results import UNREACHABLE, HostResult, TaskResult
@@ -23,8 +25,10 @@ def converged(host: str) -> HostResult:
     return HostResult(host, OK, tasks, commands=1, seconds=0.21)
 
 
-def printed(capsys, results, check=False, verbose=False) -> list[str]:
-    report.print_results(results, check, show_diff=False, verbose=verbose)
+def printed(capsys, results, check=False, verbose=False, columns=100) -> list[str]:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("COLUMNS", str(columns))  # a terminal this wide (100: what a pipe gets)
+        report.print_results(results, check, show_diff=False, verbose=verbose)
     return ANSI.sub("", capsys.readouterr().out).splitlines()
 
 
@@ -47,7 +51,12 @@ def test_findings_are_shown_under_their_host_and_again_in_the_attention_list(cap
     results[7].status = FAILED
     results[11] = HostResult("node12", UNREACHABLE, message="connection refused on 192.0.2.12:22")
     lines = printed(capsys, results, check=True)
-    assert len(lines) <= 16 + 4 + 1 + 4
+    assert len(lines) <= 16 + 4 + 1 + 1 + 4  # the layout finding wraps onto a second line, under its text
+    assert lines[lines.index("    failed       gpu-layout: 1 GPU(s) differ from the last good run on this host") + 1] \
+        .startswith("    failed       gpu-layout host: GPU layout: GPU3 GPU-5c1d at 00000000:41:00.0 (NVIDIA")
+    assert all(len(line) <= 100 for line in lines)
+    wrapped = lines.index("    failed       gpu-layout: 1 GPU(s) differ from the last good run on this host") + 2
+    assert lines[wrapped].startswith(" " * 17) and lines[wrapped].strip()
     assert lines[4] == "    would change gpu-power-limit GPU2: power limit: 250.00 W -> 200.00 W"
     assert "    failed       gpu-layout: 1 GPU(s) differ from the last good run on this host" in lines
     assert "node12  UNREACHABLE  connection refused on 192.0.2.12:22" in lines
@@ -65,7 +74,10 @@ def test_long_paths_and_names_never_push_the_status_column(capsys):
         TaskResult("a-task-with-a-rather-long-name", CHANGED, [Item(long_path, CHANGED, "file", "absent", "written")]),
         TaskResult("gpu-power-limit", CHANGED, [Item("GPU0", CHANGED, "power limit", "300.00 W", "200.00 W")])])
     details = [line for line in printed(capsys, [result]) if line.startswith("    ")]
-    assert [line[4:17] for line in details] == ["changed      "] * 2
+    starts = [line for line in details if line[4] != " "]  # the rest: wrapped under the text, at column 17
+    assert [line[4:17] for line in starts] == ["changed      "] * 2
+    assert all(line.startswith(" " * 17) and line[17] != " " for line in details if line not in starts)
+    assert any(long_path in line for line in details)  # a path is never cut
 
 
 def test_progress_is_a_live_bar_on_a_terminal_and_plain_lines_on_a_pipe():
