@@ -37,7 +37,8 @@ def summary(text: str) -> str:
 def demo(tmp_path_factory):
     before = {p: os.path.exists(p) for p in SYSTEM_PATHS}
     proc = subprocess.run([sys.executable, "-m", "provision", "demo"], cwd=tmp_path_factory.mktemp("fresh"),
-                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "COLUMNS": "1000"})  # a line per change, whatever this terminal is
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert {p: os.path.exists(p) for p in SYSTEM_PATHS} == before, "the demo wrote outside its own root"
     return steps(proc.stdout)
