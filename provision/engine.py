@@ -308,7 +308,7 @@ class Engine:
         except ProvisionError as exc:  # a sudo that needs a password we do not have
             return [str(exc)] * len(command_lists), None
         sections = gather.split_sections(token, outcome.stdout)
-        begun = set(outcome.stdout.splitlines())
+        begun = set(outcome.stdout.splitlines()) if outcome.rc < 0 else set()  # which commands had started
         errors = []
         for i, commands in enumerate(command_lists):
             error = None

@@ -17,8 +17,9 @@ EXIT_BAD_INPUT = 2  # inventory/playbook/options invalid: nothing was touched (a
 EXIT_UNREACHABLE = 4  # some host could not be reached (5 = both 1 and 4)
 EXIT_WOULD_CHANGE = 8  # --check: some host is not as intended (a drift gate, like terraform's -detailed-exitcode)
 EXIT_REBOOT_PENDING = 16  # some host waits for a reboot (a driver installed loads at the next boot): not a failure
-# Stopped by a signal (the shell's 128 + signal number): what was in flight finished, nothing new started.
-EXIT_STOPPED = {2: 130, 15: 143}  # SIGINT (Ctrl-C), SIGTERM
+# Stopped by a signal: 128 + its number, as shells say it (130 Ctrl-C/SIGINT, 143 SIGTERM); what was in flight
+# finished, nothing new started.
+EXIT_STOPPED_BASE = 128
 
 
 @dataclass
@@ -69,7 +70,7 @@ def task_status(items: list[Item]) -> str:
 def exit_code(results: list[HostResult], check: bool = False, stopped_by: int | None = None) -> int:
     """The bit flags below; a run stopped by a signal exits 128 + its number instead (130, 143)."""
     if stopped_by:
-        return EXIT_STOPPED.get(stopped_by, 128 + stopped_by)
+        return EXIT_STOPPED_BASE + stopped_by
     code = EXIT_OK
     if any(r.status == FAILED for r in results):
         code |= EXIT_TASK_FAILED

@@ -10,6 +10,8 @@ torch.distributed all-reduce, NCCL on GPUs or gloo on the CPU, that checks its s
 
 from __future__ import annotations
 
+import posixpath
+
 from provision import clusters
 from provision.tasks.base import Plan, Task
 from provision.tasks.files import plan_rendered
@@ -32,7 +34,7 @@ def sbatch_path(host) -> str | None:
 
 def allreduce_path(host) -> str:
     """The all-reduce smoke test, beside the wrapper: /usr/local/bin/provision-allreduce by default."""
-    return wrapper_path(host).rsplit("/", 1)[0] + "/" + ALLREDUCE
+    return posixpath.join(posixpath.dirname(wrapper_path(host)), ALLREDUCE)
 
 
 def processes_per_node(host, facts) -> tuple[str | None, str]:
