@@ -51,10 +51,10 @@ import time
 from pathlib import Path
 
 
-from provision.facts import gather
-from provision.inventory import load_inventory
-from provision.playbook import load_playbook
-from provision.resources import playbook_path, templates_dir
+from provision.core import facts as gather
+from provision.inventory.model import load_inventory
+from provision.commands.playbook import load_playbook
+from provision.core.resources import playbook_path, templates_dir
 from provision.lab.cluster import Lab
 from provision.lab.spec import default_spec
 

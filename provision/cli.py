@@ -11,18 +11,20 @@ from pathlib import Path
 
 import click
 
-from provision import __version__, nccl, report
-from provision.connection import LocalConnection, SSHConnection, SSHOptions
-from provision.engine import Engine, RunOptions
-from provision.errors import InputError, ProvisionError
-from provision.inventory import Host, load_inventory, local_inventory
+from provision import __version__
+from provision.capabilities.nccl import interfaces as nccl
+from provision.output import report
+from provision.core.connection import LocalConnection, SSHConnection, SSHOptions
+from provision.core.run import Engine, RunOptions
+from provision.core.errors import InputError, ProvisionError
+from provision.inventory.model import Host, load_inventory, local_inventory
 from provision.lab.cli import lab
-from provision.playbook import load_playbook, select_tasks, unapplied_blocks
-from provision.progress import Progress
-from provision.reboot import final_results, reboot_and_converge
-from provision.resources import playbook_path, templates_dir
-from provision.results import EXIT_BAD_INPUT, exit_code, to_json
-from provision.runlog import RunLog, default_path
+from provision.commands.playbook import load_playbook, select_tasks, unapplied_blocks
+from provision.output.progress import Progress
+from provision.commands.reboot import final_results, reboot_and_converge
+from provision.core.resources import playbook_path, templates_dir
+from provision.core.results import EXIT_BAD_INPUT, exit_code, to_json
+from provision.core.runlog import RunLog, default_path
 
 EXIT_CODES_HELP = """\b
 Exit codes (bit flags, added up):
@@ -291,7 +293,7 @@ def unlock(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     Exit codes: 0 no lock is left on the selected hosts; 1 a lock was left
     alone (a live run holds it); 2 bad input; 4 some host was unreachable.
     """
-    from provision.hostlock import unlock_hosts
+    from provision.core.hostlock import unlock_hosts
 
     _, hosts, _ = select_hosts(inventory, local, limit)
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
@@ -348,7 +350,7 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     """
     from provision.verify import FAIL, UNREACHABLE as NOT_REACHED, Node, Verdict, run_checks
     from provision.verify.backend import testinfra_host
-    from provision.verify.drain import slurm_actions
+    from provision.capabilities.slurm.drain import slurm_actions
 
     inv_path, hosts, everyone = select_hosts(inventory, local, limit)
     tasks = load_playbook(playbook_path(playbook), templates_dir(templates))
@@ -399,7 +401,7 @@ def tell_slurm(actions, states) -> list[dict]:
 def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
     """Plan and apply one ad-hoc change like `apply` does (see adhoc.py); exits with apply's codes.
     The tasks: the one for each changed setting (gpu.power_limit -> gpu-power-limit), and the boot ones."""
-    from provision.adhoc import AdhocSettings, check_change, gpu_chooser, with_gpu_block
+    from provision.capabilities.gpu.adhoc import AdhocSettings, check_change, gpu_chooser, with_gpu_block
 
     check_change(change, option)
     inventory = opts["inventory"]
@@ -523,13 +525,13 @@ def _split(text: str) -> set[str]:
 @main.command()
 def demo():
     """Converge a simulated 4x V100 node on this machine, twice (no GPU, no root needed)."""
-    from provision.demo import run_demo
+    from provision.commands.demo import run_demo
 
     sys.exit(run_demo(click.echo))
 
 
 def _parameter_count(ctx, param, value):
-    from provision.advise import parse_count
+    from provision.capabilities.nccl.advise import parse_count
 
     try:
         return parse_count(value)
@@ -575,7 +577,7 @@ def advise(inventory, limit, params, bytes_per_grad, step_ms, comm_ms, nodes, gp
       provision advise --nodes 8 --gpus-per-node 8 --link-mbps 100000 \\
           --params 7B --gpu-memory-gib 80
     """
-    from provision.advise import Job, advise as estimate, network_from_hosts, report_lines, to_json
+    from provision.capabilities.nccl.advise import Job, advise as estimate, network_from_hosts, report_lines, to_json
 
     if inventory is None and nodes is None:
         raise click.UsageError("give an INVENTORY file, or --nodes N (and --link-mbps)")

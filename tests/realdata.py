@@ -23,7 +23,7 @@ def _captured_columns(name: str, noheader_name: str | None = None) -> dict[str, 
 
 
 def split_csv_row(line: str) -> list[str]:
-    from provision.facts.gpu import split_csv_row as split
+    from provision.capabilities.gpu.smi import split_csv_row as split
     return split(line)
 
 
@@ -37,7 +37,7 @@ def h100_query_output(fields: list[str] | None = None) -> str:
     values read the same in --query-gpu). compute_cap was not in those captures: its header is its name,
     and "9.0" is the H100's (CUDA's compute capability table).
     """
-    from provision.facts.gpu import QUERY_FIELDS
+    from provision.capabilities.gpu.smi import QUERY_FIELDS
 
     columns = _captured_columns("remapped.txt")
     columns.update(_captured_columns("qgpu2.txt", "qgpu2-nh.txt"))

@@ -17,7 +17,7 @@ class LabGroup(click.Group):
     """Lab errors become a clear message and an exit code, never a traceback."""
 
     def invoke(self, ctx):
-        from provision.errors import InputError  # --like inventories are validated like any other
+        from provision.core.errors import InputError  # --like inventories are validated like any other
 
         try:
             return super().invoke(ctx)

@@ -2,7 +2,8 @@
 
 Each host is read once, with the facts batch `apply` uses (one command per
 host, in parallel). Then a pytest session runs in-process over the shipped
-checks in provision/verify/suite/ (checks_*.py, functions check_*), each
+checks, each capability's checks.py (provision/capabilities/*/, functions
+check_*, in the order capabilities.CHECKS lists them), each
 parametrized by node (and by task, for the desired-state checks), with the
 facts, the inventory's host, and testinfra's `host` object over provision's
 own connection (its modules for what the batch does not read). A check
@@ -20,11 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from provision.facts.model import HostFacts
-from provision.inventory import Host
-from provision.tasks.base import Task
+from provision.capabilities.host import HostFacts
+from provision.capabilities.registry import check_files
+from provision.inventory.model import Host
+from provision.core.plan import Task
 
-SUITE = Path(__file__).parent / "suite"
+SUITE = Path(__file__).parent / "suite"  # pytest.ini: verify's own pytest settings
 PASS, FAIL, UNREACHABLE = "pass", "fail", "unreachable"
 
 
@@ -87,6 +89,11 @@ class Collector:
         self.nodes = nodes
         self.verdicts = {node.name: Verdict(node.name) for node in nodes}
 
+    @pytest.fixture
+    def host(self, node):
+        """testinfra's host object for this node, over provision's own connection (replaces testinfra's fixture)."""
+        return node.host
+
     def pytest_generate_tests(self, metafunc):
         if "node" not in metafunc.fixturenames:
             return
@@ -124,7 +131,7 @@ def run_checks(nodes: list[Node], junitxml: str | None = None) -> dict[str, Verd
     """Run the suite in-process over the nodes; the verdict per host. pytest's own output is not shown."""
     collector = Collector(nodes)
     if nodes:
-        args = [str(SUITE), "-c", str(SUITE / "pytest.ini"), "--rootdir", str(SUITE), "-q", "-p", "no:cacheprovider",
+        args = [*map(str, check_files()), "-c", str(SUITE / "pytest.ini"), "--rootdir", str(SUITE), "-q", "-p", "no:cacheprovider",
                 *(["--junitxml", junitxml] if junitxml else [])]
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             pytest.main(args, plugins=[collector])

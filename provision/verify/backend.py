@@ -6,7 +6,7 @@ from __future__ import annotations
 import testinfra.backend.base
 import testinfra.host
 
-from provision.connection import Connection
+from provision.core.connection import Connection
 
 
 class ProvisionBackend(testinfra.backend.base.BaseBackend):

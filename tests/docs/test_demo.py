@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from provision.demo import BASEMENT_V100_GPU, sandboxed_playbook
-from provision.inventory import load_inventory, local_inventory
-from provision.playbook import load_playbook
-from provision.resources import shipped, templates_dir
-from provision.tasks.boot import BootConf
-from provision.tasks.files import TemplateFile
-from provision.tasks.services import ServiceEnabled
+from provision.commands.demo import BASEMENT_V100_GPU, sandboxed_playbook
+from provision.inventory.model import load_inventory, local_inventory
+from provision.commands.playbook import load_playbook
+from provision.core.resources import shipped, templates_dir
+from provision.capabilities.gpu.boot import BootConf
+from provision.capabilities.system.files import TemplateFile
+from provision.capabilities.system.services import ServiceEnabled
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM_PATHS = ("/etc/provision/gpu-tuning.conf", "/usr/local/sbin/provision-gpu-tuning",

@@ -9,8 +9,8 @@ import re
 import pytest
 from simnode import SimNode, needs_root
 
-from provision.adhoc import as_typed, gpu_list, yaml_words
-from provision.facts.model import GpuFacts
+from provision.capabilities.gpu.adhoc import as_typed, gpu_list, yaml_words
+from provision.capabilities.host import GpuFacts
 
 V100_FIX = {"persistence": True, "power_limit": 200, "clocks": {"mem": 877, "sm": 1005}}
 

@@ -146,7 +146,7 @@ def held_lock(line: str):
 
 
 def test_a_lock_whose_run_is_gone_is_taken_over_at_once_with_a_notice(v100_node):
-    from provision.hostlock import Owner, boot_id, machine_id
+    from provision.core.hostlock import Owner, boot_id, machine_id
     gone = subprocess.Popen(["true"])
     gone.wait()  # a pid of this machine that no longer runs: a run killed with SIGKILL, a crashed laptop session
     dead = Owner(f"provision apply by ops@here pid {gone.pid} since 2026-11-24T08:00:00Z", "deadbeef0001",
@@ -185,7 +185,7 @@ def test_a_lock_of_another_machine_is_waited_for_until_its_lease_expires_or_unlo
 
 
 def test_unlock_leaves_the_lock_of_a_run_still_running_here_alone_unless_forced(v100_node):
-    from provision.hostlock import Owner
+    from provision.core.hostlock import Owner
     inventory = v100_node.inventory(V100_FIX)
     held_lock(f"{Owner.this_run('apply').line()} lease_until=9999999999")  # this test's own process: alive
     try:

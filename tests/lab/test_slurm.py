@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provision.runlog import default_path
+from provision.core.runlog import default_path
 from tests.docs.test_readme import commands_for
 
 pytestmark = pytest.mark.lab

@@ -8,7 +8,7 @@ import grp
 import os
 import subprocess
 
-from provision import remote
+from provision.core import remote
 
 
 def write(path, text: str, stamp: str, keep: int) -> str:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from provision.facts import clock_cache, gather
+from provision.capabilities.gpu import clock_cache
+from provision.core import facts as gather
 
 GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
 

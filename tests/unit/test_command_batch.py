@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from provision.connection import CommandResult, LocalConnection, Unreachable
-from provision.engine import Engine
+from provision.core.connection import CommandResult, LocalConnection, Unreachable
+from provision.core.run import Engine
 
 
 def test_changes_run_in_one_command_and_a_failure_stops_only_its_own_change(tmp_path):

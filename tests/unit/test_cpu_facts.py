@@ -5,8 +5,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from provision.facts import cpu, gather
-from provision.facts.model import CpuFacts
+from provision.capabilities.system import cpu
+from provision.core import facts as gather
+from provision.capabilities.host import CpuFacts
 
 
 def xeon_2x20x2(gpus: str = "") -> str:

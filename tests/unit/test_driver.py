@@ -10,18 +10,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from provision import driver
-from provision.facts import daemons, gather
-from provision.facts.driver import parse_driver, upstream
-from provision.facts.model import (
+from provision.capabilities.driver import packages as driver
+from provision.capabilities.system import daemons
+from provision.core import facts as gather
+from provision.capabilities.driver.facts import parse_driver, upstream
+from provision.capabilities.host import (
     DriverFacts,
     FileFacts,
     HostFacts,
     NvidiaFacts,
     SystemFacts,
 )
-from provision.settings import DriverSettings, HostSettings, parse_host_settings
-from provision.tasks.driver import (
+from provision.core.settings import DriverSettings, HostSettings, parse_host_settings
+from provision.capabilities.driver.tasks import (
     NOUVEAU_CONF,
     REBUILD_INITRAMFS,
     SOURCE_LIST,
@@ -256,9 +257,9 @@ def test_a_local_repository_is_one_source_file_then_apt_get_update():
 
 
 def test_gpu_tasks_wait_for_the_reboot_and_say_so():
-    from provision.settings import GpuSettings
-    from provision.tasks.gpu import PowerLimit
-    from provision.tasks.layout import GpuLayout
+    from provision.core.settings import GpuSettings
+    from provision.capabilities.gpu.tasks import PowerLimit
+    from provision.capabilities.gpu.layout_task import GpuLayout
 
     host = SimpleNamespace(name="gpu-1", settings=HostSettings(driver=wanted(packages=["nvidia-driver-{branch}"]),
                                                                gpu=GpuSettings(power_limit=200)))
@@ -275,7 +276,7 @@ def test_gpu_tasks_wait_for_the_reboot_and_say_so():
 
 
 def test_a_driver_that_cannot_drive_the_gpus_is_an_input_error():
-    from provision.facts.model import GpuFacts
+    from provision.capabilities.host import GpuFacts
 
     facts = host_facts(UBUNTU_580, loaded="580.159.04", held=UBUNTU_580)
     facts.nvidia.gpus = [GpuFacts(i, f"GPU-{i}", "Tesla V100-SXM2-16GB", f"0000:0{i}:00.0", compute_cap="7.0")

@@ -2,8 +2,8 @@
 
 import signal
 
-from provision.results import NOT_STARTED, UNREACHABLE, HostResult, TaskResult, exit_code
-from provision.tasks.base import CHANGED, FAILED, OK, SKIPPED
+from provision.core.results import NOT_STARTED, UNREACHABLE, HostResult, TaskResult, exit_code
+from provision.core.plan import CHANGED, FAILED, OK, SKIPPED
 
 
 def hosts(*statuses: str) -> list[HostResult]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from provision.facts import gather
+from provision.core import facts as gather
 
 
 def run_batch(tmp_path, paths=(), lock=None, env_path="/usr/bin:/bin"):
@@ -54,7 +54,7 @@ def test_no_devices_and_driver_errors_are_states(tmp_path):
 
 
 def test_the_lock_is_the_first_section_and_its_holder_is_reported(tmp_path):
-    from provision import hostlock
+    from provision.core import hostlock
     lock_dir = str(tmp_path / "lock")
     a, b = hostlock.Owner("run A", "aaaa"), hostlock.Owner("run B", "bbbb")
     first = run_batch(tmp_path, lock=hostlock.take_argv(a, lock_dir=lock_dir))

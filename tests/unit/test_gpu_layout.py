@@ -15,13 +15,13 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
-from provision.facts import layout
-from provision.facts.model import GpuFacts, HostFacts, LostGpu, NvidiaFacts, SystemFacts
-from provision.settings import GpuSettings, HostSettings
-from provision.tasks import boot
-from provision.tasks.base import FAILED, OK
-from provision.tasks.gpu import PowerLimit, resolve_gpus
-from provision.tasks.layout import GpuLayout
+from provision.capabilities.gpu import layout
+from provision.capabilities.host import GpuFacts, HostFacts, LostGpu, NvidiaFacts, SystemFacts
+from provision.core.settings import GpuSettings, HostSettings
+from provision.capabilities.gpu import boot
+from provision.core.plan import FAILED, OK
+from provision.capabilities.gpu.tasks import PowerLimit, resolve_gpus
+from provision.capabilities.gpu.layout_task import GpuLayout
 
 BOOT_SCRIPT = Path(__file__).resolve().parents[2] / "templates" / "provision-gpu-tuning.sh"
 INVENTORY_4090 = {"persistence": True, "power_limit": 400, "overrides": [{"index": 3, "power_limit": 300}]}

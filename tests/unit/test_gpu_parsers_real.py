@@ -18,11 +18,11 @@ from types import SimpleNamespace
 import pytest
 from realdata import capture, h100_query_output
 
-from provision.facts import gather
-from provision.facts import gpu as parsers
-from provision.facts.model import ClockPair, HostFacts
-from provision.settings import GpuSettings, HostSettings
-from provision.tasks import boot
+from provision.core import facts as gather
+from provision.capabilities.gpu import smi as parsers
+from provision.capabilities.host import ClockPair, HostFacts
+from provision.core.settings import GpuSettings, HostSettings
+from provision.capabilities.gpu import boot
 
 GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
 H100_UUID = "GPU-5afa2088-c32d-f982-1ae7-09bebe697bea"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.facts.topo import parse_topo
+from provision.capabilities.topology.topo import parse_topo
 from provision.lab import gpusim  # standalone, but importable: its model table
 
 GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"

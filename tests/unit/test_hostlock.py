@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from provision import hostlock
-from provision.hostlock import Owner
+from provision.core import hostlock
+from provision.core.hostlock import Owner
 
 
 def sh(argv: list[str]) -> subprocess.CompletedProcess:
@@ -131,7 +131,7 @@ def test_process_start_reads_a_command_name_with_spaces_and_parentheses():
 
 
 def test_the_heartbeat_renews_the_locks_held_while_the_run_lasts(monkeypatch):
-    from provision.connection import CommandResult
+    from provision.core.connection import CommandResult
     monkeypatch.setattr(hostlock, "HEARTBEAT_SECONDS", 0.05)
     ours, ran, said = Owner.this_run("apply"), [], []
 

@@ -1,4 +1,4 @@
-"""provision.facts.kernlog against real kernel-log lines.
+"""provision.capabilities.health.kernlog against real kernel-log lines.
 
 Every file in tests/fixtures/kernlog holds lines copied verbatim from one public source, under a
 "# source: / # kind: / # ---" header. Two more real logs, xid63-row-remapper-stas00-ml-engineering.txt and
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.facts.kernlog import (
+from provision.capabilities.health.kernlog import (
     KINDS, SEVERITIES, XID_TABLE, KernelEvent, bus_key, event_needs_attention, gpu_uuids, last_boot,
     needs_attention, parse, xid_info,
 )

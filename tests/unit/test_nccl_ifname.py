@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provision.nccl import selected_interfaces
+from provision.capabilities.nccl.interfaces import selected_interfaces
 
 NICS = ["lo", "eno1", "ens803f0", "ens803f1", "ens803f10", "docker0", "docker_gwbridge"]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from provision.facts.gather import parse_network
-from provision.facts.model import Interface, RdmaPort
-from provision.nccl import hca_problems, link_problems, select
-from provision.settings import NcclSettings
+from provision.core.facts import parse_network
+from provision.capabilities.host import Interface, RdmaPort
+from provision.capabilities.nccl.interfaces import hca_problems, link_problems, select
+from provision.core.settings import NcclSettings
 
 REAL_NET = Path(__file__).parent.parent / "fixtures" / "real" / "net"
 UP = ("BROADCAST", "MULTICAST", "UP", "LOWER_UP")

@@ -8,7 +8,7 @@ import socket
 import paramiko
 from paramiko.ssh_exception import NoValidConnectionsError
 
-from provision.connection import network_words
+from provision.core.connection import network_words
 
 
 def test_each_cause_has_its_words_and_what_to_check():

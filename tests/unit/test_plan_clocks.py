@@ -17,13 +17,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from provision.facts import gpu as parsers
-from provision.facts.model import ClockPair, FileFacts, HostFacts, NvidiaFacts, SystemFacts
-from provision.settings import GpuSettings, HostSettings
-from provision.tasks import boot
-from provision.tasks.clocks import ApplicationClocks, LockedClocks
-from provision.tasks.gpu import DAEMON_DROPIN, PACKAGED_UNITS, Persistence
-from provision.tasks.services import ServiceEnabled
+from provision.capabilities.gpu import smi as parsers
+from provision.capabilities.host import ClockPair, FileFacts, HostFacts, NvidiaFacts, SystemFacts
+from provision.core.settings import GpuSettings, HostSettings
+from provision.capabilities.gpu import boot
+from provision.capabilities.gpu.clocks import ApplicationClocks, LockedClocks
+from provision.capabilities.gpu.tasks import DAEMON_DROPIN, PACKAGED_UNITS, Persistence
+from provision.capabilities.system.services import ServiceEnabled
 
 GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
 _cache: dict[str, list] = {}

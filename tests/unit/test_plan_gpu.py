@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 from realdata import h100_query_output
 
-from provision.facts import gpu as parsers
-from provision.facts.model import GpuFacts, HostFacts, NvidiaFacts, SystemFacts
-from provision.settings import GpuSettings, HostSettings
-from provision.tasks.gpu import Persistence, PowerLimit
+from provision.capabilities.gpu import smi as parsers
+from provision.capabilities.host import GpuFacts, HostFacts, NvidiaFacts, SystemFacts
+from provision.core.settings import GpuSettings, HostSettings
+from provision.capabilities.gpu.tasks import Persistence, PowerLimit
 
 
 def real_h100() -> GpuFacts:

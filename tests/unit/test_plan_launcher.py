@@ -11,11 +11,11 @@ import textwrap
 import pytest
 import yaml
 
-from provision.clusters import Cluster
-from provision.facts.model import FileFacts, GpuFacts, HostFacts, NvidiaFacts
-from provision.inventory import load_inventory
-from provision.resources import templates_dir
-from provision.tasks.launcher import TorchrunLauncher
+from provision.core.cluster import Cluster
+from provision.capabilities.host import FileFacts, GpuFacts, HostFacts, NvidiaFacts
+from provision.inventory.model import load_inventory
+from provision.core.resources import templates_dir
+from provision.capabilities.launcher.tasks import TorchrunLauncher
 
 BLADES = """
 all:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from provision.facts.model import FileFacts, HostFacts, Interface
-from provision.resources import templates_dir
-from provision.settings import HostSettings, NcclSettings
-from provision.tasks.nccl import NcclFiles
+from provision.capabilities.host import FileFacts, HostFacts, Interface
+from provision.core.resources import templates_dir
+from provision.core.settings import HostSettings, NcclSettings
+from provision.capabilities.nccl.tasks import NcclFiles
 
 UP = ("BROADCAST", "MULTICAST", "UP", "LOWER_UP")
 SEED = {"socket_ifname": "ens803f", "socket_nthreads": 1, "expected_link_speed_mbps": 10000}

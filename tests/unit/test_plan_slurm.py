@@ -8,11 +8,11 @@ import textwrap
 
 import pytest
 
-from provision.clusters import Cluster
-from provision.facts import daemons
-from provision.facts.model import DaemonProcess, FileFacts, HostFacts, SystemFacts
-from provision.inventory import load_inventory
-from provision.tasks.slurm import MUNGE_KEY, MungeKey, SlurmDaemons, SlurmPackages
+from provision.core.cluster import Cluster
+from provision.capabilities.system import daemons
+from provision.capabilities.host import DaemonProcess, FileFacts, HostFacts, SystemFacts
+from provision.inventory.model import load_inventory
+from provision.capabilities.slurm.tasks import MUNGE_KEY, MungeKey, SlurmDaemons, SlurmPackages
 
 CLUSTER = """
 all:
@@ -50,7 +50,7 @@ def munge(inv, read: dict[str, HostFacts], unread: dict[str, str] | None = None)
 def test_packages_follow_the_role():
     facts = HostFacts(packages={"munge": "0.5.15-2", "slurm-client": None, "slurmd": None})
     from types import SimpleNamespace
-    from provision.settings import HostSettings, SlurmSettings
+    from provision.core.settings import HostSettings, SlurmSettings
     blade = SimpleNamespace(name="blade-1", settings=HostSettings(slurm=SlurmSettings(controller="head-1")))
     plan = SlurmPackages().plan(blade, facts)
     (change,) = plan.changes
@@ -177,9 +177,9 @@ def test_scontrol_show_node_is_read_as_states_and_reason():
 def test_drain_only_failed_nodes_and_resume_only_what_verify_drained(inv):
     from types import SimpleNamespace
 
-    from provision.facts.model import SlurmNodeState
+    from provision.capabilities.host import SlurmNodeState
     from provision.verify import FAIL, PASS, Failure, Verdict
-    from provision.verify.drain import slurm_actions
+    from provision.capabilities.slurm.drain import slurm_actions
 
     def state(name, states, reason=""):
         return SimpleNamespace(host=inv.hosts[name], facts=HostFacts(slurm_node=SlurmNodeState(name, states, reason)))
@@ -198,8 +198,8 @@ def test_drain_only_failed_nodes_and_resume_only_what_verify_drained(inv):
 
 
 def test_with_local_the_cluster_wide_files_and_key_are_not_judged_from_one_node(inv):
-    from provision.resources import templates_dir
-    from provision.tasks.slurm import SlurmConfig
+    from provision.core.resources import templates_dir
+    from provision.capabilities.slurm.tasks import SlurmConfig
 
     blade = HostFacts(files=key_file(None, exists=False))
     cluster = Cluster(list(inv.hosts.values()), {"blade-1": blade}, local_only=True)
@@ -213,9 +213,9 @@ def test_with_local_the_cluster_wide_files_and_key_are_not_judged_from_one_node(
 
 
 def test_the_health_check_runs_verify_on_the_node_against_an_inventory_that_means_the_same(inv, tmp_path):
-    from provision import clusters
-    from provision.resources import templates_dir
-    from provision.tasks.slurm import HEALTH_CHECK, NODE_INVENTORY, SlurmConfig, node_inventory
+    from provision.core import cluster as clusters
+    from provision.core.resources import templates_dir
+    from provision.capabilities.slurm.tasks import HEALTH_CHECK, NODE_INVENTORY, SlurmConfig, node_inventory
 
     text = textwrap.dedent(CLUSTER).replace("slurm: {controller: head-1}\n",
                                             "slurm: {controller: head-1, health_check_interval: 60}\n"

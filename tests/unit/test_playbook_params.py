@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from provision.errors import InputError
-from provision.playbook import load_playbook
-from provision.resources import templates_dir
+from provision.core.errors import InputError
+from provision.commands.playbook import load_playbook
+from provision.core.resources import templates_dir
 
 
 def test_a_parameter_given_to_a_task_that_takes_none_is_named(tmp_path):

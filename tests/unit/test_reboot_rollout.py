@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from provision import reboot
-from provision.connection import CommandResult, Connection, Unreachable
-from provision.inventory import Host as InventoryHost
-from provision.reboot import (
+from provision.commands import reboot
+from provision.core.connection import CommandResult, Connection, Unreachable
+from provision.inventory.model import Host as InventoryHost
+from provision.commands.reboot import (
     NOT_BACK,
     NOT_STARTED,
     REBOOTED,
@@ -16,7 +16,7 @@ from provision.reboot import (
     RebootTarget,
     Rollout,
 )
-from provision.settings import HostSettings
+from provision.core.settings import HostSettings
 
 
 def host(name: str, address: str = "192.0.2.1", connection: str = "ssh") -> InventoryHost:
@@ -111,8 +111,8 @@ def test_never_the_machine_running_provision(monkeypatch):
 
 
 def test_the_run_ends_with_the_second_pass_for_the_rebooted_and_unreachable_for_the_lost():
-    from provision.reboot import RebootOutcome, final_results
-    from provision.results import HostResult, exit_code
+    from provision.commands.reboot import RebootOutcome, final_results
+    from provision.core.results import HostResult, exit_code
 
     first = [HostResult(name, "changed", reboot_pending=["pending"]) for name in ("gpu-1", "gpu-2", "gpu-3")]
     outcomes = [RebootOutcome("gpu-1", ["pending"], REBOOTED), RebootOutcome("gpu-2", ["pending"], NOT_BACK,
@@ -126,7 +126,7 @@ def test_the_run_ends_with_the_second_pass_for_the_rebooted_and_unreachable_for_
 
 
 def test_a_slurm_node_with_jobs_is_not_rebooted_and_the_rollout_goes_on():
-    from provision.settings import SlurmSettings
+    from provision.core.settings import SlurmSettings
 
     machines = {"gpu-1": FakeHost(slurm="MIXED+DRAIN"), "gpu-2": FakeHost(slurm="IDLE+DRAIN")}
     roll = Rollout(lambda h: FakeConnection(h.name, machines[h.name]), busy=reboot.slurm_jobs_on, poll=0.01, timeout=2)

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from provision import report
-from provision.progress import Event, Progress
-from provision.results import UNREACHABLE, HostResult, TaskResult
-from provision.tasks.base import CHANGED, FAILED, OK, SKIPPED, Item
+from provision.output import report
+from provision.output.progress import Event, Progress
+from provision.core.results import UNREACHABLE, HostResult, TaskResult
+from provision.core.plan import CHANGED, FAILED, OK, SKIPPED, Item
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 TASKS = ("gpu-layout", "gpu-persistence", "gpu-power-limit", "gpu-clocks", "gpu-locked-clocks", "gpu-boot-conf",
@@ -104,8 +104,8 @@ def test_progress_is_a_live_bar_on_a_terminal_and_plain_lines_on_a_pipe():
 
 
 def test_facts_shows_the_clocks_the_way_they_are_set():
-    from provision.facts.model import GpuFacts
-    from provision.report import clocks_set
+    from provision.capabilities.host import GpuFacts
+    from provision.output.report import clocks_set
     v100 = GpuFacts(0, "GPU-v", "Tesla V100-SXM2-16GB", "0000:06:00.0", app_clock_mem=877, app_clock_sm=1005)
     geforce = GpuFacts(0, "GPU-g", "NVIDIA GeForce RTX 4090", "0000:01:00.0", locked={"sm": "210,2520"})
     assert clocks_set(v100) == "app 877,1005"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provision.settings import GpuSettings, HostSettings, LockedClocks, parse_host_settings
+from provision.core.settings import GpuSettings, HostSettings, LockedClocks, parse_host_settings
 
 
 def parse(raw: dict, partial: bool = False):

@@ -1,4 +1,4 @@
-"""slurm.conf, gres.conf and cgroup.conf from the inventory and every node's facts (provision/slurm.py and the
+"""slurm.conf, gres.conf and cgroup.conf from the inventory and every node's facts (provision/capabilities/slurm/conf.py and the
 templates): the lines as Slurm's real files write them, the whole-cluster rule, and every refusal."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from realdata import capture
 
-from provision import slurm
-from provision.facts import cpu as cpu_facts
-from provision.facts.model import GpuFacts, HostFacts, LostGpu, NvidiaFacts, SystemFacts
-from provision.inventory import Inventory, load_inventory
-from provision.tasks.files import render
+from provision.capabilities.slurm import conf as slurm
+from provision.capabilities.system import cpu as cpu_facts
+from provision.capabilities.host import GpuFacts, HostFacts, LostGpu, NvidiaFacts, SystemFacts
+from provision.inventory.model import Inventory, load_inventory
+from provision.capabilities.system.files import render
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 V100_BUSES = ["00000000:1A:00.0", "00000000:1C:00.0", "00000000:88:00.0", "00000000:8A:00.0"]
@@ -447,8 +447,8 @@ def test_cgroup_conf_follows_each_hosts_own_cgroup_layout(inventory):
 def test_the_health_check_is_in_slurm_conf_and_on_each_compute_node(inventory):
     import subprocess
 
-    from provision.clusters import Cluster
-    from provision.tasks.slurm import HEALTH_CHECK, SlurmConfig
+    from provision.core.cluster import Cluster
+    from provision.capabilities.slurm.tasks import HEALTH_CHECK, SlurmConfig
 
     inv = inventory(CLUSTER.replace("cluster_name: basement}", "cluster_name: basement, health_check_interval: 120, "
                                     "provision_command: /opt/provision/bin/provision}"))

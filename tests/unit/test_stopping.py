@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from provision.stopping import Stop
+from provision.core.stopping import Stop
 
 
 @pytest.mark.parametrize("signum, name", [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")])

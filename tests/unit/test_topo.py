@@ -1,4 +1,4 @@
-"""provision.facts.topo against real `nvidia-smi topo -m` outputs and the shapes they come in.
+"""provision.capabilities.topology.topo against real `nvidia-smi topo -m` outputs and the shapes they come in.
 
 The real multi-GPU outputs are read from ../shared/real-outputs/topo (beside the repository, sources in
 its INDEX.md) through the `real_output` fixture, never copied into the project; their tests skip when
@@ -16,7 +16,7 @@ import re
 import pytest
 from realdata import capture
 
-from provision.facts.topo import LEVELS, Topology, TopoParseError, level_of, parse_topo
+from provision.capabilities.topology.topo import LEVELS, Topology, TopoParseError, level_of, parse_topo
 
 DELLA = "topo/h100-8gpu-nv18-mlx5-della.txt"
 A10 = "topo/a10-4gpu-sys-2nic-spaces.txt"

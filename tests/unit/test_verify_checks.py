@@ -7,12 +7,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from provision.facts.model import GpuFacts, HostFacts, Interface, LostGpu, NvidiaFacts
-from provision.settings import GpuSettings, HostSettings, NcclSettings
-from provision.tasks.gpu import PowerLimit
+from provision.capabilities.host import GpuFacts, HostFacts, Interface, LostGpu, NvidiaFacts
+from provision.core.settings import GpuSettings, HostSettings, NcclSettings
+from provision.capabilities.gpu.tasks import PowerLimit
 from provision.verify import CheckFailed, Node
-from provision.verify.suite import checks_gpu as checks
-from provision.verify.suite import checks_health, checks_network, checks_topology
+from provision.capabilities.gpu import checks
+from provision.capabilities.health import checks as checks_health
+from provision.capabilities.nccl import checks as checks_network
+from provision.capabilities.topology import checks as checks_topology
 
 
 def gpu(index: int, **values) -> GpuFacts:
@@ -182,8 +184,8 @@ NIC Legend:
 
 
 def topo_node(text: str | None, **nccl) -> Node:
-    from provision.facts.model import TopologyFacts
-    from provision.facts.topo import parse_topo
+    from provision.capabilities.host import TopologyFacts
+    from provision.capabilities.topology.topo import parse_topo
 
     bare = nic_node(BLADE, **nccl)
     bare.facts.topology = TopologyFacts(parse_topo(text)) if text else TopologyFacts(message="nvidia-smi: not found")

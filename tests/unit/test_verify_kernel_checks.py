@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from provision.facts.model import AerCounters, GpuFacts, HostFacts, KernelLogFacts, NvidiaFacts, PcieFacts
-from provision.settings import HostSettings
+from provision.capabilities.host import AerCounters, GpuFacts, HostFacts, KernelLogFacts, NvidiaFacts, PcieFacts
+from provision.core.settings import HostSettings
 from provision.verify import CheckFailed, Node
-from provision.verify.suite import checks_kernel
+from provision.capabilities.health import checks_kernel
 
 KERNLOG = Path(__file__).resolve().parents[1] / "fixtures" / "kernlog"
 

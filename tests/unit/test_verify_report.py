@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from provision import report
+from provision.output import report
 from provision.verify import FAIL, PASS, UNREACHABLE, Failure, Verdict
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

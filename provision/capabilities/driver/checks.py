@@ -1,0 +1,33 @@
+"""Driver checks: the kernel module loaded is the pinned driver, the one installed (else a reboot is pending).
+The packages themselves (pinned version, held), the apt source and the nouveau blacklist are the driver tasks'
+own desired-state checks (as_intended)."""
+
+from __future__ import annotations
+
+import pytest
+
+from provision.capabilities.driver import packages as driver
+from provision.verify import fail
+
+
+def check_driver_loaded_is_the_pinned_version(node, host):
+    wanted = node.inventory.settings.driver
+    if wanted is None:
+        pytest.skip("the inventory sets no driver block for this host")
+    try:
+        names = driver.package_names(wanted, node.facts.system.os_id)
+    except ValueError as exc:
+        pytest.skip(str(exc))
+    # Read with testinfra (dpkg-query), apart from the facts batch: what apt really has installed now.
+    installed = {name: host.package(name) for name in names}
+    if not all(p.is_installed and driver.is_pinned(wanted, p.version) for p in installed.values()):
+        pytest.skip("not judged while the packages are not the pinned version (as_intended[nvidia-driver] says so)")
+    pinned = wanted.version or f"branch {wanted.branch}"
+    reasons = driver.reboot_reasons(wanted, node.facts)
+    if reasons:
+        fail(f"driver {pinned} loaded, as installed", "reboot pending: " + "; ".join(reasons),
+             f"provision apply {node.inventory_path} --limit {node.name} --reboot")
+    loaded = node.facts.driver.loaded or node.facts.nvidia.driver_version
+    if loaded is None or not driver.is_pinned(wanted, loaded):
+        fail(f"driver {pinned} loaded", loaded or "no NVIDIA kernel module loaded",
+             "is the module built for this kernel? (dkms status; dmesg | grep -i nvrm)")

@@ -1,0 +1,72 @@
+"""The NVIDIA driver as the host has it: the packages installed, the kernel module loaded, nouveau, Secure Boot.
+
+One section of the facts batch (snippet beside its parser). The loaded version is the kernel module's own line,
+/proc/driver/nvidia/version, in both formats the driver prints:
+
+  NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.173.02  Tue Jun 23 08:38:17 UTC 2026
+  NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build  (dvs-builder@U16-A24-9-2)  ...
+
+so it is known even when nvidia-smi cannot say (after an upgrade its library no longer matches the loaded module:
+"Failed to initialize NVML: Driver/library version mismatch", exit 18).
+"""
+
+from __future__ import annotations
+
+import re
+
+from provision.capabilities.host import DriverFacts
+
+# The packages that carry a driver version (not nvidia-settings, nvidia-container-toolkit, ... with their own):
+# Ubuntu's nvidia-driver-N[-server][-open], nvidia-headless-N, nvidia-utils-N, nvidia-kernel-common-N; NVIDIA's
+# cuda-drivers-N and nvidia-open-N; Debian's nvidia-driver and nvidia-kernel-dkms.
+DRIVER_PACKAGE_PATTERNS = ("nvidia-driver*", "nvidia-headless*", "nvidia-utils*", "nvidia-kernel-*",
+                           "nvidia-open*", "cuda-drivers*")
+SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+
+# "loaded LINE" (none when no module is loaded), "nouveau" when loaded, "secureboot VALUE", then "pkg NAME VERSION
+# STATUS" per package dpkg knows by those names. An efivar is 4 bytes of attributes, then the value (1: enabled).
+DRIVER_SNIPPET = (
+    "v=$(head -n1 /proc/driver/nvidia/version 2>/dev/null) && echo \"loaded $v\"; "
+    "[ -d /sys/module/nouveau ] && echo nouveau; "
+    "if [ ! -d /sys/firmware/efi ]; then echo 'secureboot no-efi'; "
+    f"elif b=$(od -An -tu1 -j4 -N1 {SECURE_BOOT_VAR} 2>/dev/null) && [ -n \"$b\" ]; then echo \"secureboot $b\"; "
+    "else echo 'secureboot unknown'; fi; "
+    "dpkg-query -W -f='pkg ${Package} ${Version} ${db:Status-Abbrev}\\n' "
+    + " ".join(f"'{p}'" for p in DRIVER_PACKAGE_PATTERNS) + " 2>/dev/null; true"
+)
+
+LOADED = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)\s")
+SECURE_BOOT = {"1": "enabled", "0": "disabled", "no-efi": "no-efi"}
+
+
+def parse_driver(text: str) -> DriverFacts:
+    found = DriverFacts()
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "loaded":
+            match = LOADED.search(rest + " ")
+            found.loaded = match.group(1) if match else None
+            found.loaded_open = "Open Kernel Module" in rest
+            found.loaded_line = rest.strip()
+        elif kind == "nouveau":
+            found.nouveau_loaded = True
+        elif kind == "secureboot":
+            found.secure_boot = SECURE_BOOT.get(rest.strip(), "unknown")
+        elif kind == "pkg":
+            words = rest.split()
+            if len(words) >= 3 and words[2][1:2] == "i":  # installed (ii, hi; not un, rc)
+                found.packages[words[0]] = words[1]
+                found.held += [words[0]] if words[2][0] == "h" else []
+    return found
+
+
+def upstream(debian_version: str) -> str:
+    """580.159.04-0ubuntu0.22.04.1 -> 580.159.04: the driver's own version, without epoch and Debian revision."""
+    version = re.sub(r"^\d+:", "", debian_version)
+    return version.rsplit("-", 1)[0] if "-" in version else version
+
+
+def agreed_version(debian_versions) -> str | None:
+    """The one driver version these packages hold (Debian versions, upstream compared); None when none or several."""
+    versions = {upstream(v) for v in debian_versions}
+    return versions.pop() if len(versions) == 1 else None

@@ -1,0 +1,154 @@
+"""The NVIDIA driver from apt: nouveau kept off the GPUs, the package source, the pinned packages, held.
+
+Three tasks, in this order in the site playbook: nouveau-blacklist (a modprobe.d file; the initramfs is rebuilt
+when it changes, since nouveau loads from there), driver-repository (source: local: one apt source file) and
+nvidia-driver (the packages at the pinned version, installed, upgraded or downgraded in one apt-get, then held).
+A new driver's module loads at the next boot: until then the run reports the host's reboot as pending
+(provision/capabilities/driver/packages.py), and `apply --reboot` reboots such hosts (provision/commands/reboot.py).
+"""
+
+from __future__ import annotations
+
+from provision.capabilities.driver import packages as driver
+from provision.capabilities.system.apt import APT_INSTALL, APT_UPDATE, apt_mark
+from provision.core.plan import OK, Change, FileWrite, Item, Plan, Task
+from provision.capabilities.system.files import plan_written
+
+NOUVEAU_CONF = "/etc/modprobe.d/provision-blacklist-nouveau.conf"
+NOUVEAU_TEXT = ("# Managed by provision (driver.blacklist_nouveau): the NVIDIA driver, not nouveau, takes the GPUs.\n"
+                "blacklist nouveau\noptions nouveau modeset=0\n")
+# nouveau loads from the initramfs on Debian and Ubuntu: the blacklist counts there only once it is rebuilt.
+REBUILD_INITRAMFS = ["sh", "-c", "if command -v update-initramfs >/dev/null; then update-initramfs -u; "
+                                 "else echo 'no update-initramfs: no initramfs to rebuild'; fi"]
+SOURCE_LIST = "/etc/apt/sources.list.d/provision-nvidia.list"
+
+
+class DriverTask(Task):
+    """A task of the driver block: skipped without one, or where not_wanted() says why; else plan_driver()."""
+
+    tags = frozenset({"driver"})
+    settings_blocks = frozenset({"driver"})
+
+    def not_wanted(self, wanted) -> str:
+        return ""
+
+    def plan(self, host, facts):
+        plan = Plan()
+        wanted = host.settings.driver
+        plan.skipped = "driver not set" if wanted is None else self.not_wanted(wanted)
+        if not plan.skipped:
+            self.plan_driver(plan, wanted, facts)
+        return plan
+
+    def plan_driver(self, plan: Plan, wanted, facts) -> None:
+        raise NotImplementedError
+
+
+class NouveauBlacklist(DriverTask):
+    """Playbook: `task: nouveau-blacklist`: nouveau never binds the GPUs (driver.blacklist_nouveau, default on)."""
+
+    name = "nouveau-blacklist"
+
+    def not_wanted(self, wanted):
+        return "" if wanted.blacklist_nouveau else "driver.blacklist_nouveau is false"
+
+    def file_paths(self, host):
+        wanted = host.settings.driver
+        return [NOUVEAU_CONF] if wanted and not self.not_wanted(wanted) else []
+
+    def plan_driver(self, plan, wanted, facts):
+        plan_written(plan, FileWrite(NOUVEAU_CONF, NOUVEAU_TEXT), facts)
+        for change in plan.changes:
+            change.after_write = [REBUILD_INITRAMFS]
+            change.after += ", initramfs rebuilt"
+
+
+class DriverRepository(DriverTask):
+    """Playbook: `task: driver-repository`: with driver.source: local, the apt source line of driver.repository,
+    then apt-get update (the index of a source that just changed)."""
+
+    name = "driver-repository"
+
+    def not_wanted(self, wanted):
+        return "" if wanted.source == "local" else f"driver.source is {wanted.source}"
+
+    def file_paths(self, host):
+        wanted = host.settings.driver
+        return [SOURCE_LIST] if wanted and not self.not_wanted(wanted) else []
+
+    def plan_driver(self, plan, wanted, facts):
+        plan_written(plan, FileWrite(SOURCE_LIST, f"# Managed by provision (driver.repository)\n{wanted.repository}\n"),
+                     facts)
+        for change in plan.changes:
+            change.after_write = [APT_UPDATE]
+
+
+class NvidiaDriver(DriverTask):
+    """Playbook: `task: nvidia-driver`: the driver's packages at the pinned version (driver.version, or the
+    newest of driver.branch), from one apt-get that installs, upgrades or downgrades them; held (driver.hold)."""
+
+    name = "nvidia-driver"
+    changes_gpus = True  # after it, nvidia-smi may be there, or no longer match the loaded module: read it again
+
+    def package_names(self, host):
+        wanted = host.settings.driver
+        return driver.candidate_names(wanted) if wanted else []
+
+    def plan_driver(self, plan, wanted, facts):
+        plan.problems += driver.unfit_for_the_gpus(wanted, facts)  # input errors: the run stops before any change
+        try:
+            names = driver.package_names(wanted, facts.system.os_id)
+        except ValueError as exc:
+            plan.failed = str(exc)
+            return
+        if wanted.source == "cuda" and not facts.packages.get("cuda-keyring"):
+            plan.failed = ("driver.source cuda: NVIDIA's CUDA repository is not set up here (no cuda-keyring package): "
+                           "install it (developer.download.nvidia.com/compute/cuda/repos/<distro>/<arch>/"
+                           "cuda-keyring_1.1-1_all.deb), or use source: local with your mirror")
+            return
+        pinned = wanted.version or f"branch {wanted.branch}"
+        if all(driver.is_pinned(wanted, facts.packages.get(name)) for name in names):
+            plan.unchanged += [Item(name, OK, "driver package", after=facts.packages[name]) for name in names]
+            self.plan_hold(plan, wanted, names, facts)
+            return
+        installed = [f"{name} {facts.packages[name]}" for name in names if facts.packages.get(name)]
+        other = sorted(set(facts.driver.packages) - set(names))
+        before = ", ".join(installed) or (f"not installed (installed: {', '.join(other)})" if other else "not installed")
+        loaded = facts.driver.loaded
+        specs = [f"{name}={wanted.version}-*" if wanted.version else name for name in names]
+        # Another version's held packages (the branch pinned before): apt's resolver never removes a held package
+        # to make room, so they are named for removal (NAME-) in the same apt-get.
+        specs += [f"{name}-" for name in facts.driver.held if name not in names]
+        plan.changes.append(Change(
+            target=" ".join(names), what="driver packages", before=before,
+            after=pinned + ("" if loaded and wanted.version == loaded else ", loaded at the next boot"),
+            # One apt-get: it resolves everything before it changes anything, so a package or version that does
+            # not exist fails here and leaves the host as it was. Held packages (ours, the old branch's) may move.
+            commands=[APT_UPDATE, [*APT_INSTALL, "--allow-downgrades", "--allow-change-held-packages", *specs],
+                      *([apt_mark("hold", names)] if wanted.hold else [])],
+            verify=lambda f: _not_pinned(wanted, names, f)))
+
+    @staticmethod
+    def plan_hold(plan: Plan, wanted, names: list[str], facts) -> None:
+        """driver.hold: every package held (apt-mark hold), so no upgrade moves it; false: none held."""
+        action, off = ("hold", [n for n in names if n not in facts.held]) if wanted.hold else \
+            ("unhold", [n for n in names if n in facts.held])
+        if not off:
+            plan.unchanged.append(Item(" ".join(names), OK, "apt hold", after="held" if wanted.hold else "not held"))
+            return
+        plan.changes.append(Change(
+            target=" ".join(off), what="apt hold", before="not held" if wanted.hold else "held",
+            after="held" if wanted.hold else "not held", commands=[apt_mark(action, off)],
+            verify=lambda f: None if all((n in f.held) == wanted.hold for n in off)
+            else f"apt-mark {action} did not take: {' '.join(off)}"))
+
+
+def _not_pinned(wanted, names: list[str], facts) -> str | None:
+    wrong = [f"{name} {facts.packages.get(name) or 'not installed'}" for name in names
+             if not driver.is_pinned(wanted, facts.packages.get(name))]
+    if wrong:
+        return f"not at {wanted.version or 'branch ' + wanted.branch}: {', '.join(wrong)}"
+    if wanted.hold and not all(name in facts.held for name in names):
+        return "installed but not held: " + " ".join(n for n in names if n not in facts.held)
+    return None
+

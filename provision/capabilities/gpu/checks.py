@@ -1,0 +1,126 @@
+"""GPU checks: the driver answers, every GPU of the last good run is here and readable, links at full width
+and speed, and every task's state is as the inventory intends (the task's own plan has nothing to change)."""
+
+from __future__ import annotations
+
+import pytest
+
+from provision.capabilities.driver import packages as driver
+from provision.capabilities.gpu import clock_events
+from provision.capabilities.gpu import layout
+from provision.verify import fail
+
+# nvidia-smi(1), RETURN VALUE: what its exit code means for the node.
+NVIDIA_SMI_EXIT = {
+    2: "an invalid argument or flag",
+    3: "the operation is not available on this GPU",
+    4: "no permission",
+    6: "no GPU found",
+    8: "an external power cable is not attached",
+    9: "the NVIDIA driver is not loaded",
+    10: "the kernel detected an interrupt issue with a GPU",
+    12: "the NVML shared library could not be found or loaded",
+    13: "a function is not implemented in this version of NVML",
+    14: "the InfoROM is corrupted",
+    15: "a GPU has fallen off the bus or has otherwise become inaccessible",
+    18: "the driver library and the loaded kernel module differ: a reboot is pending",  # NVML_ERROR_LIB_RM_VERSION_MISMATCH
+}
+
+
+NVIDIA_SMI_FIX = {
+    9: "install the driver (driver: block), or load it: a driver installed since the boot loads at the next one",
+    18: "reboot: the installed driver loads at the next boot (provision apply --reboot)",
+}
+
+
+def gpu_node(node):
+    if node.inventory.settings.gpu is None:
+        pytest.skip("the inventory sets no gpu block for this host")
+    return node.facts.nvidia
+
+
+def unless_the_driver_is_pending(node) -> None:
+    """Skip a check of the cards while the driver they need is not installed or not loaded yet: nvidia-smi lists
+    no GPU then, which says nothing of the cards (nvidia_smi_reads_the_gpus and the driver check say why)."""
+    waiting = driver.what_the_gpus_wait_for(node.inventory.settings.driver, node.facts)
+    if waiting:
+        pytest.skip(f"not judged while the GPUs wait for {waiting}")
+
+
+def check_nvidia_smi_reads_the_gpus(node):
+    nvidia = gpu_node(node)
+    if nvidia.state != "ok" or nvidia.exit_code:
+        meaning = NVIDIA_SMI_EXIT.get(nvidia.exit_code or 0, "")
+        fail("nvidia-smi to read every GPU and exit 0",
+             f"{nvidia.state}, exit {nvidia.exit_code}{f' ({meaning})' if meaning else ''}"
+             f"{f': {nvidia.message}' if nvidia.message else ''}",
+             NVIDIA_SMI_FIX.get(nvidia.exit_code or 0, "see dmesg for Xid errors; a GPU off the bus needs a reset or "
+                                "a reboot, a missing driver an install"))
+
+
+def check_gpu_count_is_as_the_inventory_says(node):
+    expected = node.inventory.settings.gpu.count if node.inventory.settings.gpu else None
+    if expected is None:
+        pytest.skip("the inventory sets no gpu.count for this host")
+    unless_the_driver_is_pending(node)
+    nvidia = node.facts.nvidia
+    found = len(nvidia.gpus) + len(nvidia.lost)  # a lost GPU is still enumerated: no_gpu_is_lost speaks of it
+    if found != expected:
+        fail(f"{expected} GPU(s) (gpu.count)", f"{found}" + (f" ({nvidia.state}: {nvidia.message})"
+                                                              if nvidia.state != "ok" else ""),
+             "a missing card: reseat it, check its riser and power, then reboot "
+             "(every_gpu_of_the_last_good_run_is_here names it); a card added or removed on purpose: change gpu.count")
+
+
+def check_every_gpu_of_the_last_good_run_is_here(node):
+    nvidia = gpu_node(node)
+    unless_the_driver_is_pending(node)
+    change = layout.compare(node.facts.gpu_layout, nvidia)
+    if change is None:
+        pytest.skip("no GPU layout recorded on this host yet: `provision apply` records it")
+    if change:
+        fail(f"the {len(node.facts.gpu_layout)} GPU(s) of the last good run", "; ".join(change.lines()),
+             "reseat the card or check its riser and power, then reboot; if the change is intended: "
+             "provision apply --accept-gpu-changes")
+
+
+def check_no_gpu_is_lost(node):
+    nvidia = gpu_node(node)
+    if nvidia.lost:
+        fail("every GPU readable", "; ".join(str(lost) for lost in nvidia.lost),
+             "a GPU off the bus (Xid 79) needs a reset or a reboot; if it recurs, reseat it and check its power")
+
+
+def check_pcie_links_run_at_full_width_and_speed(node):
+    """Width always; the generation only on a GPU at work: an idle GPU drops its link to a slower generation
+    to save power (clocks event reason Idle), and that is no fault."""
+    nvidia = gpu_node(node)
+    slow = []
+    for g in nvidia.gpus:
+        if None not in (g.pcie_width_current, g.pcie_width_max) and g.pcie_width_current < g.pcie_width_max:
+            slow.append(f"{g.label} {g.bus_id} x{g.pcie_width_current} of x{g.pcie_width_max}")
+        busy = g.clock_events_active is not None and not g.clock_events_active & clock_events.IDLE
+        if busy and None not in (g.pcie_gen_current, g.pcie_gen_max) and g.pcie_gen_current < g.pcie_gen_max:
+            slow.append(f"{g.label} {g.bus_id} gen {g.pcie_gen_current} of {g.pcie_gen_max} while at work")
+    if slow:
+        fail("every GPU's PCIe link at its maximum width (and generation, at work)", ", ".join(slow),
+             "reseat the card or its riser, or try another slot; AER errors in dmesg point at the link")
+
+
+def check_as_intended(node, task):
+    """The task's plan against the facts just read: no change, no problem, nothing held back."""
+    plan = task.plan(node.inventory, node.facts)
+    if plan.skipped:
+        pytest.skip(plan.skipped)
+    if plan.failed and plan.failed_check:  # one cause, one failure: the node's state, not the task's files
+        pytest.skip(f"not judged while {plan.failed_check} fails")
+    expected = [f"{c.target} {c.what} {c.after}" for c in plan.changes]
+    found = [f"{c.target} {c.what} {c.before}" for c in plan.changes]
+    # A refusal caused by another failing check (an override held for a missing card) is that check's finding:
+    # here, only whether the cards present are as intended.
+    found += [f"{i.target} {i.what}: {i.message}" for i in plan.refused if not i.cause] + plan.problems
+    found += [plan.failed] if plan.failed else []
+    if found:
+        fail(", ".join(expected) or "the inventory's settings applied", "; ".join(found),
+             f"provision apply {node.inventory_path} --limit {node.name}" + (" (after a reboot: is provision-gpu-tuning.service "
+                                                                  "enabled?)" if task.changes_gpus else ""))

@@ -1,0 +1,118 @@
+"""Which GPUs a host has, against the last good run's record of them.
+
+nvidia-smi numbers GPUs by enumeration: when one falls off the bus for good
+(or is pulled), the next boot numbers the rest again, and "GPU3" is another
+card. So the tasks bind every per-GPU decision to a GPU's UUID, and each
+host keeps the GPU list of its last good run in
+
+    /var/lib/provision/gpu-layout       (PROVISION_GPU_LAYOUT moves it)
+
+one line per GPU: index, UUID, PCI bus id, name. compare() says how the
+GPUs seen now differ from it: missing (lost: nvidia-smi names it but cannot
+read it; gone: not listed at all), new (a replacement, an added card) or
+renumbered. Until the user accepts a changed layout, an `index:` override
+keeps meaning the GPU that had that index in the record (capabilities/gpu/tasks.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from provision.capabilities.host import GpuFacts, LostGpu, NvidiaFacts, RecordedGpu
+
+HEADER = "# provision: this host's GPUs at the last good run (index, UUID, PCI bus id, name); see `provision apply --help`"
+LINE = re.compile(r"^(\d+) (GPU-[0-9a-fA-F-]+) ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]) (.*)$")
+
+
+def record_path() -> str:
+    return os.environ.get("PROVISION_GPU_LAYOUT", "/var/lib/provision/gpu-layout")
+
+
+def parse_record(text: str) -> list[RecordedGpu]:
+    """The record's GPUs; a line that is not one (a comment, an edit gone wrong) is skipped."""
+    gpus = []
+    for line in text.splitlines():
+        match = LINE.match(line.strip())
+        if match:
+            gpus.append(RecordedGpu(int(match[1]), match[2], match[3], match[4]))
+    return gpus
+
+
+def record_text(gpus: list[GpuFacts]) -> str:
+    """The record for these GPUs (no trailing newline: remote.write_record_argv adds it)."""
+    printable = lambda name: "".join(c if c.isprintable() else "?" for c in name)  # noqa: E731
+    return "\n".join([HEADER, *(f"{g.index} {g.uuid} {g.bus_id} {printable(g.name)}" for g in gpus)])
+
+
+def bus_key(bus_id: str | None) -> str:
+    """00000000:41:00.0 (queries) and 0000:41:00.0 (error lines) name one slot: compare without the domain's
+    leading zeros."""
+    if not bus_id:
+        return ""
+    domain, _, rest = bus_id.upper().partition(":")
+    return f"{domain.lstrip('0') or '0'}:{rest}"
+
+
+def words(gpu: RecordedGpu) -> str:
+    return f"GPU{gpu.index} {gpu.uuid} at {gpu.bus_id} ({gpu.name})"
+
+
+@dataclass
+class Missing:
+    gpu: RecordedGpu
+    lost: LostGpu | None  # nvidia-smi still names it (no handle); None: not listed at all
+
+    def __str__(self) -> str:
+        if self.lost is not None:
+            return f"{words(self.gpu)} is lost: nvidia-smi says {self.lost.message!r}; it needs a reset or a reboot"
+        return (f"{words(self.gpu)} is gone: nvidia-smi no longer lists it (fallen off the bus? see dmesg for "
+                "Xid 79, reseat the card or check its riser and power)")
+
+
+@dataclass
+class LayoutChange:
+    """How the GPUs seen now differ from the record."""
+
+    missing: list[Missing] = field(default_factory=list)
+    new: list[GpuFacts] = field(default_factory=list)  # UUIDs the record does not have
+    renumbered: list[tuple[RecordedGpu, GpuFacts]] = field(default_factory=list)  # same UUID, other index or bus
+
+    def __bool__(self) -> bool:
+        return bool(self.missing or self.new or self.renumbered)
+
+    def lines(self, lost: bool = True) -> list[str]:
+        """Each difference in words; lost=False leaves out the GPUs nvidia-smi still names but cannot read."""
+        return [*(str(m) for m in self.missing if lost or m.lost is None),
+                *(f"new GPU{g.index} {g.uuid} at {g.bus_id} ({g.name}): not in the last good run's record"
+                  for g in self.new),
+                *(f"{was.uuid} was GPU{was.index} at {was.bus_id}, is now GPU{now.index} at {now.bus_id}"
+                  for was, now in self.renumbered)]
+
+    def summary(self) -> str:
+        """In one clause, for the messages of the tasks that hold an override back."""
+        parts = [f"GPU{m.gpu.index} {m.gpu.uuid} at {m.gpu.bus_id} {'lost' if m.lost else 'gone'}"
+                 for m in self.missing]
+        parts += [f"new GPU{g.index} {g.uuid}" for g in self.new]
+        parts += [f"{was.uuid} GPU{was.index} -> GPU{now.index}" for was, now in self.renumbered]
+        return ", ".join(parts)
+
+
+def compare(recorded: list[RecordedGpu] | None, nvidia: NvidiaFacts) -> LayoutChange | None:
+    """None without a record (nothing to compare with); else the change, empty when the layout is as recorded."""
+    if recorded is None:
+        return None
+    change = LayoutChange()
+    seen = {g.uuid.lower(): g for g in nvidia.gpus}
+    for was in recorded:
+        now = seen.get(was.uuid.lower())
+        if now is None:
+            lost = next((lost for lost in nvidia.lost if (lost.uuid or "").lower() == was.uuid.lower()
+                         or bus_key(lost.bus_id) == bus_key(was.bus_id)), None)
+            change.missing.append(Missing(was, lost))
+        elif now.index != was.index or bus_key(now.bus_id) != bus_key(was.bus_id):
+            change.renumbered.append((was, now))
+    known = {was.uuid.lower() for was in recorded}
+    change.new = [g for g in nvidia.gpus if g.uuid.lower() not in known]
+    return change

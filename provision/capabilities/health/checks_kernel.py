@@ -1,0 +1,90 @@
+"""Kernel-log checks of this boot: Xid errors and GPUs fallen off the bus, PCIe errors on the GPUs' links."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from provision.capabilities.health import kernlog
+from provision.verify import fail, note
+
+
+def kernel_events(node) -> list[kernlog.KernelEvent]:
+    log = node.facts.kernel_log
+    if log is None:
+        pytest.skip("the kernel log was not read")
+    if log.source is None:
+        pytest.skip(f"cannot read the kernel log ({log.message}): run verify as root, with NOPASSWD sudo, "
+                    "or as a member of group adm")
+    return kernlog.parse(kernlog.last_boot("\n".join(log.lines)))
+
+
+def gpu_names(node) -> dict[str, str]:
+    """bus key -> "GPU2", for the GPUs read now, lost, or recorded at the last good run."""
+    nvidia, names = node.facts.nvidia, {}
+    for recorded in node.facts.gpu_layout or []:
+        names[kernlog.bus_key(recorded.bus_id)] = f"GPU{recorded.index}"
+    for gpu in [*nvidia.lost, *nvidia.gpus]:
+        if gpu.bus_id and gpu.index is not None:
+            names[kernlog.bus_key(gpu.bus_id)] = f"GPU{gpu.index}"
+    return names
+
+
+def where(event: kernlog.KernelEvent, names: dict[str, str]) -> str:
+    key = kernlog.bus_key(event.bus_id or "")
+    return f"{names[key]} {key}" if key in names else (key or "an unnamed GPU")
+
+
+def check_no_xid_errors_since_boot(node):
+    events = kernel_events(node)
+    names = gpu_names(node)
+    with_xid_79 = {e.bus_id for e in events if e.kind == "xid" and e.xid == 79}
+    serious, said = Counter(), Counter()
+    actions = {}
+    for event in events:
+        if event.kind == "xid":
+            info = kernlog.xid_info(event.xid)
+            line = f"{where(event, names)} Xid {event.xid} ({info.severity}: {info.meaning})"
+            if kernlog.event_needs_attention(event):
+                serious[line] += 1
+                actions.setdefault(info.action, None)
+            else:
+                said[line] += 1
+        elif event.kind == "fallen-off-bus" and event.bus_id not in with_xid_79:  # the kernel's words, no Xid
+            serious[f"{where(event, names)} fallen off the bus (kernel log, no Xid): {event.detail}"] += 1
+            actions.setdefault("reboot; if it recurs, reseat the card and check its riser and power", None)
+    for line, n in said.items():
+        note(node, f"{line}{f' x{n}' if n > 1 else ''}: an application's fault, not the node's")
+    if serious:
+        fail("no Xid error that needs attention since boot",
+             "; ".join(f"{line}{f' x{n}' if n > 1 else ''}" for line, n in serious.items()),
+             " ".join(actions))
+
+
+def check_no_pcie_errors_on_the_gpu_links_since_boot(node):
+    events = kernel_events(node)
+    names = gpu_names(node)
+    pcie = node.facts.pcie
+    ports = {kernlog.bus_key(port): kernlog.bus_key(gpu) for gpu, port in (pcie.ports if pcie else {}).items()}
+    found = Counter()
+    for event in events:
+        if not event.kind.startswith("aer-"):
+            continue
+        key = kernlog.bus_key(event.bus_id or "")
+        if key in names:
+            found[f"{where(event, names)}: {event.detail}"] += 1
+        elif key in ports:
+            gpu = ports[key]
+            found[f"the port {key} above {names.get(gpu, gpu)}: {event.detail}"] += 1
+    for counters in pcie.aer if pcie else []:
+        if counters.total:
+            errors = ", ".join(f"{name} {n}" for name, n in counters.counts.items() if n)
+            gpu = names.get(kernlog.bus_key(counters.gpu), counters.gpu)
+            device = gpu if counters.device == counters.gpu else f"the port {counters.device} above {gpu}"
+            found[f"{device}: {counters.total} {counters.kind} error(s) counted ({errors})"] += 1
+    if found:
+        fail("no PCIe error on a GPU's link since boot",
+             "; ".join(f"{line}{f' x{n}' if n > 1 else ''}" for line, n in found.items()),
+             "a riser or slot going bad: reseat the card and its riser, try another slot, check the link width; "
+             "correctable errors cost replays and bandwidth, uncorrectable ones crash jobs")

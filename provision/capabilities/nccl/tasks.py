@@ -1,0 +1,47 @@
+"""NCCL's configuration: /etc/nccl.conf and an environment file for launch wrappers, both from the inventory's
+nccl block, written only once the node's interfaces are what the settings mean (provision/capabilities/nccl/interfaces.py).
+
+A node where NCCL would use a port that is down, missing, slow or not the fabric fails this task with the
+interfaces named, and nothing is written there: a wrong file is worse than the old one. Other nodes go on.
+"""
+
+from __future__ import annotations
+
+from provision.capabilities.nccl import interfaces as nccl
+from provision.core.plan import Plan, Task
+from provision.capabilities.system.files import plan_rendered
+
+TEMPLATES = {"conf_path": "nccl.conf.j2", "env_file": "nccl.env.j2"}
+
+
+class NcclFiles(Task):
+    """Playbook: `task: nccl-files` (no parameters)."""
+
+    name = "nccl-files"
+    tags = frozenset({"nccl"})
+    settings_blocks = frozenset({"nccl"})
+
+    def template_names(self):
+        return [("task", name) for name in TEMPLATES.values()]
+
+    def file_paths(self, host):
+        settings = host.settings.nccl
+        return [getattr(settings, key) for key in TEMPLATES] if settings else []
+
+    def plan(self, host, facts):
+        plan = Plan()
+        settings = host.settings.nccl
+        if settings is None:
+            plan.skipped = "nccl not set"
+            return plan
+        wrong = nccl.node_problems(settings, facts)
+        if wrong:
+            plan.failed = "; ".join(wrong) + " (nothing written)"
+            plan.failed_check = "nccl_interfaces_are_up_at_speed"
+            return plan
+        selection = nccl.select(settings.socket_ifname, facts.interfaces)
+        context = {"host": host, "settings": host.settings, "variables": settings.variables(),
+                   "selection": selection.describe()}
+        files = [(getattr(settings, key), template, "0644") for key, template in TEMPLATES.items()]
+        plan_rendered(plan, self.templates, files, context, facts)
+        return plan

@@ -1,0 +1,28 @@
+"""Slurm checks: a compute node is in service as slurmctld sees it. Its packages, munge key, configuration files
+and daemons are the slurm tasks' own desired-state checks (as_intended)."""
+
+from __future__ import annotations
+
+import pytest
+
+from provision.capabilities.system.daemons import DRAIN_REASON_PREFIX
+from provision.verify import fail, note
+
+
+def check_slurm_node_is_in_service(node):
+    slurm = node.inventory.settings.slurm
+    if slurm is None or slurm.role_of(node.name) == "controller":
+        pytest.skip("not a Slurm compute node in the inventory")
+    state = node.facts.slurm_node
+    if state is None:
+        fail("scontrol on the node", "Slurm is not installed", f"provision apply {node.inventory_path} "
+             f"--limit {node.name}")
+    if state.error:
+        fail("slurmctld answering for this node", state.error,
+             f"is slurmctld running on {slurm.controller}, and munged here with the cluster's key?")
+    if state.out_of_service and state.reason.startswith(DRAIN_REASON_PREFIX):
+        note(node, f"drained by verify: {state.reason} (`provision verify --resume` returns it once it passes)")
+    elif state.out_of_service:
+        fail("the node in service (idle, mixed or allocated)",
+             f"{'+'.join(state.states)}" + (f", reason: {state.reason}" if state.reason else ""),
+             f"find why (scontrol show node {state.name}); then scontrol update nodename={state.name} state=resume")

@@ -1,0 +1,295 @@
+"""Slurm from the distribution's packages: munge and its key, the daemons, restarted only when their files change.
+
+slurm.conf and gres.conf are written from the whole inventory (provision/capabilities/slurm/conf.py): the same files on every
+node of the cluster, also when --limit applies them to one. The order in the site playbook: packages, munge
+key, configuration files, daemons.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from dataclasses import dataclass
+
+import yaml
+
+from provision.core import cluster as clusters
+from provision.capabilities.slurm import conf as slurm
+from provision.capabilities.host import UnitRef
+from provision.capabilities.system.apt import APT_INSTALL, APT_UPDATE
+from provision.core.plan import Change, FileWrite, Item, OK, Plan, Task
+from provision.capabilities.system.files import plan_rendered, plan_written
+
+MUNGE_KEY = "/etc/munge/munge.key"
+MUNGE_KEY_BYTES = 128  # mungekey's default: 1024 bits
+
+
+def wanted_packages(host) -> list[str]:
+    role = host.settings.slurm.role_of(host.name)
+    return ["munge", "slurm-client", *(["slurmctld"] if role in ("controller", "both") else []),
+            *(["slurmd"] if role in ("compute", "both") else [])]
+
+
+class SlurmPackages(Task):
+    """Playbook: `task: slurm-packages`: munge and slurm-client everywhere, slurmctld on the controller,
+    slurmd on compute nodes, from the node's apt sources."""
+
+    name = "slurm-packages"
+    tags = frozenset({"slurm", "packages"})
+    settings_blocks = frozenset({"slurm"})
+
+    def package_names(self, host):
+        return wanted_packages(host) if host.settings.slurm else []
+
+    def plan(self, host, facts):
+        plan = Plan()
+        if host.settings.slurm is None:
+            plan.skipped = "slurm not set"
+            return plan
+        wanted = wanted_packages(host)
+        missing = [name for name in wanted if not facts.packages.get(name)]
+        plan.unchanged += [Item(name, OK, "package", after=facts.packages[name]) for name in wanted
+                           if name not in missing]
+        if missing:
+            plan.changes.append(Change(
+                target=" ".join(missing), what="package", before="not installed", after="installed",
+                commands=[APT_UPDATE, [*APT_INSTALL, *missing]],
+                verify=lambda f: (None if all(f.packages.get(n) for n in missing)
+                                  else "not installed: " + " ".join(n for n in missing if not f.packages.get(n)))))
+        return plan
+
+
+def key_digest(content: bytes | None) -> str | None:
+    return hashlib.sha256(content).hexdigest()[:12] if content is not None else None
+
+
+class MungeKey(Task):
+    """Playbook: `task: munge-key`: every node of a Slurm cluster holds its controller's munge key (owner munge,
+    mode 0400). The controller's own key is the cluster's; a controller without one gets a new random key,
+    made once per run in memory. The key is never shown, logged or diffed: only a digest prefix is reported."""
+
+    name = "munge-key"
+    tags = frozenset({"slurm", "munge"})
+    settings_blocks = frozenset({"slurm"})
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._new_keys: dict[str, bytes] = {}  # controller -> the key made in this run (same for all its nodes)
+
+    def file_paths(self, host):
+        return [MUNGE_KEY] if host.settings.slurm else []
+
+    def peer_hosts(self, host, everyone):
+        controller = host.settings.slurm.controller if host.settings.slurm else None
+        return [h for h in everyone if h.name == controller]
+
+    def cluster_key(self, host, facts) -> tuple[bytes | None, str]:
+        """(the key every node of host's cluster must hold, why there is none)."""
+        controller = host.settings.slurm.controller
+        # The controller as read before this run changed anything: installing munge there makes a key of its
+        # own mid-run, which must not replace the one its nodes were given.
+        source = self.cluster.facts.get(controller) if self.cluster else None
+        if source is None and controller == host.name:
+            source = facts
+        if source is None:
+            why = self.cluster.unread.get(controller, "not read") if self.cluster else "not read"
+            return None, f"the cluster's munge key is the controller's, and {controller} could not be read ({why})"
+        current = source.files.get(MUNGE_KEY)
+        if current and current.exists and current.content is None:
+            return None, (f"cannot read {MUNGE_KEY} on {controller}: log in as root, or give the login user "
+                          "passwordless sudo")
+        if current and current.exists and len(current.content) >= 32:
+            return current.content, ""
+        if controller == host.name or self.cluster is None or controller in self.cluster.facts:
+            # Read in this run: the controller is being set up now, and gets this key like every node.
+            return self._new_keys.setdefault(controller, os.urandom(MUNGE_KEY_BYTES)), ""
+        return None, f"the controller {controller} has no munge key yet: apply it first (--limit {controller})"
+
+    def plan(self, host, facts):
+        plan = Plan()
+        if host.settings.slurm is None:
+            plan.skipped = "slurm not set"
+            return plan
+        elsewhere = self.cluster.beyond_reach([host.settings.slurm.controller]) if self.cluster else ""
+        if elsewhere:
+            plan.skipped = elsewhere
+            return plan
+        key, why_not = self.cluster_key(host, facts)
+        if key is None:
+            plan.failed = why_not
+            return plan
+        current = facts.files.get(MUNGE_KEY)
+        have = current.content if current and current.exists else None
+        right_owner = current is not None and (current.owner, current.group, current.mode) == ("munge", "munge", "400")
+        if have == key and right_owner:
+            plan.unchanged.append(Item(MUNGE_KEY, OK, "munge key", after=f"the cluster's (sha256 {key_digest(key)}…)"))
+            return plan
+        before = ("absent" if not (current and current.exists) else
+                  f"another key (sha256 {key_digest(have)}…)" if have != key else
+                  f"owner {current.owner}:{current.group} mode {current.mode}")
+        plan.changes.append(Change(
+            target=MUNGE_KEY, what="munge key", before=before, after=f"the cluster's (sha256 {key_digest(key)}…)",
+            write=FileWrite(MUNGE_KEY, base64.b64encode(key).decode(), mode="0400", owner="munge", group="munge",
+                            sensitive=True, base64=True),
+            verify=lambda f: None if (f.files.get(MUNGE_KEY) and f.files[MUNGE_KEY].content == key)
+            else f"{MUNGE_KEY} does not hold the cluster's key after writing it"))
+        return plan
+
+
+CONFIG_TEMPLATES = {"slurm.conf": "slurm.conf.j2", "gres.conf": "gres.conf.j2", "cgroup.conf": "cgroup.conf.j2"}
+HEALTH_CHECK = "/usr/local/sbin/provision-health-check"  # slurm.conf's HealthCheckProgram (slurm.health_check_interval)
+HEALTH_CHECK_TEMPLATE = "provision-health-check.sh.j2"
+NODE_INVENTORY = "/etc/provision/inventory.yaml"  # what the health check verifies the node against
+VERDICT = "/run/provision/health-check.json"
+
+
+def node_inventory(everyone) -> str:
+    """The inventory a node's health check reads: every host with its settings blocks and address, no connection
+    variables (the check runs --local). Groups are flattened, so what they decided is written out: each host
+    sits in its launcher group, with its Slurm partition named."""
+    from provision.core.settings import BLOCKS
+
+    groups: dict[str, dict] = {}
+    for host in everyone:
+        variables = {"ansible_host": host.address, **{k: host.vars[k] for k in BLOCKS if k in host.vars}}
+        if host.settings.slurm:
+            variables["slurm"] = {**variables["slurm"], "partition": clusters.partition_of(host)}
+        group = clusters.launcher_group(host) if host.settings.launcher else host.groups[-1]
+        groups.setdefault(group, {"hosts": {}})["hosts"][host.name] = variables
+    top = groups.pop("all", {})
+    tree = {"all": {**top, **({"children": groups} if groups else {})}}
+    header = ("# The inventory provision's Slurm health check verifies this node against: written by `provision "
+              "apply`.\n")
+    return header + yaml.safe_dump(tree, sort_keys=False, default_flow_style=None, width=120)
+
+
+class SlurmConfig(Task):
+    """Playbook: `task: slurm-config`: slurm.conf, gres.conf (the whole cluster: every node's hardware, read even
+    when --limit leaves it out) and this node's cgroup.conf, in slurm.conf_dir."""
+
+    name = "slurm-config"
+    tags = frozenset({"slurm", "files"})
+    settings_blocks = frozenset({"slurm"})
+
+    def template_names(self):
+        return [("task", template) for template in [*CONFIG_TEMPLATES.values(), HEALTH_CHECK_TEMPLATE]]
+
+    @staticmethod
+    def health_checked(host) -> bool:
+        slurm = host.settings.slurm
+        return bool(slurm and slurm.health_check_interval and slurm.role_of(host.name) != "controller")
+
+    def peer_hosts(self, host, everyone):
+        return clusters.slurm_cluster(host, everyone) if host.settings.slurm else []
+
+    def file_paths(self, host):
+        if host.settings.slurm is None:
+            return []
+        return ([f"{host.settings.slurm.conf_dir}/{name}" for name in CONFIG_TEMPLATES]
+                + ([HEALTH_CHECK, NODE_INVENTORY] if self.health_checked(host) else []))
+
+    def plan(self, host, facts):
+        plan = Plan()
+        if host.settings.slurm is None:
+            plan.skipped = "slurm not set"
+            return plan
+        everyone = self.cluster.everyone if self.cluster else [host]
+        elsewhere = self.cluster.beyond_reach(h.name for h in clusters.slurm_cluster(host, everyone)
+                                              if h.name != host.name) if self.cluster else ""
+        if elsewhere:
+            plan.skipped = elsewhere
+            return plan
+        read = {**(self.cluster.facts if self.cluster else {}), host.name: facts}
+        context = slurm.slurm_context(host, everyone, read, unread=self.cluster.unread if self.cluster else None,
+                                      health_check_program=HEALTH_CHECK)
+        if isinstance(context, list):
+            plan.failed = "; ".join(context) + " (nothing written)"
+            return plan
+        conf_dir = host.settings.slurm.conf_dir
+        files = [(f"{conf_dir}/{name}", template, "0644") for name, template in CONFIG_TEMPLATES.items()]
+        plan_rendered(plan, self.templates, files, context, facts)
+        if self.health_checked(host):
+            check = {"host": host, "interval": host.settings.slurm.health_check_interval, "verdict": VERDICT,
+                     "verdict_dir": VERDICT.rsplit("/", 1)[0], "inventory": NODE_INVENTORY,
+                     "provision": host.settings.slurm.provision_command}
+            plan_rendered(plan, self.templates, [(HEALTH_CHECK, HEALTH_CHECK_TEMPLATE, "0755")], check, facts)
+            plan_written(plan, FileWrite(NODE_INVENTORY, node_inventory(everyone)), facts)
+        return plan
+
+
+@dataclass(frozen=True)
+class Daemon:
+    process: str  # as /proc names it
+    unit: str  # the packaged systemd unit
+    service: str  # its /etc/init.d script, for nodes without a running systemd
+    roles: tuple[str, ...]
+    reads: tuple[str, ...]  # files that need a restart when they change: munge.key, or names in conf_dir
+
+
+DAEMONS = (
+    Daemon("munged", "munge.service", "munge", ("controller", "compute", "both"), (MUNGE_KEY,)),
+    Daemon("slurmctld", "slurmctld.service", "slurmctld", ("controller", "both"), ("slurm.conf",)),
+    Daemon("slurmd", "slurmd.service", "slurmd", ("compute", "both"), ("slurm.conf", "gres.conf", "cgroup.conf")),
+)
+
+
+def host_daemons(host) -> list[Daemon]:
+    role = host.settings.slurm.role_of(host.name)
+    return [d for d in DAEMONS if role in d.roles]
+
+
+def daemon_files(host, daemon: Daemon) -> list[str]:
+    conf_dir = host.settings.slurm.conf_dir
+    return [path if path.startswith("/") else f"{conf_dir}/{path}" for path in daemon.reads]
+
+
+class SlurmDaemons(Task):
+    """Playbook: `task: slurm-daemons`: munged, slurmctld and slurmd enabled at boot and running, restarted when a
+    file they read changed after they started. With systemd: systemctl; without (a container, the lab): the
+    packages' /etc/init.d scripts through `service`, and the units enabled for the next boot all the same."""
+
+    name = "slurm-daemons"
+    tags = frozenset({"slurm", "services"})
+    settings_blocks = frozenset({"slurm"})
+
+    def unit_names(self, host):
+        return [UnitRef(d.unit) for d in host_daemons(host)] if host.settings.slurm else []
+
+    def file_paths(self, host):
+        return sorted({p for d in host_daemons(host) for p in daemon_files(host, d)}) if host.settings.slurm else []
+
+    def plan(self, host, facts):
+        plan = Plan()
+        if host.settings.slurm is None:
+            plan.skipped = "slurm not set"
+            return plan
+        for daemon in host_daemons(host):
+            enabled = facts.units.get(daemon.unit) == "enabled"
+            running = facts.daemons.get(daemon.process, [])
+            changed = newer_files(facts, daemon_files(host, daemon), running)
+            if enabled and running and not changed:
+                plan.unchanged.append(Item(daemon.unit, OK, "daemon", after="enabled, running"))
+                continue
+            commands = [] if enabled else [["systemctl", "enable", daemon.unit]]
+            if not running or changed:
+                commands.append(["systemctl", "restart", daemon.unit] if facts.system.systemd_running
+                                else ["service", daemon.service, "restart"])
+            before = ", ".join(filter(None, ["" if enabled else "not enabled",
+                                             "" if running else "not running",
+                                             f"{', '.join(changed)} changed since it started" if changed else ""]))
+            plan.changes.append(Change(
+                target=daemon.unit, what="daemon", before=before,
+                after="restarted" if running else "started" if enabled else "enabled and started",
+                commands=commands, verify=lambda f, d=daemon: None if f.daemons.get(d.process) else
+                f"{d.process} is not running after `{d.service}` was started (its log: /var/log/slurm, or syslog)"))
+        return plan
+
+
+def newer_files(facts, paths: list[str], running) -> list[str]:
+    """The paths changed after the daemon's oldest process started (none when it is not running)."""
+    started = [p.started for p in running if p.started is not None]
+    if not started:
+        return []
+    return [path for path in paths
+            if (f := facts.files.get(path)) and f.exists and f.mtime is not None and f.mtime >= min(started)]

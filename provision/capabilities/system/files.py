@@ -1,0 +1,145 @@
+"""A file rendered from a jinja2 template and written atomically, with mode, owner and a backup."""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from pathlib import Path
+
+import jinja2
+
+from provision.core.errors import Problem
+from provision.core.plan import Change, FileWrite, Item, OK, Plan, Task
+
+
+def render(templates: Path, src: str, context: dict) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates)),
+        undefined=jinja2.StrictUndefined,  # a missing variable is an error, not an empty string
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["shquote"] = lambda value: shlex.quote(str(value))  # a value in a shell script: one word
+    return env.get_template(src).render(**context)
+
+
+def unified_diff(path: str, old: str, new: str) -> str:
+    return "".join(difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True),
+        fromfile=f"{path} (now)", tofile=f"{path} (wanted)",
+    ))
+
+
+def plan_file(want: FileWrite, current) -> tuple[Change | None, Item | None]:
+    """Compare a wanted file with FileFacts; return the change, or the ok item."""
+    have = current.text if current else None
+    differences = []
+    if have != want.content:
+        differences.append("content")
+    if current and current.exists:
+        if int(current.mode or "0", 8) != int(want.mode, 8):
+            differences.append(f"mode {current.mode}->{want.mode.lstrip('0') or '0'}")
+        if (current.owner, current.group) != (want.owner, want.group):
+            differences.append(f"owner {current.owner}:{current.group}->{want.owner}:{want.group}")
+    if not differences:
+        return None, Item(want.path, OK, "file", after="up to date")
+    diff = "" if want.sensitive else unified_diff(want.path, have or "", want.content)
+    change = Change(
+        target=want.path, what="file",
+        before="differs" if current and current.exists else "absent",
+        after=", ".join(differences) if have is not None else "written",
+        write=want, diff=diff,
+        verify=lambda facts, w=want: _check_file(facts, w),
+    )
+    return change, None
+
+
+def plan_rendered(plan: Plan, templates: Path, files: list[tuple[str, str, str]], context: dict, facts) -> None:
+    """Render each (path, template, mode) with context into plan: a change where the file differs, ok where not,
+    a problem where the template fails."""
+    for path, template, mode in files:
+        try:
+            content = render(templates, template, context)
+        except jinja2.TemplateError as exc:
+            plan.problems.append(f"template {template}: {exc}")
+            continue
+        plan_written(plan, FileWrite(path, content, mode=mode), facts)
+
+
+def plan_written(plan: Plan, want: FileWrite, facts) -> None:
+    """The wanted file into plan: a change where it differs, ok where not."""
+    change, item = plan_file(want, facts.files.get(want.path))
+    plan.changes += [change] if change else []
+    plan.unchanged += [item] if item else []
+
+
+def _check_file(facts, want: FileWrite) -> str | None:
+    current = facts.files.get(want.path)
+    if current is None or not current.exists:
+        return f"{want.path} is missing after writing it"
+    if current.text != want.content:
+        return f"{want.path} content differs after writing it"
+    return None
+
+
+class TemplateFile(Task):
+    """Playbook params: src (template name), dest (absolute path), mode, owner, group, when (a settings block),
+    systemd_reload (true for unit files: `systemctl daemon-reload` after a change, where systemd runs)."""
+
+    name = "template"
+    tags = frozenset({"files"})
+    PARAMS = ("src", "dest", "mode", "owner", "group", "when", "systemd_reload")
+
+    def template_names(self):
+        src = self.params.get("src")
+        return [("src", src)] if isinstance(src, str) else []
+
+    def check_params(self, file):
+        problems = []
+        for key in ("src", "dest"):
+            if not isinstance(self.params.get(key), str):
+                problems.append(Problem(file, f"task {self.name}", key, "is required (a string)"))
+        dest = self.params.get("dest", "/")
+        if isinstance(dest, str) and not dest.startswith("/"):
+            problems.append(Problem(file, f"task {self.name}", "dest", f"must be an absolute path, got {dest!r}"))
+        mode = str(self.params.get("mode", "0644"))
+        if not (mode.isdigit() and set(mode) <= set("01234567") and len(mode) in (3, 4)):
+            problems.append(Problem(file, f"task {self.name}", "mode", f"must be octal like 0644, got {mode!r}"))
+        unknown = set(self.params) - set(self.PARAMS)
+        for key in sorted(unknown):
+            problems.append(Problem(file, f"task {self.name}", key, "unknown parameter",
+                                    f"allowed: {', '.join(self.PARAMS)}"))
+        return problems
+
+    def applies(self, host) -> bool:
+        when = self.params.get("when")
+        return not when or getattr(host.settings, when, None) is not None
+
+    def file_paths(self, host):
+        return [self.params["dest"]] if self.applies(host) else []
+
+    def plan(self, host, facts):
+        plan = Plan()
+        if not self.applies(host):
+            plan.skipped = f"{self.params['when']} not set"
+            return plan
+        context = {"host": host, "settings": host.settings, "facts": facts}
+        try:
+            content = render(self.templates, self.params["src"], context)
+        except jinja2.TemplateError as exc:
+            plan.problems.append(f"template {self.params['src']}: {exc}")
+            return plan
+        want = FileWrite(
+            path=self.params["dest"], content=content,
+            mode=str(self.params.get("mode", "0644")).zfill(4),
+            owner=self.params.get("owner", "root"), group=self.params.get("group", "root"),
+        )
+        change, item = plan_file(want, facts.files.get(want.path))
+        if change:
+            if self.params.get("systemd_reload") and facts.system.systemd_running:
+                change.after_write.append(["systemctl", "daemon-reload"])
+            plan.changes.append(change)
+        else:
+            plan.unchanged.append(item)
+        return plan

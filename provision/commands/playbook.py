@@ -1,0 +1,110 @@
+"""Playbooks: an ordered list of tasks, in YAML.
+
+    tasks:
+      - task: gpu-persistence
+      - task: template
+        name: gpu-tuning-conf
+        tags: [gpu]
+        src: gpu-tuning.conf.j2
+        dest: /etc/provision/gpu-tuning.conf
+        when: gpu
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from provision.core.errors import InputError, Problem
+from provision.core.settings import BLOCKS, did_you_mean
+from provision.core.plan import Task
+from provision.capabilities.gpu.boot import BootConf
+from provision.capabilities.gpu.clocks import ApplicationClocks, LockedClocks
+from provision.capabilities.driver.tasks import DriverRepository, NouveauBlacklist, NvidiaDriver
+from provision.capabilities.system.files import TemplateFile
+from provision.capabilities.gpu.tasks import Persistence, PowerLimit
+from provision.capabilities.launcher.tasks import TorchrunLauncher
+from provision.capabilities.gpu.layout_task import GpuLayout
+from provision.capabilities.nccl.tasks import NcclFiles
+from provision.capabilities.system.services import ServiceEnabled
+from provision.capabilities.slurm.tasks import MungeKey, SlurmConfig, SlurmDaemons, SlurmPackages
+
+TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (
+    NouveauBlacklist, DriverRepository, NvidiaDriver, GpuLayout, Persistence, PowerLimit, ApplicationClocks, LockedClocks, BootConf, TemplateFile, ServiceEnabled,
+    NcclFiles, TorchrunLauncher, SlurmPackages, MungeKey, SlurmConfig, SlurmDaemons)}
+
+
+def load_playbook(path: Path, templates: Path) -> list[Task]:
+    file = str(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError([Problem(file, "", "", f"cannot read playbook: {exc.strerror}")]) from None
+    except UnicodeDecodeError as exc:
+        raise InputError([Problem(file, "", "", f"not a text file: byte {exc.start} is not UTF-8",
+                                  "a playbook is a YAML text file; is this the right path?")]) from None
+    except yaml.YAMLError as exc:
+        raise InputError([Problem(file, "", "", f"invalid YAML: {exc}")]) from None
+    entries = data.get("tasks") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise InputError([Problem(file, "", "tasks", "a playbook is a mapping with a 'tasks' list")])
+    tasks, problems = [], []
+    for number, entry in enumerate(entries, 1):
+        where = f"task #{number}"
+        if not isinstance(entry, dict) or "task" not in entry:
+            problems.append(Problem(file, where, "task", "each entry needs 'task: <type>'",
+                                    f"types: {', '.join(TASK_TYPES)}"))
+            continue
+        params = dict(entry)
+        kind = params.pop("task")
+        cls = TASK_TYPES.get(kind)
+        if cls is None:
+            problems.append(Problem(file, where, "task", f"unknown task type {kind!r}",
+                                    f"types: {', '.join(TASK_TYPES)}"))
+            continue
+        tags = params.pop("tags", None)
+        task = cls(params, name=params.pop("name", None), tags=tags)
+        task.templates = templates
+        for key, name in task.template_names():
+            if not (templates / name).is_file():
+                problems.append(Problem(file, where, key, f"template {name!r} not found in {templates}",
+                                        "use --templates DIR to point at your own"))
+        problems += task.check_params(file)
+        tasks.append(task)
+    names = [t.name for t in tasks]
+    for name in {n for n in names if names.count(n) > 1}:
+        problems.append(Problem(file, "", "name", f"task name {name!r} is used twice", "give each task a unique name"))
+    if problems:
+        raise InputError(problems)
+    return tasks
+
+
+def select_tasks(tasks: list[Task], tags: set[str], skip_tags: set[str], playbook: str = "") -> list[Task]:
+    """The tasks --tags picks and --skip-tags leaves. A tag no task has is an error, as a --limit that matches
+    no host is: a typo would otherwise run nothing, or skip nothing, and exit 0."""
+    # This playbook's tags, and every tag a task type has (skipping "files" where no task writes one is fine).
+    known = sorted(set().union(*(t.tags for t in tasks), *(cls.tags | {cls.name} for cls in TASK_TYPES.values())))
+    problems = [Problem(playbook, "", option, f"no task has the tag {tag!r}",
+                        did_you_mean(tag, known) or f"known tags: {', '.join(known)}")
+                for option, given in (("--tags", tags), ("--skip-tags", skip_tags)) for tag in sorted(given)
+                if tag not in known]
+    if problems:
+        raise InputError(problems)
+    return [t for t in tasks if (not tags or t.tags & tags) and not (t.tags & skip_tags)]
+
+
+def unapplied_blocks(tasks: list[Task], hosts: list, playbook: str) -> list[str]:
+    """One warning per typed inventory block that some selected host sets and no task of the playbook applies
+    (before --tags): accepted and validated, yet nothing on the hosts would change for it."""
+    used = set().union(*(task.blocks() for task in tasks))
+    anywhere = set().union(*(cls.settings_blocks for cls in TASK_TYPES.values()))
+    warnings = []
+    for block in (b for b in BLOCKS if b != "custom" and b not in used):
+        setting = [host.name for host in hosts if getattr(host.settings, block) is not None]
+        if setting:
+            named = ", ".join(setting[:3]) + (f" and {len(setting) - 3} more" if len(setting) > 3 else "")
+            why = (f"no task of {playbook} applies it" if block in anywhere
+                   else f"this version of provision has no {block} tasks yet")
+            warnings.append(f"warning: the inventory's `{block}:` block ({named}) is checked but not applied: {why}")
+    return warnings

@@ -1,0 +1,53 @@
+"""Which hosts belong together: a training cluster (the launcher's group) and a Slurm cluster (one controller).
+
+Both come from the whole inventory, never from the hosts a run is limited to: the wrapper on one blade counts
+every blade, and slurm.conf names every node even when `--limit` applies it to one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable
+
+from provision.inventory.model import Host
+
+if TYPE_CHECKING:
+    from provision.capabilities.host import HostFacts
+
+
+@dataclass
+class Cluster:
+    """The whole inventory and the facts read in this run, for tasks whose plan looks beyond one host."""
+
+    everyone: list[Host]
+    facts: dict[str, "HostFacts"] = field(default_factory=dict)
+    unread: dict[str, str] = field(default_factory=dict)  # host name -> why its facts could not be read
+    local_only: bool = False  # --local: this machine was read, no other host could be (their plans are skipped)
+
+    def beyond_reach(self, names) -> str:
+        """Why a plan that needs these hosts is not judged here ("" when it is)."""
+        missing = [name for name in names if name not in self.facts]
+        return (f"needs the facts of {', '.join(missing)}, and --local reads this machine only: run it from the "
+                "control machine") if self.local_only and missing else ""
+
+
+def launcher_group(host: Host) -> str:
+    """The group whose hosts train together: launcher.group, else the host's innermost group."""
+    launcher = host.settings.launcher
+    return (launcher and launcher.group) or host.groups[-1]
+
+
+def training_cluster(host: Host, everyone: Iterable[Host]) -> list[Host]:
+    """The hosts that start one job together with host (itself included), in inventory order."""
+    group = launcher_group(host)
+    return [h for h in everyone if h.settings.launcher is not None and launcher_group(h) == group]
+
+
+def slurm_cluster(host: Host, everyone: Iterable[Host]) -> list[Host]:
+    """Every host of host's Slurm cluster (the same controller), in inventory order."""
+    controller = host.settings.slurm.controller if host.settings.slurm else None
+    return [h for h in everyone if h.settings.slurm is not None and h.settings.slurm.controller == controller]
+
+
+def partition_of(host: Host) -> str:
+    return host.settings.slurm.partition or host.groups[-1]

@@ -1,0 +1,279 @@
+"""Connections to hosts: SSH through Fabric, or the local machine.
+
+Every command is an argument list, quoted exactly once here (shlex.join) at
+the edge. Setters run through sudo when the login user is not root: with
+NOPASSWD, or with one password asked once per run and fed on stdin (never
+on a command line, never logged).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shlex
+import socket
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import invoke
+import paramiko
+
+from provision.core.errors import ProvisionError
+
+# paramiko logs a failed handshake ("Exception (client): Error reading SSH protocol banner") from its own
+# thread; with no handler configured, Python prints it on stderr, between our lines. The same error
+# reaches us as an exception and is reported per host: its log line is noise.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+
+class Unreachable(ProvisionError):
+    """The host could not be reached or refused us (network, auth, host key)."""
+
+
+class HostKeyRefused(Unreachable):
+    pass
+
+
+@dataclass
+class CommandResult:
+    argv: list[str]
+    rc: int
+    stdout: str
+    stderr: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr together, as a user would see them."""
+        return "\n".join(part for part in (self.stdout.strip(), self.stderr.strip()) if part)
+
+
+@dataclass
+class Privilege:
+    """How this host runs privileged commands; learnt from the facts batch."""
+
+    is_root: bool = True
+    sudo_nopasswd: bool = False
+    sudo_password: str | None = field(default=None, repr=False)
+    become: bool = True  # false (inventory `become: false`): privileged commands run as the login user
+
+    def wrap(self, argv: list[str], stdin: str | None) -> tuple[list[str], str | None]:
+        if self.is_root or not self.become:
+            return argv, stdin
+        if self.sudo_nopasswd:
+            return ["sudo", "-n", "--", *argv], stdin
+        if self.sudo_password is not None:
+            # -k: always ask, so the password line is consumed even if a
+            # cached credential exists; -p '': no prompt text in our output.
+            return ["sudo", "-k", "-S", "-p", "", "--", *argv], self.sudo_password + "\n" + (stdin or "")
+        raise ProvisionError(
+            "this needs root and sudo asks for a password: run as root, allow NOPASSWD, "
+            "or pass --ask-sudo-pass (-K) to be asked once for all hosts"
+        )
+
+
+class Connection:
+    """What the engine needs from a host: run an argv, optionally privileged, with stdin."""
+
+    name: str
+    commands_run: int = 0
+
+    def __init__(self, name: str):
+        self.name = name
+        self.privilege = Privilege()
+        self.commands_run = 0
+
+    def open(self) -> None:
+        """Connect; raise Unreachable with a clear reason."""
+
+    def close(self) -> None:
+        pass
+
+    def run(self, argv: list[str], *, sudo: bool = False, stdin: str | None = None,
+            timeout: float | None = None) -> CommandResult:
+        shown = list(argv)
+        if sudo:
+            argv, stdin = self.privilege.wrap(argv, stdin)
+        self.commands_run += 1
+        result = self._run(argv, stdin, timeout)
+        result.argv = shown  # report what we meant, without sudo plumbing
+        return result
+
+    def run_script(self, script: str, timeout: float | None = None) -> CommandResult:
+        """Run a POSIX sh script we wrote ourselves (the facts batch); never privileged."""
+        return self.run(["sh", "-c", script], timeout=timeout)
+
+    def _run(self, argv: list[str], stdin: str | None, timeout: float | None) -> CommandResult:
+        raise NotImplementedError
+
+
+class LocalConnection(Connection):
+    """This machine, no SSH: the same tasks, run with subprocess."""
+
+    def _run(self, argv, stdin, timeout):
+        try:
+            proc = subprocess.run(
+                argv, input=stdin, capture_output=True, text=True, timeout=timeout,
+                stdin=None if stdin is not None else subprocess.DEVNULL,
+            )
+        except FileNotFoundError as exc:
+            return CommandResult(argv, 127, "", f"{argv[0]}: command not found ({exc.strerror})")
+        except subprocess.TimeoutExpired:
+            return CommandResult(argv, 124, "", f"timed out after {timeout}s")
+        return CommandResult(argv, proc.returncode, proc.stdout, proc.stderr)
+
+
+def network_words(exc: BaseException, host: str, port: int | None) -> str:
+    """Why a connection failed and what to check, instead of the library's words ("[Errno None] Unable to connect
+    to port 22 on 192.0.2.10" says neither)."""
+    port = port or 22
+    tried = getattr(exc, "errors", None)  # paramiko's NoValidConnectionsError: one OSError per address tried
+    if tried:
+        exc = next(iter(tried.values()))
+    text = str(exc)
+    if isinstance(exc, socket.gaierror):
+        return f"the name {host} does not resolve: check its ansible_host, DNS or /etc/hosts"
+    if isinstance(exc, (socket.timeout, TimeoutError)) or getattr(exc, "errno", None) == errno.ETIMEDOUT:
+        return (f"no answer on port {port} within the connect timeout: is the host up, and is a firewall "
+                f"dropping port {port}? (--connect-timeout)")
+    said = {
+        errno.ECONNREFUSED: f"connection refused on port {port}: is sshd running there, and on that port "
+                            "(ansible_port)?",
+        errno.EHOSTUNREACH: "no route to the host: is it powered on and on this network?",
+        errno.ENETUNREACH: "the network is unreachable from this machine: check its routes and interfaces",
+        errno.ECONNRESET: "the connection was reset: sshd dropped it (restarting, MaxStartups, a firewall?)",
+    }.get(getattr(exc, "errno", None) or 0)
+    if said:
+        return said
+    if "Connection reset" in text or "banner" in text:
+        return f"SSH did not answer on port {port} (sshd gone, restarting or overloaded?): {text}"
+    if isinstance(exc, EOFError) or "closed" in text.lower():
+        return "the connection was closed (the host rebooted, or sshd or the network went away?)"
+    return text
+
+
+class HostKeyPolicy(paramiko.MissingHostKeyPolicy):
+    """Refuse unknown host keys unless the user opted in (like StrictHostKeyChecking=accept-new).
+
+    A *changed* key is always refused by paramiko itself (BadHostKeyException).
+    """
+
+    def __init__(self, accept_new: bool, known_hosts: Path):
+        self.accept_new = accept_new
+        self.known_hosts = known_hosts
+
+    def missing_host_key(self, client, hostname, key):
+        fingerprint = key.fingerprint  # "SHA256:..." as ssh-keygen -l prints it
+        if not self.accept_new:
+            raise HostKeyRefused(
+                f"unknown SSH host key for {hostname} ({key.get_name()} {fingerprint}); "
+                f"verify it and add it to {self.known_hosts} (ssh-keyscan), "
+                "or rerun with --accept-new-host-keys to trust and record it"
+            )
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        self.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with open(self.known_hosts, "a") as fh:
+            fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+@dataclass
+class SSHOptions:
+    ssh_config: str | None = None  # an ssh_config file instead of ~/.ssh/config
+    connect_timeout: float = 10.0
+    accept_new_host_keys: bool = False
+    identity_file: str | None = None
+    known_hosts: str | None = None  # default: UserKnownHostsFile from ssh_config, else ~/.ssh/known_hosts
+
+
+class SSHConnection(Connection):
+    """A Fabric Connection with host keys checked and commands quoted once."""
+
+    def __init__(self, name: str, address: str, user: str | None, port: int | None, options: SSHOptions):
+        super().__init__(name)
+        import fabric  # imported here: local-only runs do not pay for it
+
+        config = fabric.Config(runtime_ssh_path=options.ssh_config) if options.ssh_config else fabric.Config()
+        connect_kwargs = {"key_filename": [options.identity_file]} if options.identity_file else {}
+        self.fabric = fabric.Connection(
+            address, user=user, port=port, config=config,
+            connect_timeout=int(options.connect_timeout), connect_kwargs=connect_kwargs,
+        )
+        self._secure(self.fabric, options)
+        gateway = self.fabric.gateway
+        while isinstance(gateway, fabric.Connection):  # ProxyJump hops: same policy
+            self._secure(gateway, options)
+            gateway = gateway.gateway
+
+    @staticmethod
+    def _secure(conn, options: SSHOptions) -> None:
+        """Fabric auto-adds unknown host keys and loads no known_hosts: undo both."""
+        files = [options.known_hosts] if options.known_hosts else []
+        files += conn.ssh_config.get("userknownhostsfile", "").split()
+        files = [os.path.expanduser(f) for f in files] or [os.path.expanduser("~/.ssh/known_hosts")]
+        client = conn.client
+        for system_file in ("/etc/ssh/ssh_known_hosts",):
+            if os.path.exists(system_file):
+                client.load_system_host_keys(system_file)
+        for path in files:
+            if os.path.exists(path):
+                client.load_system_host_keys(path)
+        # The user's own ssh_config may opt in too, as OpenSSH would honour it.
+        opted_in = conn.ssh_config.get("stricthostkeychecking", "").lower() in ("accept-new", "no", "off")
+        policy = HostKeyPolicy(options.accept_new_host_keys or opted_in, Path(files[0]))
+        client.set_missing_host_key_policy(policy)
+
+    def open(self) -> None:
+        try:
+            self.fabric.open()
+        except HostKeyRefused:
+            raise
+        except paramiko.BadHostKeyException as exc:
+            raise HostKeyRefused(
+                f"SSH host key for {exc.hostname} CHANGED (got {exc.key.fingerprint}, "
+                f"expected {exc.expected_key.fingerprint}); if the machine was reinstalled, "
+                "remove the old key with ssh-keygen -R"
+            ) from None
+        except paramiko.AuthenticationException as exc:
+            raise Unreachable(f"SSH authentication failed as {self.fabric.user}: {exc}") from None
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            raise Unreachable(f"cannot connect to {self.fabric.host}:{self.fabric.port}: "
+                              f"{network_words(exc, self.fabric.host, self.fabric.port)}") from None
+
+    def close(self) -> None:
+        self.fabric.close()
+
+    def _run(self, argv, stdin, timeout):
+        if stdin is not None:
+            return self._run_with_stdin(argv, stdin, timeout)
+        try:
+            result = self.fabric.run(shlex.join(argv), hide=True, warn=True, timeout=timeout, in_stream=False)
+        except invoke.exceptions.CommandTimedOut:
+            return CommandResult(argv, 124, "", f"timed out after {timeout}s")
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            raise Unreachable(f"lost the connection to {self.name}: "
+                              f"{network_words(exc, self.fabric.host, self.fabric.port)}") from None
+        return CommandResult(argv, result.exited, result.stdout, result.stderr)
+
+    def _run_with_stdin(self, argv, stdin: str, timeout):
+        """stdin sent, then EOF: Invoke's in_stream never closes the remote stdin, so `cat > file` would wait
+        on it (seconds to a timeout per written file). A plain paramiko channel can say EOF."""
+        try:
+            channel = self.fabric.client.get_transport().open_session()
+            channel.settimeout(timeout)
+            channel.exec_command(shlex.join(argv))
+            channel.sendall(stdin.encode())
+            channel.shutdown_write()
+            out, err = channel.makefile("rb").read(), channel.makefile_stderr("rb").read()
+            rc = channel.recv_exit_status()
+            channel.close()
+        except socket.timeout:
+            return CommandResult(argv, 124, "", f"timed out after {timeout}s")
+        except (OSError, paramiko.SSHException, EOFError, AttributeError) as exc:
+            raise Unreachable(f"lost the connection to {self.name}: "
+                              f"{network_words(exc, self.fabric.host, self.fabric.port)}") from None
+        return CommandResult(argv, rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))

@@ -1,0 +1,128 @@
+"""The task contract: plan(facts, settings) -> Plan is pure; the engine applies Plan.changes.
+
+Results are reported per host, per task and per target (a GPU, a file, the
+host): ok, changed, failed or skipped, with before -> after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from provision.core.errors import Problem
+
+if TYPE_CHECKING:
+    from provision.core.cluster import Cluster
+    from provision.capabilities.host import HostFacts, UnitRef
+    from provision.inventory.model import Host
+
+OK, CHANGED, FAILED, SKIPPED = "ok", "changed", "failed", "skipped"
+
+
+@dataclass
+class FileWrite:
+    """A whole file, written atomically with mode and owner; the old version is kept as a backup."""
+
+    path: str
+    content: str
+    mode: str = "0644"
+    owner: str = "root"
+    group: str = "root"
+    sensitive: bool = False  # never show or log its content (keys, passwords)
+    base64: bool = False  # content is the base64 text of the file's bytes (a binary key)
+
+
+@dataclass
+class Change:
+    """One thing to change on one target, and how."""
+
+    target: str  # "GPU0", a path, or "host"
+    what: str  # "power limit"
+    before: str
+    after: str
+    commands: list[list[str]] = field(default_factory=list)  # privileged argv lists, run in order
+    write: FileWrite | None = None
+    after_write: list[list[str]] = field(default_factory=list)  # e.g. systemctl daemon-reload
+    diff: str = ""  # unified diff for --diff (empty for sensitive files)
+    # The re-read check: given fresh facts, is the change really in place?
+    verify: Any = None  # Callable[[HostFacts], str | None]: None when in place, else what is wrong
+
+
+@dataclass
+class Item:
+    """The result for one target of one task."""
+
+    target: str
+    status: str
+    what: str = ""
+    before: str = ""
+    after: str = ""
+    message: str = ""
+    diff: str = ""
+    cause: str = ""  # a refusal that follows from another check's failure: that check reports it (verify)
+
+
+@dataclass
+class Plan:
+    changes: list[Change] = field(default_factory=list)
+    unchanged: list[Item] = field(default_factory=list)  # already right: reported as ok
+    refused: list[Item] = field(default_factory=list)  # targets left alone on purpose, reported as failed
+    problems: list[str] = field(default_factory=list)  # input errors found against facts (out of range, ...)
+    skipped: str = ""  # the whole task does not apply here, and why
+    failed: str = ""  # the host cannot be brought to the wanted state (no driver, ...)
+    failed_check: str = ""  # the verify check that reports why it failed (as_intended leaves it to that one)
+
+
+class Task:
+    """Subclasses set name/tags and implement plan()."""
+
+    name: ClassVar[str] = ""
+    tags: ClassVar[frozenset[str]] = frozenset()
+    changes_gpus: ClassVar[bool] = False  # its changes touch GPU state: the re-read after them asks nvidia-smi
+    settings_blocks: ClassVar[frozenset[str]] = frozenset()  # the inventory blocks it applies (besides `when:`)
+    templates: Path | None = None  # the templates folder (--templates, else shipped): set by load_playbook
+    cluster: "Cluster | None" = None  # the whole inventory and the facts read: set by the engine before planning
+
+    def __init__(self, params: dict | None = None, name: str | None = None, tags: list[str] | None = None):
+        self.params = params or {}
+        if name:
+            self.name = name
+        if tags is not None:
+            self.tags = frozenset(tags) | {self.name}
+        else:
+            self.tags = frozenset(type(self).tags) | {self.name}
+
+    def blocks(self) -> frozenset[str]:
+        """The inventory blocks this task applies: its class's, and the one its `when:` names."""
+        when = self.params.get("when")
+        return self.settings_blocks | ({when} if isinstance(when, str) else set())
+
+    def file_paths(self, host: "Host") -> list[str]:
+        """Files whose current state the plan needs (gathered in the one facts batch)."""
+        return []
+
+    def peer_hosts(self, host: "Host", everyone: list["Host"]) -> list["Host"]:
+        """Other hosts whose facts this task's plan for host needs (read even when --limit leaves them out)."""
+        return []
+
+    def unit_names(self, host: "Host") -> list["UnitRef"]:
+        """systemd units whose enabled state the plan needs (also gathered in the one batch)."""
+        return []
+
+    def package_names(self, host: "Host") -> list[str]:
+        """Debian packages whose installed version the plan needs (also gathered in the one batch)."""
+        return []
+
+    def template_names(self) -> list[tuple[str, str]]:
+        """(playbook key, template file name) of each template it renders: checked to exist at load."""
+        return []
+
+    def plan(self, host: "Host", facts: "HostFacts") -> Plan:
+        raise NotImplementedError
+
+    def check_params(self, file: str) -> list[Problem]:
+        """Static validation of the playbook entry; run before any host is touched. A task that takes
+        parameters overrides it; the others take none."""
+        return [Problem(file, f"task {self.name}", key, "unknown parameter", f"{self.name} takes none")
+                for key in sorted(self.params)]

@@ -1,1 +1,0 @@
-"""Facts: what a host is right now, read with one batched command and parsed by small parsers."""

@@ -1,0 +1,342 @@
+"""Human output: a line per host, the changes and failures under it, then the totals. Fits a terminal at
+16+ hosts; -v shows every task and target; --json is for scripts."""
+
+from __future__ import annotations
+
+import functools
+import re
+import shutil
+import textwrap
+
+import click
+
+from provision.capabilities.driver.packages import reboot_reasons
+from provision.capabilities.gpu import layout
+from provision.capabilities.topology import topo
+from provision.capabilities.host import HostFacts
+from provision.core.results import NOT_STARTED, UNREACHABLE, HostResult, signal_name
+from provision.core.plan import CHANGED, FAILED, OK, SKIPPED
+
+PENDING = "pending"  # a host whose installed driver waits for a reboot: a state of its own, not a failure
+COLORS = {OK: "green", CHANGED: "yellow", FAILED: "red", SKIPPED: "cyan", UNREACHABLE: "red", NOT_STARTED: "magenta",
+          PENDING: "yellow"}
+
+
+def status_label(status: str, check: bool) -> str:
+    return "would change" if check and status == CHANGED else status
+
+
+def status_word(status: str, check: bool) -> str:
+    return click.style(f"{status_label(status, check):<12}", fg=COLORS.get(status))
+
+
+def print_results(results: list[HostResult], check: bool, show_diff: bool, verbose: bool = False,
+                  stopped_by: int | None = None) -> None:
+    """One line per host; under it, a line per change, failure and problem (-v: every task and target); then
+    the totals and the hosts that need attention. The status column comes first, so long names and paths
+    never push it over. stopped_by: the signal that stopped the run, said first."""
+    width = min(max((len(r.host) for r in results), default=4), HOST_COLUMN)
+    if stopped_by:
+        click.secho(f"Stopped by {signal_name(stopped_by)}: the changes in flight finished; the hosts and tasks "
+                    "below marked 'not started' were not touched. Run the same command again to converge them.",
+                    fg="magenta", bold=True)
+    columns = shutil.get_terminal_size((100, 24)).columns
+    for result in results:
+        click.echo(host_line(result, check, width))
+        for status, text in detail_lines(result, check, show_diff, verbose):
+            if status is None:  # a diff line: as it is
+                click.echo(text)
+            else:  # wrapped under its text, as verify's findings are
+                plain = f"    {status_label(status, check):<12} "
+                _echo_wrapped(plain, f"    {status_word(status, check)} ", text, len(plain), commands=True,
+                              columns=columns)
+    print_summary(results, check, width)
+
+
+HOST_COLUMN = 32  # longer host names push their own line over, never the others'
+
+
+def host_line(result: HostResult, check: bool, width: int) -> str:
+    """The host in its status's colour, then its task counts (the same words as the run log and --json)."""
+    name = click.style(f"{result.host:<{width}}", fg=COLORS.get(result.status), bold=True)
+    if result.status in (UNREACHABLE, NOT_STARTED) and not result.tasks:
+        return f"{name}  {click.style(result.status.upper(), fg=COLORS[result.status])}  {result.message}"
+    c = result.counts()
+    commands = f"{result.commands} command{'' if result.commands == 1 else 's'}"
+    line = (f"{name}  ok={c[OK]} {'would change' if check else 'changed'}={c[CHANGED]} failed={c[FAILED]} "
+            f"skipped={c[SKIPPED]}" + (f" not started={c[NOT_STARTED]}" if c[NOT_STARTED] else "")
+            + f"  ({commands}, {result.seconds:.2f} s)")
+    if result.status == UNREACHABLE:  # lost in the middle: what it did before is under it
+        line += f"  {click.style('UNREACHABLE', fg='red')}"
+    return line
+
+
+def detail_lines(result: HostResult, check: bool, show_diff: bool, verbose: bool) -> list[tuple[str | None, str]]:
+    """The lines under a host's line, as (status, text); (None, line) for a diff line, shown as it is."""
+    if result.status in (UNREACHABLE, NOT_STARTED) and not result.tasks:
+        return []
+    lines: list[tuple[str | None, str]] = [
+        (result.status if result.status == UNREACHABLE else FAILED, result.message)] if result.message else []
+    if result.reboot_pending:
+        lines.append((PENDING, f"reboot: {'; '.join(result.reboot_pending)} (provision apply --reboot reboots it)"))
+    for task in result.tasks:
+        shown = [item for item in task.items if verbose or item.status in (CHANGED, FAILED)]
+        if task.message and (verbose or task.status in (FAILED, NOT_STARTED)):  # why it failed, skipped, ...
+            lines.append((task.status, f"{task.name}: {task.message}"))
+        for item in shown:
+            lines.append((item.status, f"{task.name} {item.target}: {_detail(item)}"))
+            if show_diff and item.diff:
+                lines += [(None, "        " + _color_diff(line)) for line in item.diff.rstrip("\n").splitlines()]
+    return lines
+
+
+def _detail(item) -> str:
+    detail = f"{item.what}: {item.before} -> {item.after}" if item.status == CHANGED or item.before \
+        else f"{item.what}: {item.after}" if item.after else item.what
+    if item.message and item.message != "would change":
+        detail += f" ({item.message})" if item.after or item.before else f": {item.message}"
+    return detail
+
+
+def _color_diff(line: str) -> str:
+    if line.startswith("+") and not line.startswith("+++"):
+        return click.style(line, fg="green")
+    if line.startswith("-") and not line.startswith("---"):
+        return click.style(line, fg="red")
+    return line
+
+
+def print_summary(results: list[HostResult], check: bool, width: int) -> None:
+    """The totals line, then each host that needs attention and why (failed, unreachable; drift under --check)."""
+    counts = {status: sum(1 for r in results if r.status == status)
+              for status in (OK, CHANGED, FAILED, UNREACHABLE, NOT_STARTED)}
+    words = {OK: "ok", CHANGED: "would change" if check else "changed", FAILED: "failed", UNREACHABLE: "unreachable",
+             NOT_STARTED: "not started"}
+    totals = ", ".join(f"{n} {words[status]}" for status, n in counts.items() if n)
+    pending = sum(1 for r in results if r.reboot_pending and r.status != UNREACHABLE)
+    totals += f", {pending} reboot pending" if pending else ""
+    mode = "  (check mode: nothing was changed)" if check else ""
+    click.echo(f"\n{len(results)} host{'' if len(results) == 1 else 's'}: {totals or 'none'}{mode}")
+    attention = [(r, why) for r in results for why in [_why_attention(r, check)] if why]
+    if attention:
+        click.echo(click.style("Needs attention:", bold=True))
+        for result, why in attention:
+            click.echo(f"  {result.host:<{width}}  {why}")
+
+
+def _why_attention(result: HostResult, check: bool) -> str:
+    if result.status == UNREACHABLE:
+        return f"unreachable: {_short(result.message)}"
+    if result.status == NOT_STARTED:
+        return _short(result.message)
+    if result.status == FAILED:
+        failed = [t for t in result.tasks if t.status == FAILED]
+        first = result.message or next((t.message or next((i.message for i in t.items if i.status == FAILED), "")
+                                        for t in failed), "")
+        names = ", ".join(t.name for t in failed)
+        return f"failed: {names}{': ' if names and first else ''}{_short(first)}"
+    if result.reboot_pending:
+        return f"reboot pending: {_short(result.reboot_pending[0])} (apply --reboot)"
+    stopped = [t.name for t in result.tasks if t.status == NOT_STARTED]
+    if stopped:
+        return f"not started: {len(stopped)} task(s), {stopped[0]} and after (the run was stopped)"
+    if check and result.status == CHANGED:
+        drifted = [t.name for t in result.tasks if t.status == CHANGED]
+        return f"would change: {', '.join(drifted)}"
+    return ""
+
+
+def _short(text: str, limit: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def print_facts(host: str, facts: HostFacts | None, error: str = "", nccl_said: dict | None = None) -> None:
+    """nccl_said: provision.capabilities.nccl.interfaces.summary() for the host, shown as the `nccl:` lines."""
+    click.echo(click.style(host, bold=True))
+    if facts is None:
+        click.echo(f"  {click.style('unreachable', fg='red')}: {error}")
+        return
+    s, n = facts.system, facts.nvidia
+    click.echo(f"  system: {s.hostname}, {s.os_id} {s.os_version}, uid {s.uid}, "
+               f"systemd {'running' if s.systemd_running else 'not running'}")
+    if nccl_said:
+        _print_nccl(nccl_said)
+    click.echo(f"  driver: {driver_line(facts)}")
+    daemon = "not installed" if not n.persistenced_path else ("running" if n.persistenced_running else "stopped")
+    if n.state != "ok":
+        click.echo(f"  nvidia: {n.state}: {n.message}; nvidia-persistenced {daemon}")
+        return
+    click.echo(f"  nvidia: driver {n.driver_version}, {len(n.gpus)} GPU(s), nvidia-persistenced {daemon}")
+    click.echo("  GPU  NAME                          BUS ID            PERSIST   POWER LIMIT (MIN..MAX)    "
+               "CLOCKS (MHz)        PCIe NOW/MAX")
+    for g in n.gpus:
+        power = f"{_num(g.power_limit)} W ({_num(g.power_min)}..{_num(g.power_max)})"
+        pcie = f"gen{_num(g.pcie_gen_current)} x{_num(g.pcie_width_current)} / gen{_num(g.pcie_gen_max)} x{_num(g.pcie_width_max)}"
+        persist = {True: "on", False: "off", None: "N/A"}[g.persistence]
+        click.echo(f"  {g.index:<4} {g.name[:29]:<29} {g.bus_id:<17} {persist:<9} {power:<25} {clocks_set(g):<19} {pcie}")
+    for lost in n.lost:  # not tuned until repaired; the boot file keeps its line
+        click.echo(f"  {click.style('unreadable', fg='red')} {lost}")
+    change = layout.compare(facts.gpu_layout, n)
+    if change is None:
+        click.echo("  layout: not recorded yet (the next apply records it)")
+    elif not change:
+        click.echo("  layout: as recorded at the last good run")
+    for line in change.lines() if change else []:
+        click.echo(f"  {click.style('layout', fg='red')}: {line}")
+    matrix = facts.topology.matrix if facts.topology else None
+    for warning in topo.cross_socket_warnings(matrix) if matrix else []:
+        click.echo(f"  {click.style('topology', fg='yellow')}: {warning}")
+    for note in n.notes:
+        click.echo(f"  note: {note}")
+
+
+def clocks_set(gpu) -> str:
+    """The clocks set on a GPU, the way they are set: application clocks (-ac MEM,SM) where the board has them,
+    locked ranges (-lgc/-lmc, as provision recorded them: nvidia-smi cannot read them back) on GeForce too."""
+    words = [f"app {_num(gpu.app_clock_mem)},{_num(gpu.app_clock_sm)}"] if gpu.app_clock_mem is not None else []
+    words += [f"{LOCK_WORDS.get(key, key)} {value}" for key, value in gpu.locked.items() if value != "default"]
+    return "; ".join(words) or "default"
+
+
+LOCK_WORDS = {"sm": "locked sm", "mem": "locked mem", "mem_deferred": "locked mem (next load)"}
+
+
+def driver_line(facts: HostFacts) -> str:
+    """The driver in one line: loaded module, installed packages, what stands in its way, a pending reboot."""
+    d = facts.driver
+    loaded = (f"{d.loaded} loaded ({'open' if d.loaded_open else 'proprietary'} kernel module)" if d.loaded
+              else "no NVIDIA module loaded")
+    packages = ", ".join(f"{name} {version}" for name, version in sorted(d.packages.items())) or "no driver package"
+    words = [loaded, f"installed: {packages}"]
+    words += ["nouveau loaded"] if d.nouveau_loaded else []
+    words += [f"Secure Boot {d.secure_boot}"] if d.secure_boot in ("enabled", "unknown") else []
+    pending = reboot_reasons(None, facts)
+    words += [click.style(f"reboot pending: {'; '.join(pending)}", fg="yellow")] if pending else []
+    return "; ".join(words)
+
+
+def _print_nccl(said: dict) -> None:
+    uses = ", ".join(f"{i['name']} ({i['speed_mbps']} Mb/s)" if i["speed_mbps"] else f"{i['name']} (speed unknown)"
+                     for i in said["uses"]) or "no interface"
+    skips = "".join(f"; skips {i['name']}, which {i['why']}" for i in said["skips"])
+    click.echo(f"  nccl: {said['rule']}: uses {uses}{skips}" if said["rule"] else "  nccl: interfaces not read")
+    for problem in said["problems"]:
+        click.echo(f"  {click.style('nccl', fg='red')}: {problem}")
+
+
+def _num(value) -> str:
+    if value is None:
+        return "N/A"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def clock_models(all_facts: list[HostFacts]) -> list[dict]:
+    """Supported clocks per GPU model, compact: memory clocks sharing the same graphics list are one row."""
+    from provision.capabilities.gpu import tuning
+
+    models: dict[str, dict] = {}
+    for facts in all_facts:
+        for gpu in facts.nvidia.gpus:
+            model = models.setdefault(gpu.name, {"model": gpu.name, "gpus": 0, "hosts": set(), "gpu": gpu})
+            model["gpus"] += 1
+            model["hosts"].add(facts.system.hostname)
+    rows = []
+    for model in models.values():
+        gpu = model.pop("gpu")
+        graphics: dict[int, list[int]] = {}
+        for pair in gpu.supported_clocks:
+            graphics.setdefault(pair.mem, []).append(pair.sm)
+        groups: dict[tuple, list[int]] = {}
+        for mem, sms in graphics.items():
+            groups.setdefault(tuple(sms), []).append(mem)
+        default = (f"{gpu.default_app_clock_mem},{gpu.default_app_clock_sm}"
+                   if tuning.takes_app_clocks(gpu) else None)
+        rows.append(model | {
+            "hosts": len(model["hosts"]), "compute_cap": gpu.compute_cap, "application_clocks": default,
+            "memory_lock": tuning.memory_lock_option(gpu), "gpu_lock": tuning.locks_gpu_clocks(gpu),
+            "pairs": [{"mem": mems, "sm_min": min(sms), "sm_max": max(sms), "sm_values": len(sms)}
+                      for sms, mems in groups.items()],
+        })
+    return rows
+
+
+def print_clock_models(models: list[dict]) -> None:
+    for m in models:
+        app = (f"application clocks: yes (default {m['application_clocks']})" if m["application_clocks"]
+               else "application clocks: no (use --locked)")
+        locks = "locked: -lgc" + (f", memory {m['memory_lock']}" if m["memory_lock"] else ", no memory lock")
+        click.echo(click.style(m["model"], bold=True) + f"  {m['gpus']} GPU(s) on {m['hosts']} host(s); {app}; "
+                   f"{locks if m['gpu_lock'] else 'no locked clocks'}")
+        for row in m["pairs"]:
+            click.echo(f"  mem {', '.join(map(str, row['mem']))}: sm {row['sm_min']}..{row['sm_max']} "
+                       f"({row['sm_values']} values)")
+        if not m["pairs"]:
+            click.echo("  no supported clocks reported")
+
+
+COMMAND = re.compile(r"provision (apply|verify|facts|unlock|clocks|power|persistence)\b[^;()`]*[^;()`\s]")
+
+
+def _echo_wrapped(prefix: str, styled: str, text: str, hang: int, commands: bool = False, columns: int = 100) -> None:
+    """prefix + text, wrapped at `columns` under a hanging indent, never inside a word; `styled` is the prefix as
+    shown (colors take no columns). With `commands`, a provision command in the text stays on one line, to be
+    copied whole."""
+    width = max(columns, hang + 20)  # a very narrow terminal: still a few words a line
+    text = COMMAND.sub(lambda m: m.group().replace(" ", "\0"), text) if commands else text
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        indent = " " * hang if lines else prefix
+        lines += textwrap.wrap(paragraph, width, initial_indent=indent, subsequent_indent=" " * hang,
+                               break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
+    click.echo("\n".join([styled + lines[0][len(prefix):], *lines[1:]]).replace("\0", " "))
+
+
+def print_verdicts(verdicts: list) -> None:
+    """provision verify: one line per host with its verdict, each failure under it (check, expected, found, what
+    to do), then the totals. Long lines wrap at the terminal's width (100 on a pipe) with a hanging indent under
+    their text, never inside a word: a finding is read whole, not cut or run past the edge."""
+    from provision.verify import FAIL, PASS, UNREACHABLE as NOT_REACHED
+
+    columns = shutil.get_terminal_size((100, 24)).columns
+    echo = functools.partial(_echo_wrapped, columns=columns)
+    width = min(max((len(v.host) for v in verdicts), default=4), HOST_COLUMN)
+    colors = {PASS: "green", FAIL: "red", NOT_REACHED: "red"}
+    for v in verdicts:
+        host = f"{v.host:<{width}}"
+        name = click.style(host, fg=colors[v.status], bold=True)
+        if v.status == NOT_REACHED:
+            echo(f"{host}  UNREACHABLE  ", f"{name}  UNREACHABLE  ", v.message, len(host) + 15)
+            continue
+        checks = len(v.passed) + len(v.failures)
+        said = f"{len(v.failures)} of {checks} checks failed" if v.failures else f"{checks} checks passed"
+        if v.skipped:  # a host the inventory asks little of is not silently "checked"
+            said += f", {len(v.skipped)} not applicable ({v.skipped[0].partition(': ')[2] or v.skipped[0]}" \
+                    f"{', ...' if len(v.skipped) > 1 else ''})"
+        status = f"{v.status.upper():<5} "
+        echo(f"{host}  {status}", f"{name}  {status}", said, len(host) + 8)
+        for f in v.failures:
+            echo("    failed ", f"    {click.style('failed', fg='red')} ",
+                 f"{f.check}: expected {f.expected}; found {f.found}", 11)
+            if f.fix:
+                echo("           what to do: ", "           what to do: ", f.fix, 23, commands=True)
+        for text in v.notes:
+            echo("    note   ", f"    {click.style('note', fg='yellow')}   ", text, 11)
+    counts = {status: sum(1 for v in verdicts if v.status == status) for status in (PASS, FAIL, NOT_REACHED)}
+    click.echo(f"\n{len(verdicts)} host{'' if len(verdicts) == 1 else 's'}: "
+               + (", ".join(f"{n} {status}" for status, n in counts.items() if n) or "none"))
+
+
+def print_reboots(outcomes, serial: int) -> None:
+    """The rolling reboot, host by host in the order it went: when each went down and came back (seconds from
+    the rollout's start), the driver it loaded; those refused or not reached, and why."""
+    click.echo(click.style(f"\nReboots ({serial} at a time):", bold=True))
+    width = min(max((len(o.host) for o in outcomes), default=4), HOST_COLUMN)
+    for o in outcomes:
+        name = f"{o.host:<{width}}"
+        if o.status == "rebooted":
+            down = f"down +{o.down} s, " if o.down is not None else ""
+            click.echo(f"  {name}  {click.style('rebooted', fg='green')}  batch {o.batch}: sent +{o.sent} s, {down}"
+                       f"back +{o.back} s ({o.seconds} s); driver loaded: {o.loaded_after or 'none'}")
+        else:
+            click.echo(f"  {name}  {click.style(o.status, fg='red')}  {o.message}")

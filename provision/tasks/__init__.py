@@ -1,1 +1,0 @@
-"""Tasks: each decides, from facts and settings alone, what must change (plan), then does only that."""
