@@ -51,7 +51,8 @@ import time
 from pathlib import Path
 
 
-from provision.core import facts as gather
+from provision.capabilities.registry import FACTS
+from provision.core.facts import Reads, new_token
 from provision.inventory.model import load_inventory
 from provision.commands.playbook import load_playbook
 from provision.core.resources import playbook_path, templates_dir
@@ -103,9 +104,7 @@ def facts_batch(inventory: Path) -> str:
     """The command a no-op run reads each host with (its lock section aside)."""
     host = load_inventory(str(inventory)).select(None)[0]
     tasks = load_playbook(PLAYBOOK, TEMPLATES)
-    paths = sorted({p for t in tasks for p in t.file_paths(host)})
-    units = sorted({u for t in tasks for u in t.unit_names(host)})
-    return gather.build_script(gather.new_token(), paths, units)
+    return FACTS.script(new_token(), reads=Reads.union(t.reads(host) for t in tasks))
 
 
 def median(measure, repeat: int) -> float:

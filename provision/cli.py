@@ -16,6 +16,7 @@ from provision.capabilities.nccl import interfaces as nccl
 from provision.output import report
 from provision.core.connection import LocalConnection, SSHConnection, SSHOptions
 from provision.core.run import Engine, RunOptions
+from provision.capabilities.registry import EXTENSIONS
 from provision.core.errors import InputError, ProvisionError
 from provision.inventory.model import Host, load_inventory, local_inventory
 from provision.lab.cli import lab
@@ -224,7 +225,7 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     options = RunOptions(check=check, forks=forks, lock_wait=lock_wait, sudo_password=password, command=command,
                          progress=progress, notice=progress.notice, keep_backups=keep_backups, local=local)
     log = RunLog(Path(log_path) if log_path else default_path(), command, inv_path)
-    engine = Engine(tasks, options, connector(local, ssh), log, inv_path, everyone)
+    engine = Engine(tasks, options, connector(local, ssh), EXTENSIONS, log, inv_path, everyone)
     outcomes, after = [], []
     try:
         results = run_engine(engine, hosts)
@@ -260,8 +261,8 @@ def facts(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     progress = run_progress(as_json)
-    engine = Engine([], RunOptions(forks=forks, command="facts", progress=progress, topology=True),
-                    connector(local, ssh), None, inv_path)
+    engine = Engine([], RunOptions(forks=forks, command="facts", progress=progress, reading="facts"),
+                    connector(local, ssh), EXTENSIONS, None, inv_path)
     try:
         states = engine.read_facts(hosts)
     finally:
@@ -357,8 +358,8 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     progress = run_progress(as_json)
-    options = RunOptions(forks=forks, command="verify", progress=progress, health=True, topology=True, local=local)
-    engine = Engine(tasks, options, connector(local, ssh), None, inv_path, everyone)
+    options = RunOptions(forks=forks, command="verify", progress=progress, reading="verify", local=local)
+    engine = Engine(tasks, options, connector(local, ssh), EXTENSIONS, None, inv_path, everyone)
     states = []
     try:
         states = engine.read_facts(hosts, keep_open=True)
@@ -419,7 +420,7 @@ def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
     options = RunOptions(check=check, forks=opts["forks"], sudo_password=password, command=command,
                          progress=progress, notice=progress.notice, adjust_host=hook)
     log = RunLog(default_path(), command, inv_path)
-    engine = Engine(tasks, options, connector(inventory is None, ssh), log, inv_path, everyone)
+    engine = Engine(tasks, options, connector(inventory is None, ssh), EXTENSIONS, log, inv_path, everyone)
     try:
         results = run_engine(engine, [with_gpu_block(h) for h in hosts])
     finally:
@@ -484,7 +485,7 @@ def list_clocks(opts: dict) -> None:
     ssh = SSHOptions(ssh_config=opts["ssh_config"], accept_new_host_keys=opts["accept_new_host_keys"],
                      identity_file=opts["identity_file"])
     engine = Engine([], RunOptions(forks=opts["forks"], command="clocks --list"), connector(inventory is None, ssh),
-                    None, inv_path)
+                    EXTENSIONS, None, inv_path)
     states = engine.read_facts(hosts)
     models = report.clock_models([s.facts for s in states if s.facts])
     unusable = {s.host.name: s.facts.nvidia.message if s.facts else s.result.message

@@ -1,10 +1,29 @@
-"""The capabilities provision ships, in one place: each one's verify checks (and, as they move here, its
-settings block, fact sections and tasks). A new capability is a folder under capabilities/ plus its lines here."""
+"""The capabilities provision ships, in one place: each one's fact sections and verify checks.
+A new capability is a folder under capabilities/ plus its lines here (and its field on HostFacts)."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+
+from provision.capabilities.driver import facts as driver_facts
+from provision.capabilities.gpu import facts as gpu_facts
+from provision.capabilities.health import facts as health_facts
+from provision.capabilities.host import HostFacts
+from provision.capabilities.nccl import facts as nccl_facts
+from provision.capabilities.slurm import facts as slurm_facts
+from provision.capabilities.system import facts as system_facts
+from provision.capabilities.topology import facts as topology_facts
+from provision.capabilities.driver.packages import reboot_pending
+from provision.capabilities.gpu.clock_cache import remember
+from provision.core.facts import FactRegistry
+from provision.core.run import Extensions
+
+# The facts batch: the core's sections, then these, in this order.
+FACTS = FactRegistry(HostFacts, [gpu_facts.READER, nccl_facts.READER, system_facts.READER, driver_facts.READER,
+                                 health_facts.READER, slurm_facts.READER, topology_facts.READER])
+# What the capabilities add to every run: the batch, the supported-clocks cache, the driver's pending reboot.
+EXTENSIONS = Extensions(FACTS, prepare=remember, reboot_pending=reboot_pending)
 
 # verify runs the checks in this order (its report lists them so): one module per capability, a few have two.
 CHECKS = (

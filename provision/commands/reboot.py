@@ -20,7 +20,7 @@ from typing import Callable
 
 from provision.core.connection import Connection, Unreachable
 from provision.core.errors import ProvisionError
-from provision.capabilities.system.daemons import SLURM_NODE_SNIPPET, parse_slurm_node
+from provision.capabilities.slurm.facts import SLURM_NODE_SNIPPET, parse_slurm_node
 from provision.inventory.model import Host
 from provision.core.results import UNREACHABLE, HostResult
 

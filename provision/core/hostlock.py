@@ -21,6 +21,7 @@ import getpass
 import os
 import socket
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -213,6 +214,47 @@ def take_message(output: str) -> tuple[str, str]:
     first = output.strip().splitlines()[0] if output.strip() else "held: unknown"
     word, _, line = first.partition(": ")
     return word, line
+
+
+class Taker:
+    """Taking one host's lock in the facts batch (its first section), until it is this run's or the wait is
+    over. A lock judged stale (its owner's process is gone, or its lease expired) is taken over with a notice;
+    a live one is waited for, with one notice."""
+
+    TAKEN, AGAIN = "taken", "again"
+
+    def __init__(self, owner: Owner, host: str, wait: float, notice, inventory_path: str = ""):
+        self.owner, self.host, self.notice, self.inventory_path = owner, host, notice, inventory_path
+        self.deadline, self.waited, self.stale = time.monotonic() + wait, False, ""
+        self.wait = wait
+
+    def argv(self) -> list[str]:
+        return take_argv(self.owner, self.stale)
+
+    def judge(self, held) -> str:
+        """TAKEN, AGAIN (read again: now, or after a second's wait), or why the lock cannot be had.
+        held: the batch's "lock" section (rc, output)."""
+        word, line = take_message(held.output)
+        if word not in ("taken", "held") and not word.startswith("took over"):
+            return f"cannot take the host lock: {held.output.strip() or f'exit {held.rc}'}"
+        holder = Owner.parse(line)
+        if held.rc == 0:
+            if word.startswith("took over"):
+                why = ("its lease expired without a heartbeat" if "lease expired" in word
+                       else holder.gone_here() if self.stale else "")
+                self.notice(f"{self.host}: took over the host lock of {holder.said}" + (f" ({why})" if why else ""))
+            return self.TAKEN
+        if holder.gone_here() and line != self.stale:
+            self.stale = line  # take it over at once: compare-and-swap on the host, against this exact line
+            return self.AGAIN
+        if time.monotonic() >= self.deadline:
+            return (f"another run holds the lock on this host ({holder.said}); if none is running, "
+                    f"`provision unlock {self.inventory_path or 'INVENTORY'} --limit {self.host}` removes it")
+        if not self.waited:
+            self.notice(f"{self.host}: waiting up to {self.wait:g} s for the host lock, held by {holder.said}")
+        self.waited = True
+        time.sleep(1.0)
+        return self.AGAIN
 
 
 def unlock(conn, force: bool = False) -> tuple[str, str]:

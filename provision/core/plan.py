@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from provision.core.errors import Problem
+from provision.core.facts import Reads
 
 if TYPE_CHECKING:
     from provision.core.cluster import Cluster
-    from provision.capabilities.host import HostFacts, UnitRef
+    from provision.capabilities.host import HostFacts
+    from provision.core.facts import UnitRef
     from provision.inventory.model import Host
 
 OK, CHANGED, FAILED, SKIPPED = "ok", "changed", "failed", "skipped"
@@ -113,6 +115,10 @@ class Task:
     def package_names(self, host: "Host") -> list[str]:
         """Debian packages whose installed version the plan needs (also gathered in the one batch)."""
         return []
+
+    def reads(self, host: "Host") -> Reads:
+        """All the plan needs read beyond the fact sections: its files, units and packages, in one batch."""
+        return Reads(tuple(self.file_paths(host)), tuple(self.unit_names(host)), tuple(self.package_names(host)))
 
     def template_names(self) -> list[tuple[str, str]]:
         """(playbook key, template file name) of each template it renders: checked to exist at load."""

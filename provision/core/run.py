@@ -22,24 +22,45 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from provision.capabilities.driver import packages as driver
 from provision.core import hostlock
-from provision.core import remote
+from provision.core.apply import apply_changes
 from provision.core.cluster import Cluster
-from provision.core.connection import CommandResult, Connection, Privilege, Unreachable
+from provision.core.connection import Connection, Privilege, Unreachable
 from provision.core.errors import InputError, Problem, ProvisionError
-from provision.capabilities.gpu import clock_cache
-from provision.core import facts as gather
-from provision.capabilities.host import HostFacts, UnitRef
-from provision.inventory.model import Host
-from provision.output.progress import Event
+from provision.core.facts import FactRegistry, Reads, Section, new_token, split_sections
+from provision.core.plan import CHANGED, FAILED, SKIPPED, Item, Plan, Task
 from provision.core.results import NOT_STARTED, UNREACHABLE, HostResult, TaskResult, signal_name, task_status
 from provision.core.runlog import RunLog
 from provision.core.stopping import Stop
-from provision.core.plan import CHANGED, FAILED, SKIPPED, Change, Item, Plan, Task
+
+if TYPE_CHECKING:  # the types a run is given (the capabilities' facts, the inventory's hosts): never imported
+    from provision.capabilities.host import HostFacts
+    from provision.inventory.model import Host
+
+
+@dataclass(frozen=True)
+class Event:
+    """Where a run is, for a progress display (output/progress.py)."""
+
+    phase: str  # "read", then the host's word after its changes (ok, changed, would change, failed, unreachable,
+    # not started); "applied" with a task: the task the host started
+    done: int
+    total: int
+    host: str
+    task: str = ""  # the task this host started (apply phase); "" when the host finished the phase
+
+
+@dataclass(frozen=True)
+class Extensions:
+    """What the capabilities add to a run (capabilities/registry.py gives them): the facts batch's sections,
+    a step before a host's changes once it is read under its lock, and the reasons a host waits for a reboot."""
+
+    facts: FactRegistry
+    # (connection, facts, notice): e.g. cache what every later read would ask nvidia-smi again
+    prepare: Callable[[Connection, Any, Callable[[str], None]], None] = lambda conn, facts, notice: None
+    reboot_pending: Callable[[Any, Any], list[str]] = lambda host, facts: []  # (host, facts)
 
 
 @dataclass
@@ -54,8 +75,7 @@ class RunOptions:
     keep_backups: int = 3  # backups FILE.<time>~ kept per managed file
     # Settings made once a host's facts are read (the ad-hoc commands); None: the inventory's.
     adjust_host: Callable[[Host, HostFacts], Host] | None = None
-    health: bool = False  # read the health sections too: kernel log, PCIe AER counters (verify)
-    topology: bool = False  # read `nvidia-smi topo -m` too (facts, verify)
+    reading: str = "apply"  # which fact sections: apply's, or also those facts or verify read (core/facts.py)
     local: bool = False  # every host is this machine (--local): no other host's facts can be read
 
 
@@ -68,9 +88,7 @@ class HostState:
     facts: HostFacts | None = None
     result: HostResult | None = None
     locked: bool = False  # this run holds the host's lock
-    paths: list[str] = field(default_factory=list)  # files and units the tasks read, re-read after changes
-    units: list[UnitRef] = field(default_factory=list)
-    packages: list[str] = field(default_factory=list)  # Debian packages whose installed version the tasks read
+    reads: Reads = field(default_factory=Reads)  # files, units and packages the tasks read, re-read after changes
     started: float = 0.0
     plans: list[tuple[Task, Plan]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # input errors found once its facts were read
@@ -89,7 +107,9 @@ class HostLost(Exception):
 
 class Engine:
     def __init__(self, tasks: list[Task], options: RunOptions, connect: Callable[[Host], Connection],
-                 log: RunLog | None = None, inventory_path: str = "", everyone: list[Host] | None = None):
+                 extensions: Extensions, log: RunLog | None = None, inventory_path: str = "",
+                 everyone: list[Host] | None = None):
+        self.extensions = extensions
         self.inventory_path = inventory_path
         self.everyone = everyone  # the whole inventory (a run may be limited to some of it); None: the run's hosts
         self.tasks = tasks
@@ -117,55 +137,30 @@ class Engine:
         except Unreachable as exc:
             state.result.status, state.result.message = UNREACHABLE, str(exc)
             return
-        state.paths = sorted({p for task in self.tasks for p in task.file_paths(state.host)})
-        state.units = sorted({u for task in self.tasks for u in task.unit_names(state.host)})
-        state.packages = sorted({p for task in self.tasks for p in task.package_names(state.host)})
+        state.reads = Reads.union(task.reads(state.host) for task in self.tasks)
         self.read_into(state, lock=False)
 
     def read_into(self, state: HostState, lock: bool) -> bool:
-        """Read the host's facts into state; with lock, take the host lock in the same command, waiting for it.
-        A lock judged stale (its owner's process is gone, or its lease expired) is taken over with a notice.
-        False when the host could not be read or locked (state.result says why)."""
-        deadline, waited, stale = time.monotonic() + self.options.lock_wait, False, ""
+        """Read the host's facts into state; with lock, take the host lock in the same command, waiting for it
+        (hostlock.Taker). False when the host could not be read or locked (state.result says why)."""
+        taker = hostlock.Taker(self.owner, state.host.name, self.options.lock_wait, self.options.notice,
+                               self.inventory_path) if lock else None
         while True:
-            take = hostlock.take_argv(self.owner, stale) if lock else None
             try:
-                sections = self.read(state.conn, state.paths, state.units, take, packages=state.packages,
-                                     health=self.options.health, topology=self.options.topology)
+                sections = self.read(state.conn, state.reads, taker.argv() if taker else None)
             except Unreachable as exc:
                 state.result.status, state.result.message = UNREACHABLE, str(exc)
                 return False
-            held = sections.get("lock")
-            if held is None:
+            if taker is None or "lock" not in sections:
                 break
-            word, line = hostlock.take_message(held.output)
-            if word not in ("taken", "held") and not word.startswith("took over"):
-                state.result.message = f"cannot take the host lock: {held.output.strip() or f'exit {held.rc}'}"
-                return False
-            holder = hostlock.Owner.parse(line)
-            if held.rc == 0:
+            outcome = taker.judge(sections["lock"])
+            if outcome == taker.TAKEN:
                 state.locked = True
-                if word.startswith("took over"):
-                    why = ("its lease expired without a heartbeat" if "lease expired" in word
-                           else holder.gone_here() if stale else "")
-                    self.options.notice(f"{state.host.name}: took over the host lock of {holder.said}"
-                                        + (f" ({why})" if why else ""))
                 break
-            if holder.gone_here() and line != stale:
-                stale = line  # take it over at once: compare-and-swap on the host, against this exact line
-                continue
-            if time.monotonic() >= deadline:
-                state.result.message = (
-                    f"another run holds the lock on this host ({holder.said}); if none is running, "
-                    f"`provision unlock {self.inventory_path or 'INVENTORY'} --limit {state.host.name}` removes it"
-                )
+            if outcome != taker.AGAIN:
+                state.result.message = outcome
                 return False
-            if not waited:
-                self.options.notice(f"{state.host.name}: waiting up to {self.options.lock_wait:g} s for the host "
-                                    f"lock, held by {holder.said}")
-            waited = True
-            time.sleep(1.0)
-        state.facts = gather.parse_facts(sections)
+        state.facts = self.extensions.facts.parse(sections)
         state.conn.privilege = self.privilege(state.host, state.facts)
         return True
 
@@ -174,15 +169,12 @@ class Engine:
         return Privilege(is_root=facts.system.uid == 0, sudo_nopasswd=facts.system.sudo_nopasswd,
                          sudo_password=self.options.sudo_password, become=host.become)
 
-    @staticmethod
-    def read(conn: Connection, paths: list[str], units: list[UnitRef] = (),
-             lock: list[str] | None = None, nvidia: bool = True, health: bool = False,
-             topology: bool = False, packages: list[str] = ()) -> dict[str, gather.Section]:
-        token = gather.new_token()
-        script = gather.build_script(token, paths, units, lock=lock, nvidia=nvidia, health=health,
-                                     topology=topology, packages=packages)
+    def read(self, conn: Connection, reads: Reads, lock: list[str] | None = None, gpu: bool = True
+             ) -> dict[str, Section]:
+        token = new_token()
+        script = self.extensions.facts.script(token, self.options.reading, reads, lock, gpu)
         result = conn.run_script(script, timeout=120)
-        return gather.split_sections(token, result.stdout)
+        return split_sections(token, result.stdout)
 
     def see_cluster(self, states: list[HostState]) -> None:
         """Give the tasks the whole inventory and every host's facts they need: those read for the run, and,
@@ -254,12 +246,11 @@ class Engine:
             return TaskResult(task.name, task_status(items), items)
         if not plan.changes:
             return TaskResult(task.name, task_status(items), items)
-        errors, lost = self.apply_changes(state.conn, plan.changes)
+        errors, lost = apply_changes(state.conn, plan.changes, self.options.keep_backups)
         applied = list(zip(plan.changes, errors))
         if lost is None:
             try:
-                fresh = gather.parse_facts(self.read(state.conn, state.paths, state.units, packages=state.packages,
-                                                     nvidia=task.changes_gpus))
+                fresh = self.extensions.facts.parse(self.read(state.conn, state.reads, gpu=task.changes_gpus))
                 if not task.changes_gpus:  # not read again: this task changed files and units only
                     fresh.nvidia = state.facts.nvidia
                 state.facts = fresh
@@ -276,102 +267,6 @@ class Engine:
             status = FAILED if error else CHANGED
             items.append(Item(change.target, status, change.what, change.before, change.after, error or "", change.diff))
         return TaskResult(task.name, task_status(items), items)
-
-    def apply_changes(self, conn: Connection, changes: list[Change]) -> tuple[list[str | None], str | None]:
-        """Each change's error text (None: it ran), and why the host was lost midway (None: it was not).
-        A task's changes that only run commands (one per GPU, mostly) go to the host as ONE command; a change
-        that writes a file sends it on stdin, on its own. Once the host is lost, nothing more is tried."""
-        batched = [i for i, change in enumerate(changes) if not change.write]
-        errors, lost = {}, None
-        if batched:
-            batch_errors, lost = self.run_batch(conn, [changes[i].commands for i in batched])
-            errors = dict(zip(batched, batch_errors))
-        for i, change in enumerate(changes):
-            if i in errors:
-                continue
-            if lost is not None:
-                errors[i] = "not run: the host was lost before it"
-                continue
-            try:
-                errors[i] = self.apply_change(conn, change)
-            except Unreachable as exc:
-                lost, errors[i] = str(exc), f"unknown whether it ran: the host was lost during it ({exc})"
-        return [errors[i] for i in range(len(changes))], lost
-
-    @staticmethod
-    def run_batch(conn: Connection, command_lists: list[list[list[str]]]) -> tuple[list[str | None], str | None]:
-        """Each change's error text or None, and why the host was lost (None: it was not). Output that came
-        back before a connection broke still tells which commands ran."""
-        token = gather.new_token()
-        try:
-            outcome = conn.run(["sh", "-c", remote.command_batch(token, command_lists)], sudo=True,
-                               timeout=300 + 60 * len(command_lists))
-        except Unreachable as exc:
-            return [f"unknown whether it ran: the host was lost during it ({exc})"] * len(command_lists), str(exc)
-        except ProvisionError as exc:  # a sudo that needs a password we do not have
-            return [str(exc)] * len(command_lists), None
-        sections = gather.split_sections(token, outcome.stdout)
-        begun = set(outcome.stdout.splitlines()) if outcome.rc < 0 else set()  # which commands had started
-        errors = []
-        for i, commands in enumerate(command_lists):
-            error = None
-            for j, argv in enumerate(commands):
-                ran = sections.get(f"{i}.{j}")
-                if ran is None and outcome.rc < 0:  # the channel closed with no exit status: the host went
-                    error = (f"unknown whether `{' '.join(argv)}` finished: the connection closed while it ran"
-                             if f"@@{token} {i}.{j}" in begun else
-                             f"`{' '.join(argv)}` not run: the connection closed before it")
-                    break
-                if ran is None or ran.rc != 0:
-                    said = ran.output.strip() if ran else outcome.output[-500:]
-                    error = f"`{' '.join(argv)}` exited {ran.rc if ran else outcome.rc}: {said or 'no output'}"
-                    break
-            errors.append(error)
-        return errors, None
-
-    def apply_change(self, conn: Connection, change: Change) -> str | None:
-        """A change that writes a file: its commands, the write (stdin), its after-write commands; the error or None.
-        Raises Unreachable when the host is lost."""
-        def run_all(commands: list[list[str]]) -> str | None:
-            for argv in commands:
-                outcome = conn.run(argv, sudo=True, timeout=300)
-                if not outcome.ok:
-                    return f"`{' '.join(argv)}` exited {outcome.rc}: {outcome.output or 'no output'}"
-            return None
-
-        try:
-            error = run_all(change.commands)
-            if error:
-                return error
-            if change.write:
-                w = change.write
-                stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-                outcome = conn.run(remote.atomic_write_argv(w.path, w.mode, w.owner, w.group, stamp,
-                                                           self.options.keep_backups,
-                                                           "base64" if w.base64 else ""),
-                                   sudo=True, stdin=w.content, timeout=120)
-                if not outcome.ok:
-                    return f"writing {w.path} failed: {outcome.output or f'exit {outcome.rc}'}"
-            return run_all(change.after_write)
-        except Unreachable:
-            raise
-        except Exception as exc:  # a sudo that needs a password we do not have, ...
-            return str(exc)
-        return None
-
-    def remember_supported_clocks(self, state: HostState) -> None:
-        """A run that may change hosts caches the supported clocks nvidia-smi had to list (capabilities/gpu/clock_cache.py),
-        so the next reads cost one nvidia-smi call. Best effort: a cache that cannot be written is asked again."""
-        nvidia = state.facts.nvidia
-        argv = clock_cache.write_argv(nvidia.driver_version)
-        if self.options.check or nvidia.supported_clocks_source != clock_cache.FROM_NVIDIA_SMI or not argv:
-            return
-        try:
-            outcome = state.conn.run(argv, sudo=True, stdin=clock_cache.rows(nvidia.gpus), timeout=60)
-        except ProvisionError as exc:  # a sudo that wants a password we were not given
-            outcome = CommandResult(argv, 1, "", str(exc))
-        if not outcome.ok:
-            self.options.notice(f"{state.host.name}: could not cache the supported clocks: {outcome.output}")
 
     def release_lock(self, state: HostState, timeout: float = 30) -> None:
         """Give the host's lock back (best effort: a lost host's lock goes stale, for the next run to take)."""
@@ -481,9 +376,11 @@ class Engine:
                 # since the first read), then apply. A no-op and --check never lock: one command per host.
                 changes = not self.options.check and any(plan.changes for _, plan in state.plans)
                 if not changes or self.read_into(state, lock=True):
-                    self.remember_supported_clocks(state)  # first: the re-reads after each task hit the cache
+                    if not self.options.check:  # first: the re-reads after each task find what it keeps
+                        self.extensions.prepare(state.conn, state.facts,
+                                                lambda said: self.options.notice(f"{state.host.name}: {said}"))
                     self.apply_host(state)
-                    result.reboot_pending = driver.reboot_reasons(state.host.settings.driver, state.facts)
+                    result.reboot_pending = self.extensions.reboot_pending(state.host, state.facts)
             except Unreachable as exc:
                 result.status, result.message = UNREACHABLE, str(exc)
             finally:

@@ -12,20 +12,11 @@ from __future__ import annotations
 
 import shutil
 import threading
-from dataclasses import dataclass
 from typing import TextIO
 
+from provision.core.run import Event
+
 BAR_WIDTH = 20
-
-
-@dataclass(frozen=True)
-class Event:
-    phase: str  # "read", then the host's word after its changes (ok, changed, would change, failed, unreachable,
-    # not started); "applied" with a task: the task the host started
-    done: int
-    total: int
-    host: str
-    task: str = ""  # the task this host started (apply phase); "" when the host finished the phase
 
 
 class Progress:

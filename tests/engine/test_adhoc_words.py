@@ -10,7 +10,7 @@ import pytest
 from simnode import SimNode, needs_root
 
 from provision.capabilities.gpu.adhoc import as_typed, gpu_list, yaml_words
-from provision.capabilities.host import GpuFacts
+from provision.capabilities.gpu.model import GpuFacts
 
 V100_FIX = {"persistence": True, "power_limit": 200, "clocks": {"mem": 877, "sm": 1005}}
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from provision.capabilities.gpu import clock_cache
+from provision.capabilities.registry import FACTS
 from provision.core import facts as gather
 
 GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
@@ -36,9 +37,9 @@ def node(tmp_path, monkeypatch):
             """Facts from one batch, and the nvidia-smi calls it made."""
             (tmp_path / "calls").write_text("")
             token = gather.new_token()
-            out = subprocess.run(["sh", "-c", gather.build_script(token)], capture_output=True, text=True,
+            out = subprocess.run(["sh", "-c", FACTS.script(token)], capture_output=True, text=True,
                                  env=env).stdout
-            return gather.parse_facts(gather.split_sections(token, out)), (tmp_path / "calls").read_text().splitlines()
+            return FACTS.parse(gather.split_sections(token, out)), (tmp_path / "calls").read_text().splitlines()
 
         def remember(self, facts):
             argv = clock_cache.write_argv(facts.nvidia.driver_version)

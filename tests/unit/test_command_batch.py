@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from provision.core.connection import CommandResult, LocalConnection, Unreachable
-from provision.core.run import Engine
+from provision.core.apply import run_batch
 
 
 def test_changes_run_in_one_command_and_a_failure_stops_only_its_own_change(tmp_path):
     conn = LocalConnection("here")
     log = tmp_path / "log"
-    errors, lost = Engine.run_batch(conn, [
+    errors, lost = run_batch(conn, [
         [["sh", "-c", f"echo a >> {log}"], ["sh", "-c", f"echo b >> {log}"]],
         [["sh", "-c", "echo 'Unable to set: bad value'; exit 3"], ["sh", "-c", f"echo never >> {log}"]],
         [["sh", "-c", f"printf 'no newline' && echo c >> {log}"]],
@@ -22,7 +22,7 @@ def test_changes_run_in_one_command_and_a_failure_stops_only_its_own_change(tmp_
 
 def test_hostile_words_stay_words(tmp_path):
     marker = tmp_path / "pwned"
-    [error], _ = Engine.run_batch(LocalConnection("here"), [[["echo", f"$(touch {marker}); `touch {marker}`"]]])
+    [error], _ = run_batch(LocalConnection("here"), [[["echo", f"$(touch {marker}); `touch {marker}`"]]])
     assert error is None and not marker.exists()
 
 
@@ -43,11 +43,11 @@ class CutOff(LocalConnection):
 
 def test_a_batch_cut_off_by_a_lost_host_says_which_changes_ran_and_which_did_not_finish():
     batch = [[["true"]], [["true"]], [["true"]], [["true"]]]
-    errors, lost = Engine.run_batch(CutOff(lines=7), batch)  # two whole sections, the third begun
+    errors, lost = run_batch(CutOff(lines=7), batch)  # two whole sections, the third begun
     assert errors[:2] == [None, None] and lost is None  # the re-read that follows says the host is gone
     assert errors[2] == "unknown whether `true` finished: the connection closed while it ran"
     assert errors[3] == "`true` not run: the connection closed before it"
-    errors, lost = Engine.run_batch(CutOff(lines=0, raises=True), batch)
+    errors, lost = run_batch(CutOff(lines=0, raises=True), batch)
     assert lost == "lost the connection to cut: Socket is closed"
     assert errors == ["unknown whether it ran: the host was lost during it (lost the connection to cut: "
                       "Socket is closed)"] * 4

@@ -6,8 +6,10 @@ import subprocess
 from pathlib import Path
 
 from provision.capabilities.system import cpu
+from provision.core import pci
+from provision.capabilities.registry import FACTS
 from provision.core import facts as gather
-from provision.capabilities.host import CpuFacts
+from provision.capabilities.system.cpu import CpuFacts
 
 
 def xeon_2x20x2(gpus: str = "") -> str:
@@ -99,10 +101,10 @@ def test_cpulists_and_ranges():
 
 
 def test_pci_addresses_from_nvidia_smi_match_sys():
-    assert cpu.pci_address("00000000:3B:00.0") == "0000:3b:00.0"
-    assert cpu.pci_address("0000:3b:00.0") == "0000:3b:00.0"
-    assert cpu.pci_address("00000004:04:00.0") == "0004:04:00.0"  # a POWER9 host's domain
-    assert cpu.pci_address("00010000:01:00.0") == "10000:01:00.0"  # a VMD domain: sysfs prints it whole
+    assert pci.address("00000000:3B:00.0") == "0000:3b:00.0"
+    assert pci.address("0000:3b:00.0") == "0000:3b:00.0"
+    assert pci.address("00000004:04:00.0") == "0004:04:00.0"  # a POWER9 host's domain
+    assert pci.address("00010000:01:00.0") == "10000:01:00.0"  # a VMD domain: sysfs prints it whole
 
 
 def build_tree(root: Path) -> None:
@@ -153,9 +155,9 @@ def test_the_snippet_reads_a_built_tree_with_posix_sh(tmp_path):
 
 def test_the_batch_reads_this_machine():
     token = gather.new_token()
-    script = gather.build_script(token)
+    script = FACTS.script(token)
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}).stdout
-    facts = gather.parse_facts(gather.split_sections(token, out))
+    facts = FACTS.parse(gather.split_sections(token, out))
     online = Path("/sys/devices/system/cpu/online")
     assert facts.cpu is not None
     if online.exists():

@@ -11,16 +11,14 @@ from types import SimpleNamespace
 import pytest
 
 from provision.capabilities.driver import packages as driver
-from provision.capabilities.system import daemons
+from provision.core.facts import parse_held
+from provision.capabilities.registry import FACTS
 from provision.core import facts as gather
 from provision.capabilities.driver.facts import parse_driver, upstream
-from provision.capabilities.host import (
-    DriverFacts,
-    FileFacts,
-    HostFacts,
-    NvidiaFacts,
-    SystemFacts,
-)
+from provision.capabilities.driver.facts import DriverFacts
+from provision.core.facts import FileFacts, SystemFacts
+from provision.capabilities.host import HostFacts
+from provision.capabilities.gpu.model import NvidiaFacts
 from provision.core.settings import DriverSettings, HostSettings, parse_host_settings
 from provision.capabilities.driver.tasks import (
     NOUVEAU_CONF,
@@ -62,7 +60,7 @@ def test_installed_packages_held_or_not_and_nothing_loaded():
 
 def test_held_packages_are_the_hi_ones():
     text = "asked nvidia-driver-580 libcuda1\nnvidia-driver-580 580.159.04-1 hi \nlibcuda1 535.216.01-1 ii \n"
-    assert daemons.parse_held(text) == ["nvidia-driver-580"]
+    assert parse_held(text) == ["nvidia-driver-580"]
 
 
 @pytest.mark.parametrize("debian, version", [("580.159.04-0ubuntu0.22.04.1", "580.159.04"),
@@ -74,12 +72,12 @@ def test_upstream_version_drops_epoch_and_debian_revision(debian, version):
 
 def test_nvml_mismatch_is_a_state_of_its_own():
     sections = {"nvidia-smi": gather.Section(0, "/usr/bin/nvidia-smi"), "query-gpu": gather.Section(18, MISMATCH)}
-    nvidia = gather.parse_facts(sections).nvidia
+    nvidia = FACTS.parse(sections).nvidia
     assert nvidia.state == "mismatch" and nvidia.exit_code == 18 and "NVML library version: 580.159" in nvidia.message
 
 
 def test_the_batch_reads_the_driver_and_the_machine_id():
-    script = gather.build_script("t0k3n")
+    script = FACTS.script("t0k3n")
     assert "/proc/driver/nvidia/version" in script and "/etc/machine-id" in script and "nouveau" in script
 
 
@@ -276,7 +274,7 @@ def test_gpu_tasks_wait_for_the_reboot_and_say_so():
 
 
 def test_a_driver_that_cannot_drive_the_gpus_is_an_input_error():
-    from provision.capabilities.host import GpuFacts
+    from provision.capabilities.gpu.model import GpuFacts
 
     facts = host_facts(UBUNTU_580, loaded="580.159.04", held=UBUNTU_580)
     facts.nvidia.gpus = [GpuFacts(i, f"GPU-{i}", "Tesla V100-SXM2-16GB", f"0000:0{i}:00.0", compute_cap="7.0")

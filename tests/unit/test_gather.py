@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
+from provision.capabilities.health import facts as health_facts
+from provision.capabilities.registry import FACTS
+from provision.core.facts import Reads
 from provision.core import facts as gather
 
 
 def run_batch(tmp_path, paths=(), lock=None, env_path="/usr/bin:/bin"):
     token = gather.new_token()
-    script = gather.build_script(token, list(paths), lock=lock)
+    script = FACTS.script(token, reads=Reads(tuple(paths)), lock=lock)
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env={"PATH": env_path}).stdout
     return gather.split_sections(token, out)
 
 
 def test_batch_reports_system_facts_and_a_missing_driver(tmp_path):
     sections = run_batch(tmp_path)
-    facts = gather.parse_facts(sections)
+    facts = FACTS.parse(sections)
     assert facts.system.uid is not None and facts.system.hostname
     assert facts.nvidia.state == "missing" and facts.nvidia.gpus == []
 
@@ -25,7 +30,7 @@ def test_file_sections_survive_awkward_paths_and_content(tmp_path):
     awkward = tmp_path / "it's a \"file\" $(touch pwned); x"
     awkward.write_bytes(b"line one\n@@not-a-marker\nno newline at end")
     missing = tmp_path / "absent.conf"
-    facts = gather.parse_facts(run_batch(tmp_path, [str(awkward), str(missing)]))
+    facts = FACTS.parse(run_batch(tmp_path, [str(awkward), str(missing)]))
     got = facts.files[str(awkward)]
     assert got.exists and got.content == b"line one\n@@not-a-marker\nno newline at end"
     assert got.mode and got.owner
@@ -43,7 +48,7 @@ def test_sections_keep_output_without_trailing_newline():
 
 def test_no_devices_and_driver_errors_are_states(tmp_path):
     def facts_with(query_output: str, rc: int):
-        return gather.parse_facts({
+        return FACTS.parse({
             "nvidia-smi": gather.Section(0, "/usr/bin/nvidia-smi"),
             "query-gpu": gather.Section(rc, query_output),
         }).nvidia
@@ -64,8 +69,8 @@ def test_the_lock_is_the_first_section_and_its_holder_is_reported(tmp_path):
 
 
 def test_a_reread_after_file_changes_skips_the_nvidia_sections():
-    full = gather.build_script("tok", ["/etc/x"])
-    files_only = gather.build_script("tok", ["/etc/x"], nvidia=False)
+    full = FACTS.script("tok", reads=Reads(("/etc/x",)))
+    files_only = FACTS.script("tok", reads=Reads(("/etc/x",)), gpu=False)
     assert "nvidia-smi" in full and "nvidia-smi" not in files_only and "@@tok file:/etc/x" in files_only
 
 
@@ -81,10 +86,10 @@ def fake_bin(tmp_path, **programs: str):
 
 def kernel_log(tmp_path, **programs: str):
     token = gather.new_token()
-    script = gather.build_script(token, health=True)
+    script = FACTS.script(token, "verify")
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
                          env={"PATH": fake_bin(tmp_path, **programs)}).stdout
-    return gather.parse_facts(gather.split_sections(token, out)).kernel_log
+    return FACTS.parse(gather.split_sections(token, out)).kernel_log
 
 
 XID_79 = "[   65.315783] NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
@@ -116,7 +121,7 @@ def test_aer_counters_of_each_gpu_and_its_port_are_read_by_name():
             "== 0000:01:00.0 0000:01:00.0 aer_dev_correctable\nRxErr 3\nBadTLP 1\nBadDLLP 0\nTOTAL_ERR_COR 4\n"
             "== 0000:01:00.0 0000:00:01.0 aer_dev_correctable\nReceiver Error 2\nBad TLP 0\nTOTAL_ERR_COR 2\n"
             "== 0000:01:00.0 0000:01:00.0 aer_dev_fatal\nUndefined 0\nTOTAL_ERR_FATAL 0\n")
-    pcie = gather.parse_pcie_aer(text)
+    pcie = health_facts.parse_pcie_aer(text)
     assert pcie.ports == {"0000:01:00.0": "0000:00:01.0", "0000:02:00.0": "0000:00:02.0"}
     gpu, port, fatal = pcie.aer
     assert (gpu.device, gpu.kind, gpu.counts, gpu.total) == ("0000:01:00.0", "correctable",
@@ -126,4 +131,31 @@ def test_aer_counters_of_each_gpu_and_its_port_are_read_by_name():
 
 
 def test_health_sections_are_read_only_when_asked():
-    assert "dmesg" not in gather.build_script("tok") and "@@tok kernel-log" in gather.build_script("tok", health=True)
+    assert "dmesg" not in FACTS.script("tok") and "@@tok kernel-log" in FACTS.script("tok", "verify")
+
+
+def test_each_command_reads_its_own_sections_and_a_section_name_is_one_capabilitys():
+    from provision.core.facts import FactReader, FactRegistry, FactSection
+    apply, facts, verify = (FACTS.sections(purpose) for purpose in ("apply", "facts", "verify"))
+    assert {"query-gpu", "net", "driver", "gpu-layout"} <= set(apply) and "topo" not in apply
+    assert "topo" in facts and "kernel-log" not in facts
+    assert {"topo", "kernel-log", "pcie-aer", "slurm-node"} <= set(verify)
+    assert not [name for name, section in FACTS.sections("apply", gpu=False).items() if section.gpu]
+    twin = FactReader((FactSection("net", "true"),), lambda sections, facts: None)
+    with pytest.raises(ValueError, match="net"):
+        FactRegistry(object, [*FACTS.readers[1:], twin])
+
+
+def test_a_new_section_is_one_reader_in_the_registry_and_its_parser_sets_its_field():
+    from types import SimpleNamespace
+    from provision.core.facts import FactReader, FactRegistry, FactSection
+
+    def parse(sections, facts):
+        facts.uptime = float(sections["uptime"].output.split()[0]) if "uptime" in sections else None
+
+    registry = FactRegistry(lambda: SimpleNamespace(files={}, units={}),
+                            [FactReader((FactSection("uptime", "cat /proc/uptime"),), parse)])
+    token = gather.new_token()
+    out = subprocess.run(["sh", "-c", registry.script(token)], capture_output=True, text=True).stdout
+    facts = registry.parse(gather.split_sections(token, out))
+    assert facts.uptime > 0 and facts.system.uid is not None

@@ -16,7 +16,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from provision.capabilities.gpu import layout
-from provision.capabilities.host import GpuFacts, HostFacts, LostGpu, NvidiaFacts, SystemFacts
+from provision.core import pci
+from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts
+from provision.capabilities.host import HostFacts
+from provision.core.facts import SystemFacts
 from provision.core.settings import GpuSettings, HostSettings
 from provision.capabilities.gpu import boot
 from provision.core.plan import FAILED, OK
@@ -63,7 +66,7 @@ def test_the_record_reads_back_what_was_written_and_skips_what_is_not_a_gpu_line
 
 
 def test_a_bus_id_from_an_error_line_names_the_same_slot_as_the_querys():
-    assert layout.bus_key("0000:41:00.0") == layout.bus_key("00000000:41:00.0") != layout.bus_key("0000:42:00.0")
+    assert pci.address("0000:41:00.0") == pci.address("00000000:41:00.0") != pci.address("0000:42:00.0")
 
 
 def test_compare_names_gone_lost_new_and_renumbered_gpus():

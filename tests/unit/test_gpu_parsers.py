@@ -3,7 +3,7 @@
 from realdata import capture, h100_query_output
 
 from provision.capabilities.gpu import smi as gpu
-from provision.capabilities.host import ClockPair
+from provision.capabilities.gpu.model import ClockPair
 
 
 def test_query_gpu_matches_the_fields_we_ask_for_on_a_real_h100():

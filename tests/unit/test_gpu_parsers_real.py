@@ -18,9 +18,11 @@ from types import SimpleNamespace
 import pytest
 from realdata import capture, h100_query_output
 
+from provision.capabilities.registry import FACTS
 from provision.core import facts as gather
 from provision.capabilities.gpu import smi as parsers
-from provision.capabilities.host import ClockPair, HostFacts
+from provision.capabilities.gpu.model import ClockPair
+from provision.capabilities.host import HostFacts
 from provision.core.settings import GpuSettings, HostSettings
 from provision.capabilities.gpu import boot
 
@@ -34,7 +36,7 @@ BAD_FIELD_OUTPUT, BAD_FIELD_RC = capture("bad-field.txt")  # 'Field "not.a.field
 
 def nvidia_facts(query_output: str, rc: int = 0):
     """NvidiaFacts as gather makes them from a query-gpu section."""
-    return gather.parse_facts({
+    return FACTS.parse({
         "nvidia-smi": gather.Section(0, "/usr/bin/nvidia-smi"),
         "query-gpu": gather.Section(rc, query_output),
     }).nvidia

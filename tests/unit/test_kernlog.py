@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from provision.core import pci
 from provision.capabilities.health.kernlog import (
-    KINDS, SEVERITIES, XID_TABLE, KernelEvent, bus_key, event_needs_attention, gpu_uuids, last_boot,
+    KINDS, SEVERITIES, XID_TABLE, KernelEvent, event_needs_attention, gpu_uuids, last_boot,
     needs_attention, parse, xid_info,
 )
 
@@ -440,7 +441,7 @@ def test_simulator_lines(tmp_path, monkeypatch):
     assert [(e.kind, e.bus_id, e.xid) for e in events] == [
         ("xid", "0000:00:06", 79), ("fallen-off-bus", "0000:00:06", None), ("fallen-off-bus", "0000:00:07", None)]
     assert all(e.time and 60 < e.uptime < 600 for e in events)
-    assert bus_key("00000000:00:06.0") == events[0].bus_id
+    assert pci.slot("00000000:00:06.0") == events[0].bus_id
 
 
 # --- bus ids ----------------------------------------------------------------------------------------------
@@ -452,13 +453,13 @@ def test_simulator_lines(tmp_path, monkeypatch):
     ("0019:01:00", "0019:01:00"), ("10000:e1:00.0", "10000:e1:00"), (" 0000:10:1C.0 ", "0000:10:1c"),
     ("...", ""), ("", ""), ("GPU-8a47641b", ""), ("PCI:1:0:0", ""),  # the last: X.org's decimal bus:dev:fn
 ])
-def test_bus_key(raw, key):
-    assert bus_key(raw) == key
+def test_pci_slot(raw, key):
+    assert pci.slot(raw) == key
 
 
 def test_xid_bus_matches_nvidia_smi_bus(real_output):
     [event] = parse(real_output(SHARED[XID63]))
-    assert event.bus_id == bus_key("00000000:10:1C.0")  # nvidia-smi -q, same node (ml-engineering debug.md)
+    assert event.bus_id == pci.slot("00000000:10:1C.0")  # nvidia-smi -q, same node (ml-engineering debug.md)
 
 
 def test_gpu_uuids():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from provision.core.facts import parse_network
-from provision.capabilities.host import Interface, RdmaPort
+from provision.capabilities.nccl.facts import parse_network
+from provision.capabilities.nccl.facts import Interface, RdmaPort
 from provision.capabilities.nccl.interfaces import hca_problems, link_problems, select
 from provision.core.settings import NcclSettings
 

@@ -18,7 +18,9 @@ from types import SimpleNamespace
 import pytest
 
 from provision.capabilities.gpu import smi as parsers
-from provision.capabilities.host import ClockPair, FileFacts, HostFacts, NvidiaFacts, SystemFacts
+from provision.capabilities.gpu.model import ClockPair, NvidiaFacts
+from provision.core.facts import FileFacts, SystemFacts
+from provision.capabilities.host import HostFacts
 from provision.core.settings import GpuSettings, HostSettings
 from provision.capabilities.gpu import boot
 from provision.capabilities.gpu.clocks import ApplicationClocks, LockedClocks

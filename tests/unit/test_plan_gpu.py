@@ -8,7 +8,9 @@ from types import SimpleNamespace
 from realdata import h100_query_output
 
 from provision.capabilities.gpu import smi as parsers
-from provision.capabilities.host import GpuFacts, HostFacts, NvidiaFacts, SystemFacts
+from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
+from provision.capabilities.host import HostFacts
+from provision.core.facts import SystemFacts
 from provision.core.settings import GpuSettings, HostSettings
 from provision.capabilities.gpu.tasks import Persistence, PowerLimit
 

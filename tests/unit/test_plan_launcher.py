@@ -12,7 +12,9 @@ import pytest
 import yaml
 
 from provision.core.cluster import Cluster
-from provision.capabilities.host import FileFacts, GpuFacts, HostFacts, NvidiaFacts
+from provision.core.facts import FileFacts
+from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
+from provision.capabilities.host import HostFacts
 from provision.inventory.model import load_inventory
 from provision.core.resources import templates_dir
 from provision.capabilities.launcher.tasks import TorchrunLauncher

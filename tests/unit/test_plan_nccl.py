@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from provision.capabilities.host import FileFacts, HostFacts, Interface
+from provision.core.facts import FileFacts
+from provision.capabilities.host import HostFacts
+from provision.capabilities.nccl.facts import Interface
 from provision.core.resources import templates_dir
 from provision.core.settings import HostSettings, NcclSettings
 from provision.capabilities.nccl.tasks import NcclFiles

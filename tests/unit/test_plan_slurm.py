@@ -9,8 +9,12 @@ import textwrap
 import pytest
 
 from provision.core.cluster import Cluster
+from provision.capabilities.slurm.facts import parse_slurm_node
 from provision.capabilities.system import daemons
-from provision.capabilities.host import DaemonProcess, FileFacts, HostFacts, SystemFacts
+from provision.core.facts import parse_packages
+from provision.capabilities.system.daemons import DaemonProcess
+from provision.core.facts import FileFacts, SystemFacts
+from provision.capabilities.host import HostFacts
 from provision.inventory.model import load_inventory
 from provision.capabilities.slurm.tasks import MUNGE_KEY, MungeKey, SlurmDaemons, SlurmPackages
 
@@ -142,7 +146,7 @@ def test_a_daemon_not_running_or_not_enabled_is_started_and_enabled(inv):
 
 
 def test_package_and_daemon_sections_parse_what_dpkg_and_proc_print():
-    packages = daemons.parse_packages("asked munge slurmd slurmctld nvidia-driver-580\n"
+    packages = parse_packages("asked munge slurmd slurmctld nvidia-driver-580\n"
                                       "munge 0.5.15-2+deb12u1 ii \nslurmd 22.05.8-4+deb12u3 rc \n"
                                       "nvidia-driver-580 580.159.04-1provision1 hi \n")
     assert packages == {"munge": "0.5.15-2+deb12u1", "slurmd": None, "slurmctld": None,
@@ -162,22 +166,22 @@ def test_a_key_the_controllers_munge_package_makes_mid_run_does_not_replace_the_
 
 
 def test_scontrol_show_node_is_read_as_states_and_reason():
-    drained = daemons.parse_slurm_node(
+    drained = parse_slurm_node(
         "NodeName=lab-gpu-1 Arch=x86_64 CoresPerSocket=2 State=IDLE+DRAIN ThreadsPerCore=1 Partitions=gpu "
         "Reason=provision-verify: GPU2 lost [root@2026-11-23T14:00:00] Comment=(null)")
     assert (drained.name, drained.states) == ("lab-gpu-1", ("IDLE", "DRAIN"))
     assert drained.reason == "provision-verify: GPU2 lost"
-    assert drained.out_of_service and not daemons.parse_slurm_node("NodeName=n State=MIXED Weight=1").out_of_service
-    down = daemons.parse_slurm_node("NodeName=n1 State=DOWN+NOT_RESPONDING Reason=Not responding [slurm@2026-11-23]")
+    assert drained.out_of_service and not parse_slurm_node("NodeName=n State=MIXED Weight=1").out_of_service
+    down = parse_slurm_node("NodeName=n1 State=DOWN+NOT_RESPONDING Reason=Not responding [slurm@2026-11-23]")
     assert down.reason == "Not responding" and down.out_of_service
-    unreachable = daemons.parse_slurm_node("slurm_load_node error: Unable to contact slurm controller (connect failure)")
-    assert unreachable.error.startswith("slurm_load_node error") and daemons.parse_slurm_node("no-scontrol\n") is None
+    unreachable = parse_slurm_node("slurm_load_node error: Unable to contact slurm controller (connect failure)")
+    assert unreachable.error.startswith("slurm_load_node error") and parse_slurm_node("no-scontrol\n") is None
 
 
 def test_drain_only_failed_nodes_and_resume_only_what_verify_drained(inv):
     from types import SimpleNamespace
 
-    from provision.capabilities.host import SlurmNodeState
+    from provision.capabilities.slurm.facts import SlurmNodeState
     from provision.verify import FAIL, PASS, Failure, Verdict
     from provision.capabilities.slurm.drain import slurm_actions
 

@@ -12,7 +12,10 @@ from realdata import capture
 
 from provision.capabilities.slurm import conf as slurm
 from provision.capabilities.system import cpu as cpu_facts
-from provision.capabilities.host import GpuFacts, HostFacts, LostGpu, NvidiaFacts, SystemFacts
+from provision.core import pci
+from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts
+from provision.capabilities.host import HostFacts
+from provision.core.facts import SystemFacts
 from provision.inventory.model import Inventory, load_inventory
 from provision.capabilities.system.files import render
 
@@ -60,10 +63,10 @@ def v100_node(hostname: str, mem_kb: int = 394832112, minors: list[int] = (0, 1,
     """A 2 x 20-core (SMT) box with 4 V100s: two on each socket's PCIe root, as in a DGX-1-like layout."""
     gpus = [GpuFacts(index=i, uuid=f"GPU-{hostname}-{i}", name="Tesla V100-SXM2-16GB", bus_id=bus)
             for i, bus in enumerate(V100_BUSES)]
-    pci = [(cpu_facts.pci_address(bus), "0-19,40-59" if i < 2 else "20-39,60-79", minors[i])
+    on_pci = [(pci.address(bus), "0-19,40-59" if i < 2 else "20-39,60-79", minors[i])
            for i, bus in enumerate(V100_BUSES)]
     return HostFacts(system=SystemFacts(hostname=hostname), nvidia=NvidiaFacts(state="ok", gpus=gpus),
-                     cpu=cpu_facts.parse_cpu(sys_text(2, 20, 2, mem_kb, cgroup, pci)))
+                     cpu=cpu_facts.parse_cpu(sys_text(2, 20, 2, mem_kb, cgroup, on_pci)))
 
 
 def head_facts(hostname: str = "head.basement.example", cgroup: str = "tmpfs") -> HostFacts:
@@ -380,8 +383,8 @@ def test_cores_are_left_out_where_unknown_or_where_every_core_is_as_close(invent
     inv = inventory(CLUSTER)
     facts = cluster_facts()
     facts["v100-1"].cpu.gpu_cpulists["0000:1a:00.0"] = None  # local_cpulist not readable
-    pci = [(cpu_facts.pci_address(bus), "0-15", i) for i, bus in enumerate(V100_BUSES)]
-    one_socket = cpu_facts.parse_cpu(sys_text(1, 16, 1, 131900000, "cgroup2fs", pci))
+    on_pci = [(pci.address(bus), "0-15", i) for i, bus in enumerate(V100_BUSES)]
+    one_socket = cpu_facts.parse_cpu(sys_text(1, 16, 1, 131900000, "cgroup2fs", on_pci))
     facts["v100-2"].cpu = one_socket
     gres = rendered(slurm.slurm_context(inv.hosts["head"], inv.hosts.values(), facts), "gres.conf.j2")
     assert lines_starting(gres, "NodeName=v100-1")[:2] == [

@@ -7,7 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from provision.capabilities.host import GpuFacts, HostFacts, Interface, LostGpu, NvidiaFacts
+from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts
+from provision.capabilities.host import HostFacts
+from provision.capabilities.nccl.facts import Interface
 from provision.core.settings import GpuSettings, HostSettings, NcclSettings
 from provision.capabilities.gpu.tasks import PowerLimit
 from provision.verify import CheckFailed, Node
@@ -184,7 +186,7 @@ NIC Legend:
 
 
 def topo_node(text: str | None, **nccl) -> Node:
-    from provision.capabilities.host import TopologyFacts
+    from provision.capabilities.topology.topo import TopologyFacts
     from provision.capabilities.topology.topo import parse_topo
 
     bare = nic_node(BLADE, **nccl)

@@ -8,7 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from provision.capabilities.host import AerCounters, GpuFacts, HostFacts, KernelLogFacts, NvidiaFacts, PcieFacts
+from provision.capabilities.health.facts import AerCounters, KernelLogFacts, PcieFacts
+from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
+from provision.capabilities.host import HostFacts
 from provision.core.settings import HostSettings
 from provision.verify import CheckFailed, Node
 from provision.capabilities.health import checks_kernel

@@ -13,8 +13,11 @@ so it is known even when nvidia-smi cannot say (after an upgrade its library no 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
-from provision.capabilities.host import DriverFacts
+from provision.core.facts import FactReader, FactSection, Section
+
+
 
 # The packages that carry a driver version (not nvidia-settings, nvidia-container-toolkit, ... with their own):
 # Ubuntu's nvidia-driver-N[-server][-open], nvidia-headless-N, nvidia-utils-N, nvidia-kernel-common-N; NVIDIA's
@@ -70,3 +73,25 @@ def agreed_version(debian_versions) -> str | None:
     """The one driver version these packages hold (Debian versions, upstream compared); None when none or several."""
     versions = {upstream(v) for v in debian_versions}
     return versions.pop() if len(versions) == 1 else None
+
+
+@dataclass
+class DriverFacts:
+    """The NVIDIA driver on the host (capabilities/driver/facts.py): installed packages, the loaded module, what stands in its way."""
+
+    loaded: str | None = None  # the loaded kernel module's version; None: no NVIDIA module loaded
+    loaded_open: bool | None = None  # the open kernel modules (None: none loaded)
+    loaded_line: str = ""  # /proc/driver/nvidia/version's first line, as printed
+    nouveau_loaded: bool = False
+    secure_boot: str = "unknown"  # "enabled", "disabled", "no-efi" (booted without UEFI) or "unknown"
+    packages: dict[str, str] = field(default_factory=dict)  # installed driver packages -> Debian version
+    held: list[str] = field(default_factory=list)  # of those, the ones on hold (apt-mark hold)
+
+
+def parse(sections: dict[str, Section], facts) -> None:
+    if "driver" in sections:
+        facts.driver = parse_driver(sections["driver"].output)
+
+
+# Installed packages, the loaded module, nouveau, Secure Boot.
+READER = FactReader((FactSection("driver", DRIVER_SNIPPET),), parse)

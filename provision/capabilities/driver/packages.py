@@ -96,6 +96,11 @@ def reboot_reasons(settings: DriverSettings | None, facts: HostFacts) -> list[st
     return reasons
 
 
+def reboot_pending(host, facts: HostFacts) -> list[str]:
+    """Why this host waits for a reboot after a run (Extensions.reboot_pending); [] when it does not."""
+    return reboot_reasons(host.settings.driver, facts)
+
+
 def what_the_gpus_wait_for(settings: DriverSettings | None, facts: HostFacts) -> str:
     """What must happen before the GPUs can be used with the driver the inventory pins: a reboot (why), or the
     driver itself (the nvidia-driver task installs it; it loads at the next boot); '' when nothing."""

@@ -28,7 +28,8 @@ from pydantic import ValidationError
 
 from provision.capabilities.gpu import tuning
 from provision.core.errors import InputError, Problem
-from provision.capabilities.host import GpuFacts, HostFacts
+from provision.capabilities.gpu.model import GpuFacts
+from provision.capabilities.host import HostFacts
 from provision.inventory.model import Host
 from provision.core.settings import GpuOverride, GpuSettings, number_or_word, yaml_words
 from provision.capabilities.gpu import boot

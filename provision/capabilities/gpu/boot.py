@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from provision.capabilities.gpu import tuning
 from provision.core.errors import Problem
-from provision.capabilities.host import GpuFacts, HostFacts
+from provision.capabilities.gpu.model import GpuFacts
+from provision.capabilities.host import HostFacts
 from provision.core.plan import FileWrite, Plan, Task
 from provision.capabilities.system.files import plan_file
 from provision.capabilities.gpu.tasks import cannot_use_gpus, resolve_gpus

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from provision.core import remote
 from provision.capabilities.gpu import tuning
-from provision.core.facts import clock_records_dir
-from provision.capabilities.host import ClockPair, HostFacts
+from provision.capabilities.gpu.facts import clock_records_dir
+from provision.capabilities.gpu.model import ClockPair
+from provision.capabilities.host import HostFacts
 from provision.core.plan import Change, Item, OK, Plan, Task
 from provision.capabilities.gpu.tasks import find_gpu, smi, targets_per_gpu, unless_persistent
 

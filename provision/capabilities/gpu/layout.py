@@ -20,7 +20,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from provision.capabilities.host import GpuFacts, LostGpu, NvidiaFacts, RecordedGpu
+from provision.core import pci
+from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts, RecordedGpu
 
 HEADER = "# provision: this host's GPUs at the last good run (index, UUID, PCI bus id, name); see `provision apply --help`"
 LINE = re.compile(r"^(\d+) (GPU-[0-9a-fA-F-]+) ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]) (.*)$")
@@ -44,15 +45,6 @@ def record_text(gpus: list[GpuFacts]) -> str:
     """The record for these GPUs (no trailing newline: remote.write_record_argv adds it)."""
     printable = lambda name: "".join(c if c.isprintable() else "?" for c in name)  # noqa: E731
     return "\n".join([HEADER, *(f"{g.index} {g.uuid} {g.bus_id} {printable(g.name)}" for g in gpus)])
-
-
-def bus_key(bus_id: str | None) -> str:
-    """00000000:41:00.0 (queries) and 0000:41:00.0 (error lines) name one slot: compare without the domain's
-    leading zeros."""
-    if not bus_id:
-        return ""
-    domain, _, rest = bus_id.upper().partition(":")
-    return f"{domain.lstrip('0') or '0'}:{rest}"
 
 
 def words(gpu: RecordedGpu) -> str:
@@ -109,9 +101,9 @@ def compare(recorded: list[RecordedGpu] | None, nvidia: NvidiaFacts) -> LayoutCh
         now = seen.get(was.uuid.lower())
         if now is None:
             lost = next((lost for lost in nvidia.lost if (lost.uuid or "").lower() == was.uuid.lower()
-                         or bus_key(lost.bus_id) == bus_key(was.bus_id)), None)
+                         or pci.address(lost.bus_id) == pci.address(was.bus_id)), None)
             change.missing.append(Missing(was, lost))
-        elif now.index != was.index or bus_key(now.bus_id) != bus_key(was.bus_id):
+        elif now.index != was.index or pci.address(now.bus_id) != pci.address(was.bus_id):
             change.renumbered.append((was, now))
     known = {was.uuid.lower() for was in recorded}
     change.new = [g for g in nvidia.gpus if g.uuid.lower() not in known]

@@ -14,7 +14,8 @@ import os
 from provision.capabilities.driver import packages as driver
 from provision.core import remote
 from provision.capabilities.gpu import layout
-from provision.capabilities.host import HostFacts, LostGpu
+from provision.capabilities.host import HostFacts
+from provision.capabilities.gpu.model import LostGpu
 from provision.core.plan import FAILED, Change, Item, OK, Plan, Task
 from provision.capabilities.gpu.tasks import cannot_use_gpus
 

@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
-from provision.capabilities.host import ClockPair, GpuFacts, LostGpu
+from provision.capabilities.gpu.model import ClockPair, GpuFacts, LostGpu
 
 # Every way nvidia-smi says "no value here" in a CSV cell: not available, not supported, or an NVML
 # error for this field (bracketed by current drivers, bare by some old ones). Such a cell is None, silently.

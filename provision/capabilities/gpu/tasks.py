@@ -18,7 +18,8 @@ from typing import Iterator
 from provision.capabilities.driver import packages as driver
 from provision.capabilities.gpu import tuning
 from provision.capabilities.gpu import layout
-from provision.capabilities.host import GpuFacts, HostFacts, RecordedGpu
+from provision.capabilities.gpu.model import GpuFacts, RecordedGpu
+from provision.capabilities.host import HostFacts
 from provision.core.settings import GpuOverride, GpuSettings, yaml_words
 from provision.core.plan import FAILED, Change, FileWrite, Item, OK, Plan, Task
 from provision.capabilities.system.files import plan_file

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from provision.capabilities.host import ClockPair, GpuFacts
+from provision.capabilities.gpu.model import ClockPair, GpuFacts
 
 DEFAULT = "default"
 RESET_NOTE = "the default"  # app_clocks_target's note for "default": set with -rac

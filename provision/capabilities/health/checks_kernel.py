@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 
 from provision.capabilities.health import kernlog
+from provision.core import pci
 from provision.verify import fail, note
 
 
@@ -24,15 +25,15 @@ def gpu_names(node) -> dict[str, str]:
     """bus key -> "GPU2", for the GPUs read now, lost, or recorded at the last good run."""
     nvidia, names = node.facts.nvidia, {}
     for recorded in node.facts.gpu_layout or []:
-        names[kernlog.bus_key(recorded.bus_id)] = f"GPU{recorded.index}"
+        names[pci.slot(recorded.bus_id)] = f"GPU{recorded.index}"
     for gpu in [*nvidia.lost, *nvidia.gpus]:
         if gpu.bus_id and gpu.index is not None:
-            names[kernlog.bus_key(gpu.bus_id)] = f"GPU{gpu.index}"
+            names[pci.slot(gpu.bus_id)] = f"GPU{gpu.index}"
     return names
 
 
 def where(event: kernlog.KernelEvent, names: dict[str, str]) -> str:
-    key = kernlog.bus_key(event.bus_id or "")
+    key = pci.slot(event.bus_id or "")
     return f"{names[key]} {key}" if key in names else (key or "an unnamed GPU")
 
 
@@ -66,12 +67,12 @@ def check_no_pcie_errors_on_the_gpu_links_since_boot(node):
     events = kernel_events(node)
     names = gpu_names(node)
     pcie = node.facts.pcie
-    ports = {kernlog.bus_key(port): kernlog.bus_key(gpu) for gpu, port in (pcie.ports if pcie else {}).items()}
+    ports = {pci.slot(port): pci.slot(gpu) for gpu, port in (pcie.ports if pcie else {}).items()}
     found = Counter()
     for event in events:
         if not event.kind.startswith("aer-"):
             continue
-        key = kernlog.bus_key(event.bus_id or "")
+        key = pci.slot(event.bus_id or "")
         if key in names:
             found[f"{where(event, names)}: {event.detail}"] += 1
         elif key in ports:
@@ -80,7 +81,7 @@ def check_no_pcie_errors_on_the_gpu_links_since_boot(node):
     for counters in pcie.aer if pcie else []:
         if counters.total:
             errors = ", ".join(f"{name} {n}" for name, n in counters.counts.items() if n)
-            gpu = names.get(kernlog.bus_key(counters.gpu), counters.gpu)
+            gpu = names.get(pci.slot(counters.gpu), counters.gpu)
             device = gpu if counters.device == counters.gpu else f"the port {counters.device} above {gpu}"
             found[f"{device}: {counters.total} {counters.kind} error(s) counted ({errors})"] += 1
     if found:

@@ -9,7 +9,7 @@ syslog down to the last boot. `XID_TABLE`/`xid_info` say what an Xid means, `nee
 and `event_needs_attention` whether the node needs draining, a reset or repair.
 
 The bus ids in these lines come in several spellings ("PCI:0000:01:00", "0000:01:00.0", and
-nvidia-smi's "00000000:01:00.0"); `bus_key` reduces all of them to "0000:01:00" so that events
+nvidia-smi's "00000000:01:00.0"); `pci.slot` reduces all of them to "0000:01:00" so that events
 and nvidia-smi's GPUs can be matched; `gpu_uuids` maps them to the UUIDs the driver printed.
 """
 
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from provision.core import pci
 
 # --- what an Xid means -------------------------------------------------------------------------
 
@@ -150,7 +152,7 @@ KINDS = ("xid", "fallen-off-bus", "aer-corrected", "aer-uncorrected", "gpu-uuid"
 @dataclass(frozen=True)
 class KernelEvent:
     kind: str  # one of KINDS
-    bus_id: str | None  # bus_key() of the device: "0000:01:00"; None when the line names none
+    bus_id: str | None  # pci.slot() of the device: "0000:01:00"; None when the line names none
     time: str  # wall-clock or relative stamp as printed ("Mar 21 20:18:56", "+0.000844"); "" when none
     uptime: float | None  # seconds since boot, from the kernel's "[   65.315783]"
     xid: int | None
@@ -159,19 +161,6 @@ class KernelEvent:
     detail: str  # xid: the text after code/pid/name; AER: the report and its error names; gpu-uuid: the UUID
     line: str  # the source text, verbatim; the lines of a multi-line message joined with "\n"
     serial: str | None = None  # gpu-uuid: the "GPU Board Serial Number" printed right after it
-
-
-_PCI = re.compile(r"(?:PCI:)?(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([0-9a-f]{2})(?:\.[0-7])?", re.I)
-
-
-def bus_key(bus_id: str) -> str:
-    """"PCI:0000:01:00", "0000:01:00.0", "00000000:01:00.0" (nvidia-smi), "01:00.0" -> "0000:01:00";
-    "" for anything that is not a PCI address."""
-    m = _PCI.fullmatch(bus_id.strip())
-    if not m:
-        return ""
-    domain, bus, device = (int(part or "0", 16) for part in m.groups())
-    return f"{domain:04x}:{bus:02x}:{device:02x}"
 
 
 def event_needs_attention(event: KernelEvent) -> bool:
@@ -273,7 +262,7 @@ class _Draft:
 
 
 def _bus(text: str) -> str | None:
-    return bus_key(text) or None
+    return pci.slot(text) or None
 
 
 def _aer_kind(severity: str) -> str:

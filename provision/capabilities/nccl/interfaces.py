@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from provision.capabilities.host import HostFacts, Interface, RdmaPort
+from provision.capabilities.host import HostFacts
+from provision.capabilities.nccl.facts import Interface, RdmaPort
 from provision.core.settings import NcclSettings
 
 MAX_INTERFACES = 16  # MAX_IFS in NCCL's socket code

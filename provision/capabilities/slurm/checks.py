@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from provision.capabilities.system.daemons import DRAIN_REASON_PREFIX
+from provision.capabilities.slurm.facts import DRAIN_REASON_PREFIX
 from provision.verify import fail, note
 
 

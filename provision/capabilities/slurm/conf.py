@@ -15,6 +15,7 @@ from typing import Iterable, Mapping, Sequence
 
 from provision.core.cluster import partition_of, slurm_cluster
 from provision.capabilities.system import cpu as cpu_facts
+from provision.core import pci
 from provision.capabilities.host import HostFacts
 from provision.inventory.model import Host
 
@@ -262,7 +263,7 @@ def _gpus(host: Host, facts: HostFacts) -> tuple[list[dict], list[str]]:
     all_cores = len(cpu_facts.core_order(cpu))
     gpus, problems = [], []
     for gpu in nvidia.gpus:
-        address = cpu_facts.pci_address(gpu.bus_id)
+        address = pci.address(gpu.bus_id)
         if settings.gpu_type:
             kind = settings.gpu_type
             if autodetect and kind not in detected_name(gpu.name):

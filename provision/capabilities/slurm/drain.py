@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from provision.capabilities.system.daemons import DRAIN_REASON_PREFIX
+from provision.capabilities.slurm.facts import DRAIN_REASON_PREFIX
 from provision.verify import FAIL, PASS, Verdict
 
 REASON_CHARS = 200  # slurmctld keeps the reason; sinfo -R shows it on one line

@@ -16,7 +16,7 @@ import yaml
 
 from provision.core import cluster as clusters
 from provision.capabilities.slurm import conf as slurm
-from provision.capabilities.host import UnitRef
+from provision.core.facts import UnitRef
 from provision.capabilities.system.apt import APT_INSTALL, APT_UPDATE
 from provision.core.plan import Change, FileWrite, Item, OK, Plan, Task
 from provision.capabilities.system.files import plan_rendered, plan_written

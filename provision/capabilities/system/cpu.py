@@ -11,7 +11,11 @@ without topology files, a GPU whose driver is not loaded.
 
 from __future__ import annotations
 
-from provision.capabilities.host import CpuFacts, LogicalCpu
+from dataclasses import dataclass, field
+
+from provision.core import pci
+
+
 
 # "online LIST", then "cpu N PACKAGE CORE" per CPU directory, "mem KB", "cgroup FSTYPE", and for each NVIDIA
 # display-class PCI device "gpu ADDRESS LOCAL_CPULIST MINOR". One word per field, "-" where a file is missing.
@@ -51,7 +55,7 @@ def parse_cpu(text: str) -> CpuFacts:
         elif len(words) == 2 and words[0] == "cgroup":
             facts.cgroup = CGROUP_FS.get(words[1])
         elif len(words) == 4 and words[0] == "gpu":
-            address = pci_address(words[1])
+            address = pci.address(words[1])
             facts.gpu_cpulists[address] = None if words[2] == "-" else words[2]
             minor = _int(words[3])
             if minor is not None:
@@ -117,16 +121,6 @@ def format_ranges(numbers) -> str:
     return ",".join(parts)
 
 
-def pci_address(bus_id: str) -> str:
-    """A PCI address as /sys names it: nvidia-smi's "00000000:3B:00.0" -> "0000:3b:00.0"."""
-    domain, _, rest = bus_id.strip().lower().rpartition(":")  # rest = "00.0"; domain = "00000000:3b"
-    domain, _, bus = domain.rpartition(":")
-    try:
-        return f"{int(domain or '0', 16):04x}:{bus}:{rest}"
-    except ValueError:
-        return bus_id.strip().lower()
-
-
 def core_order(cpu: CpuFacts) -> list[tuple[int, int]]:
     """The physical cores (package id, core id) in slurmd's abstract numbering: core 0 is the first core of the
     first socket, core 1 the second core of that socket (gres.conf(5), Cores). slurmd takes hwloc's logical
@@ -162,3 +156,28 @@ def _int(word: str) -> int | None:
         return int(word)
     except ValueError:
         return None
+
+
+@dataclass(frozen=True)
+class LogicalCpu:
+    """One online logical CPU and where it sits (/sys/devices/system/cpu/cpuN/topology); None: not readable."""
+
+    cpu: int
+    package: int | None  # physical_package_id: the socket
+    core: int | None  # core_id, unique within its package only
+
+
+@dataclass
+class CpuFacts:
+    """What slurm.conf's NodeName line needs, read as slurmd -C reads it (capabilities/system/cpu.py); None: not known."""
+
+    cpus: int | None = None  # online logical CPUs
+    sockets: int | None = None
+    cores_per_socket: int | None = None
+    threads_per_core: int | None = None
+    memory_mib: int | None = None  # MemTotal kB // 1024
+    cgroup: str | None = None  # "v1" or "v2": the layout of /sys/fs/cgroup
+    # Each NVIDIA GPU on the PCI bus, "0000:3b:00.0" -> its local_cpulist "0-19,40-59" (None: not readable)
+    gpu_cpulists: dict[str, str | None] = field(default_factory=dict)
+    gpu_minors: dict[str, int] = field(default_factory=dict)  # "0000:3b:00.0" -> N of /dev/nvidiaN (driver loaded)
+    topology: list[LogicalCpu] = field(default_factory=list)  # the online CPUs, by number

@@ -9,10 +9,9 @@ and failed before restarting the daemon is caught by the next run, with nothing 
 
 from __future__ import annotations
 
-import re
-import shlex
+from dataclasses import dataclass
 
-from provision.capabilities.host import DaemonProcess, SlurmNodeState
+from provision.core.text import number
 
 DAEMONS = ("munged", "slurmd", "slurmctld")  # the process names provision restarts when their files change
 
@@ -25,51 +24,6 @@ DAEMONS_SNIPPET = (
 )
 
 
-# The node as slurmctld sees it (verify only): its own NodeName is its short hostname (slurm.conf by provision).
-# `timeout`: a controller that does not answer must not hold the whole batch (scontrol waits MessageTimeout).
-SLURM_NODE_SNIPPET = ("command -v scontrol >/dev/null || { echo no-scontrol; exit 0; }; "
-                      "timeout 15 scontrol -o show node \"$(hostname -s)\" 2>&1")
-DRAIN_REASON_PREFIX = "provision-verify:"  # a drain verify set, and so the one `verify --resume` may undo
-
-
-def parse_slurm_node(text: str) -> SlurmNodeState | None:
-    """`scontrol -o show node` of this node: its state words and reason; None where scontrol is not installed."""
-    text = text.strip()
-    if text == "no-scontrol":
-        return None
-    state = re.search(r"(?:^| )State=(\S+)", text)
-    if not text.startswith("NodeName=") or state is None:
-        return SlurmNodeState(error=text.splitlines()[-1] if text else "scontrol printed nothing")
-    reason = re.search(r" Reason=(.*?)(?: \[[^]]*\])?(?= \w+=|$)", text)
-    return SlurmNodeState(name=text.split()[0].removeprefix("NodeName="),
-                          states=tuple(state.group(1).split("+")), reason=reason.group(1) if reason else "")
-
-
-def packages_snippet(names: list[str]) -> str:
-    """"asked NAMES", then one line per package dpkg knows: NAME VERSION STATUS (ii: installed, hi: held)."""
-    return (f"echo asked {shlex.join(names)}; "
-            f"dpkg-query -W -f='${{Package}} ${{Version}} ${{db:Status-Abbrev}}\\n' {shlex.join(names)} "
-            "2>/dev/null; true")
-
-
-def parse_packages(text: str) -> dict[str, str | None]:
-    """Each asked name -> its installed version, None when not installed (unknown, removed, config left)."""
-    lines = text.splitlines()
-    asked = lines[0].split()[1:] if lines and lines[0].startswith("asked") else []
-    found: dict[str, str | None] = dict.fromkeys(asked)
-    for line in lines[1:]:
-        words = line.split()
-        if len(words) >= 3 and words[0] in found and words[2][1:2] == "i":
-            found[words[0]] = words[1]
-    return found
-
-
-def parse_held(text: str) -> list[str]:
-    """The asked packages that are installed and on hold (dpkg's selection "hold": the h of hi)."""
-    return sorted(words[0] for words in (line.split() for line in text.splitlines()[1:])
-                  if len(words) >= 3 and words[2][:2] == "hi")
-
-
 def parse_daemons(text: str) -> dict[str, list[DaemonProcess]]:
     """process name -> its running processes, each with its owner and start time (seconds since the epoch)."""
     ticks = uptime = now = None
@@ -77,7 +31,7 @@ def parse_daemons(text: str) -> dict[str, list[DaemonProcess]]:
     for line in text.splitlines():
         words = line.split()
         if words[:1] == ["clock"] and len(words) == 4 and words[1].isdigit():
-            ticks, uptime, now = int(words[1]), _number(words[2]), _number(words[3])
+            ticks, uptime, now = int(words[1]), number(words[2]), number(words[3])
         elif words[:1] == ["proc"] and len(words) == 5 and words[1] in running and words[2].isdigit():
             known = ticks and uptime is not None and now is not None and words[4].isdigit()
             started = now - (uptime - int(words[4]) / ticks) if known else None
@@ -85,8 +39,10 @@ def parse_daemons(text: str) -> dict[str, list[DaemonProcess]]:
     return running
 
 
-def _number(word: str) -> float | None:
-    try:
-        return float(word)
-    except ValueError:
-        return None
+@dataclass
+class DaemonProcess:
+    """One running process of a daemon provision manages (capabilities/system/daemons.py)."""
+
+    pid: int
+    user: str
+    started: float | None  # seconds since the epoch; None when /proc did not say

@@ -10,7 +10,7 @@ With `root: DIR` the unit is enabled in the tree under DIR (`systemctl
 from __future__ import annotations
 
 from provision.core.errors import Problem
-from provision.capabilities.host import UnitRef
+from provision.core.facts import UnitRef
 from provision.core.plan import Change, Item, OK, Plan, Task
 
 

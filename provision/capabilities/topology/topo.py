@@ -207,3 +207,11 @@ def cross_socket_warnings(topology: Topology) -> list[str]:
     if far:
         said.append("GPUs whose nearest NIC is across sockets (SYS): " + ", ".join(far))
     return said
+
+
+@dataclass
+class TopologyFacts:
+    """`nvidia-smi topo -m`, parsed (capabilities/topology/topo.py); message says why not where it could not be read."""
+
+    matrix: Topology | None = None
+    message: str = ""

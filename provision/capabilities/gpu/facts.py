@@ -1,0 +1,82 @@
+"""The GPU's share of the facts batch: nvidia-smi (one --query-gpu call, its supported clocks from a cache),
+nvidia-persistenced, the locked clocks provision recorded, and the GPUs of the last good run."""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from provision.capabilities.gpu import clock_cache, layout
+from provision.capabilities.gpu import smi as gpu_parsers
+from provision.capabilities.gpu.model import NvidiaFacts
+from provision.core.facts import FactReader, FactSection, Section
+
+NVML_MISMATCH = "Driver/library version mismatch"  # nvidia-smi's words (exit 18) when library and module differ
+PERSISTENCED_PIDFILE = "/var/run/nvidia-persistenced/nvidia-persistenced.pid"
+
+
+def clock_records_dir() -> str:
+    """Where provision records the locked clocks it set: one file per GPU (see capabilities/gpu/clocks.py). On
+    tmpfs, so a reboot clears it as it clears the locks. PROVISION_CLOCK_RECORDS moves it (tests on this machine)."""
+    return os.environ.get("PROVISION_CLOCK_RECORDS", "/run/provision/gpu-clocks")
+
+
+def parse(sections: dict[str, Section], facts) -> None:
+    facts.nvidia = _nvidia(sections)
+    record = sections.get("gpu-layout")
+    if record is not None and record.rc == 0:
+        facts.gpu_layout = layout.parse_record(record.output)
+
+
+def _nvidia(sections: dict[str, Section]) -> NvidiaFacts:
+    persistenced = sections.get("persistenced", Section(1, ""))
+    facts = NvidiaFacts(
+        persistenced_path=persistenced.output.strip() if persistenced.rc == 0 else None,
+        persistenced_running=sections.get("persistenced-running", Section(1, "")).rc == 0,
+    )
+    if sections.get("nvidia-smi", Section(1, "")).rc != 0:
+        facts.state, facts.message = "missing", "nvidia-smi is not installed (no NVIDIA driver)"
+        return facts
+    query = sections.get("query-gpu", Section(1, ""))
+    facts.exit_code = query.rc
+    if NVML_MISMATCH in query.output:  # an upgraded driver whose old module is still loaded: a reboot is pending
+        facts.state, facts.message = "mismatch", " ".join(query.output.split())
+        return facts
+    if "No devices were found" in query.output:
+        facts.state, facts.message = "no-devices", "No devices were found"
+        return facts
+    try:
+        read = gpu_parsers.read_query_gpu(query.output)
+    except gpu_parsers.ParseError as exc:
+        facts.state, facts.message = "error", f"cannot parse nvidia-smi output: {exc}"
+        return facts
+    facts.gpus, facts.driver_version, facts.lost, facts.notes = read.gpus, read.driver_version, read.lost, read.notes
+    if not facts.gpus:  # not one GPU readable: driver not loaded, NVML mismatch, every GPU lost
+        said = [str(lost) for lost in facts.lost] + facts.notes
+        facts.state, facts.message = "error", "; ".join(said) or f"nvidia-smi exited {query.rc}"
+        return facts
+    if query.rc != 0:  # some GPUs read (15: another fell off the bus): tune those, and say so
+        facts.notes.append(f"nvidia-smi --query-gpu exited {query.rc}")
+    supported_section = sections.get("supported-clocks", Section(1, ""))
+    supported = gpu_parsers.parse_supported_clocks_csv(supported_section.output)
+    facts.supported_clocks_source = clock_cache.source_of(supported_section.output)
+    records = gpu_parsers.parse_clock_records(sections.get("clock-records", Section(0, "")).output)
+    for gpu in facts.gpus:
+        gpu.supported_clocks = supported.get(gpu.uuid, [])
+        gpu.locked = records.get(gpu.uuid, {})
+    facts.state = "ok"
+    return facts
+
+
+READER = FactReader((
+    FactSection("nvidia-smi", "command -v nvidia-smi", gpu=True),
+    FactSection("query-gpu", gpu_parsers.QUERY_GPU_SNIPPET, gpu=True, keep="q"),
+    FactSection("supported-clocks", clock_cache.read_snippet, gpu=True),  # reads "$q", the query-gpu output
+    FactSection("persistenced", "command -v nvidia-persistenced", gpu=True),
+    FactSection("persistenced-running", (
+        f"pid=$(cat {PERSISTENCED_PIDFILE} 2>/dev/null) && [ -n \"$pid\" ] && [ -d \"/proc/$pid\" ]"
+        " || systemctl is-active --quiet nvidia-persistenced 2>/dev/null"), gpu=True),
+    FactSection("clock-records", lambda: f"cat {shlex.quote(clock_records_dir())}/GPU-* 2>/dev/null || true",
+                gpu=True),
+    FactSection("gpu-layout", lambda: f"cat {shlex.quote(layout.record_path())}"),  # exit 1: no record yet
+), parse)

@@ -1,0 +1,26 @@
+"""The topology's share of the facts batch: `nvidia-smi topo -m`, how far apart the GPUs and RDMA NICs are
+(facts and verify read it; apply has no use for it)."""
+
+from __future__ import annotations
+
+from provision.capabilities.topology import topo
+from provision.capabilities.topology.topo import TopologyFacts
+from provision.core.facts import FactReader, FactSection, Section
+
+
+def _topology(section: Section) -> TopologyFacts:
+    if section.rc != 0:
+        return TopologyFacts(message=section.output.strip() or f"nvidia-smi topo -m exited {section.rc}")
+    try:
+        return TopologyFacts(matrix=topo.parse_topo(section.output))
+    except topo.TopoParseError as exc:
+        return TopologyFacts(message=str(exc))
+
+
+def parse(sections: dict[str, Section], facts) -> None:
+    if "topo" in sections:
+        facts.topology = _topology(sections["topo"])
+
+
+READER = FactReader((FactSection("topo", "nvidia-smi topo -m", read_by=frozenset({"facts", "verify"}), gpu=True),),
+                    parse)
