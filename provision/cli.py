@@ -351,7 +351,7 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     """
     from provision.verify import FAIL, UNREACHABLE as NOT_REACHED, Node, Verdict, run_checks
     from provision.verify.backend import testinfra_host
-    from provision.capabilities.slurm.drain import slurm_actions
+    from provision.commands.drain import slurm_actions
 
     inv_path, hosts, everyone = select_hosts(inventory, local, limit)
     tasks = load_playbook(playbook_path(playbook), templates_dir(templates))

@@ -19,6 +19,14 @@ from provision.capabilities.system.cpu import CpuFacts
 from provision.capabilities.system.daemons import DaemonProcess
 from provision.capabilities.topology.topo import TopologyFacts
 from provision.core.facts import FileFacts, SystemFacts
+from provision.capabilities.driver.settings import DriverSettings
+from provision.capabilities.gpu.settings import GpuSettings
+from provision.capabilities.launcher.settings import LauncherSettings
+from provision.capabilities.nccl.settings import NcclSettings
+from provision.capabilities.slurm.settings import SlurmSettings
+from provision.core.errors import Problem
+from provision.core.settings import Block, setting, validation_problems
+from pydantic import ValidationError
 
 
 @dataclass
@@ -42,3 +50,33 @@ class HostFacts:
     pcie: PcieFacts | None = None
     topology: TopologyFacts | None = None  # read by facts and verify
     cpu: CpuFacts | None = None  # CPUs, memory, cgroup layout, GPUs' local CPUs (slurm.conf); None: not read
+
+
+class HostSettings(Block):
+    """Everything an inventory says a host should be. A block left out is None."""
+
+    gpu: GpuSettings | None = setting(None, "a mapping (see the gpu block)")
+    driver: DriverSettings | None = setting(None, "a mapping (see the driver block)")
+    nccl: NcclSettings | None = setting(None, "a mapping (see the nccl block)")
+    launcher: LauncherSettings | None = setting(None, "a mapping (see the launcher block)")
+    slurm: SlurmSettings | None = setting(None, "a mapping (see the slurm block)")
+    custom: dict = setting({}, "any mapping (not validated)")
+
+
+BLOCKS = tuple(HostSettings.model_fields)
+
+
+def parse_host_settings(raw: dict, file: str, where: str,
+                        partial: bool = False) -> tuple[HostSettings | None, list[Problem]]:
+    """Validate the typed blocks and `custom` of one host, group or merged host.
+
+    raw holds only those keys (connection and ansible_* variables are the
+    inventory's business). With partial=True (the blocks one group or host
+    writes, which the merge may still complete) a required key that is missing
+    from a mapping is not a problem; the settings may then be None without
+    problems. Returns (settings or None, problems).
+    """
+    try:
+        return HostSettings.model_validate(raw), []
+    except ValidationError as exc:
+        return None, validation_problems(exc, HostSettings, file, where, partial)

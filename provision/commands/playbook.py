@@ -17,7 +17,8 @@ from pathlib import Path
 import yaml
 
 from provision.core.errors import InputError, Problem
-from provision.core.settings import BLOCKS, did_you_mean
+from provision.capabilities.host import BLOCKS
+from provision.core.settings import did_you_mean
 from provision.core.plan import Task
 from provision.capabilities.gpu.boot import BootConf
 from provision.capabilities.gpu.clocks import ApplicationClocks, LockedClocks

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
-from provision.inventory.model import Host
 
 if TYPE_CHECKING:
+    from provision.inventory.model import Host
     from provision.capabilities.host import HostFacts
 
 

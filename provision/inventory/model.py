@@ -27,8 +27,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from provision.core.errors import InputError, Problem
-from provision.core.settings import (BLOCKS, HostSettings, Port, did_you_mean, parse_host_settings, setting,
-                                validation_problems)
+from provision.capabilities.host import BLOCKS, HostSettings, parse_host_settings
+from provision.core.settings import Port, did_you_mean, setting, validation_problems
 
 GROUP_KEYS = ("hosts", "children", "vars")
 CONNECTION_KEYS = ("host", "user", "port", "connection", "ssh_config", "become")

@@ -23,28 +23,12 @@ import pytest
 
 from provision.capabilities.host import HostFacts
 from provision.capabilities.registry import check_files
+from provision.core.checks import CheckFailed
 from provision.inventory.model import Host
 from provision.core.plan import Task
 
 SUITE = Path(__file__).parent / "suite"  # pytest.ini: verify's own pytest settings
 PASS, FAIL, UNREACHABLE = "pass", "fail", "unreachable"
-
-
-class CheckFailed(AssertionError):
-    """A node is not as intended: what was expected, what was found, and what to do about it."""
-
-    def __init__(self, expected: str, found: str, fix: str = ""):
-        super().__init__(f"expected {expected}, found {found}" + (f"; {fix}" if fix else ""))
-        self.expected, self.found, self.fix = expected, found, fix
-
-
-def fail(expected: str, found: str, fix: str = "") -> None:
-    raise CheckFailed(expected, found, fix)
-
-
-def note(node: Node, text: str) -> None:
-    """Something worth knowing that does not fail the node (an application's own Xid): shown under its line."""
-    node.notes.append(text)
 
 
 @dataclass

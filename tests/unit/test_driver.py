@@ -19,7 +19,8 @@ from provision.capabilities.driver.facts import DriverFacts
 from provision.core.facts import FileFacts, SystemFacts
 from provision.capabilities.host import HostFacts
 from provision.capabilities.gpu.model import NvidiaFacts
-from provision.core.settings import DriverSettings, HostSettings, parse_host_settings
+from provision.capabilities.driver.settings import DriverSettings
+from provision.capabilities.host import HostSettings, parse_host_settings
 from provision.capabilities.driver.tasks import (
     NOUVEAU_CONF,
     REBUILD_INITRAMFS,
@@ -255,7 +256,7 @@ def test_a_local_repository_is_one_source_file_then_apt_get_update():
 
 
 def test_gpu_tasks_wait_for_the_reboot_and_say_so():
-    from provision.core.settings import GpuSettings
+    from provision.capabilities.gpu.settings import GpuSettings
     from provision.capabilities.gpu.tasks import PowerLimit
     from provision.capabilities.gpu.layout_task import GpuLayout
 

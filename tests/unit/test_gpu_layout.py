@@ -20,7 +20,8 @@ from provision.core import pci
 from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts
 from provision.capabilities.host import HostFacts
 from provision.core.facts import SystemFacts
-from provision.core.settings import GpuSettings, HostSettings
+from provision.capabilities.gpu.settings import GpuSettings
+from provision.capabilities.host import HostSettings
 from provision.capabilities.gpu import boot
 from provision.core.plan import FAILED, OK
 from provision.capabilities.gpu.tasks import PowerLimit, resolve_gpus

@@ -23,7 +23,8 @@ from provision.core import facts as gather
 from provision.capabilities.gpu import smi as parsers
 from provision.capabilities.gpu.model import ClockPair
 from provision.capabilities.host import HostFacts
-from provision.core.settings import GpuSettings, HostSettings
+from provision.capabilities.gpu.settings import GpuSettings
+from provision.capabilities.host import HostSettings
 from provision.capabilities.gpu import boot
 
 GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"

@@ -7,7 +7,7 @@ from pathlib import Path
 from provision.capabilities.nccl.facts import parse_network
 from provision.capabilities.nccl.facts import Interface, RdmaPort
 from provision.capabilities.nccl.interfaces import hca_problems, link_problems, select
-from provision.core.settings import NcclSettings
+from provision.capabilities.nccl.settings import NcclSettings
 
 REAL_NET = Path(__file__).parent.parent / "fixtures" / "real" / "net"
 UP = ("BROADCAST", "MULTICAST", "UP", "LOWER_UP")

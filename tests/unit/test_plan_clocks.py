@@ -21,7 +21,8 @@ from provision.capabilities.gpu import smi as parsers
 from provision.capabilities.gpu.model import ClockPair, NvidiaFacts
 from provision.core.facts import FileFacts, SystemFacts
 from provision.capabilities.host import HostFacts
-from provision.core.settings import GpuSettings, HostSettings
+from provision.capabilities.gpu.settings import GpuSettings
+from provision.capabilities.host import HostSettings
 from provision.capabilities.gpu import boot
 from provision.capabilities.gpu.clocks import ApplicationClocks, LockedClocks
 from provision.capabilities.gpu.tasks import DAEMON_DROPIN, PACKAGED_UNITS, Persistence

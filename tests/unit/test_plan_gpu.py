@@ -11,7 +11,8 @@ from provision.capabilities.gpu import smi as parsers
 from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
 from provision.capabilities.host import HostFacts
 from provision.core.facts import SystemFacts
-from provision.core.settings import GpuSettings, HostSettings
+from provision.capabilities.gpu.settings import GpuSettings
+from provision.capabilities.host import HostSettings
 from provision.capabilities.gpu.tasks import Persistence, PowerLimit
 
 

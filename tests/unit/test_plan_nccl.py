@@ -8,7 +8,8 @@ from provision.core.facts import FileFacts
 from provision.capabilities.host import HostFacts
 from provision.capabilities.nccl.facts import Interface
 from provision.core.resources import templates_dir
-from provision.core.settings import HostSettings, NcclSettings
+from provision.capabilities.host import HostSettings
+from provision.capabilities.nccl.settings import NcclSettings
 from provision.capabilities.nccl.tasks import NcclFiles
 
 UP = ("BROADCAST", "MULTICAST", "UP", "LOWER_UP")

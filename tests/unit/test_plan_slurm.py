@@ -54,7 +54,8 @@ def munge(inv, read: dict[str, HostFacts], unread: dict[str, str] | None = None)
 def test_packages_follow_the_role():
     facts = HostFacts(packages={"munge": "0.5.15-2", "slurm-client": None, "slurmd": None})
     from types import SimpleNamespace
-    from provision.core.settings import HostSettings, SlurmSettings
+    from provision.capabilities.host import HostSettings
+    from provision.capabilities.slurm.settings import SlurmSettings
     blade = SimpleNamespace(name="blade-1", settings=HostSettings(slurm=SlurmSettings(controller="head-1")))
     plan = SlurmPackages().plan(blade, facts)
     (change,) = plan.changes
@@ -183,7 +184,7 @@ def test_drain_only_failed_nodes_and_resume_only_what_verify_drained(inv):
 
     from provision.capabilities.slurm.facts import SlurmNodeState
     from provision.verify import FAIL, PASS, Failure, Verdict
-    from provision.capabilities.slurm.drain import slurm_actions
+    from provision.commands.drain import slurm_actions
 
     def state(name, states, reason=""):
         return SimpleNamespace(host=inv.hosts[name], facts=HostFacts(slurm_node=SlurmNodeState(name, states, reason)))

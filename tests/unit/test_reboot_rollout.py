@@ -16,7 +16,7 @@ from provision.commands.reboot import (
     RebootTarget,
     Rollout,
 )
-from provision.core.settings import HostSettings
+from provision.capabilities.host import HostSettings
 
 
 def host(name: str, address: str = "192.0.2.1", connection: str = "ssh") -> InventoryHost:
@@ -126,7 +126,7 @@ def test_the_run_ends_with_the_second_pass_for_the_rebooted_and_unreachable_for_
 
 
 def test_a_slurm_node_with_jobs_is_not_rebooted_and_the_rollout_goes_on():
-    from provision.core.settings import SlurmSettings
+    from provision.capabilities.slurm.settings import SlurmSettings
 
     machines = {"gpu-1": FakeHost(slurm="MIXED+DRAIN"), "gpu-2": FakeHost(slurm="IDLE+DRAIN")}
     roll = Rollout(lambda h: FakeConnection(h.name, machines[h.name]), busy=reboot.slurm_jobs_on, poll=0.01, timeout=2)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from provision.core.settings import GpuSettings, HostSettings, LockedClocks, parse_host_settings
+from provision.capabilities.gpu.settings import GpuSettings, LockedClocks
+from provision.capabilities.host import HostSettings, parse_host_settings
 
 
 def parse(raw: dict, partial: bool = False):

@@ -10,9 +10,12 @@ import pytest
 from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts
 from provision.capabilities.host import HostFacts
 from provision.capabilities.nccl.facts import Interface
-from provision.core.settings import GpuSettings, HostSettings, NcclSettings
+from provision.capabilities.gpu.settings import GpuSettings
+from provision.capabilities.host import HostSettings
+from provision.capabilities.nccl.settings import NcclSettings
 from provision.capabilities.gpu.tasks import PowerLimit
-from provision.verify import CheckFailed, Node
+from provision.core.checks import CheckFailed
+from provision.verify import Node
 from provision.capabilities.gpu import checks
 from provision.capabilities.health import checks as checks_health
 from provision.capabilities.nccl import checks as checks_network

@@ -11,8 +11,9 @@ import pytest
 from provision.capabilities.health.facts import AerCounters, KernelLogFacts, PcieFacts
 from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
 from provision.capabilities.host import HostFacts
-from provision.core.settings import HostSettings
-from provision.verify import CheckFailed, Node
+from provision.capabilities.host import HostSettings
+from provision.core.checks import CheckFailed
+from provision.verify import Node
 from provision.capabilities.health import checks_kernel
 
 KERNLOG = Path(__file__).resolve().parents[1] / "fixtures" / "kernlog"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from provision.capabilities.driver import packages as driver
-from provision.verify import fail
+from provision.core.checks import fail
 
 
 def check_driver_loaded_is_the_pinned_version(node, host):

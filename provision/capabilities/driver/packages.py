@@ -14,9 +14,13 @@ docs.nvidia.com/datacenter/tesla/driver-installation-guide.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from provision.capabilities.driver.facts import agreed_version, upstream
-from provision.capabilities.host import HostFacts
-from provision.core.settings import DriverSettings
+from provision.capabilities.driver.settings import DriverSettings
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 DEBIAN_FAMILY = {"debian", "ubuntu"}  # apt and dpkg: what the driver task installs with
 # The open kernel modules run on the GPU's GSP, which came with Turing (compute capability 7.5): they cannot drive

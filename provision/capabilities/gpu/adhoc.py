@@ -22,17 +22,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import ValidationError
 
 from provision.capabilities.gpu import tuning
 from provision.core.errors import InputError, Problem
 from provision.capabilities.gpu.model import GpuFacts
-from provision.capabilities.host import HostFacts
-from provision.inventory.model import Host
-from provision.core.settings import GpuOverride, GpuSettings, number_or_word, yaml_words
+from provision.capabilities.gpu.settings import GpuOverride, GpuSettings
+from provision.core.settings import number_or_word, yaml_words
 from provision.capabilities.gpu import boot
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
+    from provision.inventory.model import Host
 
 # What each setting means for one GPU (tuning.py); persistence is taken by every GPU.
 RESOLVERS: dict[str, Callable[[GpuFacts, Any], Any]] = {

@@ -22,13 +22,17 @@ locked_sm=MIN,MAX|default, locked_mem=MIN,MAX|default, mem_deferred=MHz|default.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from provision.capabilities.gpu import tuning
 from provision.core.errors import Problem
 from provision.capabilities.gpu.model import GpuFacts
-from provision.capabilities.host import HostFacts
 from provision.core.plan import FileWrite, Plan, Task
 from provision.capabilities.system.files import plan_file
 from provision.capabilities.gpu.tasks import cannot_use_gpus, resolve_gpus
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 CONF = "/etc/provision/gpu-tuning.conf"
 LOCK_WORDS = {"sm": "locked_sm", "mem": "locked_mem", "mem_deferred": "mem_deferred"}

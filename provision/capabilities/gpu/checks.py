@@ -8,7 +8,7 @@ import pytest
 from provision.capabilities.driver import packages as driver
 from provision.capabilities.gpu import clock_events
 from provision.capabilities.gpu import layout
-from provision.verify import fail
+from provision.core.checks import fail
 
 # nvidia-smi(1), RETURN VALUE: what its exit code means for the node.
 NVIDIA_SMI_EXIT = {

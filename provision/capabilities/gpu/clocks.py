@@ -12,13 +12,17 @@ and plans against that record. The boot script writes the same record.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from provision.core import remote
 from provision.capabilities.gpu import tuning
 from provision.capabilities.gpu.facts import clock_records_dir
 from provision.capabilities.gpu.model import ClockPair
-from provision.capabilities.host import HostFacts
 from provision.core.plan import Change, Item, OK, Plan, Task
 from provision.capabilities.gpu.tasks import find_gpu, smi, targets_per_gpu, unless_persistent
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 LOCK_KEYS = ("sm", "mem", "mem_deferred")
 

@@ -9,15 +9,19 @@ change, gets the record written: the GPUs seen now, when none is lost.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import os
 
 from provision.capabilities.driver import packages as driver
 from provision.core import remote
 from provision.capabilities.gpu import layout
-from provision.capabilities.host import HostFacts
 from provision.capabilities.gpu.model import LostGpu
 from provision.core.plan import FAILED, Change, Item, OK, Plan, Task
 from provision.capabilities.gpu.tasks import cannot_use_gpus
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 ACCEPT_HINT = "if the new layout is intended (a card replaced, removed or added), run apply --accept-gpu-changes"
 

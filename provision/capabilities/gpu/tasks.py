@@ -13,16 +13,19 @@ others: a held override never takes a setting away from another card.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from provision.capabilities.driver import packages as driver
 from provision.capabilities.gpu import tuning
 from provision.capabilities.gpu import layout
 from provision.capabilities.gpu.model import GpuFacts, RecordedGpu
-from provision.capabilities.host import HostFacts
-from provision.core.settings import GpuOverride, GpuSettings, yaml_words
+from provision.capabilities.gpu.settings import GpuOverride, GpuSettings
+from provision.core.settings import yaml_words
 from provision.core.plan import FAILED, Change, FileWrite, Item, OK, Plan, Task
 from provision.capabilities.system.files import plan_file
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 SETTING_WORDS = {"persistence": "persistence mode", "power_limit": "power limit", "clocks": "application clocks",
                  "locked_clocks": "locked clocks"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from provision.capabilities.gpu import clock_events
-from provision.verify import fail
+from provision.core.checks import fail
 
 
 def readable_gpus(node):

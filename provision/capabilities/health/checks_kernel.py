@@ -8,7 +8,7 @@ import pytest
 
 from provision.capabilities.health import kernlog
 from provision.core import pci
-from provision.verify import fail, note
+from provision.core.checks import fail, note
 
 
 def kernel_events(node) -> list[kernlog.KernelEvent]:

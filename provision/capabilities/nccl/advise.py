@@ -13,12 +13,16 @@ Its limits: no overlap of communication and compute (DDP overlaps some: real eta
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 import re
 from dataclasses import dataclass, replace
 
-from provision.inventory.model import Host
 from provision.capabilities.nccl.interfaces import parse_ifname
+
+if TYPE_CHECKING:  # types only
+    from provision.inventory.model import Host
 
 GIB = 2**30
 BF16_BYTES = 2

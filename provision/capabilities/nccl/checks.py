@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from provision.capabilities.nccl import interfaces as nccl
-from provision.verify import fail
+from provision.core.checks import fail
 
 
 def check_nccl_interfaces_are_up_at_speed(node):

@@ -15,11 +15,15 @@ ncclFindInterfaces, src/os/linux.cc ncclOsFindInterfaces, src/misc/utils.cc matc
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass, field
 
-from provision.capabilities.host import HostFacts
 from provision.capabilities.nccl.facts import Interface, RdmaPort
-from provision.core.settings import NcclSettings
+from provision.capabilities.nccl.settings import NcclSettings
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 MAX_INTERFACES = 16  # MAX_IFS in NCCL's socket code
 AUTOMATIC_ORDER = ("ib", "^docker,lo,virbr", "docker", "lo", "virbr")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from provision.capabilities.slurm.facts import DRAIN_REASON_PREFIX
-from provision.verify import fail, note
+from provision.core.checks import fail, note
 
 
 def check_slurm_node_is_in_service(node):

@@ -11,13 +11,15 @@ its man pages (slurm.conf(5), gres.conf(5), cgroup.conf(5) of slurm-22-05-8-1).
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from provision.core.cluster import partition_of, slurm_cluster
 from provision.capabilities.system import cpu as cpu_facts
 from provision.core import pci
-from provision.capabilities.host import HostFacts
-from provision.inventory.model import Host
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
+    from provision.inventory.model import Host
 
 # RealMemory is a little below MemTotal: a node that registers with less memory than slurm.conf says is
 # drained, and a kernel or driver update can keep a few more MiB for itself. 98% of MemTotal, floored, is

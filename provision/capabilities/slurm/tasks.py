@@ -148,11 +148,10 @@ def node_inventory(everyone) -> str:
     """The inventory a node's health check reads: every host with its settings blocks and address, no connection
     variables (the check runs --local). Groups are flattened, so what they decided is written out: each host
     sits in its launcher group, with its Slurm partition named."""
-    from provision.core.settings import BLOCKS
-
     groups: dict[str, dict] = {}
     for host in everyone:
-        variables = {"ansible_host": host.address, **{k: host.vars[k] for k in BLOCKS if k in host.vars}}
+        blocks = type(host.settings).model_fields  # gpu, driver, nccl, ...: the settings blocks
+        variables = {"ansible_host": host.address, **{k: host.vars[k] for k in blocks if k in host.vars}}
         if host.settings.slurm:
             variables["slurm"] = {**variables["slurm"], "partition": clusters.partition_of(host)}
         group = clusters.launcher_group(host) if host.settings.launcher else host.groups[-1]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from provision.capabilities.topology.topo import cross_socket_warnings
-from provision.verify import fail, note
+from provision.core.checks import fail, note
 
 
 def check_every_gpu_has_a_nic_within_reach(node):

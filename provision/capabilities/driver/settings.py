@@ -1,0 +1,73 @@
+"""The driver block of the inventory: which NVIDIA driver, from where, pinned how."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import field_validator, model_validator
+
+from provision.core.settings import (Block, refuse, setting)
+
+
+DRIVER_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]*(\{branch\}[a-z0-9+.-]*)?$")  # a Debian name; {branch} once
+
+
+APT_SOURCE_LINE = re.compile(r"^deb (\[[^]\[]*\] )?\S+ \S+( \S+)*$")  # sources.list one-line style
+
+
+class DriverSettings(Block):
+    """The NVIDIA driver every host of the block runs: one pinned version from one package source
+    (provision/capabilities/driver/packages.py names the packages per distribution)."""
+
+    version: str | None = setting(None, 'dotted digits in quotes, e.g. "580.159.04"',
+                                  "quote it: YAML reads 580.65 as a number", pattern=r"^\d+(\.\d+)+$")
+    branch: str | None = setting(None, 'a driver branch in quotes, e.g. "580"', "quote it", pattern=r"^\d+$")
+    source: Literal["distro", "cuda", "local"] = setting(
+        "distro", "distro, cuda or local", "distro: the host's configured apt sources; cuda: NVIDIA's CUDA "
+        "repository (cuda-keyring installed); local: the apt source line in `repository`")
+    repository: str | None = setting(None, 'an apt source line, e.g. "deb [trusted=yes] http://mirror.lan/nvidia ./"',
+                                     "with source: local; written to /etc/apt/sources.list.d/provision-nvidia.list")
+    packages: list[str] | None = setting(
+        None, 'Debian package names; "{branch}" is replaced, e.g. ["nvidia-headless-{branch}-server", '
+        '"nvidia-utils-{branch}-server"]', "default: from the distribution, source and flavour")
+    headless: bool = setting(True, "true or false", "true: compute only, no X (nvidia-headless + nvidia-utils)")
+    server: bool = setting(False, "true or false", "Ubuntu's -server packages (the datacenter branches)")
+    open: bool = setting(False, "true or false", "the open kernel modules (Turing and newer only; not for V100)")
+    hold: bool = setting(True, "true or false", "apt-mark hold the packages, so no upgrade moves the version")
+    blacklist_nouveau: bool = setting(True, "true or false",
+                                      "keep nouveau off the GPUs (modprobe.d file, initramfs rebuilt)")
+
+    @field_validator("packages")
+    @classmethod
+    def _package_names(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise refuse("an empty list installs nothing", "leave packages out for the default names")
+        for name in value or []:
+            if not DRIVER_PACKAGE.match(name):
+                raise refuse(f"{name!r} is not a Debian package name",
+                             'lower-case letters, digits, + . -, and at most one "{branch}"')
+        return value
+
+    @field_validator("repository")
+    @classmethod
+    def _source_line(cls, value: str | None) -> str | None:
+        if value is not None and not APT_SOURCE_LINE.match(value):
+            raise refuse(f"{value!r} is not a one-line apt source", 'e.g. "deb [trusted=yes] file:/srv/nvidia ./"')
+        return value
+
+    @model_validator(mode="after")
+    def _one_driver(self) -> DriverSettings:
+        if self.version is None and self.branch is None:
+            raise refuse("give the driver to install: version (exact) or branch",
+                         'e.g. version: "580.159.04"; a branch alone takes whatever its packages hold')
+        if self.version and self.branch and self.version.split(".")[0] != self.branch:
+            raise refuse(f"version {self.version} is not on branch {self.branch}", "leave one of them out")
+        if (self.source == "local") != (self.repository is not None):
+            raise refuse("source: local takes the apt source line in `repository`, and only it does",
+                         "source: local with repository: \"deb [trusted=yes] http://mirror.lan/nvidia ./\"")
+        return self
+
+    @property
+    def wanted_branch(self) -> str:
+        return self.branch or self.version.split(".")[0]

@@ -1,0 +1,133 @@
+"""The gpu block of the inventory: persistence, power limit, application or locked clocks, per model, index or UUID."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import field_validator, model_validator
+
+from provision.core.settings import (MAX_WATTS, Block, PositiveInt,
+                                     Watts, or_words, refuse, setting)
+
+
+CLOCKS_HINT = "nvidia-smi -q -d SUPPORTED_CLOCKS lists the valid mem,sm pairs"
+
+
+class ClockSettings(Block):
+    """Application clocks (nvidia-smi -ac MEM,SM); GeForce boards take none: use locked_clocks there."""
+
+    mem: PositiveInt = setting(..., "MHz, an integer > 0", CLOCKS_HINT)
+    sm: PositiveInt = setting(..., "MHz, an integer > 0", CLOCKS_HINT)
+    nearest: bool = setting(False, "true or false: use the nearest supported pair instead of refusing")
+
+
+ClockRange = tuple[PositiveInt, PositiveInt]
+
+
+RANGE_ALLOWED = "[MIN, MAX] in MHz (integers > 0, MIN <= MAX), or one integer for [v, v]"
+
+
+class LockedClocks(Block):
+    """Locked clock ranges (nvidia-smi -lgc / -lmc): what GeForce boards accept instead of application clocks."""
+
+    sm: ClockRange | None = setting(None, RANGE_ALLOWED)
+    mem: ClockRange | None = setting(None, RANGE_ALLOWED)
+
+    @field_validator("sm", "mem", mode="before")
+    @classmethod
+    def _as_range(cls, value: Any) -> Any:
+        """One MHz value means [v, v]; a YAML list becomes a (min, max) pair."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return (value, value)
+        return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("sm", "mem")
+    @classmethod
+    def _min_le_max(cls, value: tuple[int, int] | None) -> tuple[int, int] | None:
+        if value is not None and value[0] > value[1]:
+            raise refuse(f"MIN {value[0]} is above MAX {value[1]}; allowed: {RANGE_ALLOWED}", "write [MIN, MAX]")
+        return value
+
+    @model_validator(mode="after")
+    def _something_locked(self) -> LockedClocks:
+        if self.sm is None and self.mem is None:
+            raise refuse("locked_clocks sets neither sm nor mem",
+                         'give sm and/or mem, or write locked_clocks: "default"')
+        return self
+
+
+# Module-level aliases: linters read strings inside annotations as type names.
+PowerLimit = or_words(Watts, "default", number="a number of watts")
+
+
+Clocks = or_words(ClockSettings, "default")
+
+
+ClockLocks = or_words(LockedClocks, "default")
+
+
+class GpuTuning(Block):
+    """What can be set per GPU: the gpu block itself and each of its overrides."""
+
+    persistence: bool | None = setting(None, "true or false")
+    power_limit: PowerLimit | None = setting(
+        None, f'watts, > 0 and <= {MAX_WATTS}, or "default"', "nvidia-smi -q -d POWER shows each GPU's min and max")
+    clocks: Clocks | None = setting(
+        None, '{mem: MHz, sm: MHz, nearest: bool} or "default"')
+    locked_clocks: ClockLocks | None = setting(
+        None, '{sm: [MIN, MAX], mem: [MIN, MAX]} or "default"')
+
+
+TUNING_KEYS = tuple(GpuTuning.model_fields)
+
+
+SELECTORS = ("model", "index", "uuid")  # least specific first
+
+
+class GpuOverride(GpuTuning):
+    """Settings for some GPUs of a host, chosen by exactly one selector."""
+
+    index: int | None = setting(None, "a GPU index as nvidia-smi shows it, >= 0", ge=0)
+    uuid: str | None = setting(None, 'a GPU UUID, e.g. "GPU-4f3a..." (nvidia-smi -L)', pattern=r"^GPU-[0-9a-fA-F-]+$")
+    model: str | None = setting(None, 'part of the GPU name, any case, e.g. "V100"', min_length=1)
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> GpuOverride:
+        given = [s for s in SELECTORS if getattr(self, s) is not None]
+        if len(given) != 1:
+            found = f"got {', '.join(given)}" if given else "got none"
+            raise refuse(f"an override needs exactly one selector: model, index or uuid ({found})",
+                         "write one override entry per selector")
+        return self
+
+    @property
+    def specificity(self) -> int:
+        """model 0 < index 1 < uuid 2: a more specific override is applied later, so it wins."""
+        return next(i for i, s in enumerate(SELECTORS) if getattr(self, s) is not None)
+
+    def matches(self, index: int | None, uuid: str, name: str) -> bool:
+        if self.uuid is not None:
+            return self.uuid.lower() == uuid.lower()
+        if self.index is not None:
+            return self.index == index
+        return self.model.lower() in name.lower()
+
+
+class GpuSettings(GpuTuning):
+    overrides: list[GpuOverride] = setting([], "a list of {index|uuid|model: ..., plus settings}")
+    # What the host must have: verify fails with fewer or more (a card gone after maintenance).
+    count: int | None = setting(None, "the number of GPUs the host has, an integer 1..64", ge=1, le=64)
+
+    def for_gpu(self, index: int | None, uuid: str, name: str) -> GpuSettings:
+        """The settings for one GPU, with `overrides` empty. index None: no `index:` override applies.
+
+        Matching overrides are applied over the block from least to most
+        specific (model, then index, then uuid; list order within a kind), so
+        the most specific wins. Each override replaces whole settings: its
+        clocks replace the block's clocks, they are not merged.
+        """
+        resolved: dict[str, Any] = {}
+        matching = [o for o in self.overrides if o.matches(index, uuid, name)]
+        for override in sorted(matching, key=lambda o: o.specificity):  # stable: list order kept
+            resolved.update({k: getattr(override, k) for k in TUNING_KEYS if getattr(override, k) is not None})
+        return self.model_copy(update={**resolved, "overrides": []})

@@ -1,0 +1,36 @@
+"""The slurm block of the inventory: the cluster, its controller, partitions and node roles."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+
+from provision.core.settings import (SHELL_WORD, AbsolutePath, Block, setting)
+
+
+SLURM_WORD = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+class SlurmSettings(Block):
+    """One Slurm cluster: every host whose slurm block names the same controller."""
+
+    controller: str | None = setting(None, "a host name from this inventory (where slurmctld runs)")
+    role: Literal["controller", "compute", "both"] | None = setting(
+        None, "controller, compute or both", "default: controller on the controller host, compute elsewhere")
+    cluster_name: str = setting("cluster", "lower-case letters, digits, _ . -", pattern=SLURM_WORD.pattern)
+    partition: str | None = setting(None, "a partition name (default: the host's innermost group)",
+                                    pattern=r"^[A-Za-z0-9_.-]+$")
+    gpu_type: str | None = setting(None, "a gres type: lower-case letters, digits, _ . - (default from the GPU "
+                                   "name: v100, rtx3090, h100)", pattern=SLURM_WORD.pattern)
+    gres_autodetect: Literal["nvml", "nvidia", "off"] = setting(
+        "off", "nvml, nvidia or off", "nvml needs slurmd built with NVML (Debian: slurm-wlm-nvml-plugin)")
+    conf_dir: AbsolutePath = setting("/etc/slurm", "an absolute path")
+    health_check_interval: int | None = setting(
+        None, "seconds, 10..86400", "slurmd runs `provision verify --local` on each node this often: a node that "
+        "fails is drained, and resumed once it passes", ge=10, le=86400)
+    provision_command: str = setting("provision", "provision on the nodes: a command on PATH or an absolute path",
+                                     pattern=SHELL_WORD.pattern)
+
+    def role_of(self, host_name: str) -> str:
+        return self.role or ("controller" if host_name == self.controller else "compute")
