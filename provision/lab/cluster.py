@@ -36,13 +36,13 @@ from pathlib import Path
 import yaml
 
 from provision.lab import aptrepo, netns, pylayer, rootfs
+from provision.lab.cgroups import remove_cgroups
+from provision.lab.layout import DEFAULT_DIR, GPUSIM, LOCK
+from provision.lab.model import LabSpec, NodeSpec
 from provision.lab.netns import LabNet
-from provision.lab.node import GPUSIM, Node, NodeSpec, remove_cgroups
-from provision.lab.spec import LabSpec
+from provision.lab.node import Node
 from provision.lab.system import LabError, mounts_under, remove_tree, require_host, run
 
-DEFAULT_DIR = Path("/var/lib/provision-lab/default")  # the default lab is slot 0: inventories/lab.yaml
-LOCK = Path("/run/lock/provision-lab.lock")  # one lab command at a time changes labs on this machine
 FILES = ("inventory.yaml", "ssh_config", "known_hosts", "id_ed25519", "id_ed25519.pub")
 KEY = "id_ed25519"
 GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "pcie-degraded", "gpu-ecc", "gpu-power-brake", "gpu-thermal",

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from provision.lab.rootfs import APT_REPO_IN_NODE, APT_SOURCES
+from provision.lab.layout import APT_REPO_IN_NODE
+from provision.lab.rootfs import APT_SOURCES
 
 pytestmark = pytest.mark.lab
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from provision.lab import aptrepo
-from provision.lab.node import GPUSIM, NODE_NVML_LIBRARY, sim_wrapper
+from provision.lab.layout import GPUSIM, NODE_NVML_LIBRARY
+from provision.lab.node import sim_wrapper
 
 CONTROL = """\
 Package: tiny
