@@ -9,7 +9,7 @@ apt and dpkg install from it. Two cached parts, each built once (rootfs.build_ca
                  never written), from this machine's Debian mirror. Keyed by the image.
   apt-<key>/     the served repository: those .debs (hard links), the simulated driver packages
                  built here, Packages, Packages.gz, Release. Keyed by the image and the simulator,
-                 so a changed gpusim.py makes a new repository in about a second, with no download.
+                 so a changed simulator makes a new repository in about a second, with no download.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from email.utils import formatdate
 from pathlib import Path
 
 from provision.lab import layout, rootfs
-from provision.lab.layout import DRIVERS, GPUSIM, NODE_NVML_LIBRARY, NODE_SIM_SOURCE, NVIDIA_PERSISTENCED, NVIDIA_SMI
+from provision.lab.layout import DRIVERS, NODE_NVML_LIBRARY, NODE_SIM_SOURCE, NVIDIA_PERSISTENCED, NVIDIA_SMI, SIM_PACKAGE
 from provision.lab.node import sim_wrapper
 from provision.lab.system import run, unmount_all_under
 
@@ -96,7 +96,7 @@ def ensure_repo(image: Path, log=print) -> Path:
 
 def repo_key() -> str:
     text = f"{rootfs.image_key()} rev{REPO_REVISION} {sorted(DRIVERS.items())} {DEBIAN_PACKAGES}"
-    return hashlib.sha256(text.encode() + GPUSIM.read_bytes()).hexdigest()[:10]
+    return hashlib.sha256(text.encode() + (SIM_PACKAGE / "__init__.py").read_bytes()).hexdigest()[:10]
 
 
 # --- munge and Slurm from Debian ------------------------------------------------------------------
@@ -165,7 +165,7 @@ def build_driver_package(out_dir: Path, name: str, driver: str) -> Path:
         files = {
             "DEBIAN/control": (CONTROL.format(name=name, version=version, driver=driver), 0o644),
             "DEBIAN/postinst": (POSTINST, 0o755),
-            NODE_SIM_SOURCE: (GPUSIM.read_text(), 0o644),
+            NODE_SIM_SOURCE: ((SIM_PACKAGE / "__init__.py").read_text(), 0o644),
             NODE_NVML_LIBRARY: (driver + "\n", 0o644),
             NVIDIA_SMI: (sim_wrapper(NVIDIA_SMI), 0o755),
             NVIDIA_PERSISTENCED: (sim_wrapper(NVIDIA_PERSISTENCED), 0o755),

@@ -34,7 +34,7 @@ import yaml
 
 from provision.lab import aptrepo, faults, netns, pylayer, rootfs
 from provision.lab.cgroups import remove_cgroups
-from provision.lab.layout import GPUSIM
+from provision.lab.layout import SIM_PACKAGE
 from provision.lab.model import LabSpec
 from provision.lab.netns import LabNet
 from provision.lab.node import Node
@@ -56,8 +56,8 @@ class Lab(LabDir):
         if set(str(self.dir)) & set(",: \t\n"):
             raise LabError(f"--dir {self.dir}: a lab directory cannot contain commas, colons or spaces "
                            "(they would break the overlay mount options)", 2)
-        if not GPUSIM.exists():
-            raise LabError(f"the GPU simulator {GPUSIM} is missing (nodes install it as nvidia-smi)", 2)
+        if not SIM_PACKAGE.exists():
+            raise LabError(f"the GPU simulator {SIM_PACKAGE} is missing (nodes install it as nvidia-smi)", 2)
         with machine_lock():
             state = self.state()
             if state and state.get("phase") == "up":

@@ -15,7 +15,7 @@ from pathlib import Path
 
 LAB_SOURCE = Path(__file__).parent  # provision/lab
 SOURCE_ROOT = LAB_SOURCE.parent.parent  # the directory holding this provision package: what a supervisor imports
-GPUSIM = LAB_SOURCE / "gpusim.py"  # the GPU simulator, copied to NODE_SIM_SOURCE
+SIM_PACKAGE = LAB_SOURCE / "gpusim"  # the GPU simulator's package; nodes get it as NODE_SIM_SOURCE
 NODEINIT_SOURCE = LAB_SOURCE / "nodeinit.py"  # a node's PID 1, copied to NODE_INIT
 
 # --- this machine -----------------------------------------------------------------------------------

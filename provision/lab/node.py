@@ -32,9 +32,9 @@ from pathlib import Path
 
 from provision.lab import gpusim, netns
 from provision.lab.cgroups import JOIN, make_cgroups, remove_cgroups
-from provision.lab.layout import (APT_REPO_IN_NODE, DMESG, GPUSIM, NETNS_DIR, NODE_INIT, NODE_NVML_LIBRARY,
+from provision.lab.layout import (APT_REPO_IN_NODE, DMESG, NETNS_DIR, NODE_INIT, NODE_NVML_LIBRARY,
                                   NODE_REBOOT, NODE_SIM, NODE_SIM_CONFIG, NODE_SIM_SOURCE, NODEINIT_SOURCE,
-                                  NVIDIA_PERSISTENCED, NVIDIA_SMI, SOURCE_ROOT)
+                                  NVIDIA_PERSISTENCED, NVIDIA_SMI, SIM_PACKAGE, SOURCE_ROOT)
 from provision.lab.model import NodeSpec
 from provision.lab.system import LabError, run
 
@@ -106,18 +106,18 @@ class Node:
 
     def install_gpus(self) -> None:
         """The simulator in /usr/lib/provision-lab with its config at the default path, NODE_SIM and /usr/bin/dmesg
-        as the wrappers `gpusim.py install` writes (dmesg is the simulated kernel's log: the node shares this
+        as the wrappers `gpusim install` writes (dmesg is the simulated kernel's log: the node shares this
         machine's kernel, whose own ring buffer says nothing of the node's GPUs, and much of this machine).
         With spec.driver, the driver as a package installs it: /usr/bin/nvidia-smi (+ nvidia-persistenced only
         when asked) and its NVML library's version, spec.driver_version, which every boot loads. Without, the
         GPUs alone (the config's driver_version null): no driver loads until a driver package is installed and
         the node rebooted."""
-        if not GPUSIM.exists():
-            raise LabError(f"the GPU simulator {GPUSIM} is missing")
+        if not SIM_PACKAGE.exists():
+            raise LabError(f"the GPU simulator {SIM_PACKAGE} is missing")
         config = {"driver_version": self.spec.driver_version if self.spec.driver else None, "gpus": self.spec.gpus,
                   "numa_nodes": self.spec.numa_nodes, "nics": self.spec.rdma}
         self.write(NODE_SIM_CONFIG, json.dumps(config, indent=2) + "\n")
-        self.write(NODE_SIM_SOURCE, GPUSIM.read_text())
+        self.write(NODE_SIM_SOURCE, (SIM_PACKAGE / "__init__.py").read_text())
         programs = [NODE_SIM, DMESG]
         if self.spec.driver:
             programs += [NVIDIA_SMI, *([NVIDIA_PERSISTENCED] * self.spec.persistenced)]
@@ -293,4 +293,4 @@ def hosts_file(name: str, nodes: tuple[tuple[str, str], ...]) -> str:
 def sim_wrapper(program_in_node: str) -> str:
     """The executable that runs the node's simulator (NODE_SIM_SOURCE) as program_in_node (nvidia-smi, ...)."""
     return gpusim.WRAPPER.format(python="/usr/bin/python3", name=Path(program_in_node).name,
-                                 directory=str(Path(NODE_SIM_SOURCE).parent))
+                                 path=str(Path(NODE_SIM_SOURCE).parent))

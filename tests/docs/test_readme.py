@@ -217,7 +217,7 @@ def sandbox_script(tmp_path: Path, command: str) -> str:
 
 def simulated_machine(tmp_path: Path, model: str, count: int) -> dict:
     bin_dir = tmp_path / "bin"
-    subprocess.run([sys.executable, str(REPO / "provision" / "lab" / "gpusim.py"), "install", str(bin_dir)],
+    subprocess.run([sys.executable, str(REPO / "provision" / "lab" / "gpusim"), "install", str(bin_dir)],
                    check=True)
     (bin_dir / "nvidia-persistenced").unlink()  # -pm: a daemon started here would outlive the test
     (tmp_path / "sim.json").write_text(json.dumps({"gpus": [{"model": model, "count": count}]}))

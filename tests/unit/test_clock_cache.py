@@ -11,7 +11,7 @@ import pytest
 
 from provision.facts import clock_cache, gather
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from provision.facts.model import ClockPair, HostFacts
 from provision.settings import GpuSettings, HostSettings
 from provision.tasks import boot
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
 H100_UUID = "GPU-5afa2088-c32d-f982-1ae7-09bebe697bea"
 # Real wording of a GPU nvidia-smi cannot reach, as published in NVIDIA/nvidia-container-toolkit#69
 # (and, with other bus ids, NVIDIA/open-gpu-kernel-modules#387, meta-llama/llama-models#200).

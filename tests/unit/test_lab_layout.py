@@ -65,7 +65,7 @@ def test_the_simulator_and_nodeinit_import_nothing_of_the_lab():
     assert imports_of("provision.lab.nodeinit") == set()
 
 
-@pytest.mark.parametrize("module", lab_modules())
+@pytest.mark.parametrize("module", [m for m in lab_modules() if not m.endswith(".__main__")])  # that one runs
 def test_each_lab_module_imports_on_its_own(module):
     done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -25,7 +25,7 @@ from provision.tasks.clocks import ApplicationClocks, LockedClocks
 from provision.tasks.gpu import DAEMON_DROPIN, PACKAGED_UNITS, Persistence
 from provision.tasks.services import ServiceEnabled
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
 _cache: dict[str, list] = {}
 
 

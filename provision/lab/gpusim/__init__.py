@@ -1,27 +1,26 @@
-#!/usr/bin/env python3
 """gpusim: a faithful, stateful stand-in for nvidia-smi, nvidia-persistenced and dmesg (stdlib only, Python 3.9+).
 
-Copied onto lab nodes as /usr/bin/nvidia-smi (and /usr/bin/nvidia-persistenced). What it
-prints, how it fails and what survives what follow real captures; every model figure and
-its source is in gpu_models.md beside this file.
+Installed on lab nodes as /usr/bin/nvidia-smi (and /usr/bin/nvidia-persistenced): wrappers that import this
+package from one zipapp file. What it prints, how it fails and what survives what follow real captures;
+every model figure and its source is in gpu_models.md beside this package.
 
-Usage
+Usage (gpusim: `python -m provision.lab.gpusim`, `python provision/lab/gpusim`, `python gpusim.pyz`)
   nvidia-smi ARGS...                     when installed (copied or linked) under that name
   nvidia-persistenced ARGS...            likewise: daemonizes, writes its pid file
   dmesg [-T|--ctime] [-t|--notime] [-k|--kernel] [-P|--nopager]
                                          likewise: the simulated kernel's ring buffer (this boot's kernel
                                          lines, as `[   65.315783] message`); root only (kernel.dmesg_restrict=1)
-  gpusim.py nvidia-smi|nvidia-persistenced|dmesg ARGS...
-  gpusim.py init [--config FILE]         fresh state from the config (settings and faults forgotten);
+  gpusim nvidia-smi|nvidia-persistenced|dmesg ARGS...
+  gpusim init [--config FILE]            fresh state from the config (settings and faults forgotten);
                                          FILE, if given, first replaces the config; a boot (see reboot)
-  gpusim.py reboot                       power cycle: the driver on disk (the installed one, see Driver) is
+  gpusim reboot                          power cycle: the driver on disk (the installed one, see Driver) is
                                          the one that loads; persistence off, power limits and clocks back to
                                          defaults, pending -lmcd applied, fallen-off GPUs back; a degraded
                                          link stays degraded; volatile ECC counts back to 0, a pending page
                                          retirement or row remap takes effect; forced clock event reasons
                                          (power brake, thermal) stay; the kernel ring buffer starts afresh
                                          with the driver's load line; kills no process
-  gpusim.py fault GPU KIND [--width N] [--gen N] [--remap-failure]
+  gpusim fault GPU KIND [--width N] [--gen N] [--remap-failure]
                                          GPU: slot number (0.. in config order), UUID or PCI bus id. KIND:
                                          off-bus: fallen off the bus while running (Xid 79): still counted,
                                          its handle fails, nvidia-smi says so and exits 15, the others keep
@@ -41,12 +40,12 @@ Usage
                                          GPU's link.
                                          clear: a repaired card: every fault above undone, its counts back to 0
                                          but the aggregate (lifetime) ECC count.
-  gpusim.py set-driver VERSION           driver VERSION installed and loaded at once, without the reboot a real
+  gpusim set-driver VERSION              driver VERSION installed and loaded at once, without the reboot a real
                                          one needs (the config's, and the library file where there is one; the
                                          config's GPUs stay): a shortcut for tests; no config: nothing to do
-  gpusim.py install DIR                  DIR/nvidia-smi, DIR/nvidia-persistenced and DIR/dmesg: wrappers that run
-                                         this file
-  gpusim.py show                         the state as JSON
+  gpusim install DIR                     DIR/nvidia-smi, DIR/nvidia-persistenced and DIR/dmesg: wrappers that run
+                                         this package (from where it was imported: a checkout or a zipapp)
+  gpusim show                            the state as JSON
 
 Environment
   NVIDIA_SIM_CONFIG   config JSON (default /etc/nvidia-sim/config.json); none: the driver is not loaded
@@ -2424,7 +2423,7 @@ def cmd_init(args: list) -> int:
     if args[:1] == ["--config"] and len(args) == 2:
         install_config(args[1])
     elif args:
-        raise SimError("usage: gpusim.py init [--config FILE]")
+        raise SimError("usage: gpusim init [--config FILE]")
     config = require_config()
     with open_state(config, fresh=True) as state:
         boot(state, config)  # a new boot_time forces a save even when nothing else differs
@@ -2449,7 +2448,7 @@ def cmd_set_driver(args: list) -> int:
     """Driver VERSION installed and loaded at once, with no reboot between (a test's shortcut): nvidia-smi reports
     it (and its CUDA version) from now on."""
     if len(args) != 1 or not is_version(args[0]):
-        raise SimError("usage: gpusim.py set-driver VERSION (digits and dots, e.g. 570.195.03)")
+        raise SimError("usage: gpusim set-driver VERSION (digits and dots, e.g. 570.195.03)")
     config = load_config()
     if config is None:
         return 0  # no GPUs configured here: no driver to report
@@ -2498,7 +2497,7 @@ def find_record(state: dict, spec: str) -> dict:
 
 
 FAULTS = ("off-bus", "gone", "pcie-degraded", "ecc", "power-brake", "thermal", "pcie-errors", "clear")
-FAULT_USAGE = ("usage: gpusim.py fault GPU off-bus|gone|pcie-degraded|ecc|power-brake|thermal|pcie-errors|clear "
+FAULT_USAGE = ("usage: gpusim fault GPU off-bus|gone|pcie-degraded|ecc|power-brake|thermal|pcie-errors|clear "
                "[--width N] [--gen N] [--remap-failure]")
 FAULT_OPTIONS = {"pcie-degraded": {"--width": True, "--gen": True}, "ecc": {"--remap-failure": False}}
 # The clock event reasons a hardware fault holds active: HW Slowdown with its cause [NVML bits, nvml.h].
@@ -2628,29 +2627,34 @@ def aer_corrected_error(state: dict, record: dict) -> None:
 
 
 WRAPPER = """#!{python} -S
-# {name}: the GPU simulator, written by `gpusim.py install`. It imports gpusim rather than
-# running it as a script, so that Python can cache its bytecode between calls.
+# {name}: the GPU simulator, written by `gpusim install`. It imports the gpusim package from
+# {path!r} (a directory holding it, or a zipapp of it).
 import sys
-sys.path.insert(0, {directory!r})
+sys.path.insert(0, {path!r})
 import gpusim
 sys.exit(gpusim.main(sys.argv))
 """
 
 
 def cmd_install(args: list) -> int:
-    """DIR/nvidia-smi, DIR/nvidia-persistenced and DIR/dmesg: executable wrappers around this file."""
+    """DIR/nvidia-smi, DIR/nvidia-persistenced and DIR/dmesg: executable wrappers around this package, imported
+    from where this run imported it (the directory holding it, or the zipapp)."""
     if len(args) != 1:
-        raise SimError("usage: gpusim.py install DIR")
+        raise SimError("usage: gpusim install DIR")
     os.makedirs(args[0], exist_ok=True)
     for name in PROGRAMS:
         path = os.path.join(args[0], name)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         with open(path, "w") as fh:
-            fh.write(WRAPPER.format(python=sys.executable, name=name,
-                                    directory=os.path.dirname(os.path.abspath(__file__))))
+            fh.write(WRAPPER.format(python=sys.executable, name=name, path=package_home()))
         os.chmod(path, 0o755)
     return 0
+
+
+def package_home() -> str:
+    """The sys.path entry this package was imported from: the directory holding it, or a zipapp of it."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def cmd_show(args: list) -> int:
@@ -2679,7 +2683,3 @@ def main(argv: list) -> int:
     except SimError as exc:
         sys.stderr.write(f"gpusim: {exc}\n")
         return RC_SIM
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
