@@ -23,9 +23,8 @@ import time
 from email.utils import formatdate
 from pathlib import Path
 
-from provision.lab import layout, rootfs
-from provision.lab.layout import DRIVERS, NODE_NVML_LIBRARY, NODE_SIM_SOURCE, NVIDIA_PERSISTENCED, NVIDIA_SMI, SIM_PACKAGE
-from provision.lab.node import sim_wrapper
+from provision.lab import layout, rootfs, simzip
+from provision.lab.layout import DRIVERS, NODE_NVML_LIBRARY, NODE_SIM_ZIPAPP, NVIDIA_PERSISTENCED, NVIDIA_SMI
 from provision.lab.system import run, unmount_all_under
 
 REPO_REVISION = 2  # bump when the driver packages or the index change: a new cache key, a fresh repository
@@ -96,7 +95,7 @@ def ensure_repo(image: Path, log=print) -> Path:
 
 def repo_key() -> str:
     text = f"{rootfs.image_key()} rev{REPO_REVISION} {sorted(DRIVERS.items())} {DEBIAN_PACKAGES}"
-    return hashlib.sha256(text.encode() + (SIM_PACKAGE / "__init__.py").read_bytes()).hexdigest()[:10]
+    return hashlib.sha256(text.encode() + simzip.zipapp()).hexdigest()[:10]
 
 
 # --- munge and Slurm from Debian ------------------------------------------------------------------
@@ -162,20 +161,23 @@ def build_driver_package(out_dir: Path, name: str, driver: str) -> Path:
     version = driver + DEBIAN_REVISION
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
-        files = {
+        files: dict[str, tuple[str | bytes, int]] = {
             "DEBIAN/control": (CONTROL.format(name=name, version=version, driver=driver), 0o644),
             "DEBIAN/postinst": (POSTINST, 0o755),
-            NODE_SIM_SOURCE: ((SIM_PACKAGE / "__init__.py").read_text(), 0o644),
+            NODE_SIM_ZIPAPP: (simzip.zipapp(), 0o644),
             NODE_NVML_LIBRARY: (driver + "\n", 0o644),
-            NVIDIA_SMI: (sim_wrapper(NVIDIA_SMI), 0o755),
-            NVIDIA_PERSISTENCED: (sim_wrapper(NVIDIA_PERSISTENCED), 0o755),
+            NVIDIA_SMI: (simzip.sim_wrapper(NVIDIA_SMI), 0o755),
+            NVIDIA_PERSISTENCED: (simzip.sim_wrapper(NVIDIA_PERSISTENCED), 0o755),
             # Debian bookworm ships units under /lib (usrmerge aliasing), and nodeinit looks there.
             "/lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644),
         }
-        for path_in_package, (text, mode) in files.items():
+        for path_in_package, (content, mode) in files.items():
             path = tree / path_in_package.lstrip("/")
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
             path.chmod(mode)
         deb = out_dir / f"{name}_{version}_all.deb"
         run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(tree), str(deb)])

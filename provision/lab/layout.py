@@ -15,7 +15,7 @@ from pathlib import Path
 
 LAB_SOURCE = Path(__file__).parent  # provision/lab
 SOURCE_ROOT = LAB_SOURCE.parent.parent  # the directory holding this provision package: what a supervisor imports
-SIM_PACKAGE = LAB_SOURCE / "gpusim"  # the GPU simulator's package; nodes get it as NODE_SIM_SOURCE
+SIM_PACKAGE = LAB_SOURCE / "gpusim"  # the GPU simulator's package; nodes get it as one zipapp (simzip.py)
 NODEINIT_SOURCE = LAB_SOURCE / "nodeinit.py"  # a node's PID 1, copied to NODE_INIT
 
 # --- this machine -----------------------------------------------------------------------------------
@@ -29,7 +29,7 @@ NETNS_DIR = Path("/var/run/netns")  # where `ip netns add` puts a network namesp
 
 NODE_LAB_DIR = "/usr/lib/provision-lab"  # the lab's own files in a node
 NODE_SIM = f"{NODE_LAB_DIR}/gpusim"  # the simulator's own commands (reboot, fault): a wrapper
-NODE_SIM_SOURCE = f"{NODE_LAB_DIR}/gpusim.py"  # the simulator itself, which the wrappers import
+NODE_SIM_ZIPAPP = f"{NODE_LAB_DIR}/gpusim.pyz"  # the simulator itself, which the wrappers import (zipimport)
 NODE_NVML_LIBRARY = f"{NODE_LAB_DIR}/nvml-library-version"  # the installed driver's version (a driver package's)
 NODE_SIM_CONFIG = "/etc/nvidia-sim/config.json"  # the node's GPUs, as the simulator reads them
 NVIDIA_SMI = "/usr/bin/nvidia-smi"  # wrappers around the simulator, as a driver package installs them

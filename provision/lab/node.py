@@ -30,10 +30,10 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from provision.lab import gpusim, netns
+from provision.lab import netns, simzip
 from provision.lab.cgroups import JOIN, make_cgroups, remove_cgroups
 from provision.lab.layout import (APT_REPO_IN_NODE, DMESG, NETNS_DIR, NODE_INIT, NODE_NVML_LIBRARY,
-                                  NODE_REBOOT, NODE_SIM, NODE_SIM_CONFIG, NODE_SIM_SOURCE, NODEINIT_SOURCE,
+                                  NODE_REBOOT, NODE_SIM, NODE_SIM_CONFIG, NODE_SIM_ZIPAPP, NODEINIT_SOURCE,
                                   NVIDIA_PERSISTENCED, NVIDIA_SMI, SIM_PACKAGE, SOURCE_ROOT)
 from provision.lab.model import NodeSpec
 from provision.lab.system import LabError, run
@@ -105,8 +105,8 @@ class Node:
         self.write(NODE_REBOOT, REBOOT, mode=0o755)
 
     def install_gpus(self) -> None:
-        """The simulator in /usr/lib/provision-lab with its config at the default path, NODE_SIM and /usr/bin/dmesg
-        as the wrappers `gpusim install` writes (dmesg is the simulated kernel's log: the node shares this
+        """The simulator in /usr/lib/provision-lab (one zipapp file) with its config at the default path, NODE_SIM
+        and /usr/bin/dmesg as wrappers like those `gpusim install` writes (dmesg is the simulated kernel's log: the node shares this
         machine's kernel, whose own ring buffer says nothing of the node's GPUs, and much of this machine).
         With spec.driver, the driver as a package installs it: /usr/bin/nvidia-smi (+ nvidia-persistenced only
         when asked) and its NVML library's version, spec.driver_version, which every boot loads. Without, the
@@ -117,13 +117,13 @@ class Node:
         config = {"driver_version": self.spec.driver_version if self.spec.driver else None, "gpus": self.spec.gpus,
                   "numa_nodes": self.spec.numa_nodes, "nics": self.spec.rdma}
         self.write(NODE_SIM_CONFIG, json.dumps(config, indent=2) + "\n")
-        self.write(NODE_SIM_SOURCE, (SIM_PACKAGE / "__init__.py").read_text())
+        self.write(NODE_SIM_ZIPAPP, simzip.zipapp())
         programs = [NODE_SIM, DMESG]
         if self.spec.driver:
             programs += [NVIDIA_SMI, *([NVIDIA_PERSISTENCED] * self.spec.persistenced)]
             self.write(NODE_NVML_LIBRARY, f"{self.spec.driver_version}\n")
         for path in programs:
-            self.write(path, sim_wrapper(path), mode=0o755)
+            self.write(path, simzip.sim_wrapper(path), mode=0o755)
 
     def serve_apt_repo(self, apt_repo: Path) -> None:
         """The lab's apt repository, read-only at APT_REPO_IN_NODE: the file: source the image lists."""
@@ -132,12 +132,15 @@ class Node:
         run(["mount", "--bind", str(apt_repo), str(mount_point)])
         run(["mount", "-o", "remount,bind,ro", str(mount_point)])  # a bind mount takes ro only on a remount
 
-    def write(self, path_in_node: str, text: str, mode: int = 0o644) -> None:
+    def write(self, path_in_node: str, content: str | bytes, mode: int = 0o644) -> None:
         """A file of the node's own (in its upper): what the image has there is replaced, a link not followed."""
         path = self.root / path_in_node.lstrip("/")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.unlink(missing_ok=True)
-        path.write_text(text)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
         path.chmod(mode)
 
     def host_key_line(self) -> str:
@@ -289,8 +292,3 @@ def hosts_file(name: str, nodes: tuple[tuple[str, str], ...]) -> str:
         text += "".join(f"{address} {node}\n" for address, node in nodes)
     return text + "::1 localhost ip6-localhost ip6-loopback\n"
 
-
-def sim_wrapper(program_in_node: str) -> str:
-    """The executable that runs the node's simulator (NODE_SIM_SOURCE) as program_in_node (nvidia-smi, ...)."""
-    return gpusim.WRAPPER.format(python="/usr/bin/python3", name=Path(program_in_node).name,
-                                 path=str(Path(NODE_SIM_SOURCE).parent))

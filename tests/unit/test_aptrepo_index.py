@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from provision.lab import aptrepo
-from provision.lab.layout import NODE_NVML_LIBRARY, SIM_PACKAGE
-from provision.lab.node import sim_wrapper
+from provision.lab import aptrepo, simzip
+from provision.lab.layout import NODE_NVML_LIBRARY, NODE_SIM_ZIPAPP, SIM_PACKAGE
+from provision.lab.simzip import sim_wrapper
 
 CONTROL = """\
 Package: tiny
@@ -100,7 +100,7 @@ def test_driver_package_holds_the_simulator_its_wrappers_its_library_version_and
     tree, control = tmp_path / "tree", tmp_path / "control"
     subprocess.run(["dpkg-deb", "--extract", str(deb), str(tree)], check=True)
     subprocess.run(["dpkg-deb", "--control", str(deb), str(control)], check=True)
-    assert (tree / "usr/lib/provision-lab/gpusim.py").read_text() == (SIM_PACKAGE / "__init__.py").read_text()
+    assert (tree / NODE_SIM_ZIPAPP.lstrip("/")).read_bytes() == simzip.build()  # the simulator, as one zipapp
     for program in ("/usr/bin/nvidia-smi", "/usr/bin/nvidia-persistenced"):
         path = tree / program.lstrip("/")
         assert path.read_text() == sim_wrapper(program) and os.access(path, os.X_OK)
