@@ -105,7 +105,7 @@ def test_the_node_simulator_commands_run_from_the_zipapp(node):
     assert "GPU has fallen off the bus" in run([str(root / DMESG.lstrip("/"))], env).stdout
     assert run([gpusim, "reboot"], env).returncode == 0
     assert run([str(root / NVIDIA_SMI.lstrip("/")), "-L"], env).returncode == 0
-    where = run([sys.executable, "-S", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import gpusim; "
+    where = run([sys.executable, "-S", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import gpusim.cli; "
                  "print(gpusim.__file__)", str(root / NODE_SIM_ZIPAPP.lstrip("/"))], env)
     assert where.stdout.strip() == str(root / NODE_SIM_ZIPAPP.lstrip("/") / "gpusim" / "__init__.py")
 
