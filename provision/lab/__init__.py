@@ -1,1 +1,1 @@
-"""The lab: namespaced cluster nodes and the GPU simulator (gpusim.py) they run as nvidia-smi."""
+"""The lab: namespaced cluster nodes and the GPU simulator (gpusim/) they run as nvidia-smi."""

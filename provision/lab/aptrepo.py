@@ -1,7 +1,7 @@
 """The lab's local apt repository: simulated NVIDIA driver packages, Debian's munge and Slurm, for the nodes.
 
 Nodes have no route out of the lab. They see this repository as a flat file: source
-(rootfs.APT_SOURCES, at rootfs.APT_REPO_IN_NODE: a read-only bind mount, see Node.create), and real
+(rootfs.APT_SOURCES, at layout.APT_REPO_IN_NODE: a read-only bind mount, see Node.create), and real
 apt and dpkg install from it. Two cached parts, each built once (rootfs.build_cached):
 
   debian-<key>/  munge and Slurm with exactly the dependencies the node image lacks: apt-get
@@ -9,7 +9,7 @@ apt and dpkg install from it. Two cached parts, each built once (rootfs.build_ca
                  never written), from this machine's Debian mirror. Keyed by the image.
   apt-<key>/     the served repository: those .debs (hard links), the simulated driver packages
                  built here, Packages, Packages.gz, Release. Keyed by the image and the simulator,
-                 so a changed gpusim.py makes a new repository in about a second, with no download.
+                 so a changed simulator makes a new repository in about a second, with no download.
 """
 
 from __future__ import annotations
@@ -23,14 +23,12 @@ import time
 from email.utils import formatdate
 from pathlib import Path
 
-from provision.lab import rootfs
-from provision.lab.node import GPUSIM, NODE_NVML_LIBRARY, NODE_SIM_SOURCE, sim_wrapper
+from provision.lab import layout, rootfs, simzip
+from provision.lab.layout import DRIVERS, NODE_NVML_LIBRARY, NODE_SIM_ZIPAPP, NVIDIA_PERSISTENCED, NVIDIA_SMI
 from provision.lab.system import run, unmount_all_under
 
 REPO_REVISION = 2  # bump when the driver packages or the index change: a new cache key, a fresh repository
 DEBIAN_PACKAGES = ("munge", "slurmd", "slurmctld", "slurm-client")
-# Simulated driver packages: name -> driver version (branches gpusim.CUDA_FOR_DRIVER knows).
-DRIVERS = {"nvidia-driver-580": "580.159.04", "nvidia-driver-570": "570.195.03"}
 DEBIAN_REVISION = "-1provision1"
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 
@@ -78,7 +76,7 @@ fi
 
 def ensure_repo(image: Path, log=print) -> Path:
     """The repository's directory (what nodes mount), built first if needed. LabError when it cannot be."""
-    path = rootfs.CACHE / f"apt-{repo_key()}"
+    path = layout.CACHE / f"apt-{repo_key()}"
     if path.exists():
         return path
     debian = ensure_debian_packages(image, log)
@@ -97,7 +95,7 @@ def ensure_repo(image: Path, log=print) -> Path:
 
 def repo_key() -> str:
     text = f"{rootfs.image_key()} rev{REPO_REVISION} {sorted(DRIVERS.items())} {DEBIAN_PACKAGES}"
-    return hashlib.sha256(text.encode() + GPUSIM.read_bytes()).hexdigest()[:10]
+    return hashlib.sha256(text.encode() + simzip.zipapp()).hexdigest()[:10]
 
 
 # --- munge and Slurm from Debian ------------------------------------------------------------------
@@ -106,7 +104,7 @@ def repo_key() -> str:
 def ensure_debian_packages(image: Path, log=print) -> Path:
     """A directory of the .debs that installing DEBIAN_PACKAGES on a node needs, built first if needed."""
     key = hashlib.sha256(f"{rootfs.image_key()} {DEBIAN_PACKAGES}".encode()).hexdigest()[:10]
-    path = rootfs.CACHE / f"debian-{key}"
+    path = layout.CACHE / f"debian-{key}"
 
     def build(tmp: Path) -> None:
         mirror, _ = rootfs.debian_mirror()
@@ -163,20 +161,23 @@ def build_driver_package(out_dir: Path, name: str, driver: str) -> Path:
     version = driver + DEBIAN_REVISION
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
-        files = {
+        files: dict[str, tuple[str | bytes, int]] = {
             "DEBIAN/control": (CONTROL.format(name=name, version=version, driver=driver), 0o644),
             "DEBIAN/postinst": (POSTINST, 0o755),
-            NODE_SIM_SOURCE: (GPUSIM.read_text(), 0o644),
+            NODE_SIM_ZIPAPP: (simzip.zipapp(), 0o644),
             NODE_NVML_LIBRARY: (driver + "\n", 0o644),
-            "/usr/bin/nvidia-smi": (sim_wrapper("/usr/bin/nvidia-smi"), 0o755),
-            "/usr/bin/nvidia-persistenced": (sim_wrapper("/usr/bin/nvidia-persistenced"), 0o755),
+            NVIDIA_SMI: (simzip.sim_wrapper(NVIDIA_SMI), 0o755),
+            NVIDIA_PERSISTENCED: (simzip.sim_wrapper(NVIDIA_PERSISTENCED), 0o755),
             # Debian bookworm ships units under /lib (usrmerge aliasing), and nodeinit looks there.
             "/lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644),
         }
-        for path_in_package, (text, mode) in files.items():
+        for path_in_package, (content, mode) in files.items():
             path = tree / path_in_package.lstrip("/")
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
             path.chmod(mode)
         deb = out_dir / f"{name}_{version}_all.deb"
         run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(tree), str(deb)])

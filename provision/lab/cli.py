@@ -7,7 +7,9 @@ import sys
 
 import click
 
-from provision.lab.cluster import DEFAULT_DIR, FAULTS, Lab
+from provision.lab.cluster import Lab
+from provision.lab.faults import FAULTS
+from provision.lab.layout import DEFAULT_DIR
 from provision.lab.system import LabError
 
 EXIT_BAD_INPUT = 2

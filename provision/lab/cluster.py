@@ -19,88 +19,34 @@ custom.lab.provision: true has the provision layer (this checkout, pylayer.py) a
 `down` undoes a lab from its state file AND from names (the "plab<slot>-"
 prefix, the management bridge's alias = this directory), so a half-made lab
 is cleaned as well.
+
+The state file and slots: state.py; what each fault does: faults.py; one node: node.py.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
-import signal
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
-from provision.lab import aptrepo, netns, pylayer, rootfs
+from provision.lab import aptrepo, faults, netns, pylayer, rootfs
+from provision.lab.cgroups import remove_cgroups
+from provision.lab.layout import SIM_PACKAGE
+from provision.lab.model import LabSpec
 from provision.lab.netns import LabNet
-from provision.lab.node import GPUSIM, Node, NodeSpec, remove_cgroups
-from provision.lab.spec import LabSpec
+from provision.lab.node import Node
+from provision.lab.state import LabDir, machine_lock
 from provision.lab.system import LabError, mounts_under, remove_tree, require_host, run
 
-DEFAULT_DIR = Path("/var/lib/provision-lab/default")  # the default lab is slot 0: inventories/lab.yaml
-LOCK = Path("/run/lock/provision-lab.lock")  # one lab command at a time changes labs on this machine
 FILES = ("inventory.yaml", "ssh_config", "known_hosts", "id_ed25519", "id_ed25519.pub")
 KEY = "id_ed25519"
-GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "pcie-degraded", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
-              "gpu-pcie-errors")  # gpusim.py fault GPU KIND (without "gpu-")
-FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", "sshd-down", "clear")
-SLOW_NIC_MBPS = 1000  # nic-slow: the port is cabled to the 1GbE switch (the seed blades' old internet uplink)
-# What a reboot ends: a GPU off the bus is back, a pending ECC repair is done, the kernel log is new, sshd starts.
-# A gone GPU, a degraded link, a power brake or overheating, a pulled cable and a slow port stay.
-GONE_AT_REBOOT = ("gpu-off-bus", "gpu-ecc", "gpu-pcie-errors", "sshd-down")
 
 
-class Lab:
-    def __init__(self, lab_dir: Path | str = DEFAULT_DIR):
-        self.dir = Path(lab_dir).resolve()
-        self.state_file = self.dir / "state.json"
-
-    # --- state ---------------------------------------------------------------------------------
-
-    def state(self) -> dict | None:
-        try:
-            return json.loads(self.state_file.read_text())
-        except FileNotFoundError:
-            return None
-        except ValueError:
-            return {"phase": "broken", "slot": None, "nodes": []}
-
-    def _save(self, state: dict) -> None:
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=2) + "\n")
-        tmp.rename(self.state_file)
-
-    def _running_state(self) -> dict:
-        state = self.state()
-        if not state or state.get("phase") != "up":
-            raise LabError(f"no lab is up in {self.dir}: `provision lab up{self._dir_option()}` first")
-        return state
-
-    def _nodes(self, state: dict) -> list[Node]:
-        net = LabNet(state["slot"])
-        return [Node(NodeSpec(**n), net, self.dir) for n in state["nodes"]]
-
-    def node(self, name: str) -> tuple[dict, Node]:
-        state = self._running_state()
-        nodes = {n.spec.name: n for n in self._nodes(state)}
-        if name not in nodes:
-            raise LabError(f"no node {name!r} in this lab; nodes: {', '.join(nodes)}", 2)
-        return state, nodes[name]
-
-    def _dir_option(self) -> str:
-        return "" if self.dir == DEFAULT_DIR else f" --dir {self.dir}"
-
-    @property
-    def inventory_path(self) -> Path:
-        return self.dir / "inventory.yaml"
-
-    @property
-    def ssh_config_path(self) -> Path:
-        return self.dir / "ssh_config"
+class Lab(LabDir):
+    """A lab's lifecycle: up, down, status, reboot, faults (its directory and state file: LabDir)."""
 
     # --- up ------------------------------------------------------------------------------------
 
@@ -110,17 +56,17 @@ class Lab:
         if set(str(self.dir)) & set(",: \t\n"):
             raise LabError(f"--dir {self.dir}: a lab directory cannot contain commas, colons or spaces "
                            "(they would break the overlay mount options)", 2)
-        if not GPUSIM.exists():
-            raise LabError(f"the GPU simulator {GPUSIM} is missing (nodes install it as nvidia-smi)", 2)
-        with _machine_lock():
+        if not SIM_PACKAGE.exists():
+            raise LabError(f"the GPU simulator {SIM_PACKAGE} is missing (nodes install it as nvidia-smi)", 2)
+        with machine_lock():
             state = self.state()
             if state and state.get("phase") == "up":
                 if state.get("nodes") != spec.layout():
                     raise LabError(f"a different lab is up in {self.dir} ({state.get('source')}): "
-                                   f"`provision lab down{self._dir_option()}` first", 2)
+                                   f"`provision lab down{self.dir_option()}` first", 2)
                 self._note_older_provision(state, spec, log)
                 return False
-            if state or self._slots_with_traces():
+            if state or self.slots_with_traces():
                 log(f"A half-made lab is in {self.dir} (a crash?): cleaning it first.")
                 self._teardown(log)
             image = rootfs.ensure_image(log)
@@ -128,10 +74,10 @@ class Lab:
             torch = pylayer.ensure_torch_layer(log) if any(n.torch for n in spec.nodes) else None
             provision = pylayer.ensure_provision_layer(log) if any(n.provision for n in spec.nodes) else None
             self.dir.mkdir(parents=True, exist_ok=True)
-            state = {"version": 1, "phase": "starting", "slot": self._free_slot(), "source": spec.source,
+            state = {"version": 1, "phase": "starting", "slot": self.free_slot(), "source": spec.source,
                      "image": str(image), "apt_repo": str(apt_repo), "torch_layer": torch and str(torch),
                      "provision_layer": provision and str(provision), "nodes": spec.layout(), "faults": {}}
-            self._save(state)
+            self.save(state)
             try:
                 self._make(state, spec, image, apt_repo, log)
             except BaseException:
@@ -139,7 +85,7 @@ class Lab:
                 self._teardown(lambda message: None)
                 raise
             state["phase"] = "up"
-            self._save(state)
+            self.save(state)
             return True
 
     def _make(self, state: dict, spec: LabSpec, image: Path, apt_repo: Path, log) -> None:
@@ -179,7 +125,7 @@ class Lab:
             return
         if Path(made_with) != now:
             log(f"The lab in {self.dir} runs provision from an older checkout ({Path(made_with).parent.name}; "
-                f"now {now.parent.name}): `provision lab down{self._dir_option()}` and up again for the new one.")
+                f"now {now.parent.name}): `provision lab down{self.dir_option()}` and up again for the new one.")
 
     def _client_key(self) -> str:
         key = self.dir / KEY
@@ -198,37 +144,17 @@ class Lab:
         self.ssh_config_path.write_text(text)
         self.inventory_path.write_text(inventory_text(spec, self.dir, net))
 
-    def _free_slot(self) -> int:
-        """Slot 0 belongs to the default lab; any other lab takes the first slot nothing uses."""
-        if self.dir == DEFAULT_DIR:
-            return 0
-        used = netns.used_slots()
-        for slot in range(1, netns.MAX_SLOTS):
-            if slot not in used:
-                return slot
-        raise LabError(f"all {netns.MAX_SLOTS - 1} lab slots are in use: `provision lab down --dir ...` one", 2)
-
-    def _slots_with_traces(self) -> set[int]:
-        """Slots holding something of this lab: from the state file, the bridge alias, the default's slot 0."""
-        state = self.state() or {}
-        slots = {state["slot"]} if isinstance(state.get("slot"), int) else set()
-        used = netns.used_slots()
-        slots |= {slot for slot, owner in used.items() if owner == str(self.dir)}
-        if self.dir == DEFAULT_DIR and 0 in used:
-            slots.add(0)
-        return slots
-
     # --- down ----------------------------------------------------------------------------------
 
     def down(self, log=print) -> list[str]:
         """Remove everything this lab made; what was removed, in words."""
         require_host()
-        with _machine_lock():
+        with machine_lock():
             return self._teardown(log)
 
     def _teardown(self, log) -> list[str]:
         removed = []
-        slots = self._slots_with_traces()
+        slots = self.slots_with_traces()
         namespaces = [ns for slot in slots for ns in netns.lab_namespaces(LabNet(slot).prefix)]
         for ns in namespaces:  # power off first: nothing may hold the mounts below
             killed = netns.kill_namespace_processes(ns)
@@ -265,7 +191,7 @@ class Lab:
         left += [f"link {link['ifname']}" for s in slots for link in netns.lab_links(LabNet(s).prefix)]
         left += [f"mount {m}" for m in mounts_under(self.dir)]
         if left:
-            raise LabError(f"could not remove: {', '.join(left)}; run `provision lab down{self._dir_option()}` "
+            raise LabError(f"could not remove: {', '.join(left)}; run `provision lab down{self.dir_option()}` "
                            "again, or remove them by hand (ip netns delete / ip link delete / umount)")
 
     # --- status, reboot, faults ------------------------------------------------------------------
@@ -276,7 +202,7 @@ class Lab:
         state = self.state()
         if not state:
             return {"dir": str(self.dir), "phase": "down", "nodes": []}
-        nodes = self._nodes(state) if isinstance(state.get("slot"), int) else []
+        nodes = self.nodes(state) if isinstance(state.get("slot"), int) else []
         with ThreadPoolExecutor(max_workers=max(1, min(16, len(nodes)))) as pool:
             rows = list(pool.map(lambda n: self._node_status(n, state), nodes))
         return {"dir": str(self.dir), "phase": state.get("phase"), "slot": state.get("slot"),
@@ -301,7 +227,7 @@ class Lab:
     def reboot(self, name: str, log=print) -> float:
         """Power-cycle one node: its processes die, GPUs reset, boot units run again, sshd comes back."""
         require_host()
-        with _machine_lock():
+        with machine_lock():
             state, node = self.node(name)
             started = time.monotonic()
             node.stop()
@@ -314,77 +240,29 @@ class Lab:
         """A node rebooted itself and its supervisor booted it again: once it is up, as after `reboot`."""
         _state, node = self.node(name)
         node.wait_ssh()
-        with _machine_lock():
+        with machine_lock():
             state, node = self.node(name)
             self._booted(state, node)
 
     def _booted(self, state: dict, node: Node) -> None:
         """The faults a boot ends leave the record; what stays is set up again where the node's boot undid it."""
-        faults = state.get("faults", {}).get(node.spec.name, [])
-        faults[:] = [f for f in faults if not f.startswith(GONE_AT_REBOOT)]
-        for fault in faults:  # a cable into the slow switch is still there after the reboot
-            if fault.startswith("nic-slow "):
-                _slow_link(node, fault.split()[1])
-        self._save(state)
+        faults.after_boot(node, state.get("faults", {}).get(node.spec.name, []))
+        self.save(state)
 
     def fault(self, name: str, kind: str, gpu: int | None = None, nic: str | None = None) -> str:
         """Inject a fault for a drill (or clear them all); what was done, in words."""
         require_host()
-        with _machine_lock():
+        with machine_lock():
             state, node = self.node(name)
-            faults = state.setdefault("faults", {}).setdefault(name, [])
+            recorded = state.setdefault("faults", {}).setdefault(name, [])
             if kind == "clear":
-                done = self._clear(node, faults)
-                faults.clear()
+                done = faults.clear(node, recorded)
+                recorded.clear()
             else:
-                done = self._inject(node, kind, gpu, nic)
-                faults.append(done)
-            self._save(state)
+                done = faults.inject(node, kind, gpu, nic)
+                recorded.append(done)
+            self.save(state)
             return done
-
-    def _inject(self, node: Node, kind: str, gpu: int | None, nic: str | None) -> str:
-        if kind in GPU_FAULTS:
-            gpu = 0 if gpu is None else gpu
-            if not 0 <= gpu < node.spec.gpu_count:
-                raise LabError(f"--gpu {gpu}: {node.spec.name} has GPUs 0..{node.spec.gpu_count - 1}", 2)
-            node.gpusim("fault", str(gpu), kind.removeprefix("gpu-"))
-            return f"{kind} GPU {gpu}"
-        if kind in ("nic-down", "nic-slow"):
-            nic = nic or node.spec.nics[0]
-            if nic not in node.spec.nics:
-                raise LabError(f"--nic {nic}: {node.spec.name} has {', '.join(node.spec.nics)}", 2)
-            if kind == "nic-down":
-                netns.set_cable(node.net, node.spec.index, node.spec.nics.index(nic), plugged=False)
-            else:
-                _slow_link(node, nic)
-            return f"{kind} {nic}"
-        if kind == "sshd-down":
-            for pid, comm in node.processes().items():
-                if comm == "sshd":
-                    os.kill(pid, signal.SIGKILL)
-            return "sshd-down"
-        raise LabError(f"unknown fault {kind!r}; one of {', '.join(FAULTS)}", 2)
-
-    def _clear(self, node: Node, faults: list[str]) -> str:
-        for fault in faults:
-            if fault.startswith("nic-slow ") and node.init_pid() is not None:
-                nic = fault.split()[1]
-                node.exec(["umount", f"/sys/class/net/{nic}/speed"], check=False)
-        for gpu in range(node.spec.gpu_count):
-            node.gpusim("fault", str(gpu), "clear")
-        for k in range(len(node.spec.nics)):
-            netns.set_cable(node.net, node.spec.index, k, plugged=True)
-        if "sshd" not in node.processes().values():
-            node.exec(["/usr/sbin/sshd"])  # daemonizes; the node's PID 1 adopts it
-            node.wait_ssh()
-        return f"cleared {', '.join(faults) or 'nothing (no fault recorded)'}"
-
-
-def _slow_link(node: Node, nic: str) -> None:
-    """The node's kernel reports its fabric NIC at 1000 Mb/s: a file bound over the interface's speed in the
-    node's own /sys (its mount namespace; a veth itself always says 10000)."""
-    speed = f"/run/lab-{nic}-speed"
-    node.exec(["sh", "-c", f"echo {SLOW_NIC_MBPS} > {speed} && mount --bind {speed} /sys/class/net/{nic}/speed"])
 
 
 def inventory_text(spec: LabSpec, lab_dir: Path, net: LabNet) -> str:
@@ -398,11 +276,3 @@ def inventory_text(spec: LabSpec, lab_dir: Path, net: LabNet) -> str:
     body = yaml.safe_dump(spec.inventory(addresses, str(lab_dir / "ssh_config")), sort_keys=False, default_flow_style=None,
                           width=120)  # leaf mappings on one line, as people write them
     return "\n".join(header) + "\n" + body
-
-
-@contextmanager
-def _machine_lock():
-    LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with open(LOCK, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        yield

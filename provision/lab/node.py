@@ -15,14 +15,7 @@ in a PID namespace the kernel then ends the namespace's PID 1 as if by SIGHUP,
 and only that; the supervisor sees it and boots the node again, with fresh
 cgroups and a fresh /run, as `provision lab reboot` would.
 
-The node's cgroups: a child of this process's cgroup in each v1 hierarchy
-(so a node stays where the lab command's processes are, one level down),
-named after its network namespace. In its cgroup namespace that child is
-the root: what the node mounts under /sys/fs/cgroup (nodeinit.py) and what
-its slurmd makes there are its own, apart from other nodes' and this
-machine's. Without v1 hierarchies here (a cgroup v2-only machine) there is
-no cgroup namespace, and a node's v1 mounts, where the kernel allows them,
-are the machine's own hierarchies.
+The node's cgroups: see cgroups.py. Its supervisor: supervisor.py.
 """
 
 from __future__ import annotations
@@ -30,29 +23,20 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
-from provision.lab import gpusim, netns
-from provision.lab.rootfs import APT_REPO_IN_NODE
+from provision.lab import netns, simzip
+from provision.lab.cgroups import JOIN, make_cgroups, remove_cgroups
+from provision.lab.layout import (APT_REPO_IN_NODE, DMESG, NETNS_DIR, NODE_INIT, NODE_NVML_LIBRARY,
+                                  NODE_REBOOT, NODE_SIM, NODE_SIM_CONFIG, NODE_SIM_ZIPAPP, NODEINIT_SOURCE,
+                                  NVIDIA_PERSISTENCED, NVIDIA_SMI, SIM_PACKAGE, SOURCE_ROOT)
+from provision.lab.model import NodeSpec
 from provision.lab.system import LabError, run
-
-HERE = Path(__file__).parent
-SOURCE_ROOT = HERE.parent.parent  # the directory holding this provision package: what the supervisor imports
-GPUSIM = HERE / "gpusim.py"
-NODE_SIM = "/usr/lib/provision-lab/gpusim"  # the simulator's own commands (reboot, fault) inside a node
-NODE_SIM_SOURCE = "/usr/lib/provision-lab/gpusim.py"  # what the wrappers import (the lab's driver packages own it)
-NODE_NVML_LIBRARY = gpusim.ENV_DEFAULTS["NVIDIA_SIM_LIBRARY"]  # the installed driver's version (a driver package's)
-NETNS_DIR = Path("/var/run/netns")  # where `ip netns add` puts a network namespace (iproute2's NETNS_RUN_DIR)
-NODE_INIT = "usr/local/sbin/provision-lab-init"
-DRIVER_VERSION = "580.159.04"
-DEFAULT_GPUS = ({"model": "v100-sxm2-16gb", "count": 4},)  # the basement's main box
-DEFAULT_NICS = ("ens803f0", "ens803f1")  # the seed cluster's dual-port 10GbE
 
 # Inside the new namespaces, before the chroot: the node's own kernel views,
 # never the host's /dev (a node that creates /dev/nvidia0 must not create it here) nor its /proc/driver
@@ -80,32 +64,8 @@ ln -s /proc/self/fd/1 "$root/dev/stdout"
 ln -s /proc/self/fd/2 "$root/dev/stderr"
 mount -t tmpfs -o mode=0755,nosuid,nodev run "$root/run"
 exec chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-    /usr/bin/python3 -I /''' + NODE_INIT + ''' "$name"
+    /usr/bin/python3 -I ''' + NODE_INIT + ''' "$name"
 '''
-
-
-@dataclass
-class NodeSpec:
-    """What a node is: its name in the lab's inventory, its place, GPUs and NICs."""
-
-    name: str
-    index: int  # 1-based: addresses and veth names
-    gpus: list[dict] = field(default_factory=lambda: [dict(g) for g in DEFAULT_GPUS])
-    nics: list[str] = field(default_factory=lambda: list(DEFAULT_NICS))
-    driver_version: str = DRIVER_VERSION
-    persistenced: bool = False  # install the simulated nvidia-persistenced too
-    driver: bool = True  # the simulated driver installed (nvidia-smi, its library): False, only a package brings one
-    rdma: list[dict] = field(default_factory=list)  # RDMA NICs as topo -m shows them: {name, near_gpu, numa}
-    numa_nodes: int = 1
-    torch: bool = True  # the lab's Python layer (pylayer.py) under the node's disk: torch for its python3
-    provision: bool = False  # the lab's provision layer (pylayer.py) above it: this checkout for its python3
-
-    @property
-    def gpu_count(self) -> int:
-        return sum(g["count"] for g in self.gpus)
-
-    def describe_gpus(self) -> str:
-        return " + ".join(f"{g['count']}x {g['model']}" for g in self.gpus) or "no GPU"
 
 
 class Node:
@@ -141,29 +101,29 @@ class Node:
         key = self.root / "etc" / "ssh" / "ssh_host_ed25519_key"
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{self.spec.name}", "-f", str(key)])
         self.install_gpus()
-        self.write(NODE_INIT, (HERE / "nodeinit.py").read_text(), mode=0o755)
-        self.write(REBOOT_IN_NODE, REBOOT, mode=0o755)
+        self.write(NODE_INIT, NODEINIT_SOURCE.read_text(), mode=0o755)
+        self.write(NODE_REBOOT, REBOOT, mode=0o755)
 
     def install_gpus(self) -> None:
-        """The simulator in /usr/lib/provision-lab with its config at the default path, NODE_SIM and /usr/bin/dmesg
-        as the wrappers `gpusim.py install` writes (dmesg is the simulated kernel's log: the node shares this
+        """The simulator in /usr/lib/provision-lab (one zipapp file) with its config at the default path, NODE_SIM
+        and /usr/bin/dmesg as wrappers like those `gpusim install` writes (dmesg is the simulated kernel's log: the node shares this
         machine's kernel, whose own ring buffer says nothing of the node's GPUs, and much of this machine).
         With spec.driver, the driver as a package installs it: /usr/bin/nvidia-smi (+ nvidia-persistenced only
         when asked) and its NVML library's version, spec.driver_version, which every boot loads. Without, the
         GPUs alone (the config's driver_version null): no driver loads until a driver package is installed and
         the node rebooted."""
-        if not GPUSIM.exists():
-            raise LabError(f"the GPU simulator {GPUSIM} is missing")
+        if not SIM_PACKAGE.exists():
+            raise LabError(f"the GPU simulator {SIM_PACKAGE} is missing")
         config = {"driver_version": self.spec.driver_version if self.spec.driver else None, "gpus": self.spec.gpus,
                   "numa_nodes": self.spec.numa_nodes, "nics": self.spec.rdma}
-        self.write("etc/nvidia-sim/config.json", json.dumps(config, indent=2) + "\n")
-        self.write(NODE_SIM_SOURCE, GPUSIM.read_text())
-        programs = [NODE_SIM, "/usr/bin/dmesg"]
+        self.write(NODE_SIM_CONFIG, json.dumps(config, indent=2) + "\n")
+        self.write(NODE_SIM_ZIPAPP, simzip.zipapp())
+        programs = [NODE_SIM, DMESG]
         if self.spec.driver:
-            programs += ["/usr/bin/nvidia-smi", *(["/usr/bin/nvidia-persistenced"] * self.spec.persistenced)]
+            programs += [NVIDIA_SMI, *([NVIDIA_PERSISTENCED] * self.spec.persistenced)]
             self.write(NODE_NVML_LIBRARY, f"{self.spec.driver_version}\n")
         for path in programs:
-            self.write(path, sim_wrapper(path), mode=0o755)
+            self.write(path, simzip.sim_wrapper(path), mode=0o755)
 
     def serve_apt_repo(self, apt_repo: Path) -> None:
         """The lab's apt repository, read-only at APT_REPO_IN_NODE: the file: source the image lists."""
@@ -172,12 +132,15 @@ class Node:
         run(["mount", "--bind", str(apt_repo), str(mount_point)])
         run(["mount", "-o", "remount,bind,ro", str(mount_point)])  # a bind mount takes ro only on a remount
 
-    def write(self, path_in_node: str, text: str, mode: int = 0o644) -> None:
+    def write(self, path_in_node: str, content: str | bytes, mode: int = 0o644) -> None:
         """A file of the node's own (in its upper): what the image has there is replaced, a link not followed."""
         path = self.root / path_in_node.lstrip("/")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.unlink(missing_ok=True)
-        path.write_text(text)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
         path.chmod(mode)
 
     def host_key_line(self) -> str:
@@ -214,16 +177,6 @@ class Node:
                 "--propagation", "private", "--kill-child=SIGKILL", "sh", "-c", SETUP, "setup",
                 str(self.root), self.spec.name]
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # its output: the supervisor's, the console log
-
-    def booted_again(self) -> None:
-        """After the node rebooted itself, what `provision lab reboot` does once a node is up (Lab.booted_again).
-        Whatever goes wrong is only logged: the supervisor must live on, for the node's next reboot."""
-        from provision.lab.cluster import Lab  # the lab drives its nodes: imported here, where a node needs it
-
-        try:
-            Lab(self.dir.parents[1]).booted_again(self.spec.name)
-        except Exception as exc:  # noqa: BLE001 (the node stays up; the console says what was not done)
-            print(f"{self.spec.name}: after its reboot: {type(exc).__name__}: {exc}", flush=True)
 
     def stop(self) -> int:
         """Power cut: every process of the node, its supervisor among them, SIGKILL, then its cgroups go.
@@ -294,120 +247,21 @@ def fresh_clocks() -> list[str]:
     return ["--time", "--boottime", str(-since_boot), "--monotonic", str(-int(time.monotonic()))]
 
 
-# The node's supervisor: supervise() below, in a fresh interpreter that imports this very checkout.
-SUPERVISOR = ("import sys; sys.path.insert(0, sys.argv[1]); from provision.lab import node; "
-              "node.supervise(*sys.argv[2:])")
-
-
-def supervise(lab_dir: str, slot: str, spec: str) -> None:
-    """A node's power supply (Node.start runs it in the node's network namespace, with this machine's PID and
-    mount namespaces, where the cgroup files are): boots the node, and boots it again each time it rebooted
-    itself (reboot(2) in its PID namespace: its PID 1 ends as if by SIGHUP), then does what `provision lab
-    reboot` does after a boot (Lab.booted_again). Anything else ends the node for good, and this with it: a power
-    cut (SIGKILL to every process of the network namespace, this one too), a halt or power-off (SIGINT), a
-    failed boot."""
-    node = Node(NodeSpec(**json.loads(spec)), netns.LabNet(int(slot)), Path(lab_dir))
-    rebooted = False
-    while True:
-        boot = node.boot()
-        if rebooted:
-            node.booted_again()
-        if boot.wait() != -signal.SIGHUP:
-            return
-        print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {node.spec.name} rebooted itself: booting it again", flush=True)
-        rebooted = True
+# The node's supervisor: supervisor.supervise, in a fresh interpreter that imports this very checkout.
+SUPERVISOR = ("import sys; sys.path.insert(0, sys.argv[1]); from provision.lab import supervisor; "
+              "supervisor.supervise(*sys.argv[2:])")
 
 
 # /usr/sbin/reboot in a node (the image has none: systemd-sysv's, a link to systemctl, would refuse without
 # systemd): what `reboot -f` does in the end, sync and reboot(2) with RB_AUTOBOOT, which systemctl does itself
 # when forced twice. Only in a lab node (its PID 1 is the lab's init): there reboot(2) ends the node's PID
 # namespace, never this machine.
-REBOOT_IN_NODE = "/usr/sbin/reboot"
 REBOOT = """#!/bin/sh
 # provision lab: reboot this node now (sync, then reboot(2)); the lab boots it again.
 grep -qa provision-lab-init /proc/1/cmdline || { echo "reboot: not a provision lab node" >&2; exit 1; }
 sync
 exec systemctl reboot --force --force
 """
-
-
-# Before the node's namespaces: the shell joins the node's cgroups (each cgroup.procs file up to "--"), then
-# runs the rest of its arguments (unshare ...): every process of the node starts in them.
-JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 1; shift; done; shift; exec "$@"'
-CGROUP_MOUNTS = Path("/proc/self/mountinfo")
-
-
-def v1_hierarchies(cgroup_file: Path = Path("/proc/self/cgroup"), mountinfo: Path = CGROUP_MOUNTS) -> list[Path]:
-    """This process's cgroup directory in each cgroup v1 controller hierarchy mounted on this machine
-    (named ones such as name=systemd, and the v2 unified one, left out)."""
-    mounts = []  # (controllers, mount root, mount point)
-    for line in mountinfo.read_text().splitlines():
-        fields = line.split()
-        if " - " not in line:
-            continue
-        fstype, _source, options = line.split(" - ", 1)[1].split()[:3]
-        if fstype == "cgroup":
-            mounts.append((set(options.split(",")), fields[3], fields[4].encode().decode("unicode_escape")))
-    found = []
-    for line in cgroup_file.read_text().splitlines():
-        _id, controllers, path = line.split(":", 2)
-        if not controllers or controllers.startswith("name="):
-            continue
-        for options, root, point in mounts:
-            if set(controllers.split(",")) <= options and (path + "/").startswith(root.rstrip("/") + "/"):
-                found.append(Path(point) / path[len(root.rstrip("/")):].lstrip("/"))
-                break
-    return found
-
-
-def make_cgroups(name: str, record: Path) -> list[Path]:
-    """A cgroup `name` under this process's own in each v1 hierarchy; what was made is written to record
-    (before it is made: a crash leaves no cgroup unrecorded). Best effort: a hierarchy that refuses is skipped."""
-    made = []
-    try:
-        parents = v1_hierarchies()
-    except (OSError, ValueError):
-        return []
-    record.write_text("".join(f"{p / name}\n" for p in parents))
-    for parent in parents:
-        path = parent / name
-        try:
-            path.mkdir(exist_ok=True)
-            for inherited in ("cpuset.cpus", "cpuset.mems"):  # a new cpuset has none: nothing could join it
-                if (path / inherited).exists() and not (path / inherited).read_text().strip():
-                    (path / inherited).write_text((parent / inherited).read_text())
-            made.append(path)
-        except OSError:
-            continue
-    return made
-
-
-def remove_cgroups(record: Path, timeout: float = 5.0) -> list[str]:
-    """Remove the cgroups listed in record and every cgroup made below them (deepest first), once their
-    processes are gone (a killed process leaves its cgroup a moment later). Returns those left."""
-    try:
-        roots = [Path(line) for line in record.read_text().splitlines() if line.strip()]
-    except FileNotFoundError:
-        return []
-    deadline = time.monotonic() + timeout
-    left = []
-    for root in roots:
-        if not root.name.startswith(netns.PREFIX):  # only a node's own: never what else lives in a hierarchy
-            continue
-        while root.is_dir():
-            for directory, _subdirs, _files in sorted(os.walk(root, topdown=False), key=lambda w: -len(w[0])):
-                try:
-                    os.rmdir(directory)
-                except OSError:
-                    pass
-            if not root.is_dir() or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        if root.is_dir():
-            left.append(str(root))
-    if not left:
-        record.unlink(missing_ok=True)
-    return left
 
 
 HOSTS_FROM_FILES = "hosts:          files"
@@ -438,8 +292,3 @@ def hosts_file(name: str, nodes: tuple[tuple[str, str], ...]) -> str:
         text += "".join(f"{address} {node}\n" for address, node in nodes)
     return text + "::1 localhost ip6-localhost ip6-loopback\n"
 
-
-def sim_wrapper(program_in_node: str) -> str:
-    """The executable that runs the node's simulator (NODE_SIM_SOURCE) as program_in_node (nvidia-smi, ...)."""
-    return gpusim.WRAPPER.format(python="/usr/bin/python3", name=Path(program_in_node).name,
-                                 directory=str(Path(NODE_SIM_SOURCE).parent))

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 import provision
-from provision.lab import rootfs
+from provision.lab import layout, rootfs
 from provision.lab.system import LabError, remove_tree, run
 
 TORCH_VERSION = "2.13.0"
@@ -51,7 +51,7 @@ OFF_SWITCH = "PROVISION_LAB_TORCH"  # =0: nodes without the layer (spec.py), cus
 
 def layer_path() -> Path:
     """The layer's directory: root/ (what nodes mount) and layer.txt. It exists only once complete."""
-    return rootfs.CACHE / f"python-torch-{TORCH_BUILD.replace('+', '-')}-py{NODE_PYTHON}-r{LAYER_REVISION}"
+    return layout.CACHE / f"python-torch-{TORCH_BUILD.replace('+', '-')}-py{NODE_PYTHON}-r{LAYER_REVISION}"
 
 
 def ensure_torch_layer(log=print) -> Path:
@@ -186,7 +186,7 @@ def provision_key(repo: Path) -> str:
 def provision_layer_path(repo: Path | None = None, key: str | None = None) -> Path:
     """The provision layer's directory for the checkout as it is now (root/ and layer.txt, once complete)."""
     key = key or provision_key(repo or repo_root())
-    return rootfs.CACHE / f"{PROVISION_PREFIX}{provision.__version__}-py{NODE_PYTHON}-{key}"
+    return layout.CACHE / f"{PROVISION_PREFIX}{provision.__version__}-py{NODE_PYTHON}-{key}"
 
 
 def ensure_provision_layer(log=print) -> Path:

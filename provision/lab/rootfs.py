@@ -17,14 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
+from provision.lab import layout
+from provision.lab.layout import APT_REPO_IN_NODE
 from provision.lab.system import LabError, remove_tree, run
 
-CACHE = Path("/var/cache/provision-lab")
 SUITE = "bookworm"
 PACKAGES = ("openssh-server", "sudo", "iproute2", "kmod", "python3", "systemd", "ca-certificates")
 IMAGE_REVISION = 2  # bump when customize() changes: a new cache key, a fresh image
 # The lab's own apt repository (aptrepo.py), as every node sees it: a read-only bind mount (Node.create).
-APT_REPO_IN_NODE = "/srv/provision-lab/apt"
 APT_SOURCES = f"deb [trusted=yes] file:{APT_REPO_IN_NODE} ./\n"
 
 # Units the distro enables that need a running systemd, a console or the
@@ -53,7 +53,7 @@ def image_key() -> str:
 
 def image_path() -> Path:
     """The image's directory: root/ (the filesystem) and image.txt. It exists only once complete."""
-    return CACHE / f"rootfs-{SUITE}-{image_key()}"
+    return layout.CACHE / f"rootfs-{SUITE}-{image_key()}"
 
 
 def ensure_image(log=print) -> Path:
@@ -78,13 +78,14 @@ def build_cached(path: Path, build: Callable[[Path], None], what: str) -> Path:
     complete, under the cache's lock (one builder at a time; the others wait and reuse its result)."""
     if path.exists():
         return path
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with _locked(CACHE / ".lock"):
+    cache = layout.CACHE
+    cache.mkdir(parents=True, exist_ok=True)
+    with _locked(cache / ".lock"):
         if path.exists():  # another process built it while we waited
             return path
-        for stale in CACHE.glob(".build-*"):  # a crashed build: may still hold a /proc or overlay mount
+        for stale in cache.glob(".build-*"):  # a crashed build: may still hold a /proc or overlay mount
             remove_tree(stale)
-        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=CACHE))
+        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=cache))
         try:
             build(tmp)
             tmp.chmod(0o755)

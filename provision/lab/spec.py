@@ -30,52 +30,26 @@ GPUs and NICs come from, first match wins:
 
 from __future__ import annotations
 
-import copy
 import re
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
 
 from provision.lab import pylayer
+from provision.lab.layout import DEFAULT_GPUS, DEFAULT_NICS, DRIVER_VERSION
+from provision.lab.model import LabSpec, NodeSpec
 from provision.lab.netns import MAX_NICS, MAX_NODES
-from provision.lab.node import DEFAULT_GPUS, DEFAULT_NICS, DRIVER_VERSION, NodeSpec
 from provision.lab.system import LabError
 
 MODELS = ("v100-sxm2-16gb", "rtx-3090", "rtx-4090", "h100-80gb-hbm3")
 MODEL_HINTS = (("v100", "v100-sxm2-16gb", 4), ("3090", "rtx-3090", 1), ("4090", "rtx-4090", 7),
                ("h100", "h100-80gb-hbm3", 8))
 LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes", "torch", "provision", "driver")
-# NodeSpec fields added after labs were first made, with their defaults: a lab's layout names one only where it
-# differs, so that a lab made before the field existed (its state has none) is still the same lab.
-LATER_FIELDS = {"provision": False, "driver": True}
 # The default lab rehearses the basement V100 fix: persistence on, 200 W.
 DEFAULT_VARS = {"gpu": {"persistence": True, "power_limit": 200}}
 NIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
 HOST_PREFIX = "lab-"
 DEFAULT_NODES = 3
-
-
-@dataclass
-class LabSpec:
-    nodes: list[NodeSpec]
-    tree: dict  # the inventory's YAML tree; each host's entry holds its own variables, no connection yet
-    source: str  # "--nodes N" or the --like inventory's path
-
-    def inventory(self, addresses: dict[str, str], ssh_config: str) -> dict:
-        """The tree with every host reached at its lab address as root, through the lab's own ssh_config
-        (so `provision apply` needs no --ssh-config; absolute, so a copy of the file works anywhere)."""
-        tree = copy.deepcopy(self.tree)
-        for hosts in _host_maps(tree):
-            for name, own in hosts.items():
-                hosts[name] = {"ansible_host": addresses[name], "ansible_user": "root", "ssh_config": ssh_config,
-                               **own}
-        return tree
-
-    def layout(self) -> list[dict]:
-        """What must match for `up` to call a running lab the same lab (LATER_FIELDS only where not default)."""
-        return [{k: v for k, v in asdict(n).items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
-                for n in self.nodes]
 
 
 def default_spec(count: int) -> LabSpec:
@@ -199,15 +173,3 @@ def _without_connection(variables) -> dict:
     if isinstance(slurm, dict) and isinstance(slurm.get("controller"), str):
         kept["slurm"] = {**slurm, "controller": HOST_PREFIX + slurm["controller"]}
     return kept
-
-
-def _host_maps(tree: dict):
-    for body in tree.values():
-        yield from _host_maps_in(body)
-
-
-def _host_maps_in(body: dict):
-    if body.get("hosts"):
-        yield body["hosts"]
-    for child in (body.get("children") or {}).values():
-        yield from _host_maps_in(child)

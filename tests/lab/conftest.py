@@ -20,7 +20,7 @@ import pytest
 LAB_DIR = Path(os.environ.get("PROVISION_E2E_LAB_DIR", "/var/lib/provision-lab/e2e"))
 CLUSTER = Path(__file__).parent / "cluster.yaml"
 BASEMENT = Path(__file__).resolve().parents[2] / "inventories" / "basement.yaml"
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
 
 
 class LabCluster:

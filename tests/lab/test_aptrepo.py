@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from provision.lab.rootfs import APT_REPO_IN_NODE, APT_SOURCES
+from provision.lab.layout import (APT_REPO_IN_NODE, NODE_NVML_LIBRARY, NODE_SIM_CONFIG, NODE_SIM_ZIPAPP,
+                                  NVIDIA_PERSISTENCED, NVIDIA_SMI)
+from provision.lab.rootfs import APT_SOURCES
 
 pytestmark = pytest.mark.lab
 
 NODE = "lab-rtx3090-2"  # one RTX 3090, no nvidia-persistenced of its own
 APT = "DEBIAN_FRONTEND=noninteractive apt-get -q -y"
 INSTALLED = ("nvidia-driver-570", "nvidia-driver-580", "munge", "slurmd")
-SIM_FILES = ("/usr/bin/nvidia-smi", "/usr/bin/nvidia-persistenced", "/usr/lib/provision-lab/gpusim.py",
-             "/usr/lib/provision-lab/nvml-library-version", "/etc/nvidia-sim/config.json",
+SIM_FILES = (NVIDIA_SMI, NVIDIA_PERSISTENCED, NODE_SIM_ZIPAPP, NODE_NVML_LIBRARY, NODE_SIM_CONFIG,
              "/var/lib/nvidia-sim/state.json")
 DRIVER_QUERY = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
 

@@ -171,6 +171,6 @@ def _supervisors(lab_dir: Path) -> list[int]:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(b"node.supervise" in arg for arg in argv) and str(lab_dir).encode() in argv:
+        if any(b"supervisor.supervise" in arg for arg in argv) and str(lab_dir).encode() in argv:
             found.append(int(pid))
     return found

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from provision.lab import nodeinit
-from provision.lab.cluster import DEFAULT_DIR, inventory_text
+from provision.lab.cluster import inventory_text
+from provision.lab.layout import DEFAULT_DIR
 from provision.lab.netns import LabNet
 from provision.lab.rootfs import debian_mirror
 from provision.lab.spec import DEFAULT_NODES, default_spec, like_spec

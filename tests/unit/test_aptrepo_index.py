@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from provision.lab import aptrepo
-from provision.lab.node import GPUSIM, NODE_NVML_LIBRARY, sim_wrapper
+from provision.lab import aptrepo, simzip
+from provision.lab.layout import NODE_NVML_LIBRARY, NODE_SIM_ZIPAPP, SIM_PACKAGE
+from provision.lab.simzip import sim_wrapper
 
 CONTROL = """\
 Package: tiny
@@ -99,7 +100,7 @@ def test_driver_package_holds_the_simulator_its_wrappers_its_library_version_and
     tree, control = tmp_path / "tree", tmp_path / "control"
     subprocess.run(["dpkg-deb", "--extract", str(deb), str(tree)], check=True)
     subprocess.run(["dpkg-deb", "--control", str(deb), str(control)], check=True)
-    assert (tree / "usr/lib/provision-lab/gpusim.py").read_text() == GPUSIM.read_text()
+    assert (tree / NODE_SIM_ZIPAPP.lstrip("/")).read_bytes() == simzip.build()  # the simulator, as one zipapp
     for program in ("/usr/bin/nvidia-smi", "/usr/bin/nvidia-persistenced"):
         path = tree / program.lstrip("/")
         assert path.read_text() == sim_wrapper(program) and os.access(path, os.X_OK)
@@ -115,7 +116,7 @@ def test_driver_package_holds_the_simulator_its_wrappers_its_library_version_and
 
 def test_persistenced_accepts_the_units_options(tmp_path):
     argv = aptrepo.PERSISTENCED_UNIT.split("ExecStart=/usr/bin/nvidia-persistenced ")[1].splitlines()[0].split()
-    proc = subprocess.run([sys.executable, str(GPUSIM), "nvidia-persistenced", *argv, "--help"],
+    proc = subprocess.run([sys.executable, str(SIM_PACKAGE), "nvidia-persistenced", *argv, "--help"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr  # parsed every option (an unknown one exits 1)
 
@@ -124,7 +125,7 @@ def sim(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "NVIDIA_SIM_CONFIG": str(tmp_path / "config.json"),
            "NVIDIA_SIM_STATE": str(tmp_path / "state.json"), "NVIDIA_SIM_KMSG": str(tmp_path / "kern.log"),
            "NVIDIA_SIM_RUNDIR": str(tmp_path / "run"), "NVIDIA_SIM_UID": "0"}
-    return subprocess.run([sys.executable, str(GPUSIM), *args], capture_output=True, text=True, env=env)
+    return subprocess.run([sys.executable, str(SIM_PACKAGE), *args], capture_output=True, text=True, env=env)
 
 
 def test_set_driver_changes_what_nvidia_smi_reports_and_keeps_the_gpus(tmp_path):

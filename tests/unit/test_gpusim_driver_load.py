@@ -16,7 +16,7 @@ import pytest
 
 from provision.lab import gpusim
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
 MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: {}\n"
 GCC = "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n"  # two spaces, a trailing one: as real files have
 NO_DRIVER = gpusim.NO_DRIVER  # "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. ..."
@@ -167,7 +167,7 @@ def test_a_simulator_whose_files_were_moved_keeps_its_proc_beside_its_state(monk
 
 
 def test_without_a_library_file_the_configs_driver_is_installed_and_loaded(tmp_path):
-    """A simulator set up on its own (`gpusim.py install`, a config, no driver package) behaves as before."""
+    """A simulator set up on its own (`gpusim install`, a config, no driver package) behaves as before."""
     config = {"gpus": [{"model": "rtx-3090", "count": 1}]}
     (tmp_path / "config.json").write_text(json.dumps(config))
     env = dict(os.environ, NVIDIA_SIM_CONFIG=str(tmp_path / "config.json"), NVIDIA_SIM_STATE=str(tmp_path / "state"),

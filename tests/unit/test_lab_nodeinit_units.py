@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from provision.lab import cgroups
 from provision.lab import node as lab_node
 from provision.lab import nodeinit, pylayer
 from provision.lab.system import LabError
@@ -334,10 +335,10 @@ def test_the_node_cgroups_go_under_this_process_own_in_each_v1_hierarchy(tmp_pat
         "32 30 0:28 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n"
         "33 30 0:29 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd\n"
         "34 30 0:30 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n")
-    assert lab_node.v1_hierarchies(cgroup, mountinfo) == [Path("/sys/fs/cgroup/memory/process_api/abc"),
+    assert cgroups.v1_hierarchies(cgroup, mountinfo) == [Path("/sys/fs/cgroup/memory/process_api/abc"),
                                                           Path("/sys/fs/cgroup/cpu,cpuacct/user.slice")]
     cgroup.write_text("0::/init.scope\n")  # cgroup v2 only: no v1 hierarchy, no cgroup namespace
-    assert lab_node.v1_hierarchies(cgroup, mountinfo) == []
+    assert cgroups.v1_hierarchies(cgroup, mountinfo) == []
 
 
 def test_removing_a_node_cgroups_takes_what_it_made_below_and_nothing_else(tmp_path):
@@ -347,9 +348,9 @@ def test_removing_a_node_cgroups_takes_what_it_made_below_and_nothing_else(tmp_p
     other.mkdir()
     record = tmp_path / "cgroups"
     record.write_text(f"{node}\n{other}\n{tmp_path / 'memory' / 'plab3-lab-node-1'}\n")
-    assert lab_node.remove_cgroups(record) == []
+    assert cgroups.remove_cgroups(record) == []
     assert not node.exists() and other.is_dir() and not record.exists()
-    assert lab_node.remove_cgroups(record) == []  # nothing recorded: nothing to do
+    assert cgroups.remove_cgroups(record) == []  # nothing recorded: nothing to do
 
 
 def test_hosts_file_names_every_node_at_its_address():

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provision.lab import pylayer, rootfs
-from provision.lab.node import NodeSpec
-from provision.lab.spec import LAB_KEYS, LabSpec, like_spec
+from provision.lab import layout, pylayer
+from provision.lab.model import LabSpec, NodeSpec
+from provision.lab.spec import LAB_KEYS, like_spec
 from provision.lab.system import LabError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,7 +88,7 @@ def test_the_key_follows_where_a_link_points(tmp_path):
 
 def test_the_layer_is_named_with_its_prefix_version_python_and_key(tmp_path):
     path = pylayer.provision_layer_path(fake_checkout(tmp_path))
-    assert path.parent == rootfs.CACHE
+    assert path.parent == layout.CACHE
     assert path.name == f"python-provision-0.1.0-py3.11-{pylayer.provision_key(tmp_path)}"
     assert path.name.startswith(pylayer.PROVISION_PREFIX)
     assert pylayer.provision_layer_path(key="abc").name == "python-provision-0.1.0-py3.11-abc"
@@ -191,7 +191,7 @@ def test_the_build_makes_the_layer_and_removes_the_older_one(tmp_path, monkeypat
     repo = fake_checkout(tmp_path / "repo")
     cache = tmp_path / "cache"
     (cache / "python-provision-0.1.0-py3.11-old" / "root").mkdir(parents=True)
-    monkeypatch.setattr(rootfs, "CACHE", cache)
+    monkeypatch.setattr(layout, "CACHE", cache)
     monkeypatch.setattr(pylayer, "repo_root", lambda: repo)
     monkeypatch.setattr(pylayer, "pip_command", lambda: ["pip"])
     real_run, calls = pylayer.run, []
@@ -236,7 +236,7 @@ def test_the_build_makes_the_layer_and_removes_the_older_one(tmp_path, monkeypat
 
 def test_the_build_refuses_a_wheel_for_another_python(tmp_path, monkeypatch):
     repo = fake_checkout(tmp_path / "repo")
-    monkeypatch.setattr(rootfs, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(layout, "CACHE", tmp_path / "cache")
     monkeypatch.setattr(pylayer, "repo_root", lambda: repo)
     monkeypatch.setattr(pylayer, "pip_command", lambda: ["pip"])
     real_run = pylayer.run

@@ -28,7 +28,7 @@ from provision.capabilities.gpu.clocks import ApplicationClocks, LockedClocks
 from provision.capabilities.gpu.tasks import DAEMON_DROPIN, PACKAGED_UNITS, Persistence
 from provision.capabilities.system.services import ServiceEnabled
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim.py"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
 _cache: dict[str, list] = {}
 
 

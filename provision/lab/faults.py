@@ -1,0 +1,76 @@
+"""Faults for drills: what `provision lab fault` does to a running node, how `clear` undoes it, and which
+faults a reboot ends. The lab's state file records what was injected (Lab.fault)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from provision.lab import netns
+from provision.lab.node import Node
+from provision.lab.system import LabError
+
+GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "pcie-degraded", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
+              "gpu-pcie-errors")  # the simulator's `fault GPU KIND` (without "gpu-")
+FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", "sshd-down", "clear")
+SLOW_NIC_MBPS = 1000  # nic-slow: the port is cabled to the 1GbE switch (the seed blades' old internet uplink)
+# What a reboot ends: a GPU off the bus is back, a pending ECC repair is done, the kernel log is new, sshd starts.
+# A gone GPU, a degraded link, a power brake or overheating, a pulled cable and a slow port stay.
+GONE_AT_REBOOT = ("gpu-off-bus", "gpu-ecc", "gpu-pcie-errors", "sshd-down")
+
+
+def inject(node: Node, kind: str, gpu: int | None, nic: str | None) -> str:
+    """Inject one fault; what was done, in words (as the state file records it)."""
+    if kind in GPU_FAULTS:
+        gpu = 0 if gpu is None else gpu
+        if not 0 <= gpu < node.spec.gpu_count:
+            raise LabError(f"--gpu {gpu}: {node.spec.name} has GPUs 0..{node.spec.gpu_count - 1}", 2)
+        node.gpusim("fault", str(gpu), kind.removeprefix("gpu-"))
+        return f"{kind} GPU {gpu}"
+    if kind in ("nic-down", "nic-slow"):
+        nic = nic or node.spec.nics[0]
+        if nic not in node.spec.nics:
+            raise LabError(f"--nic {nic}: {node.spec.name} has {', '.join(node.spec.nics)}", 2)
+        if kind == "nic-down":
+            netns.set_cable(node.net, node.spec.index, node.spec.nics.index(nic), plugged=False)
+        else:
+            slow_link(node, nic)
+        return f"{kind} {nic}"
+    if kind == "sshd-down":
+        for pid, comm in node.processes().items():
+            if comm == "sshd":
+                os.kill(pid, signal.SIGKILL)
+        return "sshd-down"
+    raise LabError(f"unknown fault {kind!r}; one of {', '.join(FAULTS)}", 2)
+
+
+def clear(node: Node, faults: list[str]) -> str:
+    """Undo every fault (those recorded, and any GPU or cable state besides); what was done, in words."""
+    for fault in faults:
+        if fault.startswith("nic-slow ") and node.init_pid() is not None:
+            nic = fault.split()[1]
+            node.exec(["umount", f"/sys/class/net/{nic}/speed"], check=False)
+    for gpu in range(node.spec.gpu_count):
+        node.gpusim("fault", str(gpu), "clear")
+    for k in range(len(node.spec.nics)):
+        netns.set_cable(node.net, node.spec.index, k, plugged=True)
+    if "sshd" not in node.processes().values():
+        node.exec(["/usr/sbin/sshd"])  # daemonizes; the node's PID 1 adopts it
+        node.wait_ssh()
+    return f"cleared {', '.join(faults) or 'nothing (no fault recorded)'}"
+
+
+def after_boot(node: Node, faults: list[str]) -> None:
+    """The faults a boot ends leave the record (faults, changed in place); what stays is set up again where the
+    node's boot undid it."""
+    faults[:] = [f for f in faults if not f.startswith(GONE_AT_REBOOT)]
+    for fault in faults:  # a cable into the slow switch is still there after the reboot
+        if fault.startswith("nic-slow "):
+            slow_link(node, fault.split()[1])
+
+
+def slow_link(node: Node, nic: str) -> None:
+    """The node's kernel reports its fabric NIC at 1000 Mb/s: a file bound over the interface's speed in the
+    node's own /sys (its mount namespace; a veth itself always says 10000)."""
+    speed = f"/run/lab-{nic}-speed"
+    node.exec(["sh", "-c", f"echo {SLOW_NIC_MBPS} > {speed} && mount --bind {speed} /sys/class/net/{nic}/speed"])

@@ -1,0 +1,42 @@
+"""gpusim: a faithful, stateful stand-in for nvidia-smi, nvidia-persistenced and dmesg (stdlib only, Python 3.9+).
+
+Its usage, environment and config: cli.py (what `gpusim` prints without arguments). Its modules, the programs
+first, then what they share:
+
+  cli           gpusim's own commands (init, reboot, set-driver, install, show) and main(), which runs
+                nvidia-smi, nvidia-persistenced or dmesg by the name it is called by
+  smi           nvidia-smi's command line and runs
+  fields        --query-gpu and the other CSV queries
+  report        -q, the full report
+  table         the summary table, -L, --version
+  topo          topo -m, nvlink -s
+  setters       -pm, -pl, -ac, -lgc, -lmc, -lmcd and their resets
+  helptext      the help texts, as captured
+  persistenced  nvidia-persistenced
+  dmesg         dmesg
+  faults        `gpusim fault`: a GPU off the bus, gone, a degraded link, ECC errors, a power brake, ...
+  gpu           one GPU (and its host) as nvidia-smi shows it
+  state         the config and the state file, the persistence daemon's record
+  kernel        the driver installed and the one loaded, boots, the kernel log
+  models        the GPU models' figures (gpu_models.md, beside this package, sources each)
+  env           where its files are (NVIDIA_SIM_*)
+  errors        exit codes, shared messages, the simulator's own errors
+
+Standard library and relative imports only: the package runs from a checkout (`python -m provision.lab.gpusim`,
+`python provision/lab/gpusim`, or imported as gpusim by the wrappers `gpusim install` writes) and, on lab nodes,
+from one zipapp file (provision/lab/simzip.py).
+"""
+
+from .cli import COMMANDS, PROGRAMS, WRAPPER, main
+from .env import ENV_DEFAULTS, env_path, proc_driver_path, ring_path
+from .errors import NO_DRIVER, RC_SIM, Exit, SimError
+from .faults import fall_off_bus
+from .fields import GPU_FIELDS
+from .kernel import CUDA_FOR_DRIVER, DEFAULT_DRIVER, kmsg
+from .models import MODELS, volta_grid
+from .persistenced import PERSISTENCED_FAILED
+from .state import STATE_VERSION, healthy
+
+__all__ = ["COMMANDS", "CUDA_FOR_DRIVER", "DEFAULT_DRIVER", "ENV_DEFAULTS", "Exit", "GPU_FIELDS", "MODELS", "NO_DRIVER",
+           "PERSISTENCED_FAILED", "PROGRAMS", "RC_SIM", "STATE_VERSION", "SimError", "WRAPPER", "env_path",
+           "fall_off_bus", "healthy", "kmsg", "main", "proc_driver_path", "ring_path", "volta_grid"]

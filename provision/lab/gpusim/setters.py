@@ -1,0 +1,237 @@
+"""nvidia-smi's setters (-pm, -pl, -ac, -lgc, -lmc, -lmcd and their resets): what each does to a GPU, and
+how a run over several GPUs warns, stops and exits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .env import effective_uid
+from .errors import RC_INVALID, RC_NOT_SUPPORTED, RC_NO_PERMISSION, RC_OK
+from .gpu import Gpu, Host, enabled
+from .kernel import kmsg
+
+ALL_DONE = "All done."
+MOVING_ON = "Treating as warning and moving on."
+TERMINATING = "Terminating early due to previous errors."
+# The 5xx-driver wording (seen after -lgc and -mig); older drivers said "This settings will go
+# back to default as soon as driver unloads ...". Printed after each volatile setting.
+PERSISTENCE_WARNING = ("\nWarning: persistence mode is disabled on device {bus}. See the Known Issues section of "
+                       "the nvidia-smi(1) man page for more information. Run with [--help | -h] switch to get more "
+                       "information on how to enable persistence mode.")
+PM_DEPRECATED = ("NVRM: Persistence mode is deprecated and will be removed in a future release. "
+                 "Please use nvidia-persistenced instead.")
+
+
+# --- setters --------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What a setter did to one GPU: ok, warn (moves on) or error (stops); lines to print; exit code."""
+
+    kind: str
+    lines: list
+    rc: int = RC_OK
+
+
+def ok(*lines: str) -> Outcome:
+    return Outcome("ok", list(lines))
+
+
+def warn(line: str, rc: int = RC_NOT_SUPPORTED) -> Outcome:
+    return Outcome("warn", [line, MOVING_ON], rc)
+
+
+def error(line: str, rc: int) -> Outcome:
+    return Outcome("error", [line], rc)
+
+
+@dataclass(frozen=True)
+class Setter:
+    option: str
+    parse: Callable  # the option's value -> what plan() takes; raises ValueError on nonsense
+    supported: Callable  # Model -> bool
+    unsupported: str  # the warning where not supported
+    denied: str  # the message for a user who is not root
+    plan: Callable  # (host, gpu, value) -> Outcome (nothing to do / refused) or a callable that applies it
+    volatile: bool  # lost when the driver unloads: warn when the GPU has no persistence
+
+
+def parse_bool(value: str) -> bool:
+    choices = {"0": False, "DISABLED": False, "1": True, "ENABLED": True}
+    if value.upper() not in choices:
+        raise ValueError(value)
+    return choices[value.upper()]
+
+
+def parse_pair(value: str) -> tuple:
+    parts = [int(part) for part in value.split(",")]
+    if len(parts) != 2:
+        raise ValueError(value)
+    return parts[0], parts[1]
+
+
+def parse_range(value: str) -> tuple:
+    """MIN,MAX or one value for both."""
+    parts = [int(part) for part in value.split(",")]
+    if len(parts) == 1:
+        parts *= 2
+    if len(parts) != 2 or parts[0] < 0 or parts[0] > parts[1]:
+        raise ValueError(value)
+    return parts[0], parts[1]
+
+
+def parse_clock(value: str) -> int:
+    clock = int(value)
+    if clock <= 0:
+        raise ValueError(value)
+    return clock
+
+
+def parse_watts(value: str) -> float:
+    watts_value = float(value)
+    if watts_value != watts_value or watts_value < 0:  # NaN or negative
+        raise ValueError(value)
+    return watts_value
+
+
+def no_value(value) -> None:
+    return None
+
+
+def plan_persistence(host: Host, g: Gpu, want: bool):
+    if g.persistent == want:
+        return ok(f"Persistence mode is already {enabled(want)} for GPU {g.bus_id}.")
+
+    def apply() -> Outcome:
+        if want and host.daemon:  # the daemon holds the GPU: ask it
+            g.record["daemon_pm"] = True
+            return ok(f"Enabled persistence mode via daemon for GPU {g.bus_id}.")
+        if want:  # legacy persistence: works, and the 580 driver logs that it is deprecated
+            g.record["legacy_pm"] = True
+            kmsg(host.state, PM_DEPRECATED)
+            return ok(f"Enabled persistence mode for GPU {g.bus_id}.")
+        g.record["legacy_pm"] = False
+        if host.daemon:
+            g.record["daemon_pm"] = False
+        return ok(f"Disabled persistence mode for GPU {g.bus_id}.")
+    return apply
+
+
+def plan_power_limit(host: Host, g: Gpu, value: float):
+    m = g.model
+    if not m.power_min <= value <= m.power_max:
+        return error(f"Provided power limit {value:.2f} W is not a valid power limit which should be between "
+                     f"{m.power_min:.2f} W and {m.power_max:.2f} W for GPU {g.bus_id}", RC_INVALID)
+
+    def apply() -> Outcome:
+        before = g.power_limit
+        g.record["power_limit"] = value
+        return ok(f"Power limit for GPU {g.bus_id} was set to {value:.2f} W from {before:.2f} W.")
+    return apply
+
+
+def plan_app_clocks(host: Host, g: Gpu, pair: tuple):
+    memory, graphics = pair
+    if graphics not in g.model.graphics_clocks(memory):
+        return warn(f'Specified clock combination "(MEM {memory}, SM {graphics})" is not supported for GPU '
+                    f"{g.bus_id}. Run 'nvidia-smi -q -d SUPPORTED_CLOCKS' to see list of supported clock "
+                    "combinations", RC_INVALID)
+    return setting(g, "app_clocks", [memory, graphics],
+                   f'Applications clocks set to "(MEM {memory}, SM {graphics})" for GPU {g.bus_id}')
+
+
+def plan_locked_gpu(host: Host, g: Gpu, bounds: tuple):
+    return setting(g, "locked_gpu", list(bounds),
+                   f'GPU clocks set to "(gpuClkMin {bounds[0]}, gpuClkMax {bounds[1]})" for GPU {g.bus_id}')
+
+
+def plan_locked_mem(host: Host, g: Gpu, bounds: tuple):
+    return setting(g, "locked_mem", list(bounds),
+                   f'Memory clocks set to "(memClkMin {bounds[0]}, memClkMax {bounds[1]})" for GPU {g.bus_id}')
+
+
+def plan_deferred_mem(host: Host, g: Gpu, clock: int):
+    if clock not in g.model.memory_clocks():
+        return warn(f"Specified memory clock {clock} MHz is not supported for GPU {g.bus_id}. Run "
+                    "'nvidia-smi -q -d SUPPORTED_CLOCKS' to see list of supported clock combinations", RC_INVALID)
+    return setting(g, "deferred_mem", clock,
+                   f'Deferred memory clocks set to "(memClkMin {clock}, memClkMax {clock})" for GPU {g.bus_id}')
+
+
+def plan_reset(key: str):
+    def plan(host: Host, g: Gpu, value) -> Callable:
+        return setting(g, key, None)
+    return plan
+
+
+def setting(g: Gpu, key: str, value, *lines: str) -> Callable:
+    def apply() -> Outcome:
+        g.record[key] = value
+        return ok(*lines)
+    return apply
+
+
+def permission(what: str) -> str:
+    return f"Failed to {what} for GPU {{bus}}: Insufficient Permissions"
+
+
+def not_supported(what: str) -> str:
+    return f"Setting {what} is not supported for GPU {{bus}}."
+
+
+APP_CLOCKS_DENIED = "The current user does not have permission to change clocks for GPU {bus}."
+PM_DENIED = "Unable to set persistence mode for GPU {bus}: Insufficient Permissions"
+POWER_UNSUPPORTED = "Changing power management limit is not supported for GPU: {bus}."
+SETTERS = {s.option: s for s in (
+    Setter("pm", parse_bool, lambda m: True, "", PM_DENIED, plan_persistence, volatile=False),
+    Setter("pl", parse_watts, lambda m: True, POWER_UNSUPPORTED, permission("set power management limit"),
+           plan_power_limit, volatile=True),
+    Setter("ac", parse_pair, lambda m: m.app_clocks, not_supported("applications clocks"), APP_CLOCKS_DENIED,
+           plan_app_clocks, volatile=True),
+    Setter("rac", no_value, lambda m: m.app_clocks, not_supported("applications clocks"), APP_CLOCKS_DENIED,
+           plan_reset("app_clocks"), volatile=False),
+    Setter("lgc", parse_range, lambda m: m.locked_gpu_clocks, not_supported("locked GPU clocks"),
+           permission("set locked GPU clocks"), plan_locked_gpu, volatile=True),
+    Setter("rgc", no_value, lambda m: m.locked_gpu_clocks, not_supported("locked GPU clocks"),
+           permission("reset locked GPU clocks"), plan_reset("locked_gpu"), volatile=False),
+    Setter("lmc", parse_range, lambda m: m.locked_mem_clocks, not_supported("locked memory clocks"),
+           permission("set locked memory clocks"), plan_locked_mem, volatile=True),
+    Setter("rmc", no_value, lambda m: m.locked_mem_clocks, not_supported("locked memory clocks"),
+           permission("reset locked memory clocks"), plan_reset("locked_mem"), volatile=False),
+    Setter("lmcd", parse_clock, lambda m: m.deferred_mem_clocks, not_supported("deferred memory clocks"),
+           permission("set deferred memory clocks"), plan_deferred_mem, volatile=False),
+    Setter("rmcd", no_value, lambda m: m.deferred_mem_clocks, not_supported("deferred memory clocks"),
+           permission("reset deferred memory clocks"), plan_reset("deferred_mem"), volatile=False),
+)}
+
+
+# -pl --scope 1 (TOTAL_MODULE) is for Grace Hopper: refused on every model here.
+MODULE_POWER = Setter("pl", no_value, lambda m: False, POWER_UNSUPPORTED, "", plan_power_limit, volatile=False)
+
+
+def run_setter(host: Host, gpus: list, setter: Setter, value, error_on_warning: bool) -> tuple:
+    """Each GPU in turn; a warning moves on, an error stops. Returns (output, rc)."""
+    out, warned = [], RC_OK
+    for g in gpus:
+        outcome = one_gpu(host, g, setter, value)
+        out += outcome.lines
+        if outcome.kind == "error":
+            return "\n".join(out + [TERMINATING]) + "\n", outcome.rc
+        if outcome.kind == "warn":
+            warned = warned or outcome.rc
+        elif setter.volatile and not g.persistent:
+            out.append(PERSISTENCE_WARNING.format(bus=g.bus_id))
+    return "\n".join(out + [ALL_DONE]) + "\n", warned if error_on_warning else RC_OK
+
+
+def one_gpu(host: Host, g: Gpu, setter: Setter, value) -> Outcome:
+    if not setter.supported(g.model):
+        return warn(setter.unsupported.format(bus=g.bus_id))
+    planned = setter.plan(host, g, value)
+    if isinstance(planned, Outcome):  # nothing to do, or refused before any permission check
+        return planned
+    if effective_uid() != 0:
+        return error(setter.denied.format(bus=g.bus_id), RC_NO_PERMISSION)
+    return planned()

@@ -1,0 +1,63 @@
+"""nvidia-smi's plain summary table, -L and --version."""
+
+from __future__ import annotations
+
+import time
+
+from .gpu import Host, memory_used
+
+PROCESSES_BOX = """\
++-----------------------------------------------------------------------------------------+
+| Processes:                                                                              |
+|  GPU   GI   CI              PID   Type   Process name                        GPU Memory |
+|        ID   ID                                                               Usage      |
+|=========================================================================================|
+|  No running processes found                                                             |
++-----------------------------------------------------------------------------------------+
+"""
+
+
+def table_row(cells: list) -> str:
+    return "|" + "|".join(cells) + "|"
+
+
+def spread(left: str, right: str, width: int) -> str:
+    return left + " " * max(1, width - len(left) - len(right)) + right
+
+
+def render_table(host: Host, gpus: list) -> str:
+    rule = "+" + "-" * 89 + "+"
+    grid = "+" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+"
+    lines = [
+        time.asctime() + "       ", rule,
+        f"| NVIDIA-SMI {host.driver:<23}Driver Version: {host.driver:<15}CUDA Version: {host.cuda:<9}|", grid,
+        "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
+        "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
+        "|                                         |                        |               MIG M. |",
+        "|=========================================+========================+======================|",
+    ]
+    for g in gpus:
+        m = g.model
+        ecc = {"Enabled": str(g.record["ecc_volatile"]), "Disabled": "Off"}.get(m.ecc_mode, "N/A")
+        fan = "  0%" if m.fan else " N/A"
+        used = memory_used(g)
+        lines += [
+            table_row([spread(f"{g.index:>4}  {m.name}", "On  " if g.persistent else "Off ", 41),
+                       f"{g.bus_id + ' Off':>23} ", f"{ecc:>21} "]),
+            table_row([spread(f"{fan}  {g.temperature:>3}C    {m.idle_pstate}",
+                              f"{int(g.power_draw)}W / {int(g.power_limit):>4}W ", 41),
+                       f"{used:>8}MiB / {m.memory_mib:>6}MiB ", f"{0:>7}%{'Default':>13} "]),
+            table_row([" " * 41, " " * 24, f"{'Disabled' if m.mig else 'N/A':>21} "]),
+            grid,
+        ]
+    return "\n".join(lines) + "\n\n" + PROCESSES_BOX
+
+
+def render_list(gpus: list) -> str:
+    return "".join(f"GPU {g.index}: {g.model.name} (UUID: {g.uuid})\n" for g in gpus)
+
+
+def render_version(host: Host) -> str:
+    nvml = ".".join(host.driver.split(".")[:2])
+    return (f"NVIDIA-SMI version  : {host.driver}\nNVML version        : {nvml}\n"
+            f"DRIVER version      : {host.driver}\nCUDA Version        : {host.cuda}\n")

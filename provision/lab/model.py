@@ -1,0 +1,74 @@
+"""What a lab is: its nodes (NodeSpec: name, place, GPUs, NICs, driver) and the inventory they mirror (LabSpec).
+
+Plain data, as the lab's state file records it; spec.py makes a LabSpec from --nodes N or --like INVENTORY,
+cluster.py makes the lab.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+
+from provision.lab.layout import DEFAULT_GPUS, DEFAULT_NICS, DRIVER_VERSION
+
+# NodeSpec fields added after labs were first made, with their defaults: a lab's layout names one only where it
+# differs, so that a lab made before the field existed (its state has none) is still the same lab.
+LATER_FIELDS = {"provision": False, "driver": True}
+
+
+@dataclass
+class NodeSpec:
+    """What a node is: its name in the lab's inventory, its place, GPUs and NICs."""
+
+    name: str
+    index: int  # 1-based: addresses and veth names
+    gpus: list[dict] = field(default_factory=lambda: [dict(g) for g in DEFAULT_GPUS])
+    nics: list[str] = field(default_factory=lambda: list(DEFAULT_NICS))
+    driver_version: str = DRIVER_VERSION
+    persistenced: bool = False  # install the simulated nvidia-persistenced too
+    driver: bool = True  # the simulated driver installed (nvidia-smi, its library): False, only a package brings one
+    rdma: list[dict] = field(default_factory=list)  # RDMA NICs as topo -m shows them: {name, near_gpu, numa}
+    numa_nodes: int = 1
+    torch: bool = True  # the lab's Python layer (pylayer.py) under the node's disk: torch for its python3
+    provision: bool = False  # the lab's provision layer (pylayer.py) above it: this checkout for its python3
+
+    @property
+    def gpu_count(self) -> int:
+        return sum(g["count"] for g in self.gpus)
+
+    def describe_gpus(self) -> str:
+        return " + ".join(f"{g['count']}x {g['model']}" for g in self.gpus) or "no GPU"
+
+
+@dataclass
+class LabSpec:
+    nodes: list[NodeSpec]
+    tree: dict  # the inventory's YAML tree; each host's entry holds its own variables, no connection yet
+    source: str  # "--nodes N" or the --like inventory's path
+
+    def inventory(self, addresses: dict[str, str], ssh_config: str) -> dict:
+        """The tree with every host reached at its lab address as root, through the lab's own ssh_config
+        (so `provision apply` needs no --ssh-config; absolute, so a copy of the file works anywhere)."""
+        tree = copy.deepcopy(self.tree)
+        for hosts in _host_maps(tree):
+            for name, own in hosts.items():
+                hosts[name] = {"ansible_host": addresses[name], "ansible_user": "root", "ssh_config": ssh_config,
+                               **own}
+        return tree
+
+    def layout(self) -> list[dict]:
+        """What must match for `up` to call a running lab the same lab (LATER_FIELDS only where not default)."""
+        return [{k: v for k, v in asdict(n).items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
+                for n in self.nodes]
+
+
+def _host_maps(tree: dict):
+    for body in tree.values():
+        yield from _host_maps_in(body)
+
+
+def _host_maps_in(body: dict):
+    if body.get("hosts"):
+        yield body["hosts"]
+    for child in (body.get("children") or {}).values():
+        yield from _host_maps_in(child)
