@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -12,20 +10,21 @@ from pathlib import Path
 import click
 
 from provision import __version__
-from provision.capabilities.nccl import interfaces as nccl
-from provision.output import report
-from provision.core.connection import LocalConnection, SSHConnection, SSHOptions
-from provision.core.run import Engine, RunOptions
-from provision.capabilities.registry import EXTENSIONS
-from provision.core.errors import InputError, ProvisionError
-from provision.inventory.model import Host, load_inventory, local_inventory
-from provision.lab.cli import lab
+from provision.commands import adhoc as adhoc_command
+from provision.commands import facts as facts_command
+from provision.commands.apply import apply as apply_command
 from provision.commands.playbook import load_playbook, select_tasks, unapplied_blocks
-from provision.output.progress import Progress
-from provision.commands.reboot import final_results, reboot_and_converge
+from provision.commands.run import Target, connector
+from provision.commands.run import select_hosts as target_hosts
+from provision.commands.verify import verify as verify_command
+from provision.core.connection import SSHOptions
+from provision.core.errors import InputError, ProvisionError
 from provision.core.resources import playbook_path, templates_dir
 from provision.core.results import EXIT_BAD_INPUT, exit_code, to_json
+from provision.core.run import RunOptions
 from provision.core.runlog import RunLog, default_path
+from provision.output import report
+from provision.output.progress import Progress
 
 EXIT_CODES_HELP = """\b
 Exit codes (bit flags, added up):
@@ -100,37 +99,15 @@ def adhoc_options(func):
     return func
 
 
-def select_hosts(inventory: str | None, local: bool, limit: str | None) -> tuple[str, list[Host], list[Host]]:
-    """(inventory path, the hosts --limit selects, every host of the inventory)."""
+def select_hosts(inventory: str | None, local: bool, limit: str | None) -> Target:
     if inventory is None and not local:
         raise click.UsageError("give an INVENTORY file, or --local to work on this machine")
-    inv = load_inventory(inventory) if inventory else local_inventory()
-    return inv.path, inv.select(limit), list(inv.hosts.values())
+    return target_hosts(inventory, local, limit)
 
 
-def connector(local: bool, ssh: SSHOptions):
-    """Connections per host; --ssh-config on the command line wins over the inventory's ssh_config."""
-    def connect(host: Host):
-        if local or host.connection == "local":
-            return LocalConnection(host.name)
-        options = ssh if ssh.ssh_config or not host.ssh_config else replace(ssh, ssh_config=host.ssh_config)
-        return SSHConnection(host.name, host.address, host.user, host.port, options)
-    return connect
-
-
-def run_engine(engine: Engine, hosts: list[Host]):
-    """engine.run, stoppable: a first Ctrl-C or SIGTERM finishes what is in flight and reports (engine.stop);
-    a second abandons it and exits 130 or 143 at once."""
-    try:
-        with engine.stop.catching():
-            return engine.run(hosts)
-    except KeyboardInterrupt:  # run gave back the locks it could and closed the connections
-        engine.options.notice("Abandoned: the changes in flight may be partly done; "
-                              "run the same command again to read and converge them.")
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # At once: the workers still inside a command would otherwise be waited for at the interpreter's exit.
-        os._exit(exit_code([], stopped_by=engine.stop.signum or signal.SIGINT))
+def ssh_options(opts: dict, connect_timeout: float = 10) -> SSHOptions:
+    return SSHOptions(ssh_config=opts["ssh_config"], connect_timeout=connect_timeout,
+                      accept_new_host_keys=opts["accept_new_host_keys"], identity_file=opts["identity_file"])
 
 
 def run_progress(as_json: bool) -> Progress:
@@ -140,7 +117,18 @@ def run_progress(as_json: bool) -> Progress:
 
 
 class ProvisionGroup(click.Group):
-    """Turns our input errors into clear messages and exit code 2, never a traceback."""
+    """Turns our input errors into clear messages and exit code 2, never a traceback. `provision lab` is loaded
+    only when it is asked for (its help, or the command itself): no other command imports the lab."""
+
+    def list_commands(self, ctx):
+        return sorted([*super().list_commands(ctx), "lab"])
+
+    def get_command(self, ctx, name):
+        if name == "lab":
+            from provision.lab.cli import lab
+
+            return lab
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx):
         try:
@@ -210,12 +198,13 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     nothing new (exit 130 or 143); a second abandons them. A lock a lost run
     left on a host is taken over when its run is gone (see `unlock`).
     """
-    inv_path, hosts, everyone = select_hosts(inventory, local, limit)
-    hosts = [replace(h, accept_gpu_changes=True) for h in hosts] if accept_gpu_changes else hosts
+    target = select_hosts(inventory, local, limit)
+    if accept_gpu_changes:
+        target.hosts = [replace(h, accept_gpu_changes=True) for h in target.hosts]
     book = playbook_path(playbook)
     loaded = load_playbook(book, templates_dir(templates))
     tasks = select_tasks(loaded, _split(tags), _split(skip_tags), str(book))
-    for warning in unapplied_blocks(loaded, hosts, book.name):
+    for warning in unapplied_blocks(loaded, target.hosts, book.name):
         click.secho(warning, fg="yellow", err=True)
     password = click.prompt("sudo password", hide_input=True, err=True) if ask_sudo_pass else None
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
@@ -224,16 +213,13 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     progress = run_progress(as_json)
     options = RunOptions(check=check, forks=forks, lock_wait=lock_wait, sudo_password=password, command=command,
                          progress=progress, notice=progress.notice, keep_backups=keep_backups, local=local)
-    log = RunLog(Path(log_path) if log_path else default_path(), command, inv_path)
-    engine = Engine(tasks, options, connector(local, ssh), EXTENSIONS, log, inv_path, everyone)
-    outcomes, after = [], []
+    log = RunLog(Path(log_path) if log_path else default_path(), command, target.inventory_path)
     try:
-        results = run_engine(engine, hosts)
-        if reboot and not check and not engine.stop.signum:
-            outcomes, after = reboot_and_converge(engine, serial, reboot_timeout)
+        applied = apply_command(target, tasks, options, ssh, log, reboot, serial, reboot_timeout)
     finally:
         progress.close()
-    final, stopped = final_results(results, outcomes, after), engine.stop.signum
+    results, outcomes, after = applied.results, applied.reboots, applied.after
+    final, stopped = applied.final, applied.stopped
     if as_json:
         data = to_json(results, check, stopped)
         if reboot:
@@ -257,19 +243,18 @@ Exit codes: 0 every host was read; 2 bad input; 4 some host was unreachable.""")
 @inventory_options
 def facts(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout, identity_file):
     """Print what each host is now: system, the interfaces NCCL will use, driver, GPUs (read-only)."""
-    inv_path, hosts, _ = select_hosts(inventory, local, limit)
+    target = select_hosts(inventory, local, limit)
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     progress = run_progress(as_json)
-    engine = Engine([], RunOptions(forks=forks, command="facts", progress=progress, reading="facts"),
-                    connector(local, ssh), EXTENSIONS, None, inv_path)
     try:
-        states = engine.read_facts(hosts)
+        states = facts_command.read(target, RunOptions(forks=forks, command="facts", progress=progress,
+                                                       reading="facts"), ssh)
     finally:
         progress.close()
-    said = {s.host.name: nccl.summary(s.host.settings.nccl, s.facts.interfaces) for s in states if s.facts}
+    said = facts_command.nccl_said(states)
     if as_json:
-        data = {s.host.name: ({**facts_json(s.facts), "nccl": said[s.host.name]} if s.facts
+        data = {s.host.name: ({**facts_command.facts_json(s.facts), "nccl": said[s.host.name]} if s.facts
                               else {"unreachable": s.result.message}) for s in states}
         click.echo(json.dumps(data, indent=2, default=str))
     else:
@@ -296,10 +281,10 @@ def unlock(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     """
     from provision.core.hostlock import unlock_hosts
 
-    _, hosts, _ = select_hosts(inventory, local, limit)
+    target = select_hosts(inventory, local, limit)
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
-    done = unlock_hosts(hosts, connector(local, ssh), force, forks)
+    done = unlock_hosts(target.hosts, connector(local, ssh), force, forks)
     if as_json:
         click.echo(json.dumps([{"host": h, "status": status, "said": said} for h, status, said in done], indent=2))
     else:
@@ -312,18 +297,6 @@ def unlock(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
 
 
 LOCK_COLORS = {"no lock": "green", "removed": "yellow", "left alone": "red", "unreachable": "red"}
-
-
-def facts_json(facts) -> dict:
-    """A host's facts as JSON can hold them: the topology's (GPU, NIC) pairs as nested mappings."""
-    data = asdict(facts)
-    matrix = (data.get("topology") or {}).get("matrix")
-    if matrix:
-        links: dict[str, dict[str, str]] = {}
-        for (a, b), cell in matrix["links"].items():
-            links.setdefault(a, {})[b] = cell
-        matrix["links"] = links
-    return data
 
 
 @main.command()
@@ -349,28 +322,18 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     Exit codes: 0 every host passed; 1 some check failed; 2 bad input;
     4 some host was unreachable (5 = both).
     """
-    from provision.verify import FAIL, UNREACHABLE as NOT_REACHED, Node, Verdict, run_checks
-    from provision.verify.backend import testinfra_host
-    from provision.commands.drain import slurm_actions
+    from provision.verify import FAIL, UNREACHABLE as NOT_REACHED
 
-    inv_path, hosts, everyone = select_hosts(inventory, local, limit)
+    target = select_hosts(inventory, local, limit)
     tasks = load_playbook(playbook_path(playbook), templates_dir(templates))
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     progress = run_progress(as_json)
     options = RunOptions(forks=forks, command="verify", progress=progress, reading="verify", local=local)
-    engine = Engine(tasks, options, connector(local, ssh), EXTENSIONS, None, inv_path, everyone)
-    states = []
     try:
-        states = engine.read_facts(hosts, keep_open=True)
-        nodes = [Node(s.host.name, s.host, s.facts, tasks, testinfra_host(s.host.name, s.conn), inv_path)
-                 for s in states if s.facts is not None]
-        checked = run_checks(nodes, junitxml)
-        done = tell_slurm(slurm_actions(states, checked, drain, resume), states) if drain or resume else []
+        verdicts, done = verify_command(target, tasks, options, ssh, junitxml, drain, resume)
     finally:
-        engine.close(states)
         progress.close()
-    verdicts = [checked.get(s.host.name) or Verdict(s.host.name, NOT_REACHED, s.result.message) for s in states]
     if as_json:
         click.echo(json.dumps({"hosts": [asdict(v) for v in verdicts], "slurm": done}, indent=2))
     else:
@@ -381,56 +344,28 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
              | (4 if any(v.status == NOT_REACHED for v in verdicts) else 0))
 
 
-def tell_slurm(actions, states) -> list[dict]:
-    """Run each drain/resume on its own node (scontrol, privileged); what happened, per node."""
-    conns = {s.host.name: s.conn for s in states}
-    done = []
-    for action in actions:
-        try:
-            outcome = conns[action.host].run(action.argv(), sudo=True, timeout=60)
-            done_word = {"drain": "drained", "resume": "resumed"}[action.action]
-            said = (f"{done_word} in Slurm" + (f" ({action.reason})" if action.reason else "")
-                    if outcome.ok else f"could not {action.action}: {outcome.output.strip()}")
-        except ProvisionError as exc:
-            said = f"could not {action.action}: {exc}"
-        done.append({"host": action.host, "node": action.node, "action": action.action, "said": said})
-    return done
-
-
 # --- ad-hoc commands: one setting, now and in the boot file ------------------------------------------
 
 def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
-    """Plan and apply one ad-hoc change like `apply` does (see adhoc.py); exits with apply's codes.
-    The tasks: the one for each changed setting (gpu.power_limit -> gpu-power-limit), and the boot ones."""
-    from provision.capabilities.gpu.adhoc import AdhocSettings, check_change, gpu_chooser, with_gpu_block
-
-    check_change(change, option)
+    """Plan and apply one ad-hoc change like `apply` does (commands/adhoc.py); exits with apply's codes."""
     inventory = opts["inventory"]
-    inv_path, hosts, everyone = select_hosts(inventory, inventory is None, opts["limit"])
-    tasks = load_playbook(playbook_path("gpu"), templates_dir(None))
-    task_names = {"gpu-" + setting.replace("_", "-") for setting in change}
-    tasks = [t for t in tasks if t.name in task_names or "boot" in t.tags]
-    hook = AdhocSettings(change, gpu_chooser(opts["gpu"]), from_inventory=inventory is not None)
+    target = select_hosts(inventory, inventory is None, opts["limit"])
     password = click.prompt("sudo password", hide_input=True, err=True) if opts["ask_sudo_pass"] else None
-    ssh = SSHOptions(ssh_config=opts["ssh_config"], accept_new_host_keys=opts["accept_new_host_keys"],
-                     identity_file=opts["identity_file"])
     check, as_json = opts["check"], opts["as_json"]
     command += " --check" if check else ""
     progress = run_progress(as_json)
     options = RunOptions(check=check, forks=opts["forks"], sudo_password=password, command=command,
-                         progress=progress, notice=progress.notice, adjust_host=hook)
-    log = RunLog(default_path(), command, inv_path)
-    engine = Engine(tasks, options, connector(inventory is None, ssh), EXTENSIONS, log, inv_path, everyone)
+                         progress=progress, notice=progress.notice)
     try:
-        results = run_engine(engine, [with_gpu_block(h) for h in hosts])
+        results, stopped, warnings = adhoc_command.adhoc(target, change, option, opts["gpu"], inventory is not None,
+                                                         options, ssh_options(opts))
     finally:
         progress.close()
-    stopped = engine.stop.signum
     if as_json:
-        click.echo(json.dumps(to_json(results, check, stopped) | {"warnings": hook.warnings}, indent=2, default=str))
+        click.echo(json.dumps(to_json(results, check, stopped) | {"warnings": warnings}, indent=2, default=str))
     else:
         report.print_results(results, check, False, stopped_by=stopped)
-    for warning in hook.warnings:
+    for warning in warnings:
         click.secho(f"Warning: {warning}", fg="yellow", err=True)
     sys.exit(exit_code(results, check, stopped))
 
@@ -481,12 +416,9 @@ def _mhz_range(value, option: str) -> list[int]:
 
 def list_clocks(opts: dict) -> None:
     inventory = opts["inventory"]
-    inv_path, hosts, _ = select_hosts(inventory, inventory is None, opts["limit"])
-    ssh = SSHOptions(ssh_config=opts["ssh_config"], accept_new_host_keys=opts["accept_new_host_keys"],
-                     identity_file=opts["identity_file"])
-    engine = Engine([], RunOptions(forks=opts["forks"], command="clocks --list"), connector(inventory is None, ssh),
-                    EXTENSIONS, None, inv_path)
-    states = engine.read_facts(hosts)
+    target = select_hosts(inventory, inventory is None, opts["limit"])
+    states = adhoc_command.read_gpus(target, RunOptions(forks=opts["forks"], command="clocks --list"),
+                                     ssh_options(opts))
     models = report.clock_models([s.facts for s in states if s.facts])
     unusable = {s.host.name: s.facts.nvidia.message if s.facts else s.result.message
                 for s in states if not s.facts or s.facts.nvidia.state != "ok"}
@@ -582,7 +514,7 @@ def advise(inventory, limit, params, bytes_per_grad, step_ms, comm_ms, nodes, gp
 
     if inventory is None and nodes is None:
         raise click.UsageError("give an INVENTORY file, or --nodes N (and --link-mbps)")
-    hosts = select_hosts(inventory, False, limit)[1] if inventory else []
+    hosts = select_hosts(inventory, False, limit).hosts if inventory else []
     try:
         network, notes = network_from_hosts(hosts, nodes, gpus_per_node, link_mbps, links)
     except ValueError as exc:
@@ -596,5 +528,3 @@ def advise(inventory, limit, params, bytes_per_grad, step_ms, comm_ms, nodes, gp
         for line in report_lines(advice):
             click.echo(line)
 
-
-main.add_command(lab)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from provision.capabilities.slurm.facts import DRAIN_REASON_PREFIX
+from provision.core.errors import ProvisionError
 from provision.verify import FAIL, PASS, Verdict
 
 REASON_CHARS = 200  # slurmctld keeps the reason; sinfo -R shows it on one line
@@ -47,3 +48,19 @@ def slurm_actions(states, verdicts: dict[str, Verdict], drain: bool, resume: boo
         elif resume and verdict.status == PASS and ours:
             actions.append(SlurmAction(state.host.name, node.name, "resume"))
     return actions
+
+
+def tell_slurm(actions: list[SlurmAction], states) -> list[dict]:
+    """Run each drain/resume on its own node (scontrol, privileged); what happened, per node."""
+    conns = {s.host.name: s.conn for s in states}
+    done = []
+    for action in actions:
+        try:
+            outcome = conns[action.host].run(action.argv(), sudo=True, timeout=60)
+            done_word = {"drain": "drained", "resume": "resumed"}[action.action]
+            said = (f"{done_word} in Slurm" + (f" ({action.reason})" if action.reason else "")
+                    if outcome.ok else f"could not {action.action}: {outcome.output.strip()}")
+        except ProvisionError as exc:
+            said = f"could not {action.action}: {exc}"
+        done.append({"host": action.host, "node": action.node, "action": action.action, "said": said})
+    return done

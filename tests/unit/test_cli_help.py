@@ -19,8 +19,9 @@ SHOWN_COMMAND = re.compile(r"provision ((?:lab )?[a-z]+)")
 def every_command(command: click.Command = main, path: tuple[str, ...] = ()):
     yield path, command
     if isinstance(command, click.Group):
-        for name, sub in sorted(command.commands.items()):
-            yield from every_command(sub, (*path, name))
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):  # as --help lists them: `lab` is loaded only when asked for
+            yield from every_command(command.get_command(ctx, name), (*path, name))
 
 
 COMMANDS = dict(every_command())
@@ -73,3 +74,10 @@ def test_the_shell_completion_the_readme_shows_works():
     result = CliRunner().invoke(main, [], prog_name="provision", env={
         "_PROVISION_COMPLETE": "bash_complete", "COMP_WORDS": "provision lab f", "COMP_CWORD": "2"})
     assert result.output.split() == ["plain,fault"]
+
+
+def test_no_command_but_lab_imports_the_lab():
+    import subprocess
+    import sys
+    code = "import sys, provision.cli; print(sorted(m for m in sys.modules if m.startswith('provision.lab')))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"

@@ -1,0 +1,33 @@
+"""provision clocks|power|persistence: one GPU setting, now and at every boot, planned and applied like apply
+(capabilities/gpu/adhoc.py says how the setting is made per host); and clocks --list."""
+
+from __future__ import annotations
+
+from provision.capabilities.gpu.adhoc import AdhocSettings, check_change, gpu_chooser, with_gpu_block
+from provision.commands.playbook import load_playbook
+from provision.commands.run import Target, engine_for, run_stoppable
+from provision.core.connection import SSHOptions
+from provision.core.resources import playbook_path, templates_dir
+from provision.core.results import HostResult
+from provision.core.run import HostState, RunOptions
+from provision.core.runlog import RunLog, default_path
+
+
+def adhoc(target: Target, change: dict, option: str, gpus: str | None, from_inventory: bool, options: RunOptions,
+          ssh: SSHOptions) -> tuple[list[HostResult], int | None, list[str]]:
+    """(results, the signal that stopped the run or None, warnings). The tasks: the one for each changed setting
+    (gpu.power_limit -> gpu-power-limit), and the boot ones."""
+    check_change(change, option)
+    task_names = {"gpu-" + setting.replace("_", "-") for setting in change}
+    tasks = [t for t in load_playbook(playbook_path("gpu"), templates_dir(None))
+             if t.name in task_names or "boot" in t.tags]
+    hook = AdhocSettings(change, gpu_chooser(gpus), from_inventory=from_inventory)
+    options.adjust_host = hook
+    engine = engine_for(target, tasks, options, ssh, RunLog(default_path(), options.command, target.inventory_path))
+    results = run_stoppable(engine, [with_gpu_block(h) for h in target.hosts])
+    return results, engine.stop.signum, hook.warnings
+
+
+def read_gpus(target: Target, options: RunOptions, ssh: SSHOptions) -> list[HostState]:
+    """clocks --list: each host read, nothing planned."""
+    return engine_for(target, [], options, ssh).read_facts(target.hosts)

@@ -1,0 +1,32 @@
+"""provision facts: read the selected hosts (the batch apply reads, with the topology), change nothing."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from provision.capabilities.nccl import interfaces as nccl
+from provision.commands.run import Target, engine_for
+from provision.core.connection import SSHOptions
+from provision.core.run import HostState, RunOptions
+
+
+def read(target: Target, options: RunOptions, ssh: SSHOptions) -> list[HostState]:
+    """Each host's state: its facts, or why it could not be read (state.result)."""
+    return engine_for(target, [], options, ssh).read_facts(target.hosts)
+
+
+def nccl_said(states: list[HostState]) -> dict[str, dict]:
+    """What NCCL will make of each read host's network (the interfaces it takes and skips, and why)."""
+    return {s.host.name: nccl.summary(s.host.settings.nccl, s.facts.interfaces) for s in states if s.facts}
+
+
+def facts_json(facts) -> dict:
+    """A host's facts as JSON can hold them: the topology's (GPU, NIC) pairs as nested mappings."""
+    data = asdict(facts)
+    matrix = (data.get("topology") or {}).get("matrix")
+    if matrix:
+        links: dict[str, dict[str, str]] = {}
+        for (a, b), cell in matrix["links"].items():
+            links.setdefault(a, {})[b] = cell
+        matrix["links"] = links
+    return data

@@ -1,0 +1,65 @@
+"""What every command that works on hosts shares: the hosts chosen, how to reach them, the Engine built with
+the capabilities' extensions, and a run that a first signal stops and a second abandons."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from provision.capabilities.registry import EXTENSIONS
+from provision.core.connection import Connection, LocalConnection, SSHConnection, SSHOptions
+from provision.core.plan import Task
+from provision.core.results import HostResult, exit_code
+from provision.core.run import Engine, RunOptions
+from provision.core.runlog import RunLog
+from provision.inventory.model import Host, load_inventory, local_inventory
+
+
+@dataclass
+class Target:
+    """The hosts a command works on: those --limit selects, and every host of the inventory."""
+
+    inventory_path: str
+    hosts: list[Host]
+    everyone: list[Host]
+    local: bool = False  # this machine, no SSH
+
+
+def select_hosts(inventory: str | None, local: bool, limit: str | None) -> Target:
+    """The inventory's hosts (--limit), or this machine (no inventory)."""
+    inv = load_inventory(inventory) if inventory else local_inventory()
+    return Target(inv.path, inv.select(limit), list(inv.hosts.values()), local)
+
+
+def connector(local: bool, ssh: SSHOptions) -> Callable[[Host], Connection]:
+    """Connections per host; --ssh-config on the command line wins over the inventory's ssh_config."""
+    def connect(host: Host) -> Connection:
+        if local or host.connection == "local":
+            return LocalConnection(host.name)
+        options = ssh if ssh.ssh_config or not host.ssh_config else replace(ssh, ssh_config=host.ssh_config)
+        return SSHConnection(host.name, host.address, host.user, host.port, options)
+    return connect
+
+
+def engine_for(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions,
+               log: RunLog | None = None) -> Engine:
+    return Engine(tasks, options, connector(target.local, ssh), EXTENSIONS, log, target.inventory_path,
+                  target.everyone)
+
+
+def run_stoppable(engine: Engine, hosts: list[Host]) -> list[HostResult]:
+    """engine.run, stoppable: a first Ctrl-C or SIGTERM finishes what is in flight and reports (engine.stop);
+    a second abandons it and exits 130 or 143 at once."""
+    try:
+        with engine.stop.catching():
+            return engine.run(hosts)
+    except KeyboardInterrupt:  # run gave back the locks it could and closed the connections
+        engine.options.notice("Abandoned: the changes in flight may be partly done; "
+                              "run the same command again to read and converge them.")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # At once: the workers still inside a command would otherwise be waited for at the interpreter's exit.
+        os._exit(exit_code([], stopped_by=engine.stop.signum or signal.SIGINT))
