@@ -53,7 +53,7 @@ from pathlib import Path
 
 from provision.capabilities.registry import FACTS
 from provision.core.facts import Reads, new_token
-from provision.inventory.model import load_inventory
+from provision.inventory.load import load_inventory
 from provision.commands.playbook import load_playbook
 from provision.core.resources import playbook_path, templates_dir
 from provision.lab.cluster import Lab

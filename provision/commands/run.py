@@ -15,7 +15,8 @@ from provision.core.plan import Task
 from provision.core.results import HostResult, exit_code
 from provision.core.run import Engine, RunOptions
 from provision.core.runlog import RunLog
-from provision.inventory.model import Host, load_inventory, local_inventory
+from provision.inventory.model import Host
+from provision.inventory.load import load_inventory, local_inventory
 
 
 @dataclass

@@ -62,7 +62,7 @@ def default_spec(count: int) -> LabSpec:
 
 def like_spec(path: str | Path) -> LabSpec:
     """Mirror an inventory (validated first: InputError, exit 2, when it is bad)."""
-    from provision.inventory.model import load_inventory  # only --like needs the inventory code
+    from provision.inventory.load import load_inventory  # only --like needs the inventory code
 
     inv = load_inventory(path)
     if len(inv.hosts) > MAX_NODES:
@@ -166,7 +166,7 @@ def _mirror_group(body) -> dict:
 
 def _without_connection(variables) -> dict:
     """The variables a lab host keeps: no connection ones; a host a setting names (slurm.controller) renamed."""
-    from provision.inventory.model import CONNECTION_KEYS
+    from provision.inventory.build import CONNECTION_KEYS
 
     kept = {k: v for k, v in (variables or {}).items() if k not in CONNECTION_KEYS and not k.startswith("ansible_")}
     slurm = kept.get("slurm")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from provision.commands.demo import BASEMENT_V100_GPU, sandboxed_playbook
-from provision.inventory.model import load_inventory, local_inventory
+from provision.inventory.load import load_inventory, local_inventory
 from provision.commands.playbook import load_playbook
 from provision.core.resources import shipped, templates_dir
 from provision.capabilities.gpu.boot import BootConf

@@ -279,7 +279,7 @@ def basement_lab(tmp_path_factory):
 
 def basement_reaches_the_lab(home: Path, lab_dir: Path, env: dict) -> None:
     """~/.ssh/config: each basement host's address leads to its lab node (the lab's key and known_hosts)."""
-    from provision.inventory.model import load_inventory
+    from provision.inventory.load import load_inventory
 
     status = json.loads(ok(run("provision lab status --json", REPO, env), "lab status"))
     lab_address = {n["name"]: n["address"] for n in status["nodes"]}

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from provision.capabilities.nccl.advise import (GIB, Job, Network, advise, estimated_comm_s, efficiency, memory_estimate,
                               network_from_hosts, parse_count, what_if)
 from provision.cli import main
-from provision.inventory.model import load_inventory
+from provision.inventory.load import load_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = Network(nodes=4, gpus_per_node=1, link_mbps=10_000, links=1)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from provision.core.errors import InputError
-from provision.inventory.model import Inventory, load_inventory, local_inventory
+from provision.inventory.model import Inventory
+from provision.inventory.load import load_inventory, local_inventory
 
 BASEMENT = Path(__file__).resolve().parents[2] / "inventories" / "basement.yaml"
 

@@ -38,13 +38,14 @@ from hypothesis import strategies as st
 import provision.cli as cli
 from provision.core.connection import LocalConnection, SSHConnection, SSHOptions, Unreachable
 from provision.core.errors import InputError
-from provision.inventory.model import Inventory, load_inventory
+from provision.inventory.model import Inventory
+from provision.inventory.load import load_inventory
 
 FUZZ = settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 FUZZ_CLI = settings(FUZZ, max_examples=50)
 REPRODUCE = settings(FUZZ, max_examples=10)
 
-# What the loader promises (provision/inventory/model.py ConnectionVars, check_names), written as full matches.
+# What the loader promises (provision/inventory/build.py ConnectionVars, check_names), written as full matches.
 # A host name or IPv4 (no colon), or an IPv6 address (2+ colons): one colon would be Fabric's host:port.
 ADDRESS_RULE = re.compile(r"(?:[A-Za-z0-9_.][A-Za-z0-9_.-]*|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[\w.-]+)?)\Z")
 USER_RULE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\$?\Z")

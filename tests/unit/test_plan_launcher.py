@@ -15,7 +15,7 @@ from provision.core.cluster import Cluster
 from provision.core.facts import FileFacts
 from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
 from provision.capabilities.host import HostFacts
-from provision.inventory.model import load_inventory
+from provision.inventory.load import load_inventory
 from provision.core.resources import templates_dir
 from provision.capabilities.launcher.tasks import TorchrunLauncher
 

@@ -15,7 +15,7 @@ from provision.core.facts import parse_packages
 from provision.capabilities.system.daemons import DaemonProcess
 from provision.core.facts import FileFacts, SystemFacts
 from provision.capabilities.host import HostFacts
-from provision.inventory.model import load_inventory
+from provision.inventory.load import load_inventory
 from provision.capabilities.slurm.tasks import MUNGE_KEY, MungeKey, SlurmDaemons, SlurmPackages
 
 CLUSTER = """

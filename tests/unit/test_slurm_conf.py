@@ -16,7 +16,8 @@ from provision.core import pci
 from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts
 from provision.capabilities.host import HostFacts
 from provision.core.facts import SystemFacts
-from provision.inventory.model import Inventory, load_inventory
+from provision.inventory.model import Inventory
+from provision.inventory.load import load_inventory
 from provision.capabilities.system.files import render
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"

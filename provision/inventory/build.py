@@ -1,0 +1,397 @@
+"""From an inventory document to hosts with validated settings: which hosts, how to reach them, and the
+settings each should have.
+
+The file has the shape of an Ansible YAML inventory (all: {hosts, children,
+vars}, nested groups), so existing inventories can be reused. Rules (see
+inventories/README.md):
+
+- Precedence: all < parent group < child group < host. Groups are ordered by
+  depth (longest path from all), then by where they first appear in the file,
+  so of two sibling groups that set the same key, the later one wins.
+- Mappings merge key by key at every level (a group sets gpu.power_limit, a
+  host adds gpu.clocks: both apply); anything else, lists included, replaces.
+- A host or group written in several places: its variables merge, and a key
+  given two different values there is an error (which one was meant?).
+- Everything is validated before anything connects: all problems are
+  collected and raised as one InputError.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from provision.capabilities.host import BLOCKS, HostSettings, parse_host_settings
+from provision.core.errors import InputError, Problem
+from provision.core.settings import Port, did_you_mean, setting, validation_problems
+from provision.inventory.model import Group, Host, Inventory
+
+
+GROUP_KEYS = ("hosts", "children", "vars")
+
+
+CONNECTION_KEYS = ("host", "user", "port", "connection", "ssh_config", "become")
+
+
+ALIASES = {"ansible_host": "host", "ansible_ssh_host": "host", "ansible_user": "user", "ansible_ssh_user": "user",
+           "ansible_port": "port", "ansible_ssh_port": "port", "ansible_connection": "connection",
+           "ansible_become": "become"}
+
+
+NOT_GROUPS = ("all", "ungrouped")  # a host only in these while groups exist is probably mis-indented
+
+
+BAD_NAME_CHARS = set(",!&*?[] \t")  # these would break --limit patterns
+
+
+ADDRESS_PATTERN = r"^(?:[A-Za-z0-9_.][A-Za-z0-9_.-]*|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.-]+)?)$"
+
+
+class ConnectionVars(BaseModel):
+    """How to reach a host: `host`/`ansible_host` and friends, checked where they are written."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    # Never read as an ssh option ("-oProxyCommand=...") nor a shell word: names and addresses only.
+    # A single ":" would be read as host:port (Fabric's shorthand): only IPv6 addresses (2+ colons) have them.
+    host: str | None = setting(None, "a host name, an IPv4 or an IPv6 address (letters, digits, . - _; not "
+                               "starting with -; the port goes in ansible_port)", pattern=ADDRESS_PATTERN)
+    user: str | None = setting(None, "a user name (letters, digits, . _ -; not starting with -)",
+                               pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")
+    port: Port | None = setting(None, "a port, 1..65535")
+    connection: Literal["ssh", "local", "paramiko", "smart"] | None = setting(
+        None, "ssh or local (Ansible's paramiko and smart mean ssh)")
+    ssh_config: str | None = setting(None, "an ssh_config file, relative to the inventory file", min_length=1)
+    become: bool | None = setting(None, "true (default: setters run as root, through sudo when needed) or false")
+
+
+def deep_merge(base: dict, top: dict) -> dict:
+    """`top` over `base`, key by key into nested mappings; anything else (lists too) is replaced."""
+    merged = dict(base)
+    for key, value in top.items():
+        both_mappings = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = deep_merge(merged[key], value) if both_mappings else value
+    return merged
+
+
+def conflicting_keys(a: dict, b: dict, prefix: str = "") -> list[str]:
+    """Dotted keys that a and b both set, to different values."""
+    keys = []
+    for key in a.keys() & b.keys():
+        if isinstance(a[key], dict) and isinstance(b[key], dict):
+            keys += conflicting_keys(a[key], b[key], f"{prefix}{key}.")
+        elif a[key] != b[key]:
+            keys.append(f"{prefix}{key}")
+    return sorted(keys)
+
+
+class Builder:
+    """Reads the YAML tree once (groups, hosts and the variables written at each, in file order), then
+    checks the structure, validates each level's variables where written, and merges them per host."""
+
+    def __init__(self, file: str, base_dir: Path):
+        self.file = file
+        self.base_dir = base_dir  # relative paths in the inventory (ssh_config) start here
+        self.problems: list[Problem] = []
+        self.groups: dict[str, Group] = {"all": Group("all", [], [], [], {})}
+        self.host_groups: dict[str, list[str]] = {}  # host -> groups it is written in, file order
+        self.mentions: dict[str, list[tuple[str, Any]]] = {}  # "where" -> vars written there, file order
+        self.bad_levels: set[str] = set()  # "where"s whose own variables have problems
+
+    def problem(self, where: str, key: str, message: str, hint: str = "") -> None:
+        self.problems.append(Problem(self.file, where, key, message, hint))
+
+    def build(self, data: Any) -> Inventory:
+        self.read_top(data)
+        if not self.host_groups and not self.problems:
+            self.problem("", "", "the inventory has no hosts", "add hosts under all: hosts: or under a group")
+        self.check_names()
+        cycle = self.find_cycle()
+        if cycle:
+            self.problem(where_group(cycle[0]), "children", f"groups contain each other: {' -> '.join(cycle)}",
+                         "a group cannot be its own descendant; remove one of these children")
+        level_vars = {where: self.level_vars(where) for where in self.mentions}
+        self.check_controllers(level_vars)
+        for name, group in self.groups.items():
+            group.vars = level_vars.get(where_group(name), {})
+        hosts = {} if cycle else self.merge_hosts(level_vars)
+        self.check_clusters(hosts)
+        if self.problems:
+            raise InputError(self.problems)
+        return Inventory(self.file, hosts, self.groups)
+
+    # --- reading ---
+
+    def read_top(self, data: Any) -> None:
+        if data is None:
+            self.problem("", "", "the inventory is empty", "start with all: {hosts: ..., children: ..., vars: ...}")
+            return
+        if not isinstance(data, dict):
+            self.problem("", "", f"the top level must be a mapping of groups, not {_kind(data)}",
+                         "start with all: {hosts: ..., children: ..., vars: ...}")
+            return
+        if "all" in data:
+            self.read_group("all", data["all"], None, ())
+        for name, body in data.items():  # Ansible also accepts groups at the top level, under `all` implicitly
+            if name != "all":
+                self.read_group(str(name), body, "all", ("all",))
+
+    def read_group(self, name: str, body: Any, parent: str | None, path: tuple[str, ...]) -> None:
+        where = where_group(name)
+        if name in path:
+            self.problem(where, "children", f"groups contain each other: {' -> '.join((*path, name))}",
+                         "a group cannot be its own descendant")
+            return
+        group = self.groups.setdefault(name, Group(name, [], [], [], {}))
+        if parent is not None:
+            _add(group.parents, parent)
+            _add(self.groups[parent].children, name)
+        if body is None:
+            return
+        if not isinstance(body, dict):
+            self.problem(where, "", f"a group is a mapping of {', '.join(GROUP_KEYS)}, not {_kind(body)}")
+            return
+        for key in body:
+            if key not in GROUP_KEYS:
+                self.problem(where, str(key), f"unknown group key {key!r}; allowed: {', '.join(GROUP_KEYS)}",
+                             did_you_mean(str(key), list(GROUP_KEYS))
+                             or "hosts go under hosts:, groups under children:, variables under vars:")
+        if "vars" in body:
+            self.mentions.setdefault(where, []).append((where, body["vars"]))
+        for host, host_vars in self.mapping(body, "hosts", where).items():
+            host = str(host)
+            _add(group.hosts, host)
+            _add(self.host_groups.setdefault(host, []), name)
+            self.mentions.setdefault(_where_host(host), []).append((where, host_vars))
+        for child, child_body in self.mapping(body, "children", where).items():
+            self.read_group(str(child), child_body, name, (*path, name))
+
+    def mapping(self, body: dict, key: str, where: str) -> dict:
+        value = body.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.problem(where, key, f"{key} must be a mapping of names (each followed by a colon), "
+                         f"not {_kind(value)}", f"write `{key}:` then one `name:` per line, indented")
+            return {}
+        return value
+
+    # --- structure ---
+
+    def check_names(self) -> None:
+        real_groups = [g for g in self.groups if g not in NOT_GROUPS]
+        for name in [*self.groups, *self.host_groups]:
+            if any(not c.isprintable() for c in name):  # a newline would add lines to the files named after it
+                self.problem(_where(name, self.groups), "", f"name {name!r} has a control character",
+                             "host and group names are one line of printable text; rename it")
+            elif BAD_NAME_CHARS.intersection(name) or not name:
+                self.problem(_where(name, self.groups), "", f"name {name!r} has a space or one of , ! & * ? [ ]",
+                             "these would break --limit patterns; rename it")
+        for host, groups in self.host_groups.items():
+            if host in self.groups:
+                self.problem(_where_host(host), "", f"{host!r} is both a host and a group name",
+                             "rename one: --limit could not tell them apart")
+            if real_groups and all(g in NOT_GROUPS for g in groups):
+                self.problem(_where_host(host), "", "this host is in no group, while the inventory has groups",
+                             "likely a wrong indentation: put it under a group's hosts:")
+
+    def find_cycle(self) -> list[str] | None:
+        """A cycle in children (as a list ending where it started), or None."""
+        done: set[str] = set()
+
+        def visit(name: str, path: list[str]) -> list[str] | None:
+            if name in path:
+                return path[path.index(name):] + [name]
+            if name in done:
+                return None
+            cycle = next((c for child in self.groups[name].children if (c := visit(child, path + [name]))), None)
+            done.add(name)
+            return cycle
+
+        return next((c for g in list(self.groups) if (c := visit(g, []))), None)
+
+    # --- variables ---
+
+    def level_vars(self, where: str) -> dict:
+        """The variables one host or group writes (all its mentions merged), normalized and validated there."""
+        merged: dict = {}
+        for written_in, raw in self.mentions[where]:
+            if raw is None:
+                continue
+            if not isinstance(raw, dict):
+                self.problem(where, "", f"variables must be a mapping, not {_kind(raw)}")
+                continue
+            raw = {str(k): v for k, v in raw.items()}
+            for key in conflicting_keys(merged, raw):
+                self.problem(where, key, f"set to different values where {where} is written more than once "
+                             f"(again in {written_in})", "set it in one place")
+            merged = deep_merge(merged, raw)
+        variables = self.normalize(merged, where)
+        self.validate_level(variables, where)
+        return variables
+
+    def normalize(self, raw: dict, where: str) -> dict:
+        """ansible_host & co. under their short names; other ansible_* kept as they are (ignored);
+        secrets and unknown keys refused."""
+        variables: dict = {}
+        for key, value in raw.items():
+            if key.startswith("ansible_") and "pass" in key:
+                self.problem(where, key, "passwords do not belong in an inventory",
+                             "use SSH keys; a sudo password is asked once at run time (-K)")
+            elif key in ALIASES or key in CONNECTION_KEYS:
+                short = ALIASES.get(key, key)
+                if short in variables and variables[short] != value:
+                    self.problem(where, key, f"conflicts with the {short!r} given for the same host or group",
+                                 f"keep only one of {short} and ansible_{short}")
+                variables[short] = value
+            elif key.startswith("ansible_") or key in BLOCKS:
+                variables[key] = value
+            else:
+                self.problem(where, key, f"unknown variable {key!r}; allowed: {', '.join(BLOCKS + CONNECTION_KEYS)}"
+                             ", or ansible_*", did_you_mean(key, [*BLOCKS, *CONNECTION_KEYS]))
+        return variables
+
+    def validate_level(self, variables: dict, where: str) -> None:
+        before = len(self.problems)
+        self.problems += parse_host_settings(_settings_part(variables), self.file, where, partial=True)[1]
+        try:
+            ConnectionVars.model_validate(_connection_part(variables))
+        except ValidationError as exc:
+            self.problems += validation_problems(exc, ConnectionVars, self.file, where)
+        else:
+            self.check_ssh_config(variables.get("ssh_config"), where)
+        if len(self.problems) > before:
+            self.bad_levels.add(where)
+
+    def check_ssh_config(self, ssh_config: str | None, where: str) -> None:
+        if ssh_config is not None and _ssh_config_path(self.base_dir, ssh_config) is None:
+            self.problem(where, "ssh_config", f"{ssh_config!r}: cannot be read as a path (an unknown ~user?)",
+                         "give the path of an ssh_config file, or remove the key")
+        elif ssh_config is not None and not _ssh_config_path(self.base_dir, ssh_config).is_file():
+            self.problem(where, "ssh_config", f"{ssh_config!r}: no such file (relative paths start at "
+                         f"{self.base_dir})", "give the path of an ssh_config file, or remove the key")
+
+    def check_controllers(self, level_vars: dict[str, dict]) -> None:
+        for where, variables in level_vars.items():
+            slurm = variables.get("slurm")
+            controller = slurm.get("controller") if isinstance(slurm, dict) else None
+            if isinstance(controller, str) and controller not in self.host_groups:
+                self.problem(where, "slurm.controller", f"{controller!r} is not a host of this inventory",
+                             did_you_mean(controller, list(self.host_groups)) or "name one of its hosts")
+
+    def check_clusters(self, hosts: dict[str, "Host"]) -> None:
+        """What one host's block cannot know: the launcher's group holds the host; a Slurm host names its
+        controller, and that controller is in the same Slurm cluster."""
+        for name, host in hosts.items():
+            launcher, slurm = host.settings.launcher, host.settings.slurm
+            if launcher and launcher.group and launcher.group not in host.groups:
+                known = launcher.group in self.groups
+                self.problem(_where_host(name), "launcher.group",
+                             f"{launcher.group!r} is {'a group this host is not in' if known else 'not a group'}",
+                             did_you_mean(launcher.group, host.groups) or f"its groups: {', '.join(host.groups)}")
+            if slurm and slurm.controller is None:
+                self.problem(_where_host(name), "slurm.controller", "is required: the host where slurmctld runs",
+                             "set it once for the cluster, e.g. in the group's vars: slurm: {controller: head}")
+            elif slurm and slurm.controller in hosts and hosts[slurm.controller].settings.slurm is None:
+                self.problem(_where_host(slurm.controller), "slurm",
+                             f"is not set, but {name} names this host as its Slurm controller",
+                             "give the controller a slurm block too (role: controller)")
+
+    def merge_hosts(self, level_vars: dict[str, dict]) -> dict[str, Host]:
+        order = {name: i for i, name in enumerate(self.groups)}
+        depth = self.depths()
+        hosts, seen_at = {}, {}
+        for name, direct in self.host_groups.items():
+            groups = sorted(self.ancestors(direct), key=lambda g: (depth[g], order[g]))
+            levels = [where_group(g) for g in groups] + [_where_host(name)]
+            variables: dict = {}
+            for level in levels:
+                variables = deep_merge(variables, level_vars.get(level, {}))
+            settings = None
+            if not self.bad_levels.intersection(levels):  # else already reported where it is written
+                settings, problems = parse_host_settings(_settings_part(variables), self.file, _where_host(name))
+                self.problems += problems
+            host = _host(name, groups, variables, settings or HostSettings(), self.base_dir)
+            named_well = name.isprintable() and not BAD_NAME_CHARS.intersection(name)  # else check_names said so
+            if host.connection == "ssh" and "host" not in variables and named_well and not re.match(ADDRESS_PATTERN,
+                                                                                                    name):
+                self.problem(_where_host(name), "host", f"the name {name!r} is the address (no ansible_host), and "
+                             "it is not a host name or IP address", "set ansible_host, or rename the host")
+            target = (str(host.address), str(host.port or 22))  # str: unchecked values may be unhashable
+            if host.connection == "ssh" and target in seen_at:
+                self.problem(_where_host(name), "host", f"{host.address}:{target[1]} is also host "
+                             f"{seen_at[target]!r}", "list each machine once; put it in several groups instead")
+            seen_at.setdefault(target, name)
+            hosts[name] = host
+        return hosts
+
+    def depths(self) -> dict[str, int]:
+        """Longest path from `all`: a child group is always deeper than each of its parents."""
+        depth: dict[str, int] = {}
+
+        def of(name: str) -> int:
+            if name not in depth:
+                depth[name] = 1 + max((of(p) for p in self.groups[name].parents), default=-1)
+            return depth[name]
+
+        for name in self.groups:
+            of(name)
+        return depth
+
+    def ancestors(self, direct: list[str]) -> set[str]:
+        found, todo = {"all"}, list(direct)
+        while todo:
+            name = todo.pop()
+            if name not in found:
+                found.add(name)
+                todo += self.groups[name].parents
+        return found
+
+
+def _ssh_config_path(base_dir: Path, ssh_config: str) -> Path | None:
+    """Relative to the inventory's directory, ~ expanded; None when ~user names no user."""
+    try:
+        return base_dir / Path(ssh_config).expanduser()
+    except RuntimeError:
+        return None
+
+
+def _host(name: str, groups: list[str], variables: dict, settings: HostSettings, base_dir: Path) -> Host:
+    connection = "local" if variables.get("connection") == "local" else "ssh"
+    ssh_config = variables.get("ssh_config")
+    return Host(name=name, address=variables.get("host") or name, user=variables.get("user"),
+                port=variables.get("port"), connection=connection,
+                ssh_config=str(_ssh_config_path(base_dir, ssh_config)) if isinstance(ssh_config, str) else None,
+                become=variables.get("become") is not False, groups=groups, vars=variables, settings=settings)
+
+
+def _settings_part(variables: dict) -> dict:
+    return {k: v for k, v in variables.items() if k in BLOCKS}
+
+
+def _connection_part(variables: dict) -> dict:
+    return {k: v for k, v in variables.items() if k in CONNECTION_KEYS}
+
+
+def where_group(name: str) -> str:
+    return "all" if name == "all" else f"group {name}"
+
+
+def _where_host(name: str) -> str:
+    return f"host {name}"
+
+
+def _where(name: str, groups: dict) -> str:
+    return where_group(name) if name in groups else _where_host(name)
+
+
+def _add(items: list[str], item: str) -> None:
+    if item not in items:
+        items.append(item)
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "true/false"}.get(
+        type(value), type(value).__name__)
