@@ -115,7 +115,9 @@ def run_checks(nodes: list[Node], junitxml: str | None = None) -> dict[str, Verd
     """Run the suite in-process over the nodes; the verdict per host. pytest's own output is not shown."""
     collector = Collector(nodes)
     if nodes:
-        args = [*map(str, check_files()), "-c", str(SUITE / "pytest.ini"), "--rootdir", str(SUITE), "-q", "-p", "no:cacheprovider",
+        args = [*map(str, check_files()), "-c", str(SUITE / "pytest.ini"), "--rootdir", str(SUITE), "-q",
+                "-p", "no:cacheprovider",
+                "-p", "no:pytest11.testinfra",  # its `host` fixture is this machine; ours (Collector.host) is the node
                 *(["--junitxml", junitxml] if junitxml else [])]
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             pytest.main(args, plugins=[collector])

@@ -215,3 +215,24 @@ def test_without_a_required_level_the_cross_socket_pairs_are_noted_not_failed():
     with pytest.raises(pytest.skip.Exception, match="no nccl.require_nic_within"):
         check(quiet)
     assert len(quiet.notes) == 2
+
+
+def test_the_checks_host_fixture_is_the_nodes_own_never_testinfras_local_one():
+    """A check's `host` (testinfra modules over provision's connection) must be the node's: testinfra's plugin
+    also defines `host`, for this machine, and must not win."""
+    from provision.capabilities.driver.settings import DriverSettings
+    from provision.core.facts import SystemFacts
+    from provision.verify import run_checks
+
+    asked = []
+
+    class NodeHost:
+        def package(self, name):
+            asked.append(name)
+            return SimpleNamespace(is_installed=False, version=None)
+
+    inventory = SimpleNamespace(name="rig", accept_gpu_changes=False, settings=HostSettings(
+        driver=DriverSettings(version="580.159.04")))
+    facts = HostFacts(system=SystemFacts(os_id="ubuntu"), nvidia=NvidiaFacts(state="ok", exit_code=0, gpus=[gpu(0)]))
+    verdict = run_checks([Node("rig", inventory, facts, [], host=NodeHost(), inventory_path="basement.yaml")])["rig"]
+    assert asked and "driver_loaded_is_the_pinned_version" in " ".join(verdict.skipped)
