@@ -1,4 +1,4 @@
-"""The capabilities provision ships, in one place: each one's fact sections and verify checks.
+"""The capabilities provision ships, in one place: each one's fact sections, tasks and verify checks.
 A new capability is a folder under capabilities/ plus its lines here (and its field on HostFacts)."""
 
 from __future__ import annotations
@@ -15,8 +15,19 @@ from provision.capabilities.slurm import facts as slurm_facts
 from provision.capabilities.system import facts as system_facts
 from provision.capabilities.topology import facts as topology_facts
 from provision.capabilities.driver.packages import reboot_pending
+from provision.capabilities.driver.tasks import DriverRepository, NouveauBlacklist, NvidiaDriver
+from provision.capabilities.gpu.boot import BootConf
 from provision.capabilities.gpu.clock_cache import remember
+from provision.capabilities.gpu.clocks import ApplicationClocks, LockedClocks
+from provision.capabilities.gpu.layout_task import GpuLayout
+from provision.capabilities.gpu.tasks import Persistence, PowerLimit
+from provision.capabilities.launcher.tasks import TorchrunLauncher
+from provision.capabilities.nccl.tasks import NcclFiles
+from provision.capabilities.slurm.tasks import MungeKey, SlurmConfig, SlurmDaemons, SlurmPackages
+from provision.capabilities.system.files import TemplateFile
+from provision.capabilities.system.services import ServiceEnabled
 from provision.core.facts import FactRegistry
+from provision.core.plan import Task
 from provision.core.run import Extensions
 
 # The facts batch: the core's sections, then these, in this order.
@@ -24,6 +35,12 @@ FACTS = FactRegistry(HostFacts, [gpu_facts.READER, nccl_facts.READER, system_fac
                                  health_facts.READER, slurm_facts.READER, topology_facts.READER])
 # What the capabilities add to every run: the batch, the supported-clocks cache, the driver's pending reboot.
 EXTENSIONS = Extensions(FACTS, prepare=remember, reboot_pending=reboot_pending)
+
+# The tasks a playbook may name (`task: NAME`), by name.
+TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (
+    NouveauBlacklist, DriverRepository, NvidiaDriver, GpuLayout, Persistence, PowerLimit, ApplicationClocks,
+    LockedClocks, BootConf, TemplateFile, ServiceEnabled, NcclFiles, TorchrunLauncher, SlurmPackages, MungeKey,
+    SlurmConfig, SlurmDaemons)}
 
 # verify runs the checks in this order (its report lists them so): one module per capability, a few have two.
 CHECKS = (

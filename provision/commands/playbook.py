@@ -19,21 +19,8 @@ import yaml
 from provision.core.errors import InputError, Problem
 from provision.capabilities.host import BLOCKS
 from provision.core.settings import did_you_mean
+from provision.capabilities.registry import TASK_TYPES
 from provision.core.plan import Task
-from provision.capabilities.gpu.boot import BootConf
-from provision.capabilities.gpu.clocks import ApplicationClocks, LockedClocks
-from provision.capabilities.driver.tasks import DriverRepository, NouveauBlacklist, NvidiaDriver
-from provision.capabilities.system.files import TemplateFile
-from provision.capabilities.gpu.tasks import Persistence, PowerLimit
-from provision.capabilities.launcher.tasks import TorchrunLauncher
-from provision.capabilities.gpu.layout_task import GpuLayout
-from provision.capabilities.nccl.tasks import NcclFiles
-from provision.capabilities.system.services import ServiceEnabled
-from provision.capabilities.slurm.tasks import MungeKey, SlurmConfig, SlurmDaemons, SlurmPackages
-
-TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (
-    NouveauBlacklist, DriverRepository, NvidiaDriver, GpuLayout, Persistence, PowerLimit, ApplicationClocks, LockedClocks, BootConf, TemplateFile, ServiceEnabled,
-    NcclFiles, TorchrunLauncher, SlurmPackages, MungeKey, SlurmConfig, SlurmDaemons)}
 
 
 def load_playbook(path: Path, templates: Path) -> list[Task]:

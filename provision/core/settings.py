@@ -23,7 +23,6 @@ from pydantic_core import PydanticCustomError
 
 from provision.core.errors import Problem
 
-MAX_WATTS = 1500  # above any single GPU made; catches kW and mW typos
 def refuse(message: str, hint: str = "") -> PydanticCustomError:
     """The error our validators raise: the message and hint reach the Problem as written."""
     return PydanticCustomError("provision", "{message}", {"message": message, "hint": hint})
@@ -57,7 +56,6 @@ def or_words(value_type: Any, *words: str, number: str = "") -> Any:
 UNSAFE_IN_VALUES = re.compile(r"['\"\\`$\s]")
 SHELL_WORD = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")  # goes into a script unquoted-safe: no quoting needed
 PositiveInt = Annotated[int, Field(gt=0)]
-Watts = Annotated[Union[int, float], Field(gt=0, le=MAX_WATTS)]  # int kept: files and reports show 200, not 200.0
 Port = Annotated[int, Field(ge=1, le=65535)]
 AbsolutePath = Annotated[str, Field(pattern=r"^/")]
 

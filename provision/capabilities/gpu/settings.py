@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Union
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from provision.core.settings import (MAX_WATTS, Block, PositiveInt,
-                                     Watts, or_words, refuse, setting)
+from provision.core.settings import Block, PositiveInt, or_words, refuse, setting
 
+MAX_WATTS = 1500  # above any single GPU made; catches kW and mW typos
+Watts = Annotated[Union[int, float], Field(gt=0, le=MAX_WATTS)]  # int kept: files and reports show 200, not 200.0
 
 CLOCKS_HINT = "nvidia-smi -q -d SUPPORTED_CLOCKS lists the valid mem,sm pairs"
 
