@@ -56,9 +56,11 @@ def run_batch(conn: Connection, command_lists: list[list[list[str]]]) -> tuple[l
         for j, argv in enumerate(commands):
             ran = sections.get(f"{i}.{j}")
             if ran is None and outcome.rc < 0:  # the channel closed with no exit status: the host went
+                # A command whose start never came back may still have run: its output can be lost with the
+                # connection (a GPU at its new limit, its marker never seen). Never say "not run" then.
                 error = (f"unknown whether `{' '.join(argv)}` finished: the connection closed while it ran"
                          if f"@@{token} {i}.{j}" in begun else
-                         f"`{' '.join(argv)}` not run: the connection closed before it")
+                         f"unknown whether `{' '.join(argv)}` ran: the connection closed before its output came back")
                 break
             if ran is None or ran.rc != 0:
                 said = ran.output.strip() if ran else outcome.output[-500:]

@@ -3,7 +3,8 @@
 Each host is read once, with the facts batch `apply` uses (one command per
 host, in parallel). Then a pytest session runs in-process over the shipped
 checks, each capability's checks.py (provision/capabilities/*/, functions
-check_*, in the order capabilities.CHECKS lists them), each
+check_*, in the order capabilities.CHECKS lists them) and then this package's
+as_intended.py (every task's plan, which must change nothing), each
 parametrized by node (and by task, for the desired-state checks), with the
 facts, the inventory's host, and testinfra's `host` object over provision's
 own connection (its modules for what the batch does not read). A check
@@ -28,6 +29,7 @@ from provision.inventory.model import Host
 from provision.core.plan import Task
 
 SUITE = Path(__file__).parent / "suite"  # pytest.ini: verify's own pytest settings
+AS_INTENDED = Path(__file__).parent / "as_intended.py"  # every task's desired state, after the capabilities' checks
 PASS, FAIL, UNREACHABLE = "pass", "fail", "unreachable"
 
 
@@ -115,7 +117,7 @@ def run_checks(nodes: list[Node], junitxml: str | None = None) -> dict[str, Verd
     """Run the suite in-process over the nodes; the verdict per host. pytest's own output is not shown."""
     collector = Collector(nodes)
     if nodes:
-        args = [*map(str, check_files()), "-c", str(SUITE / "pytest.ini"), "--rootdir", str(SUITE), "-q",
+        args = [*map(str, check_files()), str(AS_INTENDED), "-c", str(SUITE / "pytest.ini"), "--rootdir", str(SUITE), "-q",
                 "-p", "no:cacheprovider",
                 "-p", "no:pytest11.testinfra",  # its `host` fixture is this machine; ours (Collector.host) is the node
                 *(["--junitxml", junitxml] if junitxml else [])]

@@ -16,6 +16,7 @@ from provision.capabilities.nccl.settings import NcclSettings
 from provision.capabilities.gpu.tasks import PowerLimit
 from provision.core.checks import CheckFailed
 from provision.verify import Node
+from provision.verify.as_intended import check_as_intended
 from provision.capabilities.gpu import checks
 from provision.capabilities.health import checks as checks_health
 from provision.capabilities.nccl import checks as checks_network
@@ -106,9 +107,9 @@ def test_health_checks_skip_a_host_where_no_gpu_was_read():
 
 def test_as_intended_is_the_tasks_plan_with_nothing_to_change():
     converged = node(NvidiaFacts(state="ok", gpus=[gpu(0), gpu(1)]))
-    assert verdict(checks.check_as_intended, converged, PowerLimit()) is None
+    assert verdict(check_as_intended, converged, PowerLimit()) is None
     drifted = node(NvidiaFacts(state="ok", gpus=[gpu(0), gpu(1, power_limit=450.0)]))
-    failed = verdict(checks.check_as_intended, drifted, PowerLimit())
+    failed = verdict(check_as_intended, drifted, PowerLimit())
     assert (failed.expected, failed.found) == ("GPU1 power limit 400.00 W", "GPU1 power limit 450.00 W")
     assert failed.fix.startswith("provision apply basement.yaml --limit rig")
 
