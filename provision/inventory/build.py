@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from provision.capabilities.host import BLOCKS, HostSettings, parse_host_settings
 from provision.core.errors import InputError, Problem
@@ -50,6 +50,10 @@ BAD_NAME_CHARS = set(",!&*?[] \t")  # these would break --limit patterns
 ADDRESS_PATTERN = r"^(?:[A-Za-z0-9_.][A-Za-z0-9_.-]*|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.-]+)?)$"
 
 
+ANSIBLE_TRUE = frozenset({"y", "yes", "on", "1", "true", "t"})  # Ansible's boolean() of a string
+ANSIBLE_FALSE = frozenset({"n", "no", "off", "0", "false", "f"})
+
+
 class ConnectionVars(BaseModel):
     """How to reach a host: `host`/`ansible_host` and friends, checked where they are written."""
 
@@ -65,6 +69,20 @@ class ConnectionVars(BaseModel):
         None, "ssh or local (Ansible's paramiko and smart mean ssh)")
     ssh_config: str | None = setting(None, "an ssh_config file, relative to the inventory file", min_length=1)
     become: bool | None = setting(None, "true (default: setters run as root, through sudo when needed) or false")
+
+    @field_validator("port", mode="before")
+    @classmethod
+    def _port_as_text(cls, value: Any) -> Any:
+        """Ansible takes a port written as text (`ansible_port: "2222"`, a quoted INI value) as the number."""
+        return int(value) if isinstance(value, str) and value.strip().isdigit() else value
+
+    @field_validator("become", mode="before")
+    @classmethod
+    def _ansible_boolean(cls, value: Any) -> Any:
+        """Ansible's words for true and false (`ansible_become: "yes"`, an INI `yes`)."""
+        if isinstance(value, str) and value.strip().lower() in ANSIBLE_TRUE | ANSIBLE_FALSE:
+            return value.strip().lower() in ANSIBLE_TRUE
+        return value
 
 
 def deep_merge(base: dict, top: dict) -> dict:
@@ -91,9 +109,11 @@ class Builder:
     """Reads the YAML tree once (groups, hosts and the variables written at each, in file order), then
     checks the structure, validates each level's variables where written, and merges them per host."""
 
-    def __init__(self, file: str, base_dir: Path):
+    def __init__(self, file: str, base_dir: Path, ungrouped_is_a_group: bool = False):
         self.file = file
         self.base_dir = base_dir  # relative paths in the inventory (ssh_config) start here
+        # INI: hosts before any section are "ungrouped", as written; YAML: a host there is probably mis-indented
+        self.ungrouped_is_a_group = ungrouped_is_a_group
         self.problems: list[Problem] = []
         self.groups: dict[str, Group] = {"all": Group("all", [], [], [], {})}
         self.host_groups: dict[str, list[str]] = {}  # host -> groups it is written in, file order
@@ -193,7 +213,7 @@ class Builder:
             if host in self.groups:
                 self.problem(_where_host(host), "", f"{host!r} is both a host and a group name",
                              "rename one: --limit could not tell them apart")
-            if real_groups and all(g in NOT_GROUPS for g in groups):
+            if real_groups and all(g in NOT_GROUPS for g in groups) and not self.ungrouped_is_a_group:
                 self.problem(_where_host(host), "", "this host is in no group, while the inventory has groups",
                              "likely a wrong indentation: put it under a group's hosts:")
 
@@ -359,12 +379,16 @@ def _ssh_config_path(base_dir: Path, ssh_config: str) -> Path | None:
 
 
 def _host(name: str, groups: list[str], variables: dict, settings: HostSettings, base_dir: Path) -> Host:
-    connection = "local" if variables.get("connection") == "local" else "ssh"
-    ssh_config = variables.get("ssh_config")
-    return Host(name=name, address=variables.get("host") or name, user=variables.get("user"),
-                port=variables.get("port"), connection=connection,
+    try:  # the values as read (a port written as text is the number); each level was validated where written
+        reach = ConnectionVars.model_validate(_connection_part(variables)).model_dump()
+    except ValidationError:  # already reported at its level
+        reach = _connection_part(variables)
+    connection = "local" if reach.get("connection") == "local" else "ssh"
+    ssh_config = reach.get("ssh_config")
+    return Host(name=name, address=reach.get("host") or name, user=reach.get("user"),
+                port=reach.get("port"), connection=connection,
                 ssh_config=str(_ssh_config_path(base_dir, ssh_config)) if isinstance(ssh_config, str) else None,
-                become=variables.get("become") is not False, groups=groups, vars=variables, settings=settings)
+                become=reach.get("become") is not False, groups=groups, vars=variables, settings=settings)
 
 
 def _settings_part(variables: dict) -> dict:

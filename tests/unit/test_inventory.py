@@ -619,9 +619,17 @@ def test_an_ssh_config_that_is_not_there_is_refused_where_written(problems, tmp_
     [line] = problems("""
         all:
           hosts:
-            a: {become: "no"}
+            a: {become: "maybe"}
     """)
     assert "host a: become:" in line
+
+
+def test_a_port_and_become_written_as_text_are_read_as_ansible_reads_them(tmp_path):
+    path = tmp_path / "inventory.yaml"
+    path.write_text('all:\n  hosts:\n    a: {ansible_port: "2222", ansible_become: "no"}\n'
+                    '    b: {ansible_become: "yes", ansible_port: 22}\n')
+    a, b = load_inventory(path).hosts.values()
+    assert (a.port, a.become, b.port, b.become) == (2222, False, 22, True)
 
 
 @pytest.mark.parametrize("name", ["gpu1\nExecStartPre=/bin/sh -c x", "gpu1\r", "gpu\x1b[2J"])

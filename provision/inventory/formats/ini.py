@@ -1,0 +1,194 @@
+"""The INI inventory, as Ansible reads it (its `ini` inventory plugin), into the document shape the YAML reader
+gives (all: {hosts, children, vars}), so that one builder (build.py) makes hosts of both.
+
+    loose-host                           # before any section: in the group "ungrouped"
+    [gpu]                                # hosts of the group gpu
+    node[01:04] ansible_user=ubuntu      # a range (zero-padded as written), then host variables
+    blade[a:c]:2222                      # letters; :PORT is ansible_port
+    odd[1:9:4]                           # a stride: odd1 odd5 odd9
+    [gpu:vars]                           # variables of the group
+    gpu={'power_limit': 200}
+    [cluster:children]                   # groups in the group
+    gpu
+
+Values are typed as Ansible types them: a Python literal where the text is one (5, 1.5, True, [1, 2],
+{'a': 1}, 'quoted'), else the text itself ("yes" stays a string: INI has no YAML booleans). Host lines are
+split as a shell splits them (quotes group words; # starts a comment). The differential test
+(tests/unit/test_inventory_ini.py) holds this against `ansible-inventory --list`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+import string
+from pathlib import Path
+from typing import Any
+
+from provision.core.errors import InputError, Problem
+
+SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:[#;].*)?$")
+HOST_AND_PORT = re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])+)(?::(\d+))?$")  # a range's colons are inside brackets
+RANGE = re.compile(r"\[([^\]]*)\]")
+
+
+class IniError(ValueError):
+    """A line this reader cannot take: its number and why."""
+
+    def __init__(self, line: int, message: str, hint: str = ""):
+        super().__init__(message)
+        self.line, self.message, self.hint = line, message, hint
+
+
+def read(path: str | Path) -> dict:
+    """The document of an INI inventory file; InputError naming the line for anything Ansible would refuse."""
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError([Problem(file, "", "", f"cannot read inventory: {exc.strerror}")]) from None
+    except UnicodeDecodeError as exc:
+        raise InputError([Problem(file, "", "", f"not a text file: byte {exc.start} is not UTF-8",
+                                  "an inventory is a text file; is this the right path?")]) from None
+    try:
+        return parse(text)
+    except IniError as exc:
+        raise InputError([Problem(file, f"line {exc.line}" if exc.line else "", "", exc.message, exc.hint)]) from None
+
+
+def parse(text: str) -> dict:
+    groups: dict[str, dict[str, Any]] = {}  # name -> {"hosts": {...}, "vars": {...}, "children": {...}}
+
+    def group(name: str) -> dict[str, Any]:
+        return groups.setdefault(name, {})
+
+    current, kind = "ungrouped", "hosts"
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            header = SECTION.match(line)
+            if header is None:
+                raise IniError(number, f"invalid section header: {line}", "[group], [group:vars] or [group:children]")
+            current, kind = header.group(1), header.group(2) or "hosts"
+            if kind not in ("hosts", "vars", "children"):
+                raise IniError(number, f"invalid section type {kind!r} in {line}", "[group:vars] or [group:children]")
+            group(current)
+        elif kind == "hosts":
+            for name, variables in host_line(line, number):
+                group(current).setdefault("hosts", {}).setdefault(name, {}).update(variables)
+        elif kind == "vars":
+            key, value = variable_line(line, number)
+            group(current).setdefault("vars", {})[key] = value
+        else:
+            child = line.split()[0] if line.split() else ""
+            if not child or len(line.split()) > 1 and not line.split()[1].startswith(("#", ";")):
+                raise IniError(number, f"a [{current}:children] line names one group: {line}")
+            group(current).setdefault("children", {})[child] = {}
+            group(child)
+    everything = groups.pop("all", {})
+    cycle = _cycle({name: list(body.get("children", {})) for name, body in groups.items()})
+    if cycle:
+        raise IniError(0, f"groups contain each other: {' -> '.join(cycle)}", "a group cannot be its own descendant")
+    nested = {child for body in groups.values() for child in body.get("children", {})}
+    document = {"all": {key: value for key, value in everything.items() if key != "children"}}
+    document["all"]["children"] = {name: body for name, body in groups.items() if name not in nested}
+    for body in groups.values():  # a nested group's hosts and variables, where its parents name it
+        for child in body.get("children", {}):
+            body["children"][child] = groups[child] if child in groups else {}
+    return document
+
+
+def _cycle(children: dict[str, list[str]]) -> list[str]:
+    """A path of groups that leads back to its first, or []."""
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> list[str]:
+        if name in path:
+            return path[path.index(name):] + [name]
+        if name in done:
+            return []
+        for child in children.get(name, []):
+            found = visit(child, [*path, name])
+            if found:
+                return found
+        done.add(name)
+        return []
+
+    for name in children:
+        found = visit(name, [])
+        if found:
+            return found
+    return []
+
+
+def host_line(line: str, number: int) -> list[tuple[str, dict[str, Any]]]:
+    """The hosts a line names (its range expanded) and their variables (ansible_port from NAME:PORT)."""
+    try:
+        words = shlex.split(line, comments=True)
+    except ValueError as exc:
+        raise IniError(number, f"cannot split the line: {exc}", "close the quote") from None
+    if not words:
+        return []
+    pattern, assignments = words[0], words[1:]
+    variables: dict[str, Any] = {}
+    for word in assignments:
+        key, equals, value = word.partition("=")
+        if not equals or not key:
+            raise IniError(number, f"expected key=value host variables, found {word!r}",
+                           "each variable on a host line is NAME=VALUE")
+        variables[key] = typed(value)
+    found = HOST_AND_PORT.match(pattern)
+    if found is None:
+        raise IniError(number, f"cannot read the host {pattern!r}", "NAME, NAME:PORT, or a range: node[01:04]")
+    name, port = found.groups()
+    if port is not None:
+        variables["ansible_port"] = int(port)
+    return [(host, dict(variables)) for host in expand(name, number)]
+
+
+def variable_line(line: str, number: int) -> tuple[str, Any]:
+    key, equals, value = line.partition("=")
+    if not equals or not key.strip():
+        raise IniError(number, f"expected key=value, found {line!r}", "a [group:vars] line is NAME=VALUE")
+    return key.strip(), typed(value.strip())
+
+
+def typed(value: str) -> Any:
+    """A Python literal where the text is one, else the text (as Ansible's INI reader types values)."""
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return value
+
+
+def expand(pattern: str, number: int) -> list[str]:
+    """node[01:03] -> node01 node02 node03; [a:c] letters; [1:9:4] a stride; several ranges multiply."""
+    found = RANGE.search(pattern)
+    if found is None:
+        return [pattern]
+    head, tail = pattern[:found.start()], pattern[found.end():]
+    bounds = found.group(1).split(":")
+    if len(bounds) not in (2, 3):
+        raise IniError(number, f"a host range is [BEGIN:END] or [BEGIN:END:STEP], found [{found.group(1)}]")
+    begin, end = bounds[0] or "0", bounds[1]
+    step = bounds[2] if len(bounds) == 3 else "1"
+    if not end:
+        raise IniError(number, f"a host range needs its end: [{found.group(1)}]")
+    if not step.isdigit() or int(step) < 1:
+        raise IniError(number, f"a host range's step is a whole number > 0, found {step!r}")
+    if begin in string.ascii_letters and end in string.ascii_letters:
+        first, last = string.ascii_letters.index(begin), string.ascii_letters.index(end)
+        if first > last:
+            raise IniError(number, f"a host range runs from low to high, found [{found.group(1)}]")
+        middles = list(string.ascii_letters[first:last + 1:int(step)])
+    elif begin.isdigit() and end.isdigit():
+        width = len(begin) if begin.startswith("0") and len(begin) > 1 else 0
+        if width and len(end) != width:
+            raise IniError(number, f"a zero-padded range has the same width at both ends, found [{found.group(1)}]")
+        middles = [str(i).zfill(width) for i in range(int(begin), int(end) + 1, int(step))]
+    else:
+        raise IniError(number, f"a host range is of numbers or of single letters, found [{found.group(1)}]")
+    return [host for middle in middles for host in expand(head + middle + tail, number)]

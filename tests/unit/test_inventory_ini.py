@@ -1,0 +1,211 @@
+"""INI inventories, read as Ansible reads them: held against `ansible-inventory --list` itself (ansible-core, a
+test-only tool run as a subprocess, never imported: it is GPL, provision is Apache-2.0), on generated
+inventories and on a DeepOps-style one; and the errors a user gets for what Ansible would refuse too."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from provision.core.errors import InputError
+from provision.inventory.formats.ini import expand, parse
+from provision.inventory.load import load_inventory
+
+ANSIBLE_INVENTORY = shutil.which("ansible-inventory", path=str(Path(sys.executable).parent)) or \
+    shutil.which("ansible-inventory")
+needs_ansible = pytest.mark.skipif(ANSIBLE_INVENTORY is None,
+                                   reason="ansible-inventory not installed (pip install '.[test]' installs it)")
+
+
+def ansible_view(path: Path) -> dict:
+    """What Ansible makes of the file: host -> (its groups but all, its effective connection values)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(path.parent), "ANSIBLE_INVENTORY_UNPARSED_FAILED": "1",
+           "ANSIBLE_LOCAL_TEMP": str(path.parent / "tmp"), "LC_ALL": "C.UTF-8"}
+    out = subprocess.run([ANSIBLE_INVENTORY, "-i", str(path), "--list"], capture_output=True, text=True,
+                         env=env, check=True).stdout
+    data = json.loads(out)
+    hostvars = data.pop("_meta")["hostvars"]
+    parents: dict[str, set[str]] = {}
+    for group, body in data.items():
+        for child in body.get("children", []):
+            parents.setdefault(child, set()).add(group)
+    members: dict[str, set[str]] = {}
+    for group, body in data.items():
+        for host in body.get("hosts", []):
+            todo, seen = [group], set()
+            while todo:
+                g = todo.pop()
+                if g not in seen:
+                    seen.add(g)
+                    todo += parents.get(g, ())
+            members.setdefault(host, set()).update(seen - {"all"})
+    # _meta.hostvars lists only the hosts that have variables: every host is in some group's hosts
+    return {host: (groups, _connection(host, hostvars.get(host, {}))) for host, groups in members.items()}
+
+
+def _connection(name: str, variables: dict) -> tuple:
+    port = variables.get("ansible_port")  # a quoted port is text to Ansible too, until it connects: the number
+    return (str(variables.get("ansible_host", name)), variables.get("ansible_user"),
+            int(port) if isinstance(port, str) and port.isdigit() else port, variables.get("ansible_connection", "ssh"))
+
+
+def provision_view(path: Path) -> dict:
+    inventory = load_inventory(path)
+    return {h.name: (set(h.groups) - {"all"}, (h.address, h.user, h.port, h.connection))
+            for h in inventory.hosts.values()}
+
+
+# --- generated inventories --------------------------------------------------------------------------------
+
+GROUPS = ["gpu", "login", "cluster", "rack-1", "v100"]
+KEYS = {"ansible_user": st.sampled_from(["ubuntu", "root", "'admin'", '"ops"']),
+        "ansible_port": st.sampled_from(["22", "2222", "'2200'"]),
+        "ansible_connection": st.sampled_from(["ssh", "local"])}
+
+
+@st.composite
+def ini_inventories(draw) -> str:
+    groups = draw(st.lists(st.sampled_from(GROUPS), min_size=1, max_size=4, unique=True))
+    # Each variable is set by one place at most (a host line or one group), so that sibling order, where
+    # provision still differs from Ansible (file order against names), cannot decide a value here.
+    owners = {key: draw(st.sampled_from([None, "host", *groups])) for key in KEYS}
+    lines = []
+    lonely = draw(st.booleans())
+    if lonely:
+        lines.append("lonely ansible_host=192.0.2.1")  # before any section: ungrouped
+    used: set[str] = set()
+    for group in groups:
+        lines.append(f"[{group}]")
+        for _ in range(draw(st.integers(0 if lonely or used else 1, 2))):
+            stem = draw(st.sampled_from(["node", "blade", "gpu-"]))
+            rng = draw(st.sampled_from(["", "[1:3]", "[01:04]", "[a:c]", "[1:9:4]", "[08:10]"]))
+            port = draw(st.sampled_from(["", ":2022"])) if owners["ansible_port"] is None else ""
+            pattern = f"{stem}{len(used)}{rng}"
+            used.add(pattern)
+            variables = [f"{key}={draw(KEYS[key])}" for key in KEYS if owners[key] == "host" and draw(st.booleans())]
+            if not rng and draw(st.booleans()):  # one machine, one address (provision refuses a shared one)
+                variables.append(draw(st.sampled_from([f"ansible_host=10.0.{len(used)}.5",
+                                                       f"ansible_host='node{len(used)}.example'"])))
+            lines.append(" ".join([pattern + port, *variables]))
+        group_vars = [f"{key}={draw(KEYS[key])}" for key in KEYS if owners[key] == group]
+        if group_vars:
+            lines += [f"[{group}:vars]", *group_vars]
+    for i, parent in enumerate(groups):
+        children = [g for g in groups[i + 1:] if draw(st.booleans())]
+        if children:
+            lines += [f"[{parent}:children]", *children]
+    if draw(st.booleans()):
+        lines.insert(0, "# a comment; and an empty line")
+        lines.insert(1, "")
+    return "\n".join(lines) + "\n"
+
+
+@needs_ansible
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=ini_inventories())
+def test_generated_ini_inventories_read_as_ansible_reads_them(tmp_path, text):
+    path = tmp_path / "hosts"
+    path.write_text(text)
+    assert provision_view(path) == ansible_view(path), text
+
+
+DEEPOPS_STYLE = """\
+# Written in the style of a DeepOps cluster's inventory (not copied from one)
+[all]
+mgmt01     ansible_host=10.0.0.1
+gpu01      ansible_host=10.0.0.11
+gpu02      ansible_host=10.0.0.12
+gpu[03:04] ansible_user=deepops
+
+[kube-master]
+mgmt01
+
+[etcd]
+mgmt01
+
+[slurm-master]
+mgmt01
+
+[slurm-node]
+gpu01
+gpu02
+gpu[03:04]
+
+[slurm-cluster:children]
+slurm-master
+slurm-node
+
+[slurm-node:vars]
+ansible_port=2222
+
+[all:vars]
+ansible_user=ubuntu
+"""
+
+
+@needs_ansible
+def test_a_deepops_style_inventory_reads_as_ansible_reads_it(tmp_path):
+    path = tmp_path / "hosts.ini"
+    path.write_text(DEEPOPS_STYLE)
+    view = provision_view(path)
+    assert view == ansible_view(path)
+    assert view["gpu03"] == ({"slurm-node", "slurm-cluster"}, ("gpu03", "deepops", 2222, "ssh"))
+    assert view["mgmt01"][0] == {"kube-master", "etcd", "slurm-master", "slurm-cluster"}
+
+
+def test_provision_blocks_in_ini_are_python_literals_and_a_host_line_wins_over_its_group(tmp_path):
+    path = tmp_path / "hosts"
+    path.write_text("[v100]\nrig1 gpu=\"{'power_limit': 250}\"\nrig2\n[v100:vars]\n"
+                    "gpu={'persistence': True, 'power_limit': 200, 'clocks': {'mem': 877, 'sm': 1005}}\n")
+    rig1, rig2 = load_inventory(path).hosts.values()
+    assert (rig1.settings.gpu.power_limit, rig2.settings.gpu.power_limit) == (250, 200)
+    # provision merges its blocks key by key (Ansible's default hash_behaviour would replace rig1's whole gpu)
+    assert rig1.settings.gpu.persistence is True and rig1.settings.gpu.clocks.mem == 877
+
+
+def test_ranges_expand_as_written():
+    assert expand("node[01:03]", 1) == ["node01", "node02", "node03"]
+    assert expand("blade[a:c]-[1:2]", 1) == ["bladea-1", "bladea-2", "bladeb-1", "bladeb-2", "bladec-1", "bladec-2"]
+    assert expand("odd[1:9:4]", 1) == ["odd1", "odd5", "odd9"]
+    assert expand("n[:2]", 1) == ["n0", "n1", "n2"]
+
+
+@pytest.mark.parametrize("text, said", [
+    ("[gpu\nnode1\n", "invalid section header: [gpu"),
+    ("[gpu:things]\nnode1\n", "invalid section type 'things'"),
+    ("[gpu]\nnode1 user\n", "expected key=value host variables, found 'user'"),
+    ("[gpu]\nnode[3:1]\n", None),  # an empty range: no host, as Ansible
+    ("[gpu]\nnode[01:3]\n", "same width at both ends"),
+    ("[gpu]\nnode[1:x]\n", "of numbers or of single letters"),
+    ("[gpu]\nnode1 a='unclosed\n", "close the quote"),
+    ("[gpu:vars]\njust-a-word\n", "a [group:vars] line is NAME=VALUE"),
+    ("[a:children]\nb\n[b:children]\na\n", "groups contain each other: a -> b -> a"),
+])
+def test_what_ansible_refuses_is_an_error_naming_the_line(tmp_path, text, said):
+    path = tmp_path / "hosts.ini"
+    path.write_text(text)
+    if said is None:
+        assert parse(text)["all"]["children"]["gpu"] == {}
+        return
+    with pytest.raises(InputError) as error:
+        load_inventory(path)
+    words = str(error.value)
+    assert said in words and (str(path) in words), words
+
+
+def test_a_yaml_file_without_extension_is_still_yaml_and_a_broken_one_says_both_readers_refused(tmp_path):
+    yaml_hosts = tmp_path / "hosts"
+    yaml_hosts.write_text("all:\n  children:\n    gpu:\n      hosts:\n        rig1:\n          ansible_port: 2222\n")
+    assert load_inventory(yaml_hosts).hosts["rig1"].port == 2222
+    broken = tmp_path / "inventory"
+    broken.write_text("all:\n  children: [\n[gpu\n")
+    with pytest.raises(InputError) as error:
+        load_inventory(broken)
+    assert "invalid YAML at line 4" in str(error.value) and "line 1: cannot read the host 'all:'" in str(error.value)
