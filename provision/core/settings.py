@@ -190,8 +190,8 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def did_you_mean(name: str, known: list[str]) -> str:
+def did_you_mean(name: str, known: list[str], cutoff: float = 0.6) -> str:
     """'did you mean X?' for a likely typo of one of `known` (any case), else ''."""
     by_lower = {k.lower(): k for k in known}
-    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=cutoff)
     return f"did you mean {by_lower[close[0]]!r}?" if close else ""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -52,6 +52,45 @@ ADDRESS_PATTERN = r"^(?:[A-Za-z0-9_.][A-Za-z0-9_.-]*|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*
 
 ANSIBLE_TRUE = frozenset({"y", "yes", "on", "1", "true", "t"})  # Ansible's boolean() of a string
 ANSIBLE_FALSE = frozenset({"n", "no", "off", "0", "false", "f"})
+
+
+TYPO_CUTOFF = 0.75  # how close to one of provision's names a variable must be to be taken for its typo (gpus, usr)
+
+
+class Vaulted:
+    """A value Ansible Vault encrypted (`!vault`): provision cannot read it."""
+
+    def __repr__(self) -> str:
+        return "!vault"
+
+
+def _vaulted(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_vaulted(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_vaulted(v) for v in value)
+    return isinstance(value, Vaulted)
+
+
+SHARED_NAMES = frozenset({"cluster_name", "conf_dir", "conf_path", "env_file", "master_port", "gpu_type",
+                          "provision_command", "wrapper_path"})
+
+
+def _block_keys() -> dict[str, str]:
+    """The keys of provision's blocks that say what they are (power_limit, socket_ifname, ...): written at the
+    top level, they are a block's key misplaced, not another role's variable. Plain words (count, version,
+    group) and names other roles use too (cluster_name, conf_dir, master_port, ...) are left to them."""
+    keys: dict[str, str] = {}
+    for block, field in HostSettings.model_fields.items():
+        for model in get_args(field.annotation):
+            if isinstance(model, type) and issubclass(model, BaseModel):
+                for key in model.model_fields:
+                    if ("_" in key or key in ("persistence", "clocks", "overrides")) and key not in SHARED_NAMES:
+                        keys.setdefault(key, block)
+    return keys
+
+
+BLOCK_KEYS = _block_keys()
 
 
 class ConnectionVars(BaseModel):
@@ -119,6 +158,7 @@ class Builder:
         self.host_groups: dict[str, list[str]] = {}  # host -> groups it is written in, file order
         self.mentions: dict[str, list[tuple[str, Any]]] = {}  # "where" -> vars written there, file order
         self.bad_levels: set[str] = set()  # "where"s whose own variables have problems
+        self.foreign: set[str] = set()  # other roles' variables, left alone
 
     def problem(self, where: str, key: str, message: str, hint: str = "") -> None:
         self.problems.append(Problem(self.file, where, key, message, hint))
@@ -140,7 +180,7 @@ class Builder:
         self.check_clusters(hosts)
         if self.problems:
             raise InputError(self.problems)
-        return Inventory(self.file, hosts, self.groups)
+        return Inventory(self.file, hosts, self.groups, sorted(self.foreign))
 
     # --- reading ---
 
@@ -257,6 +297,10 @@ class Builder:
         secrets and unknown keys refused."""
         variables: dict = {}
         for key, value in raw.items():
+            if _vaulted(value) and (key in ALIASES or key in CONNECTION_KEYS or key in BLOCKS):
+                self.problem(where, key, "is encrypted with Ansible Vault, which provision does not decrypt",
+                             "write the value in the clear (it is not a secret provision needs) or leave it out")
+                continue
             if key.startswith("ansible_") and "pass" in key:
                 self.problem(where, key, "passwords do not belong in an inventory",
                              "use SSH keys; a sudo password is asked once at run time (-K)")
@@ -268,9 +312,15 @@ class Builder:
                 variables[short] = value
             elif key.startswith("ansible_") or key in BLOCKS:
                 variables[key] = value
-            else:
+            elif key in BLOCK_KEYS:  # power_limit: 200 beside gpu:, not in it
+                block = BLOCK_KEYS[key]
+                self.problem(where, key, f"{key!r} is a key of the {block} block, here outside it",
+                             f"write it inside the block: {block}: {{{key}: ...}}")
+            elif did_you_mean(key, [*BLOCKS, *CONNECTION_KEYS], cutoff=TYPO_CUTOFF):
                 self.problem(where, key, f"unknown variable {key!r}; allowed: {', '.join(BLOCKS + CONNECTION_KEYS)}"
-                             ", or ansible_*", did_you_mean(key, [*BLOCKS, *CONNECTION_KEYS]))
+                             ", or ansible_*", did_you_mean(key, [*BLOCKS, *CONNECTION_KEYS], cutoff=TYPO_CUTOFF))
+            else:  # another role's variable (an inventory serves many): not provision's to read or judge
+                self.foreign.add(key)
         return variables
 
     def validate_level(self, variables: dict, where: str) -> None:

@@ -3,7 +3,7 @@ Reading one is load.py's (a format's reader, then build.py); choosing hosts (--l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from provision.capabilities.host import HostSettings
 from provision.inventory.select import select
@@ -40,6 +40,7 @@ class Inventory:
     path: str
     hosts: dict[str, Host]  # file order
     groups: dict[str, Group]
+    ignored: list[str] = field(default_factory=list)  # other roles' variables, by name: not provision's to read
 
     def select(self, limit: str | None) -> list[Host]:
         """The hosts --limit chooses, in file order (select.py)."""

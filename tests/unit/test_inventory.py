@@ -660,3 +660,51 @@ def test_a_binary_inventory_is_bad_input_naming_the_file(tmp_path):
     with pytest.raises(InputError) as caught:
         load_inventory(path)
     assert str(caught.value).startswith(f"{path}: not a text file: byte 0 is not UTF-8")
+
+
+OTHER_ROLES = """\
+all:
+  vars:
+    ntp_servers: [0.pool.ntp.org]        # another role's variables: an inventory serves many
+    slurm_version: 23.11
+    nv_driver_branch: 580
+    docker_password: !vault |
+      $ANSIBLE_VAULT;1.1;AES256
+      6162636465
+    gpu: {persistence: true}
+  children:
+    v100:
+      hosts:
+        rig1: {ansible_host: 192.0.2.10, rack: a3, count: 4}
+"""
+
+
+def test_other_roles_variables_are_left_alone_and_named(tmp_path):
+    path = tmp_path / "inventory.yaml"
+    path.write_text(OTHER_ROLES)
+    inventory = load_inventory(path)
+    rig1 = inventory.hosts["rig1"]
+    assert rig1.address == "192.0.2.10" and rig1.settings.gpu.persistence is True
+    assert inventory.ignored == ["count", "docker_password", "ntp_servers", "nv_driver_branch", "rack",
+                                 "slurm_version"]
+
+
+def test_a_typo_of_provisions_names_a_block_key_outside_its_block_and_a_vaulted_setting_are_errors(problems):
+    lines = problems("""
+        all:
+          vars:
+            gpus: {persistence: true}
+            power_limit: 200
+            socket_ifname: ens803f
+          hosts:
+            a:
+              ansible_user: !vault |
+                $ANSIBLE_VAULT;1.1;AES256
+                6162
+    """)
+    assert len(lines) == 4, lines
+    one_line_with(lines, "all: gpus: unknown variable 'gpus'", "did you mean 'gpu'?")
+    one_line_with(lines, "all: power_limit: 'power_limit' is a key of the gpu block, here outside it",
+                  "gpu: {power_limit: ...}")
+    one_line_with(lines, "all: socket_ifname: 'socket_ifname' is a key of the nccl block")
+    one_line_with(lines, "host a: ansible_user: is encrypted with Ansible Vault")

@@ -90,11 +90,14 @@ def ini_inventories(draw) -> str:
             pattern = f"{stem}{len(used)}{rng}"
             used.add(pattern)
             variables = [f"{key}={draw(KEYS[key])}" for key in KEYS if owners[key] == "host" and draw(st.booleans())]
+            if draw(st.booleans()):  # another role's variable: left alone
+                variables.append(draw(st.sampled_from(["rack=a3", "ib_subnet=10.1.0.0/16", "debug=True"])))
             if not rng and draw(st.booleans()):  # one machine, one address (provision refuses a shared one)
                 variables.append(draw(st.sampled_from([f"ansible_host=10.0.{len(used)}.5",
                                                        f"ansible_host='node{len(used)}.example'"])))
             lines.append(" ".join([pattern + port, *variables]))
         group_vars = [f"{key}={draw(KEYS[key])}" for key in KEYS if owners[key] == group]
+        group_vars += ["ntp_server=pool.ntp.org"] if draw(st.booleans()) else []
         if group_vars:
             lines += [f"[{group}:vars]", *group_vars]
     for i, parent in enumerate(groups):

@@ -23,6 +23,7 @@ import ast
 import re
 import shlex
 import string
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,9 @@ def variable_line(line: str, number: int) -> tuple[str, Any]:
 def typed(value: str) -> Any:
     """A Python literal where the text is one, else the text (as Ansible's INI reader types values)."""
     try:
-        return ast.literal_eval(value)
+        with warnings.catch_warnings():  # "invalid escape sequence" and the like: the text is kept as written
+            warnings.simplefilter("ignore")
+            return ast.literal_eval(value)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return value
 
