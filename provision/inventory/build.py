@@ -5,9 +5,10 @@ The file has the shape of an Ansible YAML inventory (all: {hosts, children,
 vars}, nested groups), so existing inventories can be reused. Rules (see
 inventories/README.md):
 
-- Precedence: all < parent group < child group < host. Groups are ordered by
-  depth (longest path from all), then by where they first appear in the file,
-  so of two sibling groups that set the same key, the later one wins.
+- Precedence, as Ansible's: all < parent group < child group < host. Groups
+  are ordered by depth (longest path from all), then by their
+  ansible_group_priority (default 1), then by name: of two sibling groups that
+  set the same key, the one whose name sorts last wins, wherever it is written.
 - Mappings merge key by key at every level (a group sets gpu.power_limit, a
   host adds gpu.clocks: both apply); anything else, lists included, replaces.
 - A host or group written in several places: its variables merge, and a key
@@ -370,11 +371,15 @@ class Builder:
                              "give the controller a slurm block too (role: controller)")
 
     def merge_hosts(self, level_vars: dict[str, dict]) -> dict[str, Host]:
-        order = {name: i for i, name in enumerate(self.groups)}
         depth = self.depths()
+
+        def rank(group: str) -> tuple:  # Ansible's sort_groups: depth, ansible_group_priority, name
+            priority = level_vars.get(where_group(group), {}).get("ansible_group_priority", 1)
+            return depth[group], priority if isinstance(priority, int) else 1, group
+
         hosts, seen_at = {}, {}
         for name, direct in self.host_groups.items():
-            groups = sorted(self.ancestors(direct), key=lambda g: (depth[g], order[g]))
+            groups = sorted(self.ancestors(direct), key=rank)
             levels = [where_group(g) for g in groups] + [_where_host(name)]
             variables: dict = {}
             for level in levels:

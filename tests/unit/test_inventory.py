@@ -171,8 +171,8 @@ def test_a_child_group_outranks_its_parent_even_when_written_first(inventory):
     assert inv.hosts["a"].settings.gpu.power_limit == 200
 
 
-def test_of_two_sibling_groups_the_later_in_the_file_wins(inventory):
-    inv = inventory("""
+def test_of_two_sibling_groups_the_one_whose_name_sorts_last_wins_as_in_ansible(inventory):
+    text = """
         all:
           children:
             quiet:
@@ -181,10 +181,15 @@ def test_of_two_sibling_groups_the_later_in_the_file_wins(inventory):
             fast:
               hosts: {a: }
               vars: {gpu: {power_limit: 250}}
-        """)
+        """
+    inv = inventory(text)
     a, b = inv.hosts["a"], inv.hosts["b"]
-    assert a.groups == ["all", "quiet", "fast"]
-    assert (a.settings.gpu.power_limit, a.settings.gpu.persistence, b.settings.gpu.power_limit) == (250, True, 150)
+    assert a.groups == ["all", "fast", "quiet"]  # by name, not where written
+    assert (a.settings.gpu.power_limit, a.settings.gpu.persistence, b.settings.gpu.power_limit) == (150, True, 150)
+    # ansible_group_priority goes before the name
+    inv = inventory(text.replace("vars: {gpu: {power_limit: 250}}",
+                                 "vars: {gpu: {power_limit: 250}, ansible_group_priority: 10}"))
+    assert inv.hosts["a"].groups == ["all", "quiet", "fast"] and inv.hosts["a"].settings.gpu.power_limit == 250
 
 
 def test_a_host_written_in_two_groups_merges_its_variables(inventory):
@@ -199,7 +204,7 @@ def test_a_host_written_in_two_groups_merges_its_variables(inventory):
                 a: {slurm: {role: compute, controller: a}}
         """)
     assert inv.hosts["a"].address == "192.0.2.10" and inv.hosts["a"].settings.slurm.role == "compute"
-    assert inv.hosts["a"].groups == ["all", "v100", "slurm_nodes"]
+    assert inv.hosts["a"].groups == ["all", "slurm_nodes", "v100"]  # by name
 
 
 def test_slurm_and_launcher_clusters_are_checked_across_hosts(problems):

@@ -73,9 +73,8 @@ KEYS = {"ansible_user": st.sampled_from(["ubuntu", "root", "'admin'", '"ops"']),
 @st.composite
 def ini_inventories(draw) -> str:
     groups = draw(st.lists(st.sampled_from(GROUPS), min_size=1, max_size=4, unique=True))
-    # Each variable is set by one place at most (a host line or one group), so that sibling order, where
-    # provision still differs from Ansible (file order against names), cannot decide a value here.
-    owners = {key: draw(st.sampled_from([None, "host", *groups])) for key in KEYS}
+    # Where a variable is set: on host lines, in some groups' :vars (siblings too: their order decides), or both.
+    owners = {key: set(draw(st.lists(st.sampled_from(["host", *groups]), max_size=3))) for key in KEYS}
     lines = []
     lonely = draw(st.booleans())
     if lonely:
@@ -86,17 +85,19 @@ def ini_inventories(draw) -> str:
         for _ in range(draw(st.integers(0 if lonely or used else 1, 2))):
             stem = draw(st.sampled_from(["node", "blade", "gpu-"]))
             rng = draw(st.sampled_from(["", "[1:3]", "[01:04]", "[a:c]", "[1:9:4]", "[08:10]"]))
-            port = draw(st.sampled_from(["", ":2022"])) if owners["ansible_port"] is None else ""
+            port = draw(st.sampled_from(["", ":2022"]))
             pattern = f"{stem}{len(used)}{rng}"
             used.add(pattern)
-            variables = [f"{key}={draw(KEYS[key])}" for key in KEYS if owners[key] == "host" and draw(st.booleans())]
+            variables = [f"{key}={draw(KEYS[key])}" for key in KEYS if "host" in owners[key] and draw(st.booleans())]
             if draw(st.booleans()):  # another role's variable: left alone
                 variables.append(draw(st.sampled_from(["rack=a3", "ib_subnet=10.1.0.0/16", "debug=True"])))
             if not rng and draw(st.booleans()):  # one machine, one address (provision refuses a shared one)
                 variables.append(draw(st.sampled_from([f"ansible_host=10.0.{len(used)}.5",
                                                        f"ansible_host='node{len(used)}.example'"])))
             lines.append(" ".join([pattern + port, *variables]))
-        group_vars = [f"{key}={draw(KEYS[key])}" for key in KEYS if owners[key] == group]
+        group_vars = [f"{key}={draw(KEYS[key])}" for key in KEYS if group in owners[key]]
+        if draw(st.integers(0, 4)) == 0:
+            group_vars.append(f"ansible_group_priority={draw(st.integers(0, 3))}")
         group_vars += ["ntp_server=pool.ntp.org"] if draw(st.booleans()) else []
         if group_vars:
             lines += [f"[{group}:vars]", *group_vars]
@@ -212,3 +213,9 @@ def test_a_yaml_file_without_extension_is_still_yaml_and_a_broken_one_says_both_
     with pytest.raises(InputError) as error:
         load_inventory(broken)
     assert "invalid YAML at line 4" in str(error.value) and "line 1: cannot read the host 'all:'" in str(error.value)
+
+
+def test_an_ansible_port_on_the_line_wins_over_name_port_as_in_ansible():
+    [(name, variables)] = [(h, v) for h, v in parse("[g]\nnode0:2022 ansible_port=22\n")["all"]["children"]["g"]
+                           ["hosts"].items()]
+    assert (name, variables) == ("node0", {"ansible_port": 22})

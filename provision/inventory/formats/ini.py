@@ -145,8 +145,8 @@ def host_line(line: str, number: int) -> list[tuple[str, dict[str, Any]]]:
     if found is None:
         raise IniError(number, f"cannot read the host {pattern!r}", "NAME, NAME:PORT, or a range: node[01:04]")
     name, port = found.groups()
-    if port is not None:
-        variables["ansible_port"] = int(port)
+    if port is not None:  # NAME:PORT first: an ansible_port= on the same line overrides it, as in Ansible
+        variables = {"ansible_port": int(port), **variables}
     return [(host, dict(variables)) for host in expand(name, number)]
 
 
