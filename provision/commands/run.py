@@ -36,11 +36,13 @@ def select_hosts(inventory: str | None, local: bool, limit: str | None) -> Targe
 
 
 def connector(local: bool, ssh: SSHOptions) -> Callable[[Host], Connection]:
-    """Connections per host; --ssh-config on the command line wins over the inventory's ssh_config."""
+    """Connections per host; --ssh-config and --identity on the command line win over the inventory's."""
     def connect(host: Host) -> Connection:
         if local or host.connection == "local":
             return LocalConnection(host.name)
         options = ssh if ssh.ssh_config or not host.ssh_config else replace(ssh, ssh_config=host.ssh_config)
+        if host.identity_file and not ssh.identity_file:
+            options = replace(options, identity_file=host.identity_file)
         return SSHConnection(host.name, host.address, host.user, host.port, options)
     return connect
 

@@ -32,14 +32,18 @@ from provision.inventory.model import Group, Host, Inventory
 
 
 GROUP_KEYS = ("hosts", "children", "vars")
-
-
-CONNECTION_KEYS = ("host", "user", "port", "connection", "ssh_config", "become")
-
-
+CONNECTION_KEYS = ("host", "user", "port", "connection", "ssh_config", "become", "identity_file", "become_user",
+                   "become_method")
 ALIASES = {"ansible_host": "host", "ansible_ssh_host": "host", "ansible_user": "user", "ansible_ssh_user": "user",
            "ansible_port": "port", "ansible_ssh_port": "port", "ansible_connection": "connection",
-           "ansible_become": "become"}
+           "ansible_become": "become", "ansible_ssh_private_key_file": "identity_file",
+           "ansible_private_key_file": "identity_file", "ansible_become_user": "become_user",
+           "ansible_become_method": "become_method"}
+# Connection settings Ansible honours that provision does not yet: refused, never dropped (the host would be
+# reached another way than the inventory says: directly instead of through its bastion).
+NOT_HONOURED = {
+    key: "put the ProxyJump, ProxyCommand or other options in an ssh_config file and set ssh_config: FILE "
+         "(provision reads it)" for key in ("ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_ssh_args")}
 
 
 NOT_GROUPS = ("all", "ungrouped")  # a host only in these while groups exist is probably mis-indented
@@ -109,6 +113,9 @@ class ConnectionVars(BaseModel):
         None, "ssh or local (Ansible's paramiko and smart mean ssh)")
     ssh_config: str | None = setting(None, "an ssh_config file, relative to the inventory file", min_length=1)
     become: bool | None = setting(None, "true (default: setters run as root, through sudo when needed) or false")
+    identity_file: str | None = setting(None, "an SSH private key file, relative to the inventory file", min_length=1)
+    become_user: Literal["root"] | None = setting(None, "root: provision's setters run as root")
+    become_method: Literal["sudo"] | None = setting(None, "sudo: the one way provision becomes root")
 
     @field_validator("port", mode="before")
     @classmethod
@@ -302,7 +309,10 @@ class Builder:
                 self.problem(where, key, "is encrypted with Ansible Vault, which provision does not decrypt",
                              "write the value in the clear (it is not a secret provision needs) or leave it out")
                 continue
-            if key.startswith("ansible_") and "pass" in key:
+            if key in NOT_HONOURED:
+                self.problem(where, key, "is a connection setting provision does not honour yet, and will not "
+                             "drop", NOT_HONOURED[key])
+            elif key.startswith("ansible_") and "pass" in key:
                 self.problem(where, key, "passwords do not belong in an inventory",
                              "use SSH keys; a sudo password is asked once at run time (-K)")
             elif key in ALIASES or key in CONNECTION_KEYS:
@@ -331,18 +341,22 @@ class Builder:
             ConnectionVars.model_validate(_connection_part(variables))
         except ValidationError as exc:
             self.problems += validation_problems(exc, ConnectionVars, self.file, where)
-        else:
-            self.check_ssh_config(variables.get("ssh_config"), where)
+        self.check_file(variables.get("ssh_config"), where)
+        self.check_file(variables.get("identity_file"), where, "identity_file", "an SSH private key file")
         if len(self.problems) > before:
             self.bad_levels.add(where)
 
-    def check_ssh_config(self, ssh_config: str | None, where: str) -> None:
-        if ssh_config is not None and _ssh_config_path(self.base_dir, ssh_config) is None:
-            self.problem(where, "ssh_config", f"{ssh_config!r}: cannot be read as a path (an unknown ~user?)",
-                         "give the path of an ssh_config file, or remove the key")
-        elif ssh_config is not None and not _ssh_config_path(self.base_dir, ssh_config).is_file():
-            self.problem(where, "ssh_config", f"{ssh_config!r}: no such file (relative paths start at "
-                         f"{self.base_dir})", "give the path of an ssh_config file, or remove the key")
+    def check_file(self, path: Any, where: str, key: str = "ssh_config", what: str = "an ssh_config file") -> None:
+        """A file the inventory names (ssh_config, a key file): there, relative to the inventory's directory."""
+        if not isinstance(path, str) or not path:  # not a path: ConnectionVars said so
+            return
+        found = _inventory_path(self.base_dir, path)
+        if found is None:
+            self.problem(where, key, f"{path!r}: cannot be read as a path (an unknown ~user?)",
+                         f"give the path of {what}, or remove the key")
+        elif not found.is_file():
+            self.problem(where, key, f"{path!r}: no such file (relative paths start at {self.base_dir})",
+                         f"give the path of {what}, or remove the key")
 
     def check_controllers(self, level_vars: dict[str, dict]) -> None:
         for where, variables in level_vars.items():
@@ -425,7 +439,7 @@ class Builder:
         return found
 
 
-def _ssh_config_path(base_dir: Path, ssh_config: str) -> Path | None:
+def _inventory_path(base_dir: Path, ssh_config: str) -> Path | None:
     """Relative to the inventory's directory, ~ expanded; None when ~user names no user."""
     try:
         return base_dir / Path(ssh_config).expanduser()
@@ -439,11 +453,12 @@ def _host(name: str, groups: list[str], variables: dict, settings: HostSettings,
     except ValidationError:  # already reported at its level
         reach = _connection_part(variables)
     connection = "local" if reach.get("connection") == "local" else "ssh"
-    ssh_config = reach.get("ssh_config")
+    ssh_config, identity = reach.get("ssh_config"), reach.get("identity_file")
     return Host(name=name, address=reach.get("host") or name, user=reach.get("user"),
                 port=reach.get("port"), connection=connection,
-                ssh_config=str(_ssh_config_path(base_dir, ssh_config)) if isinstance(ssh_config, str) else None,
-                become=reach.get("become") is not False, groups=groups, vars=variables, settings=settings)
+                ssh_config=str(_inventory_path(base_dir, ssh_config)) if isinstance(ssh_config, str) else None,
+                become=reach.get("become") is not False, groups=groups, vars=variables, settings=settings,
+                identity_file=str(_inventory_path(base_dir, identity)) if isinstance(identity, str) else None)
 
 
 def _settings_part(variables: dict) -> dict:

@@ -24,6 +24,7 @@ class Host:
     # The GPUs differ from the last good run's record, and that is intended (apply --accept-gpu-changes):
     # record the new layout; `index:` overrides follow the new numbering (capabilities/gpu/layout.py).
     accept_gpu_changes: bool = False
+    identity_file: str | None = None  # ansible_ssh_private_key_file (absolute; written relative to the inventory)
 
 
 @dataclass

@@ -93,7 +93,7 @@ def test_other_ansible_variables_are_ignored_but_kept(inventory):
     inv = inventory("""
         all:
           hosts:
-            a: {ansible_python_interpreter: /usr/bin/python3, ansible_ssh_private_key_file: ~/.ssh/k}
+            a: {ansible_python_interpreter: /usr/bin/python3, ansible_ssh_pipelining: true}
         """)
     assert inv.hosts["a"].vars["ansible_python_interpreter"] == "/usr/bin/python3"
 
@@ -713,3 +713,40 @@ def test_a_typo_of_provisions_names_a_block_key_outside_its_block_and_a_vaulted_
                   "gpu: {power_limit: ...}")
     one_line_with(lines, "all: socket_ifname: 'socket_ifname' is a key of the nccl block")
     one_line_with(lines, "host a: ansible_user: is encrypted with Ansible Vault")
+
+
+def test_connection_settings_are_honoured_or_refused_never_dropped(tmp_path, problems):
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "cluster_ed25519").write_text("not a real key\n")
+    path = tmp_path / "inventory.yaml"
+    path.write_text("all:\n  hosts:\n    a:\n      ansible_ssh_private_key_file: keys/cluster_ed25519\n"
+                    "      ansible_become_user: root\n      ansible_become_method: sudo\n")
+    assert load_inventory(path).hosts["a"].identity_file == str(tmp_path / "keys" / "cluster_ed25519")
+    lines = problems("""
+        all:
+          hosts:
+            a:
+              ansible_private_key_file: keys/missing
+              ansible_become_user: postgres
+              ansible_become_method: su
+              ansible_ssh_common_args: -o ProxyJump=bastion
+    """)
+    assert len(lines) == 4, lines
+    one_line_with(lines, "host a: identity_file: 'keys/missing': no such file", "give the path of an SSH private key file")
+    one_line_with(lines, "host a: become_user: got 'postgres'", "root: provision's setters run as root")
+    one_line_with(lines, "host a: become_method: got 'su'", "sudo")
+    one_line_with(lines, "host a: ansible_ssh_common_args: is a connection setting provision does not honour yet",
+                  "set ssh_config: FILE")
+
+
+def test_the_inventorys_key_file_is_used_unless_the_command_line_names_one():
+    from dataclasses import replace as changed
+
+    from provision.commands.run import connector
+    from provision.core.connection import SSHOptions
+    host = changed(local_inventory().hosts["localhost"], connection="ssh", address="192.0.2.9",
+                   identity_file="/keys/inventory_ed25519")
+    def key_files(options):
+        return connector(False, options)(host).fabric.connect_kwargs["key_filename"]
+    assert key_files(SSHOptions()) == ["/keys/inventory_ed25519"]
+    assert key_files(SSHOptions(identity_file="/cli/key")) == ["/cli/key"]
