@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from dataclasses import asdict, replace
@@ -52,9 +53,18 @@ Exit codes (bit flags, added up):
 
 
 def inventory_options(func):
-    """Options shared by every command that works on hosts."""
+    """Options shared by every command that works on hosts. The inventory as the INVENTORY argument, or as
+    -i/--inventory (Ansible's way): the command gets it as `inventory` either way."""
+    @functools.wraps(func)
+    def one_inventory(*args, inventory=None, inventory_option=None, **kwargs):
+        if inventory and inventory_option:
+            raise click.UsageError("give the inventory once: as the INVENTORY argument or as -i")
+        return func(*args, inventory=inventory or inventory_option, **kwargs)
+
     options = [
         click.argument("inventory", required=False, type=click.Path(dir_okay=False)),
+        click.option("-i", "--inventory", "inventory_option", type=click.Path(dir_okay=False),
+                     help="The inventory file (the same as the INVENTORY argument)."),
         click.option("--local", is_flag=True,
                      help="Work on this machine, no SSH (with an INVENTORY: this machine as its selected hosts)."),
         click.option("-l", "--limit", help="Hosts or groups, comma-separated; globs, !exclude and &intersect allowed."),
@@ -72,8 +82,8 @@ def inventory_options(func):
                      help="SSH private key file."),
     ]
     for option in reversed(options):
-        func = option(func)
-    return func
+        one_inventory = option(one_inventory)
+    return one_inventory
 
 
 def adhoc_options(func):
@@ -101,7 +111,7 @@ def adhoc_options(func):
 
 def select_hosts(inventory: str | None, local: bool, limit: str | None) -> Target:
     if inventory is None and not local:
-        raise click.UsageError("give an INVENTORY file, or --local to work on this machine")
+        raise click.UsageError("give an INVENTORY file (or -i INVENTORY), or --local to work on this machine")
     return target_hosts(inventory, local, limit)
 
 
@@ -148,7 +158,7 @@ class ProvisionGroup(click.Group):
 def main():
     """Provision and tune GPU training clusters over SSH.
 
-    Commands read a YAML inventory (Ansible's shape); apply converges every
+    Commands read an Ansible inventory (YAML or INI); apply converges every
     host to it, idempotently: a second run changes nothing and says so.
     """
 

@@ -81,3 +81,13 @@ def test_no_command_but_lab_imports_the_lab():
     import sys
     code = "import sys, provision.cli; print(sorted(m for m in sys.modules if m.startswith('provision.lab')))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
+
+
+@pytest.mark.parametrize("command", ["apply", "facts", "verify", "unlock"])
+def test_every_host_command_takes_the_inventory_as_ansible_users_give_it(command, tmp_path):
+    missing = str(tmp_path / "absent.yaml")
+    for args in ([command, "-i", missing], [command, "--inventory", missing], [command, missing]):
+        result = CliRunner().invoke(main, args, env={"COLUMNS": "80"})
+        assert result.exit_code == 2 and f"{missing}: cannot read inventory" in result.output, (args, result.output)
+    both = CliRunner().invoke(main, [command, missing, "-i", missing])
+    assert both.exit_code == 2 and "give the inventory once" in both.output
