@@ -84,9 +84,10 @@ def parse(text: str) -> dict:
             key, value = variable_line(line, number)
             group(current).setdefault("vars", {})[key] = value
         else:
-            child = line.split()[0] if line.split() else ""
-            if not child or len(line.split()) > 1 and not line.split()[1].startswith(("#", ";")):
+            words = line.split()  # never empty: blank lines were skipped
+            if len(words) > 1 and not words[1].startswith(("#", ";")):
                 raise IniError(number, f"a [{current}:children] line names one group: {line}")
+            child = words[0]
             group(current).setdefault("children", {})[child] = {}
             group(child)
     everything = groups.pop("all", {})
