@@ -67,7 +67,8 @@ def inventory_options(func):
                      help="The inventory file (the same as the INVENTORY argument)."),
         click.option("--local", is_flag=True,
                      help="Work on this machine, no SSH (with an INVENTORY: this machine as its selected hosts)."),
-        click.option("-l", "--limit", help="Hosts or groups, comma-separated; globs, !exclude and &intersect allowed."),
+        click.option("-l", "--limit", help="Hosts or groups as Ansible's patterns: a,b (or a:b), globs, ~regex, "
+                     "!exclude, &intersect, group[0] or group[1:3], @file of patterns."),
         click.option("-f", "--forks", type=click.IntRange(1, 512), default=16, show_default=True,
                      help="Hosts worked on in parallel."),
         click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout."),
@@ -91,7 +92,7 @@ def adhoc_options(func):
     options = [
         click.option("-i", "--inventory", type=click.Path(dir_okay=False),
                      help="Work on this inventory's hosts instead of this machine."),
-        click.option("-l", "--limit", help="Hosts or groups of the inventory, comma-separated (as for apply)."),
+        click.option("-l", "--limit", help="Hosts or groups of the inventory, Ansible's patterns (as for apply)."),
         click.option("--gpu", help="GPU indexes or UUIDs, comma-separated.  [default: every GPU]"),
         click.option("--check", is_flag=True, help="Show what would change; touch nothing."),
         click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout."),
@@ -484,7 +485,7 @@ def _parameter_count(ctx, param, value):
 
 @main.command()
 @click.argument("inventory", required=False, type=click.Path(dir_okay=False))
-@click.option("-l", "--limit", help="Hosts or groups of the INVENTORY, comma-separated (as for apply).")
+@click.option("-l", "--limit", help="Hosts or groups of the INVENTORY, Ansible's patterns (as for apply).")
 @click.option("--params", required=True, callback=_parameter_count,
               help="Model parameters: 25M, 25.6M, 1.5B, 7e9, 350k.")
 @click.option("--bytes-per-grad", type=click.IntRange(1, 8), default=4, show_default=True,
