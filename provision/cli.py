@@ -16,7 +16,7 @@ from provision.commands import facts as facts_command
 from provision.commands.apply import apply as apply_command
 from provision.commands.playbook import load_playbook, select_tasks, unapplied_blocks
 from provision.commands.run import Target, connector
-from provision.commands.run import select_hosts as target_hosts
+from provision.commands.run import default_sources, select_hosts as target_hosts
 from provision.commands.verify import verify as verify_command
 from provision.core.connection import SSHOptions
 from provision.core.errors import InputError, ProvisionError
@@ -52,19 +52,23 @@ Exit codes (bit flags, added up):
      finished, no new host or task started; the report says which"""
 
 
+INVENTORY_HELP = ("The inventory, as for ansible-playbook -i: a file (YAML, INI, an executable script), a directory, "
+                  "or host1,host2, ; repeatable. group_vars/ and host_vars/ beside it are read. Default: "
+                  "ANSIBLE_INVENTORY, ansible.cfg's inventory, /etc/ansible/hosts.")
+
+
 def inventory_options(func):
     """Options shared by every command that works on hosts. The inventory as the INVENTORY argument, or as
-    -i/--inventory (Ansible's way): the command gets it as `inventory` either way."""
+    -i/--inventory (Ansible's way, repeatable): the command gets its sources as `inventory` either way."""
     @functools.wraps(func)
-    def one_inventory(*args, inventory=None, inventory_option=None, **kwargs):
+    def one_inventory(*args, inventory=None, inventory_option=(), **kwargs):
         if inventory and inventory_option:
-            raise click.UsageError("give the inventory once: as the INVENTORY argument or as -i")
-        return func(*args, inventory=inventory or inventory_option, **kwargs)
+            raise click.UsageError("give the inventory once: as the INVENTORY argument or as -i (repeatable)")
+        return func(*args, inventory=(inventory,) if inventory else inventory_option, **kwargs)
 
     options = [
-        click.argument("inventory", required=False, type=click.Path(dir_okay=False)),
-        click.option("-i", "--inventory", "inventory_option", type=click.Path(dir_okay=False),
-                     help="The inventory file (the same as the INVENTORY argument)."),
+        click.argument("inventory", required=False),
+        click.option("-i", "--inventory", "inventory_option", multiple=True, help=INVENTORY_HELP),
         click.option("--local", is_flag=True,
                      help="Work on this machine, no SSH (with an INVENTORY: this machine as its selected hosts)."),
         click.option("-l", "--limit", help="Hosts or groups as Ansible's patterns: a,b (or a:b), globs, ~regex, "
@@ -90,8 +94,8 @@ def inventory_options(func):
 def adhoc_options(func):
     """The ad-hoc commands: this machine by default, or -i INVENTORY; --gpu; --check; the SSH options."""
     options = [
-        click.option("-i", "--inventory", type=click.Path(dir_okay=False),
-                     help="Work on this inventory's hosts instead of this machine."),
+        click.option("-i", "--inventory", multiple=True,
+                     help="Work on this inventory's hosts instead of this machine (repeatable, as for apply)."),
         click.option("-l", "--limit", help="Hosts or groups of the inventory, Ansible's patterns (as for apply)."),
         click.option("--gpu", help="GPU indexes or UUIDs, comma-separated.  [default: every GPU]"),
         click.option("--check", is_flag=True, help="Show what would change; touch nothing."),
@@ -110,10 +114,12 @@ def adhoc_options(func):
     return func
 
 
-def select_hosts(inventory: str | None, local: bool, limit: str | None) -> Target:
-    if inventory is None and not local:
-        raise click.UsageError("give an INVENTORY file (or -i INVENTORY), or --local to work on this machine")
-    return target_hosts(inventory, local, limit)
+def select_hosts(inventory: tuple[str, ...], local: bool, limit: str | None) -> Target:
+    sources = inventory or ([] if local else default_sources())
+    if not sources and not local:
+        raise click.UsageError("give an INVENTORY (or -i INVENTORY, or inventory= in ansible.cfg), or --local to "
+                               "work on this machine")
+    return target_hosts(sources, local, limit)
 
 
 def ssh_options(opts: dict, connect_timeout: float = 10) -> SSHOptions:
@@ -360,7 +366,7 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
 def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
     """Plan and apply one ad-hoc change like `apply` does (commands/adhoc.py); exits with apply's codes."""
     inventory = opts["inventory"]
-    target = select_hosts(inventory, inventory is None, opts["limit"])
+    target = select_hosts(inventory, not inventory, opts["limit"])
     password = click.prompt("sudo password", hide_input=True, err=True) if opts["ask_sudo_pass"] else None
     check, as_json = opts["check"], opts["as_json"]
     command += " --check" if check else ""
@@ -368,7 +374,7 @@ def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
     options = RunOptions(check=check, forks=opts["forks"], sudo_password=password, command=command,
                          progress=progress, notice=progress.notice)
     try:
-        results, stopped, warnings = adhoc_command.adhoc(target, change, option, opts["gpu"], inventory is not None,
+        results, stopped, warnings = adhoc_command.adhoc(target, change, option, opts["gpu"], bool(inventory),
                                                          options, ssh_options(opts))
     finally:
         progress.close()
@@ -427,7 +433,7 @@ def _mhz_range(value, option: str) -> list[int]:
 
 def list_clocks(opts: dict) -> None:
     inventory = opts["inventory"]
-    target = select_hosts(inventory, inventory is None, opts["limit"])
+    target = select_hosts(inventory, not inventory, opts["limit"])
     states = adhoc_command.read_gpus(target, RunOptions(forks=opts["forks"], command="clocks --list"),
                                      ssh_options(opts))
     models = report.clock_models([s.facts for s in states if s.facts])
@@ -484,7 +490,8 @@ def _parameter_count(ctx, param, value):
 
 
 @main.command()
-@click.argument("inventory", required=False, type=click.Path(dir_okay=False))
+@click.argument("inventory", required=False)
+@click.option("-i", "--inventory", "inventory_option", multiple=True, help=INVENTORY_HELP)
 @click.option("-l", "--limit", help="Hosts or groups of the INVENTORY, Ansible's patterns (as for apply).")
 @click.option("--params", required=True, callback=_parameter_count,
               help="Model parameters: 25M, 25.6M, 1.5B, 7e9, 350k.")
@@ -505,7 +512,7 @@ def _parameter_count(ctx, param, value):
 @click.option("--gpu-memory-gib", type=click.FloatRange(0, min_open=True),
               help="Memory of one GPU, GiB: adds how many GPUs the model state needs.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def advise(inventory, limit, params, bytes_per_grad, step_ms, comm_ms, nodes, gpus_per_node, link_mbps, links,
+def advise(inventory, inventory_option, limit, params, bytes_per_grad, step_ms, comm_ms, nodes, gpus_per_node, link_mbps, links,
            accumulate, gpu_memory_gib, as_json):
     """Estimate how well a data-parallel job scales over the network, and what would help.
 
@@ -523,9 +530,12 @@ def advise(inventory, limit, params, bytes_per_grad, step_ms, comm_ms, nodes, gp
     """
     from provision.capabilities.nccl.advise import Job, advise as estimate, network_from_hosts, report_lines, to_json
 
-    if inventory is None and nodes is None:
+    if inventory and inventory_option:
+        raise click.UsageError("give the inventory once: as the INVENTORY argument or as -i (repeatable)")
+    sources = (inventory,) if inventory else inventory_option
+    if not sources and nodes is None:
         raise click.UsageError("give an INVENTORY file, or --nodes N (and --link-mbps)")
-    hosts = select_hosts(inventory, False, limit).hosts if inventory else []
+    hosts = select_hosts(sources, False, limit).hosts if sources else []
     try:
         network, notes = network_from_hosts(hosts, nodes, gpus_per_node, link_mbps, links)
     except ValueError as exc:

@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Sequence
 
 from provision.capabilities.registry import EXTENSIONS
 from provision.core.connection import Connection, LocalConnection, SSHConnection, SSHOptions
@@ -15,6 +15,7 @@ from provision.core.plan import Task
 from provision.core.results import HostResult, exit_code
 from provision.core.run import Engine, RunOptions
 from provision.core.runlog import RunLog
+from provision.inventory.ansiblecfg import read_config
 from provision.inventory.model import Host
 from provision.inventory.load import load_inventory, local_inventory
 
@@ -29,9 +30,14 @@ class Target:
     local: bool = False  # this machine, no SSH
 
 
-def select_hosts(inventory: str | None, local: bool, limit: str | None) -> Target:
-    """The inventory's hosts (--limit), or this machine (no inventory)."""
-    inv = load_inventory(inventory) if inventory else local_inventory()
+def default_sources() -> list[str]:
+    """The inventory when none is given: ANSIBLE_INVENTORY, ansible.cfg's, or /etc/ansible/hosts where it is."""
+    return read_config().inventory
+
+
+def select_hosts(sources: Sequence[str], local: bool, limit: str | None) -> Target:
+    """The inventory's hosts (--limit), with ansible.cfg's connection defaults; or this machine (no inventory)."""
+    inv = load_inventory(sources, read_config()) if sources else local_inventory()
     return Target(inv.path, inv.select(limit), list(inv.hosts.values()), local)
 
 

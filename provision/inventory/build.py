@@ -1,25 +1,29 @@
-"""From an inventory document to hosts with validated settings: which hosts, how to reach them, and the
-settings each should have.
+"""From inventory documents and variables files to hosts with validated settings: which hosts, how to reach
+them, and the settings each should have.
 
-The file has the shape of an Ansible YAML inventory (all: {hosts, children,
-vars}, nested groups), so existing inventories can be reused. Rules (see
-inventories/README.md):
+The documents have the shape of an Ansible YAML inventory (all: {hosts, children, vars}, nested groups); the
+readers (formats/) put INI files and scripts' output in that shape, sources.py finds them and the group_vars/
+and host_vars/ files beside them. Rules (see inventories/README.md):
 
-- Precedence, as Ansible's: all < parent group < child group < host. Groups
-  are ordered by depth (longest path from all), then by their
-  ansible_group_priority (default 1), then by name: of two sibling groups that
-  set the same key, the one whose name sorts last wins, wherever it is written.
-- Mappings merge key by key at every level (a group sets gpu.power_limit, a
-  host adds gpu.clocks: both apply); anything else, lists included, replaces.
-- A host or group written in several places: its variables merge, and a key
-  given two different values there is an error (which one was meant?).
-- Everything is validated before anything connects: all problems are
-  collected and raised as one InputError.
+- Precedence, as Ansible's (its default VARIABLE_PRECEDENCE; the differential tests hold it against
+  ansible-inventory): ansible.cfg's defaults < the inventories' own variables of all, then of each group by
+  rank < group_vars/all < group_vars/GROUP by rank < the host's own variables < host_vars/HOST. Groups are
+  ranked by depth (longest path from all), then by ansible_group_priority (default 1, read from the
+  inventories only), then by name: of two sibling groups that set the same key, the one whose name sorts last
+  wins, wherever it is written. Several sources: each level in source order, the later winning.
+- Mappings merge key by key at every level (a group sets gpu.power_limit, a host adds gpu.clocks: both
+  apply); anything else, lists included, replaces. Ansible's default (hash_behaviour=replace) would replace
+  the whole gpu block instead: provision's blocks are meant to be refined level by level.
+- A host or group written in several places of one file: its variables merge, and a key given two different
+  values there is an error (which one was meant?). In different files, the later wins, as in Ansible.
+- Everything is validated before anything connects, where it is written (file, host or group, key): all
+  problems are collected and raised as one InputError.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -28,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from provision.capabilities.host import BLOCKS, HostSettings, parse_host_settings
 from provision.core.errors import InputError, Problem
 from provision.core.settings import Port, did_you_mean, setting, validation_problems
-from provision.inventory.model import Group, Host, Inventory
+from provision.inventory.model import Document, Group, Host, Inventory
 
 
 GROUP_KEYS = ("hosts", "children", "vars")
@@ -152,67 +156,117 @@ def conflicting_keys(a: dict, b: dict, prefix: str = "") -> list[str]:
     return sorted(keys)
 
 
-class Builder:
-    """Reads the YAML tree once (groups, hosts and the variables written at each, in file order), then
-    checks the structure, validates each level's variables where written, and merges them per host."""
+@dataclass(frozen=True)
+class Level:
+    """One place variables are written: a host's or group's inline variables in one inventory file, or one
+    variables file (group_vars/gpu.yml, a file in host_vars/node1/)."""
 
-    def __init__(self, file: str, base_dir: Path, ungrouped_is_a_group: bool = False):
-        self.file = file
-        self.base_dir = base_dir  # relative paths in the inventory (ssh_config) start here
-        # INI: hosts before any section are "ungrouped", as written; YAML: a host there is probably mis-indented
-        self.ungrouped_is_a_group = ungrouped_is_a_group
+    where: str  # "all", "group gpu", "host node1"
+    file: str
+
+
+class Builder:
+    """Reads the documents (groups, hosts and the variables written at each, in order), takes the variables
+    files of the groups and hosts found, then checks the structure, validates each level's variables where
+    written, and merges them per host in Ansible's order (precedence.py)."""
+
+    def __init__(self) -> None:
+        self.file = ""  # the file being read or checked: problems name it
         self.problems: list[Problem] = []
         self.groups: dict[str, Group] = {"all": Group("all", [], [], [], {})}
-        self.host_groups: dict[str, list[str]] = {}  # host -> groups it is written in, file order
-        self.mentions: dict[str, list[tuple[str, Any]]] = {}  # "where" -> vars written there, file order
-        self.bad_levels: set[str] = set()  # "where"s whose own variables have problems
+        self.host_groups: dict[str, list[str]] = {}  # host -> groups it is written in, in order
+        self.written_in: dict[str, str] = {}  # "where" -> the first file that names that host or group
+        self.loose_ok: set[str] = set()  # hosts of INI files and scripts: in no group is "ungrouped" there
+        self.mentions: dict[Level, list[tuple[str, Any]]] = {}  # level -> vars written there, in order
+        self.inline: dict[str, list[Level]] = {}  # "where" -> its inline levels, in source order
+        self.files: dict[tuple[Path, str], list[Level]] = {}  # (vars dir, "where") -> its variables files
+        self.base: dict[Level, Path] = {}  # relative paths (ssh_config, key files) written there start here
+        self.bases: list[Path] = []  # the sources' directories, in source order (group_vars/ beside them)
+        self.bad_levels: set[Level] = set()  # levels whose own variables have problems
         self.foreign: set[str] = set()  # other roles' variables, left alone
+        self.unread: list[str] = []  # variables files encrypted whole with Ansible Vault
+        self.defaults: list[Level] = []  # ansible.cfg's remote_user & co.: below everything else
 
     def problem(self, where: str, key: str, message: str, hint: str = "") -> None:
         self.problems.append(Problem(self.file, where, key, message, hint))
 
-    def build(self, data: Any) -> Inventory:
-        self.read_top(data)
+    def at(self, where: str) -> None:
+        """Problems found from here on about this host or group name the file that first wrote it."""
+        self.file = self.written_in.get(where, self.file)
+
+    def read(self, document: Document) -> None:
+        """One inventory document (a file, a script's output), after those read before it."""
+        self.file = document.file
+        if document.base_dir not in self.bases and document.vars_dir:
+            self.bases.append(document.base_dir)
+        before = set(self.host_groups)
+        self.read_top(document.data, document.base_dir)
+        if document.loose_hosts_ok:
+            self.loose_ok |= set(self.host_groups) - before
+
+    def add_defaults(self, file: str, variables: dict, base: Path) -> None:
+        """Connection settings every host has unless its inventory says otherwise (ansible.cfg's)."""
+        level = Level("all", file)
+        self.defaults.append(level)
+        self.base[level] = base
+        self.mentions[level] = [("all", variables)]
+
+    def add_vars_file(self, base: Path, where: str, file: str, data: Any) -> None:
+        """A group_vars/ or host_vars/ file beside a source (`base`), for the group or host `where`."""
+        if isinstance(data, Vaulted):
+            self.unread.append(file)
+            return
+        level = Level(where, file)
+        self.files.setdefault((base, where), []).append(level)
+        self.base[level] = base
+        self.mentions[level] = [(where, data)]
+
+    def build(self) -> Inventory:
+        self.reconcile_ungrouped()
         if not self.host_groups and not self.problems:
-            self.problem("", "", "the inventory has no hosts", "add hosts under all: hosts: or under a group")
+            empty = len(self.groups) == 1 and not self.mentions
+            self.problem("", "", "the inventory is empty" if empty else "the inventory has no hosts",
+                         "start with all: {hosts: ..., children: ..., vars: ...}" if empty
+                         else "add hosts under all: hosts: or under a group")
         self.check_names()
         cycle = self.find_cycle()
         if cycle:
             self.problem(where_group(cycle[0]), "children", f"groups contain each other: {' -> '.join(cycle)}",
                          "a group cannot be its own descendant; remove one of these children")
-        level_vars = {where: self.level_vars(where) for where in self.mentions}
+        level_vars = {level: self.level_vars(level) for level in self.mentions}
         self.check_controllers(level_vars)
         for name, group in self.groups.items():
-            group.vars = level_vars.get(where_group(name), {})
+            group.vars = merge_levels(level_vars, self.inline_levels(where_group(name))
+                                      + self.file_levels(where_group(name)))
         hosts = {} if cycle else self.merge_hosts(level_vars)
         self.check_clusters(hosts)
         if self.problems:
             raise InputError(self.problems)
-        return Inventory(self.file, hosts, self.groups, sorted(self.foreign))
+        return Inventory("", hosts, self.groups, sorted(self.foreign), unread=self.unread)
 
     # --- reading ---
 
-    def read_top(self, data: Any) -> None:
-        if data is None:
-            self.problem("", "", "the inventory is empty", "start with all: {hosts: ..., children: ..., vars: ...}")
+    def read_top(self, data: Any, base: Path) -> None:
+        if data is None:  # an empty file: one of a directory's may be; all of them empty is said in build()
             return
         if not isinstance(data, dict):
             self.problem("", "", f"the top level must be a mapping of groups, not {_kind(data)}",
                          "start with all: {hosts: ..., children: ..., vars: ...}")
             return
         if "all" in data:
-            self.read_group("all", data["all"], None, ())
+            self.read_group("all", data["all"], None, (), base)
         for name, body in data.items():  # Ansible also accepts groups at the top level, under `all` implicitly
             if name != "all":
-                self.read_group(str(name), body, "all", ("all",))
+                self.read_group(str(name), body, "all", ("all",), base)
 
-    def read_group(self, name: str, body: Any, parent: str | None, path: tuple[str, ...]) -> None:
+    def read_group(self, name: str, body: Any, parent: str | None, path: tuple[str, ...], base: Path) -> None:
         where = where_group(name)
         if name in path:
             self.problem(where, "children", f"groups contain each other: {' -> '.join((*path, name))}",
                          "a group cannot be its own descendant")
             return
         group = self.groups.setdefault(name, Group(name, [], [], [], {}))
+        self.written_in.setdefault(where, self.file)
         if parent is not None:
             _add(group.parents, parent)
             _add(self.groups[parent].children, name)
@@ -227,14 +281,33 @@ class Builder:
                              did_you_mean(str(key), list(GROUP_KEYS))
                              or "hosts go under hosts:, groups under children:, variables under vars:")
         if "vars" in body:
-            self.mentions.setdefault(where, []).append((where, body["vars"]))
+            self.mention(where, where, body["vars"], base)
         for host, host_vars in self.mapping(body, "hosts", where).items():
             host = str(host)
             _add(group.hosts, host)
             _add(self.host_groups.setdefault(host, []), name)
-            self.mentions.setdefault(_where_host(host), []).append((where, host_vars))
+            self.written_in.setdefault(where_host(host), self.file)
+            self.mention(where_host(host), where, host_vars, base)
         for child, child_body in self.mapping(body, "children", where).items():
-            self.read_group(str(child), child_body, name, (*path, name))
+            self.read_group(str(child), child_body, name, (*path, name), base)
+
+    def mention(self, where: str, written_in: str, variables: Any, base: Path) -> None:
+        level = Level(where, self.file)
+        if level not in self.mentions:
+            self.mentions[level] = []
+            self.inline.setdefault(where, []).append(level)
+            self.base[level] = base
+        self.mentions[level].append((written_in, variables))
+
+    def reconcile_ungrouped(self) -> None:
+        """As Ansible does once every source is read: "ungrouped" keeps only the hosts in no other group."""
+        if "ungrouped" not in self.groups:
+            return
+        ungrouped = self.groups["ungrouped"]
+        for host in list(ungrouped.hosts):
+            if set(self.host_groups[host]) - {"all", "ungrouped"}:
+                ungrouped.hosts.remove(host)
+                self.host_groups[host].remove("ungrouped")
 
     def mapping(self, body: dict, key: str, where: str) -> dict:
         value = body.get(key)
@@ -251,6 +324,7 @@ class Builder:
     def check_names(self) -> None:
         real_groups = [g for g in self.groups if g not in NOT_GROUPS]
         for name in [*self.groups, *self.host_groups]:
+            self.at(_where(name, self.groups))
             if any(not c.isprintable() for c in name):  # a newline would add lines to the files named after it
                 self.problem(_where(name, self.groups), "", f"name {name!r} has a control character",
                              "host and group names are one line of printable text; rename it")
@@ -258,11 +332,12 @@ class Builder:
                 self.problem(_where(name, self.groups), "", f"name {name!r} has a space or one of , ! & * ? [ ]",
                              "these would break --limit patterns; rename it")
         for host, groups in self.host_groups.items():
+            self.at(where_host(host))
             if host in self.groups:
-                self.problem(_where_host(host), "", f"{host!r} is both a host and a group name",
+                self.problem(where_host(host), "", f"{host!r} is both a host and a group name",
                              "rename one: --limit could not tell them apart")
-            if real_groups and all(g in NOT_GROUPS for g in groups) and not self.ungrouped_is_a_group:
-                self.problem(_where_host(host), "", "this host is in no group, while the inventory has groups",
+            if real_groups and all(g in NOT_GROUPS for g in groups) and host not in self.loose_ok:
+                self.problem(where_host(host), "", "this host is in no group, while the inventory has groups",
                              "likely a wrong indentation: put it under a group's hosts:")
 
     def find_cycle(self) -> list[str] | None:
@@ -282,10 +357,11 @@ class Builder:
 
     # --- variables ---
 
-    def level_vars(self, where: str) -> dict:
-        """The variables one host or group writes (all its mentions merged), normalized and validated there."""
+    def level_vars(self, level: Level) -> dict:
+        """The variables one level writes (all its mentions merged), normalized and validated there."""
+        self.file, where = level.file, level.where
         merged: dict = {}
-        for written_in, raw in self.mentions[where]:
+        for written_in, raw in self.mentions[level]:
             if raw is None:
                 continue
             if not isinstance(raw, dict):
@@ -297,7 +373,8 @@ class Builder:
                              f"(again in {written_in})", "set it in one place")
             merged = deep_merge(merged, raw)
         variables = self.normalize(merged, where)
-        self.validate_level(variables, where)
+        if self.validate_level(variables, where, self.base[level]):
+            self.bad_levels.add(level)
         return variables
 
     def normalize(self, raw: dict, where: str) -> dict:
@@ -334,83 +411,111 @@ class Builder:
                 self.foreign.add(key)
         return variables
 
-    def validate_level(self, variables: dict, where: str) -> None:
+    def validate_level(self, variables: dict, where: str, base: Path) -> bool:
+        """Whether the level's own variables have problems (reported here). Paths it names become absolute:
+        relative ones start at the directory of the inventory that wrote them."""
         before = len(self.problems)
         self.problems += parse_host_settings(_settings_part(variables), self.file, where, partial=True)[1]
         try:
             ConnectionVars.model_validate(_connection_part(variables))
         except ValidationError as exc:
             self.problems += validation_problems(exc, ConnectionVars, self.file, where)
-        self.check_file(variables.get("ssh_config"), where)
-        self.check_file(variables.get("identity_file"), where, "identity_file", "an SSH private key file")
-        if len(self.problems) > before:
-            self.bad_levels.add(where)
+        for key, what in (("ssh_config", "an ssh_config file"), ("identity_file", "an SSH private key file")):
+            found = self.check_file(variables.get(key), where, key, what, base)
+            if found is not None:
+                variables[key] = str(found)
+        return len(self.problems) > before
 
-    def check_file(self, path: Any, where: str, key: str = "ssh_config", what: str = "an ssh_config file") -> None:
+    def check_file(self, path: Any, where: str, key: str, what: str, base: Path) -> Path | None:
         """A file the inventory names (ssh_config, a key file): there, relative to the inventory's directory."""
         if not isinstance(path, str) or not path:  # not a path: ConnectionVars said so
-            return
-        found = _inventory_path(self.base_dir, path)
+            return None
+        found = _inventory_path(base, path)
         if found is None:
             self.problem(where, key, f"{path!r}: cannot be read as a path (an unknown ~user?)",
                          f"give the path of {what}, or remove the key")
         elif not found.is_file():
-            self.problem(where, key, f"{path!r}: no such file (relative paths start at {self.base_dir})",
+            self.problem(where, key, f"{path!r}: no such file (relative paths start at {base})",
                          f"give the path of {what}, or remove the key")
+        return found
 
-    def check_controllers(self, level_vars: dict[str, dict]) -> None:
-        for where, variables in level_vars.items():
+    def check_controllers(self, level_vars: dict[Level, dict]) -> None:
+        for level, variables in level_vars.items():
             slurm = variables.get("slurm")
             controller = slurm.get("controller") if isinstance(slurm, dict) else None
             if isinstance(controller, str) and controller not in self.host_groups:
-                self.problem(where, "slurm.controller", f"{controller!r} is not a host of this inventory",
+                self.file = level.file
+                self.problem(level.where, "slurm.controller", f"{controller!r} is not a host of this inventory",
                              did_you_mean(controller, list(self.host_groups)) or "name one of its hosts")
 
     def check_clusters(self, hosts: dict[str, "Host"]) -> None:
         """What one host's block cannot know: the launcher's group holds the host; a Slurm host names its
         controller, and that controller is in the same Slurm cluster."""
         for name, host in hosts.items():
+            self.at(where_host(name))
             launcher, slurm = host.settings.launcher, host.settings.slurm
             if launcher and launcher.group and launcher.group not in host.groups:
                 known = launcher.group in self.groups
-                self.problem(_where_host(name), "launcher.group",
+                self.problem(where_host(name), "launcher.group",
                              f"{launcher.group!r} is {'a group this host is not in' if known else 'not a group'}",
                              did_you_mean(launcher.group, host.groups) or f"its groups: {', '.join(host.groups)}")
             if slurm and slurm.controller is None:
-                self.problem(_where_host(name), "slurm.controller", "is required: the host where slurmctld runs",
+                self.problem(where_host(name), "slurm.controller", "is required: the host where slurmctld runs",
                              "set it once for the cluster, e.g. in the group's vars: slurm: {controller: head}")
             elif slurm and slurm.controller in hosts and hosts[slurm.controller].settings.slurm is None:
-                self.problem(_where_host(slurm.controller), "slurm",
+                self.at(where_host(slurm.controller))
+                self.problem(where_host(slurm.controller), "slurm",
                              f"is not set, but {name} names this host as its Slurm controller",
                              "give the controller a slurm block too (role: controller)")
 
-    def merge_hosts(self, level_vars: dict[str, dict]) -> dict[str, Host]:
+    def inline_levels(self, where: str) -> list[Level]:
+        return self.inline.get(where, [])
+
+    def file_levels(self, where: str) -> list[Level]:
+        return [level for base in self.bases for level in self.files.get((base, where), [])]
+
+    def host_levels(self, name: str, groups: list[str]) -> list[Level]:
+        """Where a host's variables come from, lowest precedence first, as Ansible orders them (its default
+        VARIABLE_PRECEDENCE): the inventories' own group variables, all first and then by the groups' rank;
+        group_vars/all beside each source; group_vars/GROUP by rank, beside each source; the host's own
+        inline variables; host_vars/HOST beside each source. Below them all, ansible.cfg's defaults."""
+        others = [where_group(g) for g in groups if g != "all"]
+        return [*self.defaults,
+                *(level for where in ["all", *others] for level in self.inline_levels(where)),
+                *self.file_levels("all"),
+                *(level for base in self.bases for g in others for level in self.files.get((base, g), [])),
+                *self.inline_levels(where_host(name)),
+                *self.file_levels(where_host(name))]
+
+    def merge_hosts(self, level_vars: dict[Level, dict]) -> dict[str, Host]:
         depth = self.depths()
+        priority = {}  # ansible_group_priority: read from the inventories only, never from group_vars files
+        for name in self.groups:
+            value = merge_levels(level_vars, self.inline_levels(where_group(name))).get("ansible_group_priority", 1)
+            priority[name] = value if isinstance(value, int) else 1
 
         def rank(group: str) -> tuple:  # Ansible's sort_groups: depth, ansible_group_priority, name
-            priority = level_vars.get(where_group(group), {}).get("ansible_group_priority", 1)
-            return depth[group], priority if isinstance(priority, int) else 1, group
+            return depth[group], priority[group], group
 
         hosts, seen_at = {}, {}
         for name, direct in self.host_groups.items():
+            self.at(where_host(name))
             groups = sorted(self.ancestors(direct), key=rank)
-            levels = [where_group(g) for g in groups] + [_where_host(name)]
-            variables: dict = {}
-            for level in levels:
-                variables = deep_merge(variables, level_vars.get(level, {}))
+            levels = self.host_levels(name, groups)
+            variables = merge_levels(level_vars, levels)
             settings = None
             if not self.bad_levels.intersection(levels):  # else already reported where it is written
-                settings, problems = parse_host_settings(_settings_part(variables), self.file, _where_host(name))
+                settings, problems = parse_host_settings(_settings_part(variables), self.file, where_host(name))
                 self.problems += problems
-            host = _host(name, groups, variables, settings or HostSettings(), self.base_dir)
+            host = _host(name, groups, variables, settings or HostSettings())
             named_well = name.isprintable() and not BAD_NAME_CHARS.intersection(name)  # else check_names said so
             if host.connection == "ssh" and "host" not in variables and named_well and not re.match(ADDRESS_PATTERN,
                                                                                                     name):
-                self.problem(_where_host(name), "host", f"the name {name!r} is the address (no ansible_host), and "
+                self.problem(where_host(name), "host", f"the name {name!r} is the address (no ansible_host), and "
                              "it is not a host name or IP address", "set ansible_host, or rename the host")
             target = (str(host.address), str(host.port or 22))  # str: unchecked values may be unhashable
             if host.connection == "ssh" and target in seen_at:
-                self.problem(_where_host(name), "host", f"{host.address}:{target[1]} is also host "
+                self.problem(where_host(name), "host", f"{host.address}:{target[1]} is also host "
                              f"{seen_at[target]!r}", "list each machine once; put it in several groups instead")
             seen_at.setdefault(target, name)
             hosts[name] = host
@@ -447,18 +552,25 @@ def _inventory_path(base_dir: Path, ssh_config: str) -> Path | None:
         return None
 
 
-def _host(name: str, groups: list[str], variables: dict, settings: HostSettings, base_dir: Path) -> Host:
+def _host(name: str, groups: list[str], variables: dict, settings: HostSettings) -> Host:
     try:  # the values as read (a port written as text is the number); each level was validated where written
         reach = ConnectionVars.model_validate(_connection_part(variables)).model_dump()
     except ValidationError:  # already reported at its level
         reach = _connection_part(variables)
     connection = "local" if reach.get("connection") == "local" else "ssh"
-    ssh_config, identity = reach.get("ssh_config"), reach.get("identity_file")
+    ssh_config, identity = reach.get("ssh_config"), reach.get("identity_file")  # absolute: validate_level
     return Host(name=name, address=reach.get("host") or name, user=reach.get("user"),
                 port=reach.get("port"), connection=connection,
-                ssh_config=str(_inventory_path(base_dir, ssh_config)) if isinstance(ssh_config, str) else None,
+                ssh_config=ssh_config if isinstance(ssh_config, str) else None,
                 become=reach.get("become") is not False, groups=groups, vars=variables, settings=settings,
-                identity_file=str(_inventory_path(base_dir, identity)) if isinstance(identity, str) else None)
+                identity_file=identity if isinstance(identity, str) else None)
+
+
+def merge_levels(level_vars: dict[Level, dict], levels: list[Level]) -> dict:
+    merged: dict = {}
+    for level in levels:
+        merged = deep_merge(merged, level_vars.get(level, {}))
+    return merged
 
 
 def _settings_part(variables: dict) -> dict:
@@ -473,12 +585,12 @@ def where_group(name: str) -> str:
     return "all" if name == "all" else f"group {name}"
 
 
-def _where_host(name: str) -> str:
+def where_host(name: str) -> str:
     return f"host {name}"
 
 
 def _where(name: str, groups: dict) -> str:
-    return where_group(name) if name in groups else _where_host(name)
+    return where_group(name) if name in groups else where_host(name)
 
 
 def _add(items: list[str], item: str) -> None:

@@ -1,47 +1,53 @@
-"""Read an inventory: its format's reader (formats/), then build.py; or this machine as the one host."""
+"""Read an inventory: each -i source's documents (sources.py: files, directories, scripts), the variables files
+beside them, then build.py; or this machine as the one host."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
-
-from typing import Any
+from typing import Sequence
 
 from provision.core.errors import InputError
-from provision.inventory.build import Builder
-from provision.inventory.formats import ini as ini_format
+from provision.inventory.ansiblecfg import AnsibleConfig
+from provision.inventory.build import Builder, where_group, where_host
 from provision.inventory.formats import yaml as yaml_format
-from provision.inventory.model import Inventory
-
-YAML_SUFFIXES = (".yml", ".yaml", ".json")  # Ansible's yaml inventory plugin's extensions
-
-
-def load_inventory(path: str | Path) -> Inventory:
-    """Read and validate an inventory file; raises InputError listing every problem."""
-    document, ini = read_document(path)
-    return Builder(str(path), Path(path).resolve().parent, ungrouped_is_a_group=ini).build(document)
+from provision.inventory.model import Document, Inventory
+from provision.inventory.sources import read_source, vars_files
 
 
-def read_document(path: str | Path) -> tuple[Any, bool]:
-    """The file's document in the YAML reader's shape, and whether it was INI. .yml, .yaml and .json are YAML, .ini is INI; a file
-    with another name (`hosts`, Ansible's usual one) is YAML where it reads as a YAML mapping, else INI, as
-    Ansible tries its yaml plugin before its ini one."""
-    suffix = Path(path).suffix
-    if suffix in YAML_SUFFIXES:
-        return yaml_format.read(path), False
-    if suffix == ".ini":
-        return ini_format.read(path), True
-    try:
-        document = yaml_format.read(path)
-    except InputError as as_yaml:
+
+def load_inventory(sources: str | Path | Sequence[str | Path], config: AnsibleConfig | None = None) -> Inventory:
+    """Read and validate an inventory (one source, or several merged in order, as repeated -i), with the
+    connection defaults of the user's Ansible configuration, if given; raises InputError listing every problem."""
+    names = [str(sources)] if isinstance(sources, (str, Path)) else [str(s) for s in sources]
+    builder = Builder()
+    if config is not None and config.variables:
+        builder.add_defaults(config.file or "environment", config.variables, config.base_dir)
+    for source in names:
         try:
-            return ini_format.read(path), True
-        except InputError as as_ini:
-            raise InputError([*as_yaml.problems, *as_ini.problems]) from None
-    if isinstance(document, dict) or document is None:
-        return document, False
-    return ini_format.read(path), True  # YAML took it for a scalar or a list: host names, one per line, are INI
+            for document in read_source(source):
+                builder.read(document)
+        except InputError as exc:
+            builder.problems += exc.problems
+    for base in builder.bases:
+        for kind, name, file in vars_files(base, builder.groups, builder.host_groups):
+            try:
+                data = yaml_format.read_vars(file)
+            except InputError as exc:
+                builder.problems += exc.problems
+                continue
+            builder.add_vars_file(base, where_group(name) if kind == "group" else where_host(name), str(file), data)
+    inventory = builder.build()
+    inventory.path = names[0] if len(names) == 1 else " ".join(f"-i {shlex.quote(name)}" for name in names)
+    inventory.sources = names
+    return inventory
 
 
 def local_inventory(vars: dict | None = None) -> Inventory:
     """This machine as the one host "localhost" (connection local), its settings validated from `vars`."""
-    return Builder("<local>", Path.cwd()).build({"all": {"hosts": {"localhost": {**(vars or {}), "connection": "local"}}}})
+    builder = Builder()
+    builder.read(Document("<local>", {"all": {"hosts": {"localhost": {**(vars or {}), "connection": "local"}}}},
+                          Path.cwd(), vars_dir=False))
+    inventory = builder.build()
+    inventory.path = "<local>"
+    return inventory

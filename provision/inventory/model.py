@@ -4,6 +4,8 @@ Reading one is load.py's (a format's reader, then build.py); choosing hosts (--l
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from provision.capabilities.host import HostSettings
 from provision.inventory.select import select
@@ -37,11 +39,24 @@ class Group:
 
 
 @dataclass
+class Document:
+    """One inventory file's content (or a script's output) in the YAML inventory's shape, as its reader made it."""
+
+    file: str
+    data: Any
+    base_dir: Path  # the source's directory: relative paths start here; group_vars/ and host_vars/ are here
+    loose_hosts_ok: bool = False  # INI and scripts: a host in no group is in "ungrouped", not mis-indented
+    vars_dir: bool = True  # False for a host list given as -i "a,b,": no directory of its own
+
+
+@dataclass
 class Inventory:
-    path: str
+    path: str  # as the user names it: the file, or "-i a -i b" for several sources (for "what to do" lines)
     hosts: dict[str, Host]  # file order
     groups: dict[str, Group]
     ignored: list[str] = field(default_factory=list)  # other roles' variables, by name: not provision's to read
+    unread: list[str] = field(default_factory=list)  # variables files encrypted whole with Ansible Vault
+    sources: list[str] = field(default_factory=list)  # the -i sources, in order
 
     def select(self, limit: str | None) -> list[Host]:
         """The hosts --limit chooses, in file order (select.py)."""

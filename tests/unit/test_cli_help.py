@@ -88,6 +88,6 @@ def test_every_host_command_takes_the_inventory_as_ansible_users_give_it(command
     missing = str(tmp_path / "absent.yaml")
     for args in ([command, "-i", missing], [command, "--inventory", missing], [command, missing]):
         result = CliRunner().invoke(main, args, env={"COLUMNS": "80"})
-        assert result.exit_code == 2 and f"{missing}: cannot read inventory" in result.output, (args, result.output)
+        assert result.exit_code == 2 and f"{missing}: no such inventory file or directory" in result.output, (args, result.output)
     both = CliRunner().invoke(main, [command, missing, "-i", missing])
     assert both.exit_code == 2 and "give the inventory once" in both.output

@@ -4,63 +4,14 @@ inventories and on a DeepOps-style one; and the errors a user gets for what Ansi
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from ansible_oracle import ansible_view, needs_ansible, provision_view
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provision.core.errors import InputError
 from provision.inventory.formats.ini import expand, parse
 from provision.inventory.load import load_inventory
-
-ANSIBLE_INVENTORY = shutil.which("ansible-inventory", path=str(Path(sys.executable).parent)) or \
-    shutil.which("ansible-inventory")
-needs_ansible = pytest.mark.skipif(ANSIBLE_INVENTORY is None,
-                                   reason="ansible-inventory not installed (pip install '.[test]' installs it)")
-
-
-def ansible_view(path: Path) -> dict:
-    """What Ansible makes of the file: host -> (its groups but all, its effective connection values)."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(path.parent), "ANSIBLE_INVENTORY_UNPARSED_FAILED": "1",
-           "ANSIBLE_LOCAL_TEMP": str(path.parent / "tmp"), "LC_ALL": "C.UTF-8"}
-    out = subprocess.run([ANSIBLE_INVENTORY, "-i", str(path), "--list"], capture_output=True, text=True,
-                         env=env, check=True).stdout
-    data = json.loads(out)
-    hostvars = data.pop("_meta")["hostvars"]
-    parents: dict[str, set[str]] = {}
-    for group, body in data.items():
-        for child in body.get("children", []):
-            parents.setdefault(child, set()).add(group)
-    members: dict[str, set[str]] = {}
-    for group, body in data.items():
-        for host in body.get("hosts", []):
-            todo, seen = [group], set()
-            while todo:
-                g = todo.pop()
-                if g not in seen:
-                    seen.add(g)
-                    todo += parents.get(g, ())
-            members.setdefault(host, set()).update(seen - {"all"})
-    # _meta.hostvars lists only the hosts that have variables: every host is in some group's hosts
-    return {host: (groups, _connection(host, hostvars.get(host, {}))) for host, groups in members.items()}
-
-
-def _connection(name: str, variables: dict) -> tuple:
-    port = variables.get("ansible_port")  # a quoted port is text to Ansible too, until it connects: the number
-    return (str(variables.get("ansible_host", name)), variables.get("ansible_user"),
-            int(port) if isinstance(port, str) and port.isdigit() else port, variables.get("ansible_connection", "ssh"))
-
-
-def provision_view(path: Path) -> dict:
-    inventory = load_inventory(path)
-    return {h.name: (set(h.groups) - {"all"}, (h.address, h.user, h.port, h.connection))
-            for h in inventory.hosts.values()}
-
 
 # --- generated inventories --------------------------------------------------------------------------------
 
@@ -160,7 +111,7 @@ def test_a_deepops_style_inventory_reads_as_ansible_reads_it(tmp_path):
     path.write_text(DEEPOPS_STYLE)
     view = provision_view(path)
     assert view == ansible_view(path)
-    assert view["gpu03"] == ({"slurm-node", "slurm-cluster"}, ("gpu03", "deepops", 2222, "ssh"))
+    assert view["gpu03"] == ({"slurm-node", "slurm-cluster"}, ("gpu03", "deepops", 2222, "ssh", None))
     assert view["mgmt01"][0] == {"kube-master", "etcd", "slurm-master", "slurm-cluster"}
 
 

@@ -114,21 +114,34 @@ def _key_kind(loader: _StrictLoader, node: yaml.ScalarNode) -> str:
 
 def read(path: str | Path) -> Any:
     """The document of a YAML inventory file, as Python values; InputError for anything that is not one."""
+    return _load(path, names=True)
+
+
+def read_vars(path: str | Path) -> Any:
+    """A variables file (group_vars/, host_vars/), as strictly; its keys are variables, not names."""
+    return _load(path, names=False)
+
+
+def _load(path: str | Path, names: bool) -> Any:
     file = str(path)
     try:
-        loader = _StrictLoader(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        if not names and text.startswith("$ANSIBLE_VAULT;"):  # a whole file encrypted (group_vars/all/vault.yml)
+            return Vaulted()
+        loader = _StrictLoader(text)
         try:
             # Names are checked on the node tree, before it becomes Python values: there `1:` and `true:` are
             # still two keys with their lines; in the dict they are one key, 1 or True, and no line.
             root = loader.get_single_node()
-            name_problems = _name_key_problems(file, loader, root)
+            name_problems = _name_key_problems(file, loader, root) if names else []
             if name_problems:
                 raise InputError(name_problems)
             data = loader.construct_document(root) if root is not None else None
         finally:
             loader.dispose()
     except OSError as exc:
-        raise InputError([Problem(file, "", "", f"cannot read inventory: {exc.strerror}")]) from None
+        raise InputError([Problem(file, "", "", f"cannot read {'inventory' if names else 'variables file'}: "
+                                                f"{exc.strerror}")]) from None
     except UnicodeDecodeError as exc:
         raise InputError([Problem(file, "", "", f"not a text file: byte {exc.start} is not UTF-8",
                                   "an inventory is a YAML text file; is this the right path?")]) from None

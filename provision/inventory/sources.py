@@ -1,0 +1,141 @@
+"""Where an inventory comes from, found as Ansible finds it: each -i source is a file (YAML, INI or an executable
+script), a directory (every inventory file in it, in sorted order, skipping the names and extensions Ansible
+skips), or a host list (`-i "node1,node2,"`). Beside each source's directory, group_vars/ and host_vars/ hold
+variables files: `NAME`, `NAME.yml`, `NAME.yaml` or `NAME.json` (the first found), or a directory `NAME/` whose
+files are read in sorted order."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from provision.core.errors import InputError, Problem
+from provision.inventory.formats import ini as ini_format
+from provision.inventory.formats import script as script_format
+from provision.inventory.formats import yaml as yaml_format
+from provision.inventory.model import Document
+
+YAML_SUFFIXES = (".yml", ".yaml", ".json")  # Ansible's yaml inventory plugin's extensions, and its vars files'
+# Ansible's defaults for a directory source: IGNORED_ALWAYS, and INVENTORY_IGNORE_EXTS (REJECT_EXTS + 3 more)
+IGNORED_NAMES = re.compile(r"^\.|^host_vars$|^group_vars$|^vars_plugins$")
+IGNORED_EXTENSIONS = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".cfg", ".retry")
+
+
+def read_source(source: str) -> list[Document]:
+    """The documents of one -i source, in Ansible's order."""
+    path = Path(source)
+    if not path.exists() and "," in source:
+        return [_host_list(source)]
+    if path.is_dir():
+        return list(_directory(path, path.resolve()))
+    if not path.exists():
+        raise InputError([Problem(source, "", "", "no such inventory file or directory",
+                                  "give the inventory's path (a file, or the directory ansible-playbook -i takes)")])
+    return [_file(path, path.resolve().parent)]
+
+
+def _directory(path: Path, base: Path) -> Iterator[Document]:
+    try:
+        entries = sorted(os.listdir(path))
+    except OSError as exc:
+        raise InputError([Problem(str(path), "", "", f"cannot read the directory: {exc.strerror}")]) from None
+    for entry in entries:
+        if IGNORED_NAMES.search(entry) or entry.endswith(IGNORED_EXTENSIONS):
+            continue
+        if (path / entry).is_dir():
+            yield from _directory(path / entry, base)  # its group_vars/ are not read: only the source's
+        else:
+            yield _file(path / entry, base)
+
+
+def _file(path: Path, base: Path) -> Document:
+    if script_format.is_script(path):
+        return Document(str(path), script_format.read(path), base, loose_hosts_ok=True)
+    data, ini = read_document(path)
+    return Document(str(path), data, base, loose_hosts_ok=ini)
+
+
+def read_document(path: str | Path) -> tuple[Any, bool]:
+    """The file's document in the YAML reader's shape, and whether it was INI. .yml, .yaml and .json are YAML, .ini is INI; a file
+    with another name (`hosts`, Ansible's usual one) is YAML where it reads as a YAML mapping, else INI, as
+    Ansible tries its yaml plugin before its ini one."""
+    suffix = Path(path).suffix
+    if suffix in YAML_SUFFIXES:
+        return _not_a_plugin(path, yaml_format.read(path)), False
+    if suffix == ".ini":
+        return ini_format.read(path), True
+    try:
+        document = yaml_format.read(path)
+    except InputError as as_yaml:
+        try:
+            return ini_format.read(path), True
+        except InputError as as_ini:
+            raise InputError([*as_yaml.problems, *as_ini.problems]) from None
+    if isinstance(document, dict) or document is None:
+        return _not_a_plugin(path, document), False
+    return ini_format.read(path), True  # YAML took it for a scalar or a list: host names, one per line, are INI
+
+
+def _not_a_plugin(path: str | Path, document: Any) -> Any:
+    """An inventory plugin's configuration (`plugin: openstack.cloud.openstack`) asks a service for the hosts:
+    refused by name, with the way to give provision the hosts it finds."""
+    if isinstance(document, dict) and isinstance(document.get("plugin"), str):
+        raise InputError([Problem(str(path), "", "plugin", f"is the configuration of Ansible's inventory plugin "
+                                  f"{document['plugin']!r}; provision reads inventory files and scripts",
+                                  f"write the hosts it finds to a file: ansible-inventory -i {path} --list --yaml "
+                                  "> hosts.yml, and give provision that file")])
+    return document
+
+
+def _host_list(source: str) -> Document:
+    """`-i "node1,node2:2222,"`: Ansible's host_list: names (and ports), in "ungrouped"."""
+    hosts: dict[str, dict | None] = {}
+    for item in (part.strip() for part in source.split(",")):
+        name, colon, port = item.rpartition(":")
+        if colon and port.isdigit() and ":" not in name:
+            hosts[name] = {"ansible_port": int(port)}
+        elif item:
+            hosts[item] = None
+    return Document(source, {"ungrouped": {"hosts": hosts}}, Path.cwd(), loose_hosts_ok=True, vars_dir=False)
+
+
+class VarsDir:
+    """group_vars/ or host_vars/ beside a source: listed once (a 10,000-host inventory looks up every name)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.entries = set(os.listdir(path)) if path.is_dir() else set()
+
+    def files(self, name: str) -> list[Path]:
+        """The files that hold NAME's variables, in the order they are read (DataLoader.find_vars_files)."""
+        for candidate in (name, *(name + suffix for suffix in YAML_SUFFIXES)):
+            if candidate in self.entries:
+                found = self.path / candidate
+                return _files_in(found) if found.is_dir() else [found]
+        return []
+
+
+def _files_in(path: Path) -> list[Path]:
+    """A NAME/ directory's variables files: sorted, into subdirectories, without hidden files and backups."""
+    found: list[Path] = []
+    for entry in sorted(os.listdir(path)):
+        if entry.startswith(".") or entry.endswith("~"):
+            continue
+        full, suffix = path / entry, os.path.splitext(entry)[1]
+        if full.is_dir() and not suffix:
+            found += _files_in(full)
+        elif full.is_file() and (not suffix or suffix in YAML_SUFFIXES):
+            found.append(full)
+    return found
+
+
+def vars_files(base: Path, groups: Iterable[str], hosts: Iterable[str]) -> Iterator[tuple[str, str, Path]]:
+    """("group"|"host", name, file) for each variables file beside a source, groups first."""
+    for kind, names in (("group", groups), ("host", hosts)):
+        directory = VarsDir(base / f"{kind}_vars")
+        if directory.entries:
+            for name in names:
+                for file in directory.files(name):
+                    yield kind, name, file

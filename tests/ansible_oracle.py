@@ -1,0 +1,68 @@
+"""ansible-inventory as the oracle for the differential tests: ansible-core is a test-only tool run as a
+subprocess, never imported (it is GPL, provision is Apache-2.0). Both sides give one view per host: its groups
+but `all`, and its effective address, user, port, connection and provision's gpu.power_limit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import pytest
+
+from provision.inventory.load import load_inventory
+
+ANSIBLE_INVENTORY = shutil.which("ansible-inventory", path=str(Path(sys.executable).parent)) or \
+    shutil.which("ansible-inventory")
+needs_ansible = pytest.mark.skipif(ANSIBLE_INVENTORY is None,
+                                   reason="ansible-inventory not installed (pip install '.[test]' installs it)")
+
+
+def ansible_view(sources: Path | Sequence[Path], home: Path | None = None) -> dict:
+    """What Ansible makes of the sources: host -> (its groups but all, its effective values)."""
+    sources = [sources] if isinstance(sources, Path) else list(sources)
+    home = home or sources[0].parent
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "ANSIBLE_INVENTORY_UNPARSED_FAILED": "1",
+           "ANSIBLE_LOCAL_TEMP": str(home / "tmp"), "LC_ALL": "C.UTF-8"}
+    command = [ANSIBLE_INVENTORY, *(arg for s in sources for arg in ("-i", str(s))), "--list"]
+    # From an empty directory: ansible-inventory takes the current one for the playbook's, and would read its
+    # group_vars/ too (ansible-playbook reads those beside the playbook; provision has none).
+    with tempfile.TemporaryDirectory() as cwd:
+        out = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, check=True).stdout
+    data = json.loads(out)
+    hostvars = data.pop("_meta")["hostvars"]
+    parents: dict[str, set[str]] = {}
+    for group, body in data.items():
+        for child in body.get("children", []):
+            parents.setdefault(child, set()).add(group)
+    members: dict[str, set[str]] = {}
+    for group, body in data.items():
+        for host in body.get("hosts", []):
+            todo, seen = [group], set()
+            while todo:
+                g = todo.pop()
+                if g not in seen:
+                    seen.add(g)
+                    todo += parents.get(g, ())
+            members.setdefault(host, set()).update(seen - {"all"})
+    # _meta.hostvars lists only the hosts that have variables: every host is in some group's hosts
+    return {host: (groups, _values(host, hostvars.get(host, {}))) for host, groups in members.items()}
+
+
+def _values(name: str, variables: dict) -> tuple:
+    port = variables.get("ansible_port")  # a quoted port is text to Ansible too, until it connects: the number
+    gpu = variables.get("gpu")
+    return (str(variables.get("ansible_host", name)), variables.get("ansible_user"),
+            int(port) if isinstance(port, str) and port.isdigit() else port, variables.get("ansible_connection", "ssh"),
+            gpu.get("power_limit") if isinstance(gpu, dict) else None)
+
+
+def provision_view(sources: Path | Sequence[Path]) -> dict:
+    inventory = load_inventory(sources)
+    return {h.name: (set(h.groups) - {"all"}, (h.address, h.user, h.port, h.connection,
+                                               h.settings.gpu.power_limit if h.settings.gpu else None))
+            for h in inventory.hosts.values()}

@@ -1,0 +1,307 @@
+"""Inventories as users keep them beside ansible-playbook: group_vars/ and host_vars/ in every form Ansible
+reads, a directory of several inventory files, several -i sources, executable scripts, host lists. Held
+against `ansible-inventory --list` (tests/ansible_oracle.py) on generated trees and on hand-written layouts."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from ansible_oracle import ansible_view, needs_ansible, provision_view
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from click.testing import CliRunner
+
+from provision.cli import main
+from provision.core.errors import InputError
+from provision.inventory.ansiblecfg import read_config
+from provision.inventory.load import load_inventory
+
+GROUPS = ["gpu", "login", "cluster", "rack-1"]
+VALUES = {"ansible_user": st.sampled_from(["ubuntu", "root", "ops"]),
+          "ansible_port": st.sampled_from([22, 2222, "2200"]),
+          "gpu": st.sampled_from([{"power_limit": 200}, {"power_limit": 250}, {"power_limit": 300}])}
+FORMS = ["{}.yml", "{}.yaml", "{}", "{}.json", "{}/", "{}/+{}.yml"]  # "/": a directory of files, "+": both
+
+
+def ini_value(value, on_host_line: bool = False) -> str:
+    """As written in INI: a Python literal; quoted on a host line, which is split as a shell splits words."""
+    text = value if isinstance(value, str) else repr(value)
+    return f'"{text}"' if on_host_line and isinstance(value, dict) else text
+
+
+@st.composite
+def some_vars(draw) -> dict:
+    keys = draw(st.lists(st.sampled_from(sorted(VALUES)), max_size=3, unique=True))
+    return {key: draw(VALUES[key]) for key in keys}
+
+
+def write_vars(draw, directory: Path, name: str) -> None:
+    """NAME's variables in one of the forms Ansible reads (JSON is YAML too)."""
+    form = draw(st.sampled_from(FORMS))
+    if form.startswith("{}/"):
+        (directory / name).mkdir(parents=True)
+        for file in ["10-site.yml", "20-more", "30.json"][:draw(st.integers(1, 3))]:
+            (directory / name / file).write_text(json.dumps(draw(some_vars())))
+        if "+" in form:  # the directory is found first: this file is never read
+            (directory / f"{name}.yml").write_text(json.dumps({"ansible_user": "never-read"}))
+    else:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / form.format(name)).write_text(json.dumps(draw(some_vars())))
+
+
+@st.composite
+def inventory_trees(draw, root: Path) -> list[Path]:
+    """An INI source with group_vars/ and host_vars/ beside it, and maybe a second source (a directory)."""
+    groups = draw(st.lists(st.sampled_from(GROUPS), min_size=1, max_size=4, unique=True))
+    hosts = [f"node{i}" for i in range(draw(st.integers(1, 4)))]
+    lines, written = [], set()
+    for group in groups:
+        members = draw(st.lists(st.sampled_from(hosts), max_size=3, unique=True))
+        lines.append(f"[{group}]")
+        for host in members:
+            inline = draw(some_vars()) if host not in written else {}  # one line sets a host's vars: no conflict
+            written.add(host)
+            lines.append(" ".join([host, *(f"{k}={ini_value(v, on_host_line=True)}" for k, v in inline.items())]))
+        inline = draw(some_vars())
+        if draw(st.integers(0, 3)) == 0:
+            inline["ansible_group_priority"] = draw(st.integers(0, 3))
+        if inline:
+            lines += [f"[{group}:vars]", *(f"{k}={ini_value(v)}" for k, v in inline.items())]
+    for i, parent in enumerate(groups):
+        children = [g for g in groups[i + 1:] if draw(st.booleans())]
+        if children:
+            lines += [f"[{parent}:children]", *children]
+    for host in hosts:
+        if host not in written:
+            lines.insert(0, host)  # ungrouped
+    (root / "hosts").write_text("\n".join(lines) + "\n")
+    for name in ["all", *groups]:
+        if draw(st.booleans()):
+            write_vars(draw, root / "group_vars", name)
+    for host in hosts:
+        if draw(st.integers(0, 2)) == 0:
+            write_vars(draw, root / "host_vars", host)
+    sources = [root / "hosts"]
+    if draw(st.booleans()):  # a second source: a directory that adds to the groups and sets variables again
+        site = root / "site"
+        site.mkdir()
+        group = draw(st.sampled_from(groups))
+        inline = draw(some_vars())
+        (site / "extra").write_text(f"[{group}]\n{draw(st.sampled_from(hosts))}\n[{group}:vars]\n"
+                                    + "".join(f"{k}={ini_value(v)}\n" for k, v in inline.items()))
+        for name in ["all", group]:
+            if draw(st.booleans()):
+                write_vars(draw, site / "group_vars", name)
+        sources.append(site)
+    return sources
+
+
+@needs_ansible
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_generated_trees_with_vars_files_read_as_ansible_reads_them(tmp_path_factory, data):
+    root = tmp_path_factory.mktemp("inventory")
+    sources = data.draw(inventory_trees(root))
+    tree = {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+    assert provision_view(sources) == ansible_view(sources, home=root), json.dumps(tree, indent=1)
+
+
+# --- Ansible's order, on the cases that surprise ---------------------------------------------------------
+
+
+def tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+@needs_ansible
+def test_group_vars_all_beats_a_child_groups_inline_vars_and_host_vars_beat_everything(tmp_path):
+    """Ansible's default VARIABLE_PRECEDENCE: the inventory's own group variables (all, then by group) come
+    before group_vars/all, which comes before group_vars/GROUP; the host's own, then host_vars/HOST, last."""
+    root = tree(tmp_path, {
+        "hosts": "[gpu]\nnode1\nnode2 ansible_user=inline\n[gpu:vars]\nansible_port=2201\nansible_user=group\n",
+        "group_vars/all.yml": "ansible_port: 2202\nansible_user: all-file\ngpu: {power_limit: 200}\n",
+        "group_vars/gpu/10.yml": "gpu: {power_limit: 250}\n",
+        "host_vars/node2.yaml": "gpu: {power_limit: 300}\n",
+    })
+    view = provision_view(root / "hosts")
+    assert view == ansible_view(root / "hosts")
+    assert view["node1"][1] == ("node1", "all-file", 2202, "ssh", 250)
+    assert view["node2"][1] == ("node2", "inline", 2202, "ssh", 300)
+
+
+@needs_ansible
+def test_a_stackhpc_style_directory_of_several_sources(tmp_path):
+    """Written in the style of a StackHPC Slurm appliance environment (not copied from one): a directory of an
+    INI hosts file and a YAML file of groups, group_vars/ with other roles' variables and a directory group."""
+    root = tree(tmp_path / "environments" / "site" / "inventory", {
+        "hosts": "[login]\nsite-login-0 ansible_host=10.1.0.5\n[compute]\nsite-compute-[0:3]\n",
+        "groups.yml": "cluster:\n  children:\n    login:\n    compute:\nslurm_stats:\n  children:\n    login:\n",
+        "README.md": "not an inventory: ignored by extension\n",
+        "hosts.retry": "ignored too\n",
+        ".hidden": "and this\n",
+        "group_vars/all/defaults.yml": "ansible_user: rocky\nopenhpc_cluster_name: site\nappliances_repository: x\n",
+        "group_vars/all/overrides.yml": "ansible_user: centos\n",
+        "group_vars/compute.yml": "gpu: {power_limit: 250}\nopenhpc_slurm_partitions: [{name: gpu}]\n",
+        "host_vars/site-compute-3/gpu.yml": "gpu: {power_limit: 200}\n",
+    })
+    view = provision_view(root)
+    assert view == ansible_view(root)
+    assert view["site-compute-3"] == ({"compute", "cluster"}, ("site-compute-3", "centos", None, "ssh", 200))
+    assert load_inventory(root).ignored == ["appliances_repository", "openhpc_cluster_name",
+                                            "openhpc_slurm_partitions"]
+
+
+@needs_ansible
+def test_several_sources_merge_in_order_each_with_its_group_vars(tmp_path):
+    common = tree(tmp_path / "common", {"hosts": "[gpu]\nrig1\nrig2\n[gpu:vars]\nansible_user=common\n",
+                                        "group_vars/gpu.yml": "gpu: {power_limit: 200}\n"})
+    site = tree(tmp_path / "site", {"hosts.yml": "gpu:\n  hosts:\n    rig2:\n  vars:\n    ansible_user: site\n",
+                                    "group_vars/gpu.yml": "gpu: {power_limit: 250}\n"})
+    sources = [common / "hosts", site / "hosts.yml"]
+    view = provision_view(sources)
+    assert view == ansible_view(sources, home=tmp_path)
+    assert view["rig1"][1][1:] == ("site", None, "ssh", 250)
+    inventory = load_inventory(sources)
+    assert inventory.path == f"-i {common / 'hosts'} -i {site / 'hosts.yml'}"
+
+
+@needs_ansible
+def test_an_executable_inventory_script_with_and_without_meta(tmp_path):
+    groups = {"gpu": {"hosts": ["rig1", "rig2"], "vars": {"ansible_user": "ops"}, "children": ["v100"]},
+              "v100": ["rig2"], "all": {"hosts": ["loner"]}}
+    hostvars = {"rig1": {"ansible_host": "10.0.0.1", "gpu": {"power_limit": 200}}}
+    for name, meta in (("with_meta", True), ("without_meta", False)):
+        script = tmp_path / name
+        listing = {**groups, "_meta": {"hostvars": hostvars}} if meta else groups
+        script.write_text("#!/usr/bin/python3\nimport json, sys\n"
+                          f"listing, hostvars = {json.dumps(listing)!r}, {json.dumps(hostvars)!r}\n"
+                          "if sys.argv[1] == '--list':\n    print(listing)\n"
+                          "else:\n    print(json.dumps(json.loads(hostvars).get(sys.argv[2], {})))\n")
+        script.chmod(0o755)
+        view = provision_view(script)
+        assert view == ansible_view(script)
+        assert view["rig1"] == ({"gpu"}, ("10.0.0.1", "ops", None, "ssh", 200))
+        assert view["loner"][0] == {"ungrouped"}
+
+
+@needs_ansible
+def test_a_host_list_source(tmp_path):
+    view = provision_view(["rig1,rig2:2222,"])  # type: ignore[list-item]
+    assert view == ansible_view([Path("rig1,rig2:2222,")], home=tmp_path)
+    assert view["rig2"] == ({"ungrouped"}, ("rig2", None, 2222, "ssh", None))
+
+
+# --- what is refused, and said -----------------------------------------------------------------------------
+
+
+def test_a_bad_value_in_a_group_vars_file_names_that_file_and_group(tmp_path):
+    root = tree(tmp_path, {"hosts": "[gpu]\nrig1\n", "group_vars/gpu/power.yml": "gpu: {power_limit: -5}\n"})
+    with pytest.raises(InputError) as error:
+        load_inventory(root / "hosts")
+    [problem] = error.value.problems
+    assert (problem.file, problem.where) == (str(root / "group_vars/gpu/power.yml"), "group gpu")
+    assert "power_limit" in problem.key
+
+
+def test_a_vars_file_that_is_not_a_mapping_and_a_broken_one_are_errors_naming_them(tmp_path):
+    root = tree(tmp_path, {"hosts": "[gpu]\nrig1\n", "group_vars/gpu.yml": "- a list\n",
+                           "host_vars/rig1.yml": "gpu: {power_limit: 200\n"})
+    with pytest.raises(InputError) as error:
+        load_inventory(root / "hosts")
+    said = {(p.file, p.message.split(":")[0]) for p in error.value.problems}
+    assert said == {(str(root / "group_vars/gpu.yml"), "variables must be a mapping, not a list"),
+                    (str(root / "host_vars/rig1.yml"), "invalid YAML at line 2, column 1")}
+
+
+def test_a_vault_encrypted_vars_file_is_left_unread_and_listed(tmp_path):
+    root = tree(tmp_path, {"hosts": "[gpu]\nrig1\n",
+                           "group_vars/all/vault.yml": "$ANSIBLE_VAULT;1.1;AES256\n6638643965\n",
+                           "group_vars/all/main.yml": "gpu: {power_limit: 200}\n"})
+    inventory = load_inventory(root / "hosts")
+    assert inventory.hosts["rig1"].settings.gpu.power_limit == 200
+    assert inventory.unread == [str(root / "group_vars/all/vault.yml")]
+
+
+def test_an_inventory_plugin_configuration_is_refused_with_the_way_out(tmp_path):
+    root = tree(tmp_path, {"openstack.yml": "plugin: openstack.cloud.openstack\nexpand_hostvars: true\n"})
+    with pytest.raises(InputError) as error:
+        load_inventory(root / "openstack.yml")
+    assert "inventory plugin 'openstack.cloud.openstack'" in str(error.value)
+    assert "ansible-inventory -i" in str(error.value)
+
+
+def test_a_failing_script_and_a_missing_source_say_which(tmp_path):
+    script = tmp_path / "inventory.py"
+    script.write_text("#!/bin/sh\necho 'cannot reach the CMDB' >&2\nexit 3\n")
+    script.chmod(0o755)
+    with pytest.raises(InputError) as error:
+        load_inventory([script, tmp_path / "nowhere"])
+    words = str(error.value)
+    assert "exited 3 on --list: cannot reach the CMDB" in words and "no such inventory file or directory" in words
+
+
+def test_relative_paths_in_a_vars_file_start_at_its_sources_directory(tmp_path):
+    root = tree(tmp_path, {"inventory/hosts": "[gpu]\nrig1\n", "inventory/keys/id_gpu": "key",
+                           "inventory/group_vars/gpu.yml": "ansible_ssh_private_key_file: keys/id_gpu\n"})
+    os.chmod(root / "inventory/keys/id_gpu", 0o600)
+    host = load_inventory(root / "inventory/hosts").hosts["rig1"]
+    assert host.identity_file == str(root / "inventory/keys/id_gpu")
+
+
+# --- ansible.cfg and ANSIBLE_* -----------------------------------------------------------------------------
+
+
+def test_ansible_cfg_names_the_inventory_and_connection_defaults_that_the_inventory_overrides(tmp_path):
+    project = tree(tmp_path / "project", {
+        "ansible.cfg": "[defaults]\ninventory = inventories/prod/hosts ; the production cluster\n"
+                       "remote_user = ubuntu\nprivate_key_file = keys/cluster\n"
+                       "[privilege_escalation]\nbecome = True\n",
+        "keys/cluster": "key",
+        "inventories/prod/hosts": "[gpu]\nrig1\nrig2 ansible_user=ops\n"})
+    config = read_config(env={"HOME": str(tmp_path)}, cwd=project)
+    assert (config.file, config.inventory) == (str(project / "ansible.cfg"), [str(project / "inventories/prod/hosts")])
+    inventory = load_inventory(config.inventory, config)
+    rig1, rig2 = inventory.hosts.values()
+    assert (rig1.user, rig2.user, rig1.identity_file) == ("ubuntu", "ops", str(project / "keys/cluster"))
+    env = {"HOME": str(tmp_path), "ANSIBLE_INVENTORY": "other/hosts,more", "ANSIBLE_REMOTE_USER": "admin"}
+    config = read_config(env=env, cwd=project)
+    assert config.inventory == [str(project / "other/hosts"), str(project / "more")]
+    assert config.variables["ansible_user"] == "admin"
+
+
+def test_ansible_config_and_home_and_a_world_writable_directory(tmp_path):
+    tree(tmp_path, {"home/.ansible.cfg": "[defaults]\nremote_user = from-home\n",
+                    "elsewhere/my.cfg": "[defaults]\nremote_user = from-env\n",
+                    "shared/ansible.cfg": "[defaults]\nremote_user = planted\n"})
+    (tmp_path / "shared").chmod(0o777)
+    assert read_config(env={"HOME": str(tmp_path / "home")}, cwd=tmp_path / "shared").variables == {
+        "ansible_user": "from-home"}  # ./ansible.cfg in a world-writable directory is ignored, as Ansible does
+    config = read_config(env={"HOME": str(tmp_path / "home"), "ANSIBLE_CONFIG": str(tmp_path / "elsewhere/my.cfg")},
+                         cwd=tmp_path)
+    assert config.variables == {"ansible_user": "from-env"}
+
+
+def test_a_bad_value_in_ansible_cfg_is_an_error_naming_it(tmp_path):
+    tree(tmp_path, {"ansible.cfg": "[privilege_escalation]\nbecome_user = postgres\n", "hosts": "[gpu]\nrig1\n"})
+    config = read_config(env={"HOME": str(tmp_path)}, cwd=tmp_path)
+    with pytest.raises(InputError) as error:
+        load_inventory(tmp_path / "hosts", config)
+    [problem] = error.value.problems
+    assert (problem.file, problem.key) == (str(tmp_path / "ansible.cfg"), "become_user")
+
+
+def test_every_host_command_takes_several_inventories_and_a_directory(tmp_path):
+    tree(tmp_path, {"a/hosts": "[gpu]\nrig1 ansible_connection=local\n",
+                    "b/hosts.yml": "gpu:\n  hosts:\n    rig2: {ansible_connection: local}\n"})
+    result = CliRunner().invoke(main, ["unlock", "-i", str(tmp_path / "a"), "-i", str(tmp_path / "b/hosts.yml"),
+                                       "--json"])
+    assert result.exit_code == 0, result.output
+    assert [h["host"] for h in json.loads(result.output)] == ["rig1", "rig2"]
