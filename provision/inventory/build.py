@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from provision.capabilities.host import BLOCKS, HostSettings, parse_host_settings
 from provision.core.errors import InputError, Problem
 from provision.core.settings import Port, did_you_mean, setting, validation_problems
+from provision.core.sshargs import ADDRESS_PATTERN, ARGS_KEYS, USER_PATTERN, host_args, refusals
 from provision.inventory.model import Group, Host, Inventory
 
 
@@ -39,20 +40,12 @@ ALIASES = {"ansible_host": "host", "ansible_ssh_host": "host", "ansible_user": "
            "ansible_become": "become", "ansible_ssh_private_key_file": "identity_file",
            "ansible_private_key_file": "identity_file", "ansible_become_user": "become_user",
            "ansible_become_method": "become_method"}
-# Connection settings Ansible honours that provision does not yet: refused, never dropped (the host would be
-# reached another way than the inventory says: directly instead of through its bastion).
-NOT_HONOURED = {
-    key: "put the ProxyJump, ProxyCommand or other options in an ssh_config file and set ssh_config: FILE "
-         "(provision reads it)" for key in ("ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_ssh_args")}
 
 
 NOT_GROUPS = ("all", "ungrouped")  # a host only in these while groups exist is probably mis-indented
 
 
 BAD_NAME_CHARS = set(",!&*?[] \t")  # these would break --limit patterns
-
-
-ADDRESS_PATTERN = r"^(?:[A-Za-z0-9_.][A-Za-z0-9_.-]*|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.-]+)?)$"
 
 
 ANSIBLE_TRUE = frozenset({"y", "yes", "on", "1", "true", "t"})  # Ansible's boolean() of a string
@@ -107,7 +100,7 @@ class ConnectionVars(BaseModel):
     host: str | None = setting(None, "a host name, an IPv4 or an IPv6 address (letters, digits, . - _; not "
                                "starting with -; the port goes in ansible_port)", pattern=ADDRESS_PATTERN)
     user: str | None = setting(None, "a user name (letters, digits, . _ -; not starting with -)",
-                               pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")
+                               pattern=USER_PATTERN)
     port: Port | None = setting(None, "a port, 1..65535")
     connection: Literal["ssh", "local", "paramiko", "smart"] | None = setting(
         None, "ssh or local (Ansible's paramiko and smart mean ssh)")
@@ -305,14 +298,11 @@ class Builder:
         secrets and unknown keys refused."""
         variables: dict = {}
         for key, value in raw.items():
-            if _vaulted(value) and (key in ALIASES or key in CONNECTION_KEYS or key in BLOCKS):
+            if _vaulted(value) and (key in ALIASES or key in CONNECTION_KEYS or key in BLOCKS or key in ARGS_KEYS):
                 self.problem(where, key, "is encrypted with Ansible Vault, which provision does not decrypt",
                              "write the value in the clear (it is not a secret provision needs) or leave it out")
                 continue
-            if key in NOT_HONOURED:
-                self.problem(where, key, "is a connection setting provision does not honour yet, and will not "
-                             "drop", NOT_HONOURED[key])
-            elif key.startswith("ansible_") and "pass" in key:
+            if key.startswith("ansible_") and "pass" in key:
                 self.problem(where, key, "passwords do not belong in an inventory",
                              "use SSH keys; a sudo password is asked once at run time (-K)")
             elif key in ALIASES or key in CONNECTION_KEYS:
@@ -343,6 +333,9 @@ class Builder:
             self.problems += validation_problems(exc, ConnectionVars, self.file, where)
         self.check_file(variables.get("ssh_config"), where)
         self.check_file(variables.get("identity_file"), where, "identity_file", "an SSH private key file")
+        for key in ARGS_KEYS:  # what ssh's command line asks that provision cannot honour (core/sshargs.py)
+            for refused in refusals(variables[key], self.base_dir) if key in variables else []:
+                self.problem(where, key, str(refused), refused.hint)
         if len(self.problems) > before:
             self.bad_levels.add(where)
 
@@ -454,11 +447,12 @@ def _host(name: str, groups: list[str], variables: dict, settings: HostSettings,
         reach = _connection_part(variables)
     connection = "local" if reach.get("connection") == "local" else "ssh"
     ssh_config, identity = reach.get("ssh_config"), reach.get("identity_file")
-    return Host(name=name, address=reach.get("host") or name, user=reach.get("user"),
-                port=reach.get("port"), connection=connection,
+    ssh_args, user, port = host_args(variables, base_dir, reach.get("user"), reach.get("port"))
+    return Host(name=name, address=reach.get("host") or name, user=user, port=port, connection=connection,
                 ssh_config=str(_inventory_path(base_dir, ssh_config)) if isinstance(ssh_config, str) else None,
                 become=reach.get("become") is not False, groups=groups, vars=variables, settings=settings,
-                identity_file=str(_inventory_path(base_dir, identity)) if isinstance(identity, str) else None)
+                identity_file=str(_inventory_path(base_dir, identity)) if isinstance(identity, str) else None,
+                ssh_args=ssh_args)
 
 
 def _settings_part(variables: dict) -> dict:

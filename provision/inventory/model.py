@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from provision.capabilities.host import HostSettings
+from provision.core.sshargs import SshArgs
 from provision.inventory.select import select
 
 
@@ -25,6 +26,7 @@ class Host:
     # record the new layout; `index:` overrides follow the new numbering (capabilities/gpu/layout.py).
     accept_gpu_changes: bool = False
     identity_file: str | None = None  # ansible_ssh_private_key_file (absolute; written relative to the inventory)
+    ssh_args: SshArgs = field(default_factory=SshArgs)  # ansible_ssh_args, _common_args, _extra_args, as read
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """ansible_ssh_args, _common_args and _extra_args: read as OpenSSH reads Ansible's ssh command line, mapped to
 Fabric and paramiko (a ProxyJump is a chain of gateway Connections, host keys checked on each hop), and what
-cannot be honoured refused. No host is contacted: the
+cannot be honoured refused with the host or group, the key and the option named. No remote host is contacted: the
 connections are built, not opened (the host-key tests talk to an in-process paramiko server over a socketpair)."""
 
 from __future__ import annotations
@@ -8,18 +8,34 @@ from __future__ import annotations
 import socket
 import textwrap
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import paramiko
 import pytest
 
+from provision.commands.run import connector
 from provision.core import connection as connection_module
 from provision.core.connection import HostKeyPolicy, HostKeyRefused, SSHConnection, SSHOptions, Unreachable
+from provision.core.errors import InputError
 from provision.core.sshargs import Hop, SshArgs, expand_command, host_args, refusals
+from provision.inventory.load import load_inventory, local_inventory
 
 
 def args_of(text: str, base: Path = Path("/inv"), **variables) -> SshArgs:
     return host_args({"ansible_ssh_common_args": text, **variables}, base, None, None)[0]
+
+
+def load(tmp_path: Path, text: str):
+    path = tmp_path / "inventory.yaml"
+    path.write_text(textwrap.dedent(text))
+    return load_inventory(path)
+
+
+def problems(tmp_path: Path, text: str) -> list[str]:
+    with pytest.raises(InputError) as caught:
+        load(tmp_path, text)
+    return [str(p).split("inventory.yaml: ", 1)[1] for p in caught.value.problems]
 
 
 # --- reading: the forms Ansible users write ---
@@ -85,6 +101,76 @@ def test_strict_host_key_checking_no_is_read_as_accept_new_never_as_off():
 def test_refusals_are_empty_for_what_is_honoured():
     assert refusals("-C -o ControlMaster=auto -o ControlPersist=60s", Path("/")) == []  # Ansible's default ssh_args
     assert refusals("-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR", Path("/")) == []
+
+
+# --- the inventory: honoured on the host, refused where written ---
+
+def test_the_inventory_carries_them_on_the_host(tmp_path):
+    inv = load(tmp_path, """
+        all:
+          children:
+            behind:
+              hosts:
+                gpu1: {ansible_host: 10.0.0.5}
+                gpu2: {ansible_host: 10.0.0.6, ansible_ssh_common_args: -o ProxyCommand='nc %h %p'}
+              vars:
+                ansible_ssh_common_args: -o ProxyJump=ops@bastion -o User=admin -p 2222
+    """)
+    gpu1, gpu2 = inv.hosts["gpu1"], inv.hosts["gpu2"]
+    assert (gpu1.ssh_args.proxy_jump, gpu1.user, gpu1.port) == ((Hop("bastion", "ops"),), "admin", 2222)
+    # A host's own value replaces its group's, as any Ansible variable: not merged option by option.
+    assert (gpu2.ssh_args.proxy_jump, gpu2.ssh_args.proxy_command, gpu2.user) == (None, ("nc", "%h", "%p"), None)
+
+
+def test_what_cannot_be_honoured_is_refused_naming_the_host_or_group_the_key_and_the_option(tmp_path):
+    lines = problems(tmp_path, """
+        all:
+          children:
+            behind:
+              hosts:
+                a: {ansible_ssh_common_args: "-o ForwardX11=yes -o ServerAliveCountMax=3"}
+                b: {ansible_ssh_extra_args: "-o ProxyCommand='nc %h %p | tee log'"}
+                c: {ansible_ssh_args: "-X"}
+                d: {ansible_ssh_common_args: "-J 'bastion;touch x' -o ProxyCommand='ssh $(id) %x' -i 'missing key'"}
+                e: {ansible_ssh_common_args: "-o ProxyJump=-oProxyCommand=touch"}
+                f: {ansible_ssh_common_args: ["-J", "bastion"]}
+                g: {ansible_ssh_common_args: "bastion"}
+                h: {ansible_ssh_common_args: "-o StrictHostKeyChecking=maybe -o BatchMode=no -p 99999"}
+                i: {ansible_ssh_common_args: "-J bastion -o 'unclosed"}  # nothing of it is read
+              vars:
+                ansible_ssh_common_args: "-F ssh_config"
+    """)
+    expected = [
+        ("host a: ansible_ssh_common_args: -o ForwardX11=yes: provision cannot honour ForwardX11", "ssh_config: FILE"),
+        ("host a: ansible_ssh_common_args: -o ServerAliveCountMax=3: provision cannot honour", "-o ProxyJump, "),
+        ("host b: ansible_ssh_extra_args: -o ProxyCommand=nc %h %p | tee log: needs a shell (|); provision runs a "
+         "ProxyCommand without one", "put the pipeline in a script"),
+        ("host c: ansible_ssh_args: -X: provision does not read this ssh flag", "and -J -A -C -i -l -p"),
+        ("host d: ansible_ssh_common_args: -J bastion;touch x: hop 'bastion;touch x' is not [user@]host[:port]", ""),
+        ("host d: ansible_ssh_common_args: -o ProxyCommand=ssh $(id) %x: needs a shell", ""),
+        ("host d: ansible_ssh_common_args: -i missing key: 'missing key': no such file", ""),
+        ("host e: ansible_ssh_common_args: -o ProxyJump=-oProxyCommand=touch: hop '-oProxyCommand=touch' is not", ""),
+        ("host f: ansible_ssh_common_args: is list, not text", "one string"),
+        ("host g: ansible_ssh_common_args: 'bastion' is not an option", "ansible_host"),
+        ("host h: ansible_ssh_common_args: -o StrictHostKeyChecking=maybe: is yes, accept-new, no or off", ""),
+        ("host h: ansible_ssh_common_args: -o BatchMode=no: is yes here", ""),
+        ("host h: ansible_ssh_common_args: -p 99999: is a port, 1..65535", ""),
+        ("host i: ansible_ssh_common_args: cannot be split into words: No closing quotation", ""),
+        ("group behind: ansible_ssh_common_args: -F: provision does not read this ssh flag", "ssh_config: FILE"),
+    ]
+    for start, hint in expected:
+        found = [line for line in lines if line.startswith(start) and hint in line]
+        assert len(found) == 1, (start, lines)
+    assert len(lines) == len(expected), lines
+
+
+def test_the_connector_gives_a_host_its_args_and_an_identity_on_the_command_line_wins(tmp_path):
+    host = replace(local_inventory().hosts["localhost"], connection="ssh", address="192.0.2.9",
+                   ssh_args=SshArgs(identity_files=(str(tmp_path / "k"),), proxy_jump=(Hop("bastion"),)))
+    plain = connector(False, SSHOptions())(host)
+    assert (plain.fabric.connect_kwargs["key_filename"], plain.hops[0].host) == ([str(tmp_path / "k")], "bastion")
+    cli_key = connector(False, SSHOptions(identity_file="/cli"))(host)
+    assert (cli_key.fabric.connect_kwargs["key_filename"], cli_key.hops[0].host) == (["/cli"], "bastion")
 
 
 # --- the connection: a gateway chain, host keys checked on every hop ---
