@@ -301,7 +301,8 @@ class SSHConnection(Connection):
         on it (seconds to a timeout per written file). A plain paramiko channel can say EOF."""
         try:
             channel = self.fabric.client.get_transport().open_session()
-            agent = paramiko.agent.AgentRequestHandler(channel) if self.fabric.forward_agent else None  # as Fabric's run
+            forwarding = self.fabric.forward_agent  # ForwardAgent, as Fabric's run does it
+            agent = paramiko.agent.AgentRequestHandler(channel) if forwarding else None
             channel.settimeout(timeout)
             channel.exec_command(shlex.join(argv))
             channel.sendall(stdin.encode())
@@ -334,8 +335,8 @@ def _connect_kwargs(options: SSHOptions) -> dict:
 
 def _jump_chain(connection, hops, config, timeout: int):
     """ProxyJump a,b: a Fabric Connection per hop, each reached through the one before (the first as its ssh_config
-    says). As with OpenSSH's -J, a hop takes its user, key and known_hosts from ssh_config, not from the target's
-    -o options; its host key is checked as the target's is (_secure)."""
+    says). As with OpenSSH's -J, a hop takes its user and keys from ssh_config, not from the target's options;
+    its host key is checked with the target's policy (_secure: the args' known_hosts and StrictHostKeyChecking)."""
     gateway = None
     for hop in hops:
         gateway = connection(hop.host, user=hop.user, port=hop.port, config=config.clone(), connect_timeout=timeout,

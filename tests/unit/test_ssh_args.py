@@ -190,10 +190,12 @@ def policy(conn) -> HostKeyPolicy:
 
 
 def test_a_proxyjump_is_a_chain_of_gateway_connections_each_checking_host_keys(tmp_path):
-    (tmp_path / "kh").write_text("bastion ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n")
+    key = paramiko.ECDSAKey.generate()
+    (tmp_path / "kh").write_text(f"bastion {key.get_name()} {key.get_base64()}\n")
     conn = ssh_connection("-o ProxyJump=ops@bastion:2222,jump2 -o UserKnownHostsFile=kh", tmp_path)
     last = conn.fabric.gateway
-    assert (last.host, last.user, last.port) == ("jump2", "root", 22)  # the hop's user: ssh_config's, or ours
+    local_user = conn.fabric.config.user  # a hop's user: its own, else ssh_config's, else ours (not the target's)
+    assert (last.host, last.user, last.port) == ("jump2", local_user, 22)
     first = last.gateway
     assert (first.host, first.user, first.port, first.gateway) == ("bastion", "ops", 2222, None)
     assert conn.hops == [first, last]
