@@ -42,11 +42,14 @@ def select_hosts(sources: Sequence[str], local: bool, limit: str | None) -> Targ
 
 
 def connector(local: bool, ssh: SSHOptions) -> Callable[[Host], Connection]:
-    """Connections per host; --ssh-config and --identity on the command line win over the inventory's."""
+    """Connections per host; --ssh-config and --identity on the command line win over the inventory's (its
+    ansible_ssh_*args' IdentityFile too); the host's other ssh args beat any ssh_config, as ssh's -o do."""
     def connect(host: Host) -> Connection:
         if local or host.connection == "local":
             return LocalConnection(host.name)
         options = ssh if ssh.ssh_config or not host.ssh_config else replace(ssh, ssh_config=host.ssh_config)
+        options = replace(options, args=host.ssh_args if not ssh.identity_file else
+                          replace(host.ssh_args, identity_files=()))
         if host.identity_file and not ssh.identity_file:
             options = replace(options, identity_file=host.identity_file)
         return SSHConnection(host.name, host.address, host.user, host.port, options)

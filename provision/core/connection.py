@@ -21,6 +21,7 @@ import invoke
 import paramiko
 
 from provision.core.errors import ProvisionError
+from provision.core.sshargs import SshArgs, expand_command
 
 # paramiko logs a failed handshake ("Exception (client): Error reading SSH protocol banner") from its own
 # thread; with no handler configured, Python prints it on stderr, between our lines. The same error
@@ -150,6 +151,9 @@ def network_words(exc: BaseException, host: str, port: int | None) -> str:
     }.get(getattr(exc, "errno", None) or 0)
     if said:
         return said
+    if isinstance(exc, paramiko.ChannelException):  # a ProxyJump gateway's answer to "connect me there"
+        return (f"the gateway could not connect to it ({exc.text}): is it up, and is port {port} open to the "
+                "gateway?")
     if "Connection reset" in text or "banner" in text:
         return f"SSH did not answer on port {port} (sshd gone, restarting or overloaded?): {text}"
     if isinstance(exc, EOFError) or "closed" in text.lower():
@@ -188,6 +192,7 @@ class SSHOptions:
     accept_new_host_keys: bool = False
     identity_file: str | None = None
     known_hosts: str | None = None  # default: UserKnownHostsFile from ssh_config, else ~/.ssh/known_hosts
+    args: SshArgs = field(default_factory=SshArgs)  # the host's ansible_ssh_*args: beat ssh_config, as in OpenSSH
 
 
 class SSHConnection(Connection):
@@ -197,23 +202,28 @@ class SSHConnection(Connection):
         super().__init__(name)
         import fabric  # imported here: local-only runs do not pay for it
 
+        args = options.args
         config = fabric.Config(runtime_ssh_path=options.ssh_config) if options.ssh_config else fabric.Config()
-        connect_kwargs = {"key_filename": [options.identity_file]} if options.identity_file else {}
+        timeout = int(args.connect_timeout or options.connect_timeout)  # the inventory's, for its host
         self.fabric = fabric.Connection(
-            address, user=user, port=port, config=config,
-            connect_timeout=int(options.connect_timeout), connect_kwargs=connect_kwargs,
+            address, user=user, port=port, config=config, connect_timeout=timeout,
+            connect_kwargs=_connect_kwargs(options), forward_agent=args.forward_agent,
+            gateway=False if args.gateway_given else None,  # the args' gateway (or none), never ssh_config's then
         )
-        self._secure(self.fabric, options)
-        gateway = self.fabric.gateway
-        while isinstance(gateway, fabric.Connection):  # ProxyJump hops: same policy
-            self._secure(gateway, options)
-            gateway = gateway.gateway
+        if args.proxy_jump:
+            self.fabric.gateway = _jump_chain(fabric.Connection, args.proxy_jump, config, timeout)
+        self.hops = _hops(self.fabric)
+        for conn in (self.fabric, *self.hops):  # ProxyJump hops (the args' or ssh_config's): the same policy
+            self._secure(conn, options)
+        self.proxy_command = args.proxy_command
+        self.keepalive = args.server_alive_interval
 
     @staticmethod
     def _secure(conn, options: SSHOptions) -> None:
-        """Fabric auto-adds unknown host keys and loads no known_hosts: undo both."""
+        """Fabric auto-adds unknown host keys and loads no known_hosts: undo both. The args' UserKnownHostsFile
+        and StrictHostKeyChecking beat ssh_config's, as on ssh's command line; --accept-new-host-keys beats both."""
         files = [options.known_hosts] if options.known_hosts else []
-        files += conn.ssh_config.get("userknownhostsfile", "").split()
+        files += list(options.args.known_hosts) or conn.ssh_config.get("userknownhostsfile", "").split()
         files = [os.path.expanduser(f) for f in files] or [os.path.expanduser("~/.ssh/known_hosts")]
         client = conn.client
         for system_file in ("/etc/ssh/ssh_known_hosts",):
@@ -222,13 +232,17 @@ class SSHConnection(Connection):
         for path in files:
             if os.path.exists(path):
                 client.load_system_host_keys(path)
-        # The user's own ssh_config may opt in too, as OpenSSH would honour it.
-        opted_in = conn.ssh_config.get("stricthostkeychecking", "").lower() in ("accept-new", "no", "off")
+        # The user's own ssh_config may opt in too, as OpenSSH would honour it. No and off read as accept-new:
+        # a changed key is always refused (paramiko's BadHostKeyException); checking is never turned off.
+        strict = options.args.strict_host_key_checking or conn.ssh_config.get("stricthostkeychecking", "")
+        opted_in = strict.lower() in ("accept-new", "no", "off")
         policy = HostKeyPolicy(options.accept_new_host_keys or opted_in, Path(files[0]))
         client.set_missing_host_key_policy(policy)
 
     def open(self) -> None:
         try:
+            if self.proxy_command:  # at open: paramiko's ProxyCommand starts its process when made
+                self.fabric.connect_kwargs["sock"] = self._proxy_command()
             self.fabric.open()
         except HostKeyRefused:
             raise
@@ -239,13 +253,36 @@ class SSHConnection(Connection):
                 "remove the old key with ssh-keygen -R"
             ) from None
         except paramiko.AuthenticationException as exc:
-            raise Unreachable(f"SSH authentication failed as {self.fabric.user}: {exc}") from None
+            at = self._failed_at()
+            raise Unreachable(f"SSH authentication failed as {at.user}{self._via(at)}: {exc}") from None
         except (OSError, paramiko.SSHException, EOFError) as exc:
-            raise Unreachable(f"cannot connect to {self.fabric.host}:{self.fabric.port}: "
-                              f"{network_words(exc, self.fabric.host, self.fabric.port)}") from None
+            at = self._failed_at()
+            raise Unreachable(f"cannot connect to {at.host}:{at.port}{self._via(at)}: "
+                              f"{network_words(exc, at.host, at.port)}") from None
+        if self.keepalive:  # ServerAliveInterval
+            self.fabric.transport.set_keepalive(self.keepalive)
+
+    def _proxy_command(self) -> paramiko.ProxyCommand:
+        """The args' ProxyCommand, tokens replaced, run by paramiko without a shell (words joined for its split).
+        Made once: should Fabric reopen a lost connection, it fails on the spent command, never goes direct."""
+        words = expand_command(self.proxy_command or (), self.fabric.host, self.fabric.port, self.fabric.user,
+                               self.fabric.original_host)
+        return paramiko.ProxyCommand(shlex.join(words))
+
+    def _failed_at(self):
+        """Where opening failed: the first ProxyJump hop not connected, else the host itself."""
+        return next((hop for hop in self.hops if not hop.is_connected), self.fabric)
+
+    def _via(self, at) -> str:
+        if at is not self.fabric:
+            return f" (a ProxyJump hop to {self.fabric.host})"
+        if self.hops:
+            return f" (through {self.hops[-1].host})"
+        return " (through its ProxyCommand)" if self.proxy_command else ""
 
     def close(self) -> None:
-        self.fabric.close()
+        for conn in (self.fabric, *reversed(self.hops)):  # Fabric closes no gateway: the hops' connections too
+            conn.close()
 
     def _run(self, argv, stdin, timeout):
         if stdin is not None:
@@ -264,6 +301,8 @@ class SSHConnection(Connection):
         on it (seconds to a timeout per written file). A plain paramiko channel can say EOF."""
         try:
             channel = self.fabric.client.get_transport().open_session()
+            forwarding = self.fabric.forward_agent  # ForwardAgent, as Fabric's run does it
+            agent = paramiko.agent.AgentRequestHandler(channel) if forwarding else None
             channel.settimeout(timeout)
             channel.exec_command(shlex.join(argv))
             channel.sendall(stdin.encode())
@@ -271,9 +310,46 @@ class SSHConnection(Connection):
             out, err = channel.makefile("rb").read(), channel.makefile_stderr("rb").read()
             rc = channel.recv_exit_status()
             channel.close()
+            if agent:
+                agent.close()
         except socket.timeout:
             return CommandResult(argv, 124, "", f"timed out after {timeout}s")
         except (OSError, paramiko.SSHException, EOFError, AttributeError) as exc:
             raise Unreachable(f"lost the connection to {self.name}: "
                               f"{network_words(exc, self.fabric.host, self.fabric.port)}") from None
         return CommandResult(argv, rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
+def _connect_kwargs(options: SSHOptions) -> dict:
+    """paramiko's connect() arguments: the key files (--identity or the inventory's, then the args' IdentityFile),
+    IdentitiesOnly (those keys only: no agent, no ~/.ssh/id_*), Compression."""
+    keys = [options.identity_file] if options.identity_file else []
+    keys += options.args.identity_files
+    kwargs: dict = {"key_filename": keys} if keys else {}
+    if options.args.identities_only:
+        kwargs.update(look_for_keys=False, allow_agent=False)
+    if options.args.compression:
+        kwargs["compress"] = True
+    return kwargs
+
+
+def _jump_chain(connection, hops, config, timeout: int):
+    """ProxyJump a,b: a Fabric Connection per hop, each reached through the one before (the first as its ssh_config
+    says). As with OpenSSH's -J, a hop takes its user and keys from ssh_config, not from the target's options;
+    its host key is checked with the target's policy (_secure: the args' known_hosts and StrictHostKeyChecking)."""
+    gateway = None
+    for hop in hops:
+        gateway = connection(hop.host, user=hop.user, port=hop.port, config=config.clone(), connect_timeout=timeout,
+                             gateway=gateway)
+    return gateway
+
+
+def _hops(conn) -> list:
+    """A connection's ProxyJump hops, the first (outermost) first."""
+    import fabric
+
+    hops: list = []
+    while isinstance(conn.gateway, fabric.Connection):  # not a ProxyCommand string, False or None
+        conn = conn.gateway
+        hops.insert(0, conn)
+    return hops

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from provision.capabilities.host import BLOCKS, HostSettings, parse_host_settings
 from provision.core.errors import InputError, Problem
 from provision.core.settings import Port, did_you_mean, setting, validation_problems
+from provision.core.sshargs import ADDRESS_PATTERN, ARGS_KEYS, USER_PATTERN, host_args, refusals
 from provision.inventory.model import Document, Group, Host, Inventory
 
 
@@ -43,20 +44,12 @@ ALIASES = {"ansible_host": "host", "ansible_ssh_host": "host", "ansible_user": "
            "ansible_become": "become", "ansible_ssh_private_key_file": "identity_file",
            "ansible_private_key_file": "identity_file", "ansible_become_user": "become_user",
            "ansible_become_method": "become_method"}
-# Connection settings Ansible honours that provision does not yet: refused, never dropped (the host would be
-# reached another way than the inventory says: directly instead of through its bastion).
-NOT_HONOURED = {
-    key: "put the ProxyJump, ProxyCommand or other options in an ssh_config file and set ssh_config: FILE "
-         "(provision reads it)" for key in ("ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_ssh_args")}
 
 
 NOT_GROUPS = ("all", "ungrouped")  # a host only in these while groups exist is probably mis-indented
 
 
 BAD_NAME_CHARS = set(",!&*?[] \t")  # these would break --limit patterns
-
-
-ADDRESS_PATTERN = r"^(?:[A-Za-z0-9_.][A-Za-z0-9_.-]*|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.-]+)?)$"
 
 
 ANSIBLE_TRUE = frozenset({"y", "yes", "on", "1", "true", "t"})  # Ansible's boolean() of a string
@@ -111,7 +104,7 @@ class ConnectionVars(BaseModel):
     host: str | None = setting(None, "a host name, an IPv4 or an IPv6 address (letters, digits, . - _; not "
                                "starting with -; the port goes in ansible_port)", pattern=ADDRESS_PATTERN)
     user: str | None = setting(None, "a user name (letters, digits, . _ -; not starting with -)",
-                               pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")
+                               pattern=USER_PATTERN)
     port: Port | None = setting(None, "a port, 1..65535")
     connection: Literal["ssh", "local", "paramiko", "smart"] | None = setting(
         None, "ssh or local (Ansible's paramiko and smart mean ssh)")
@@ -382,14 +375,11 @@ class Builder:
         secrets and unknown keys refused."""
         variables: dict = {}
         for key, value in raw.items():
-            if _vaulted(value) and (key in ALIASES or key in CONNECTION_KEYS or key in BLOCKS):
+            if _vaulted(value) and (key in ALIASES or key in CONNECTION_KEYS or key in BLOCKS or key in ARGS_KEYS):
                 self.problem(where, key, "is encrypted with Ansible Vault, which provision does not decrypt",
                              "write the value in the clear (it is not a secret provision needs) or leave it out")
                 continue
-            if key in NOT_HONOURED:
-                self.problem(where, key, "is a connection setting provision does not honour yet, and will not "
-                             "drop", NOT_HONOURED[key])
-            elif key.startswith("ansible_") and "pass" in key:
+            if key.startswith("ansible_") and "pass" in key:
                 self.problem(where, key, "passwords do not belong in an inventory",
                              "use SSH keys; a sudo password is asked once at run time (-K)")
             elif key in ALIASES or key in CONNECTION_KEYS:
@@ -424,6 +414,9 @@ class Builder:
             found = self.check_file(variables.get(key), where, key, what, base)
             if found is not None:
                 variables[key] = str(found)
+        for key in ARGS_KEYS:  # what ssh's command line asks that provision cannot honour (core/sshargs.py)
+            for refused in refusals(variables[key], base) if key in variables else []:
+                self.problem(where, key, str(refused), refused.hint)
         return len(self.problems) > before
 
     def check_file(self, path: Any, where: str, key: str, what: str, base: Path) -> Path | None:
@@ -507,7 +500,8 @@ class Builder:
             if not self.bad_levels.intersection(levels):  # else already reported where it is written
                 settings, problems = parse_host_settings(_settings_part(variables), self.file, where_host(name))
                 self.problems += problems
-            host = _host(name, groups, variables, settings or HostSettings())
+            bases = {key: self.base[level] for level in levels for key in ARGS_KEYS if key in level_vars[level]}
+            host = _host(name, groups, variables, settings or HostSettings(), bases)
             named_well = name.isprintable() and not BAD_NAME_CHARS.intersection(name)  # else check_names said so
             if host.connection == "ssh" and "host" not in variables and named_well and not re.match(ADDRESS_PATTERN,
                                                                                                     name):
@@ -552,18 +546,19 @@ def _inventory_path(base_dir: Path, ssh_config: str) -> Path | None:
         return None
 
 
-def _host(name: str, groups: list[str], variables: dict, settings: HostSettings) -> Host:
+def _host(name: str, groups: list[str], variables: dict, settings: HostSettings, bases: dict[str, Path]) -> Host:
+    """`bases`: for the ssh args keys, the directory their paths start at (that of the level that set them)."""
     try:  # the values as read (a port written as text is the number); each level was validated where written
         reach = ConnectionVars.model_validate(_connection_part(variables)).model_dump()
     except ValidationError:  # already reported at its level
         reach = _connection_part(variables)
     connection = "local" if reach.get("connection") == "local" else "ssh"
     ssh_config, identity = reach.get("ssh_config"), reach.get("identity_file")  # absolute: validate_level
-    return Host(name=name, address=reach.get("host") or name, user=reach.get("user"),
-                port=reach.get("port"), connection=connection,
+    ssh_args, user, port = host_args(variables, bases, reach.get("user"), reach.get("port"))
+    return Host(name=name, address=reach.get("host") or name, user=user, port=port, connection=connection,
                 ssh_config=ssh_config if isinstance(ssh_config, str) else None,
                 become=reach.get("become") is not False, groups=groups, vars=variables, settings=settings,
-                identity_file=identity if isinstance(identity, str) else None)
+                identity_file=identity if isinstance(identity, str) else None, ssh_args=ssh_args)
 
 
 def merge_levels(level_vars: dict[Level, dict], levels: list[Level]) -> dict:

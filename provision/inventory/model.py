@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.capabilities.host import HostSettings
+from provision.core.sshargs import SshArgs
 from provision.inventory.select import select
 
 
@@ -27,6 +28,7 @@ class Host:
     # record the new layout; `index:` overrides follow the new numbering (capabilities/gpu/layout.py).
     accept_gpu_changes: bool = False
     identity_file: str | None = None  # ansible_ssh_private_key_file (absolute; written relative to the inventory)
+    ssh_args: SshArgs = field(default_factory=SshArgs)  # ansible_ssh_args, _common_args, _extra_args, as read
 
 
 @dataclass

@@ -729,14 +729,14 @@ def test_connection_settings_are_honoured_or_refused_never_dropped(tmp_path, pro
               ansible_private_key_file: keys/missing
               ansible_become_user: postgres
               ansible_become_method: su
-              ansible_ssh_common_args: -o ProxyJump=bastion
+              ansible_ssh_common_args: -o ProxyJump=bastion -o ForwardX11=yes
     """)
     assert len(lines) == 4, lines
     one_line_with(lines, "host a: identity_file: 'keys/missing': no such file", "give the path of an SSH private key file")
     one_line_with(lines, "host a: become_user: got 'postgres'", "root: provision's setters run as root")
     one_line_with(lines, "host a: become_method: got 'su'", "sudo")
-    one_line_with(lines, "host a: ansible_ssh_common_args: is a connection setting provision does not honour yet",
-                  "set ssh_config: FILE")
+    one_line_with(lines, "host a: ansible_ssh_common_args: -o ForwardX11=yes: provision cannot honour ForwardX11",
+                  "ssh_config: FILE")  # the rest in tests/unit/test_ssh_args.py
 
 
 def test_the_inventorys_key_file_is_used_unless_the_command_line_names_one():

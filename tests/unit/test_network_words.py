@@ -24,3 +24,9 @@ def test_each_cause_has_its_words_and_what_to_check():
     banner = paramiko.SSHException("Error reading SSH protocol banner[Errno 104] Connection reset by peer")
     assert network_words(banner, "h", 22).startswith("SSH did not answer on port 22 (sshd gone, restarting")
     assert network_words(EOFError(), "h", 22).startswith("the connection was closed")
+
+
+def test_a_gateway_that_cannot_reach_the_host_says_so():
+    refused = paramiko.ChannelException(2, "Connect failed")  # a ProxyJump hop's answer to direct-tcpip
+    assert network_words(refused, "10.0.0.5", 22) == (
+        "the gateway could not connect to it (Connect failed): is it up, and is port 22 open to the gateway?")

@@ -1,0 +1,334 @@
+"""ansible_ssh_args, ansible_ssh_common_args and ansible_ssh_extra_args: OpenSSH command-line arguments, read as
+OpenSSH reads Ansible's ssh command line, and mapped to what Fabric and paramiko do. What they cannot do is
+refused, never dropped: the host would be reached another way than the inventory says (directly, not through
+its bastion).
+
+Read: `-o Option=value` (also `-oOption=value`, `-o "Option value"`), `-J hops`, and the flags short for an
+option (-A -C -i -l -p). As in OpenSSH the first value of an option wins (IdentityFile adds a key), and
+ProxyJump and ProxyCommand share one slot. Ansible writes ansible_ssh_args first, then ansible_port and
+ansible_user (as -o Port=, -o User=), then ansible_ssh_common_args and ansible_ssh_extra_args: host_args()
+follows that order. A ProxyCommand runs as paramiko runs it: split into words, no shell.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+ARGS_KEYS = ("ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args")  # Ansible's order
+
+# Host names and addresses, never read as an ssh option nor a shell word. A single ":" would be read as host:port
+# (Fabric's shorthand): only IPv6 addresses (2+ colons) have them.
+ADDRESS_PATTERN = r"^(?:[A-Za-z0-9_.][A-Za-z0-9_.-]*|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.-]+)?)$"
+USER_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$"
+HOP = re.compile(r"(?:(?P<user>[^@]+)@)?(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:]+))(?::(?P<port>[0-9]+))?")
+
+SHORT_FLAGS = {"A": ("ForwardAgent", "yes"), "C": ("Compression", "yes")}  # flags without a value
+VALUE_FLAGS = {"J": "ProxyJump", "i": "IdentityFile", "l": "User", "p": "Port"}  # flags taking one
+SHELL_OPERATORS = set("|;&<>()")
+TOKENS = re.compile(r"%(.?)", re.S)
+COMMAND_TOKENS = "hnpr%"  # %h host, %n the name as given, %p port, %r remote user, %% a percent sign
+
+
+class Refused(ValueError):
+    """One argument provision cannot honour: what is wrong, and what to do instead."""
+
+    def __init__(self, message: str, hint: str = ""):
+        super().__init__(message)
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One ProxyJump hop: [user@]host[:port]."""
+
+    host: str
+    user: str | None = None
+    port: int | None = None
+
+
+@dataclass(frozen=True)
+class SshArgs:
+    """What a host's ssh arguments ask for, in paramiko's terms (None: not given; ssh_config and defaults decide).
+    User and Port are the Host's own (build.py); the rest goes to SSHConnection."""
+
+    proxy_jump: tuple[Hop, ...] | None = None  # () = "none": no gateway, not even ssh_config's
+    proxy_command: tuple[str, ...] | None = None  # words, %h %n %p %r %% still in them (expand_command)
+    identity_files: tuple[str, ...] = ()  # absolute (written relative to the inventory)
+    known_hosts: tuple[str, ...] = ()  # UserKnownHostsFile: absolute
+    strict_host_key_checking: str | None = None  # yes | accept-new (no and off read as accept-new; ask as yes)
+    connect_timeout: int | None = None
+    server_alive_interval: int | None = None
+    compression: bool | None = None
+    forward_agent: bool | None = None
+    identities_only: bool | None = None
+
+    @property
+    def gateway_given(self) -> bool:
+        """A ProxyJump or ProxyCommand (or `none`) was given: it wins over ssh_config's, as on ssh's command line."""
+        return self.proxy_jump is not None or self.proxy_command is not None
+
+
+# --- values: each takes the text after "Option=" and returns what SshArgs holds, or raises Refused ---
+
+def _word(value: str) -> str:
+    words = _split(value)
+    if len(words) != 1:
+        raise Refused(f"takes one value, not {len(words)}")
+    return words[0]
+
+
+def _split(value: str) -> list[str]:
+    try:
+        return shlex.split(value)
+    except ValueError as exc:  # "No closing quotation"
+        raise Refused(f"cannot be split into words: {exc}") from None
+
+
+def _yes_no(value: str) -> bool:
+    word = _word(value).lower()
+    if word not in ("yes", "no"):
+        raise Refused("is yes or no")
+    return word == "yes"
+
+
+def _number(word: str, high: int) -> int | None:
+    """1..high, written in ASCII digits; else None."""
+    return int(word) if re.fullmatch(r"[0-9]{1,6}", word) and 0 < int(word) <= high else None
+
+
+def _seconds(value: str) -> int:
+    if (seconds := _number(_word(value), 3600)) is None:
+        raise Refused("is a number of seconds, 1..3600")
+    return seconds
+
+
+def _port(value: str) -> int:
+    if (port := _number(_word(value), 65535)) is None:
+        raise Refused("is a port, 1..65535")
+    return port
+
+
+def _user(value: str) -> str:
+    word = _word(value)
+    if not re.match(USER_PATTERN, word):
+        raise Refused("is a user name (letters, digits, . _ -; not starting with -)")
+    return word
+
+
+def _hops(value: str) -> tuple[Hop, ...]:
+    word = _word(value)
+    if word.lower() == "none":
+        return ()
+    return tuple(_hop(text) for text in word.split(","))
+
+
+def _hop(text: str) -> Hop:
+    match = HOP.fullmatch(text)
+    host = (match["v6"] or match["host"]) if match else ""
+    if (not match or not re.match(ADDRESS_PATTERN, host) or (match["v6"] and host.count(":") < 2)
+            or not re.match(USER_PATTERN, match["user"] or "_") or not _number(match["port"] or "22", 65535)):
+        raise Refused(f"hop {text!r} is not [user@]host[:port] (a user name, a host name or address, IPv6 in [ ], "
+                      "a port 1..65535)")
+    return Hop(host, match["user"], int(match["port"]) if match["port"] else None)
+
+
+def _command(value: str) -> tuple[str, ...]:
+    """ProxyCommand: words for paramiko's ProxyCommand, which runs them without a shell (never one we build):
+    what only a shell could do is refused, not passed on as words."""
+    lexer = shlex.shlex(value, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError as exc:
+        raise Refused(f"cannot be split into words: {exc}") from None
+    if len(words) == 1 and words[0].lower() == "none":
+        return ()
+    needs_shell = [w for w in words if set(w) <= SHELL_OPERATORS] + [c for c in "$`" if c in value]
+    if needs_shell:
+        raise Refused(f"needs a shell ({' '.join(needs_shell)}); provision runs a ProxyCommand without one",
+                      "put the pipeline in a script and name the script, or use ProxyJump")
+    words = words[1:] if words[:1] == ["exec"] else words  # OpenSSH's shell exec's it anyway
+    if not words:
+        raise Refused("is empty")
+    for word in words:
+        unknown = [token for token in TOKENS.findall(word) if not token or token not in COMMAND_TOKENS]
+        if unknown:
+            raise Refused(f"has %{unknown[0]}: of OpenSSH's tokens a ProxyCommand here takes %h %n %p %r %%")
+    return tuple(os.path.expanduser(w) if w.startswith("~") else w for w in words)
+
+
+def _strictness(value: str) -> str:
+    word = _word(value).lower()
+    if word not in ("yes", "ask", "accept-new", "no", "off"):
+        raise Refused("is yes, accept-new, no or off")
+    # no/off never turn host key checking off here: read as accept-new, an unknown key is accepted and recorded,
+    # a changed key is still refused (as _secure reads an ssh_config's no/off). ask: nobody is asked, so yes.
+    return {"ask": "yes", "no": "accept-new", "off": "accept-new"}.get(word, word)
+
+
+def _noop(*allowed: str) -> Callable[[str], None]:
+    """Options that change nothing for provision (it is always batch, one connection per host for the run, which
+    is what ControlMaster/ControlPersist give OpenSSH): accepted, where the value is one provision already has."""
+    def accept(value: str) -> None:
+        if allowed and _word(value).lower() not in allowed:
+            raise Refused(f"is {' or '.join(allowed)} here: provision has no other way")
+    return accept
+
+
+# Option (lower case) -> (its name, SshArgs field or "user"/"port" or "" for a no-op, the value's reader).
+# Paths (IdentityFile, UserKnownHostsFile) are read by _paths, which needs the inventory's directory.
+OPTIONS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
+    "proxyjump": ("ProxyJump", "proxy_jump", _hops),
+    "proxycommand": ("ProxyCommand", "proxy_command", _command),
+    "user": ("User", "user", _user),
+    "port": ("Port", "port", _port),
+    "identityfile": ("IdentityFile", "identity_files", _word),
+    "userknownhostsfile": ("UserKnownHostsFile", "known_hosts", _split),
+    "stricthostkeychecking": ("StrictHostKeyChecking", "strict_host_key_checking", _strictness),
+    "connecttimeout": ("ConnectTimeout", "connect_timeout", _seconds),
+    "serveraliveinterval": ("ServerAliveInterval", "server_alive_interval", _seconds),
+    "compression": ("Compression", "compression", _yes_no),
+    "forwardagent": ("ForwardAgent", "forward_agent", _yes_no),
+    "identitiesonly": ("IdentitiesOnly", "identities_only", _yes_no),
+    "controlmaster": ("ControlMaster", "", _noop()),
+    "controlpersist": ("ControlPersist", "", _noop()),
+    "controlpath": ("ControlPath", "", _noop()),
+    "loglevel": ("LogLevel", "", _noop()),
+    "batchmode": ("BatchMode", "", _noop("yes")),
+    "passwordauthentication": ("PasswordAuthentication", "", _noop("no")),
+    "kbdinteractiveauthentication": ("KbdInteractiveAuthentication", "", _noop("no")),
+}
+PROXY = ("proxy_jump", "proxy_command")  # one slot: whichever comes first wins, as in OpenSSH
+HINT = (f"provision honours -o {', '.join(name for name, field, _ in OPTIONS.values() if field)} and -J -A -C -i -l "
+        "-p; leave others out, or keep them in an ssh_config file (ssh_config: FILE) for OpenSSH")
+
+
+# --- reading a value ---
+
+def _pairs(words: list[str]) -> Iterator[tuple[str, str, str]]:
+    """(as written, option, value) per option, as ssh's getopt reads its arguments (-AC, -p2222, -o X=y)."""
+    words = list(words)
+    while words:
+        word = words.pop(0)
+        if not word.startswith("-") or word == "-":
+            raise Refused(f"{word!r} is not an option: these keys hold ssh options only",
+                          "the host goes in ansible_host, a command in the playbook")
+        flags = word[1:]
+        while flags:
+            flag, flags = flags[0], flags[1:]
+            if flag in SHORT_FLAGS:
+                yield f"-{flag}", *SHORT_FLAGS[flag]
+                continue
+            if flag != "o" and flag not in VALUE_FLAGS:
+                raise Refused(f"-{flag}: provision does not read this ssh flag", HINT)
+            if not flags and not words:
+                raise Refused(f"-{flag} needs a value")
+            value = flags or words.pop(0)
+            flags = ""
+            if flag == "o":
+                match = re.fullmatch(r"\s*([A-Za-z][A-Za-z0-9]*)(?:\s*=\s*|\s+)(.*?)\s*", value, re.S)
+                yield f"-o {value}", match[1] if match else "", match[2] if match else value
+            else:
+                yield f"-{flag} {value}", VALUE_FLAGS[flag], shlex.quote(value)  # one word, as ssh takes it
+
+
+def _read(text: Any, base_dir: Path) -> tuple[dict[str, Any], list[Refused]]:
+    """One key's value: SshArgs fields (and user, port) as given, the first value of each; what was refused."""
+    if not isinstance(text, str):
+        return {}, [Refused(f"is {type(text).__name__}, not text", "write the ssh arguments as one string, "
+                                                                    "as on ssh's command line")]
+    if any(not c.isprintable() for c in text.replace("\t", " ")):
+        return {}, [Refused("has a control character (a newline?)", "write the ssh arguments on one line")]
+    given: dict[str, Any] = {}
+    refused: list[Refused] = []
+    try:
+        for shown, option, value in _pairs(_split(text)):
+            try:
+                _take(given, *_value(option, value, base_dir))
+            except Refused as exc:
+                refused.append(Refused(f"{shown}: {exc}", exc.hint))
+    except Refused as exc:  # the words cannot be read on: the rest is not looked at
+        refused.append(exc)
+    return given, refused
+
+
+def _value(option: str, value: str, base_dir: Path) -> tuple[str, Any]:
+    if not option:
+        raise Refused("is not Option=value", "write -o Option=value")
+    if option.lower() not in OPTIONS:
+        raise Refused(f"provision cannot honour {option} (paramiko, which it connects with, has no equivalent)",
+                      HINT)
+    _, field, read = OPTIONS[option.lower()]
+    if not value:
+        raise Refused("has no value")
+    if field in ("identity_files", "known_hosts"):
+        return field, _paths(read(value), base_dir, must_exist=field == "identity_files")
+    value = read(value)
+    if field == "proxy_command" and not value:  # ProxyCommand none: no gateway, as ProxyJump none
+        return "proxy_jump", ()
+    return field, value
+
+
+def _paths(words: str | list[str], base_dir: Path, must_exist: bool) -> tuple[str, ...]:
+    """Files, relative to the inventory's directory as its other paths are; ~ expanded, no %-tokens."""
+    paths = []
+    for word in [words] if isinstance(words, str) else words:
+        if "%" in word:
+            raise Refused(f"{word!r}: %-tokens are not expanded here", "write the path itself")
+        path = base_dir / os.path.expanduser(word)
+        if must_exist and not _is_file(path):
+            raise Refused(f"{word!r}: no such file (relative paths start at {base_dir})")
+        paths.append(str(path))
+    return tuple(paths)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long, ...
+        return False
+
+
+def _take(given: dict[str, Any], field: str, value: Any) -> None:
+    """The first value wins (OpenSSH); keys add up; one proxy slot."""
+    if field == "identity_files":
+        given[field] = given.get(field, ()) + value
+    elif field and not (field in PROXY and given.keys() & set(PROXY)):
+        given.setdefault(field, value)
+
+
+# --- what build.py and SSHConnection use ---
+
+def refusals(text: Any, base_dir: Path) -> list[Refused]:
+    """What one key's value asks that provision cannot honour (empty: all of it is honoured)."""
+    return _read(text, base_dir)[1]
+
+
+def host_args(variables: Mapping[str, Any], bases: Mapping[str, Path], user: Any,
+              port: Any) -> tuple[SshArgs, Any, Any]:
+    """A host's ssh arguments, its user and its port, in the order Ansible writes them on ssh's command line:
+    ansible_ssh_args, then ansible_port and ansible_user, then common and extra args. What was refused is
+    left out (build.py reports it where it is written). `bases`: where each key's relative paths start."""
+    given: dict[str, Any] = {}
+    for key in ARGS_KEYS:
+        if key == "ansible_ssh_common_args":
+            for field, value in (("port", port), ("user", user)):
+                if value is not None:
+                    _take(given, field, value)
+        if key in variables:
+            for field, value in _read(variables[key], bases.get(key, Path.cwd()))[0].items():
+                _take(given, field, value)
+    user, port = given.pop("user", None), given.pop("port", None)
+    return SshArgs(**given), user, port
+
+
+def expand_command(words: tuple[str, ...], host: str, port: int, user: str, name: str) -> list[str]:
+    """A ProxyCommand's words with OpenSSH's tokens replaced: %h the host, %p its port, %r the remote user, %n the
+    name as given, %% a percent sign."""
+    values = {"h": host, "p": str(port), "r": user, "n": name, "%": "%"}
+    return [TOKENS.sub(lambda match: values[match[1]], word) for word in words]
