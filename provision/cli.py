@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -470,6 +471,51 @@ def persistence(state, **opts):
 
 def _split(text: str) -> set[str]:
     return {t.strip() for t in text.split(",") if t.strip()}
+
+
+@main.command("inventory")
+@click.argument("inventory", required=False)
+@click.option("-i", "--inventory", "inventory_option", multiple=True, help=INVENTORY_HELP)
+@click.option("--list", "as_list", is_flag=True, help="Every group and host, and the variables provision reads, as "
+              "ansible-inventory --list prints them (JSON).")
+@click.option("--graph", is_flag=True, help="The groups as a tree, with their hosts.")
+@click.option("--host", "host_name", metavar="NAME", help="One host's effective settings, each with the file and "
+              "group or host that set it.")
+@click.option("-l", "--limit", help="Only these hosts (Ansible's patterns, as for apply).")
+@click.option("--json", "as_json", is_flag=True, help="With --host: print JSON.")
+@click.option("-v", "--verbose", is_flag=True, help="Also name the other roles' variables left alone.")
+def inventory_command(inventory, inventory_option, as_list, graph, host_name, limit, as_json, verbose):
+    """Show what provision understood of the inventory, without connecting.
+
+    \b
+      provision inventory -i inventories/prod --graph
+      provision inventory -i inventories/prod --host gpu01
+    """
+    from provision.commands import inventory as inventory_view
+
+    if inventory and inventory_option:
+        raise click.UsageError("give the inventory once: as the INVENTORY argument or as -i (repeatable)")
+    if sum(map(bool, (as_list, graph, host_name))) != 1:
+        raise click.UsageError("give one of --list, --graph or --host NAME")
+    sources = (inventory,) if inventory else tuple(inventory_option) or tuple(default_sources())
+    if not sources:
+        raise click.UsageError("give an INVENTORY (or -i INVENTORY, or inventory= in ansible.cfg)")
+    inv = inventory_view.load(sources)
+    hosts = inv.select(limit)
+    if as_list:
+        click.echo(json.dumps(inventory_view.list_view(inv, hosts), indent=4, default=str))
+    elif graph:
+        click.echo("\n".join(inventory_view.graph_lines(inv, hosts)))
+    elif as_json:
+        click.echo(json.dumps({v.key: {"value": v.value, "from": v.origin}
+                               for v in inventory_view.host_values(inventory_view.host(inv, host_name))},
+                              indent=2, default=str))
+    else:
+        click.echo("\n".join(inventory_view.host_lines(inventory_view.host(inv, host_name), os.getcwd())))
+    if verbose:
+        click.echo(f"{len(inv.ignored)} other variables left alone: {', '.join(inv.ignored) or '-'}", err=True)
+    for file in inv.unread:
+        click.echo(f"not read (encrypted with Ansible Vault): {file}", err=True)
 
 
 @main.command()

@@ -22,17 +22,21 @@ needs_ansible = pytest.mark.skipif(ANSIBLE_INVENTORY is None,
                                    reason="ansible-inventory not installed (pip install '.[test]' installs it)")
 
 
-def ansible_view(sources: Path | Sequence[Path], home: Path | None = None) -> dict:
-    """What Ansible makes of the sources: host -> (its groups but all, its effective values)."""
+def run_ansible_inventory(sources: Path | Sequence[Path], *args: str, home: Path | None = None) -> str:
     sources = [sources] if isinstance(sources, Path) else list(sources)
     home = home or sources[0].parent
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "ANSIBLE_INVENTORY_UNPARSED_FAILED": "1",
            "ANSIBLE_LOCAL_TEMP": str(home / "tmp"), "LC_ALL": "C.UTF-8"}
-    command = [ANSIBLE_INVENTORY, *(arg for s in sources for arg in ("-i", str(s))), "--list"]
+    command = [ANSIBLE_INVENTORY, *(arg for s in sources for arg in ("-i", str(s))), *args]
     # From an empty directory: ansible-inventory takes the current one for the playbook's, and would read its
     # group_vars/ too (ansible-playbook reads those beside the playbook; provision has none).
     with tempfile.TemporaryDirectory() as cwd:
-        out = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, check=True).stdout
+        return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, check=True).stdout
+
+
+def ansible_view(sources: Path | Sequence[Path], home: Path | None = None) -> dict:
+    """What Ansible makes of the sources: host -> (its groups but all, its effective values)."""
+    out = run_ansible_inventory(sources, "--list", home=home)
     data = json.loads(out)
     hostvars = data.pop("_meta")["hostvars"]
     parents: dict[str, set[str]] = {}

@@ -46,6 +46,12 @@ ALIASES = {"ansible_host": "host", "ansible_ssh_host": "host", "ansible_user": "
            "ansible_become_method": "become_method"}
 
 
+ANSIBLE_NAMES = {"host": "ansible_host", "user": "ansible_user", "port": "ansible_port",  # for ansible-inventory's
+                 "connection": "ansible_connection", "become": "ansible_become",  # shape (provision inventory)
+                 "identity_file": "ansible_ssh_private_key_file", "become_user": "ansible_become_user",
+                 "become_method": "ansible_become_method"}
+
+
 NOT_GROUPS = ("all", "ungrouped")  # a host only in these while groups exist is probably mis-indented
 
 
@@ -190,7 +196,7 @@ class Builder:
     def read(self, document: Document) -> None:
         """One inventory document (a file, a script's output), after those read before it."""
         self.file = document.file
-        if document.base_dir not in self.bases and document.vars_dir:
+        if document.vars_dir and document.base_dir.resolve() not in {b.resolve() for b in self.bases}:
             self.bases.append(document.base_dir)
         before = set(self.host_groups)
         self.read_top(document.data, document.base_dir)
@@ -215,7 +221,7 @@ class Builder:
         self.mentions[level] = [(where, data)]
 
     def build(self) -> Inventory:
-        self.reconcile_ungrouped()
+        self.reconcile()
         if not self.host_groups and not self.problems:
             empty = len(self.groups) == 1 and not self.mentions
             self.problem("", "", "the inventory is empty" if empty else "the inventory has no hosts",
@@ -248,9 +254,9 @@ class Builder:
             return
         if "all" in data:
             self.read_group("all", data["all"], None, (), base)
-        for name, body in data.items():  # Ansible also accepts groups at the top level, under `all` implicitly
+        for name, body in data.items():  # groups at the top level: children of all if no group names them
             if name != "all":
-                self.read_group(str(name), body, "all", ("all",), base)
+                self.read_group(str(name), body, None, (), base)
 
     def read_group(self, name: str, body: Any, parent: str | None, path: tuple[str, ...], base: Path) -> None:
         where = where_group(name)
@@ -292,15 +298,23 @@ class Builder:
             self.base[level] = base
         self.mentions[level].append((written_in, variables))
 
-    def reconcile_ungrouped(self) -> None:
-        """As Ansible does once every source is read: "ungrouped" keeps only the hosts in no other group."""
-        if "ungrouped" not in self.groups:
-            return
-        ungrouped = self.groups["ungrouped"]
-        for host in list(ungrouped.hosts):
-            if set(self.host_groups[host]) - {"all", "ungrouped"}:
-                ungrouped.hosts.remove(host)
-                self.host_groups[host].remove("ungrouped")
+    def reconcile(self) -> None:
+        """As Ansible does once every source is read: a group no group names is a child of all (in the order
+        the groups were first written); "ungrouped" holds the hosts in no other group, and only them."""
+        for name, group in list(self.groups.items()):
+            if name != "all" and not group.parents:
+                _add(group.parents, "all")
+                _add(self.groups["all"].children, name)
+        for host, groups in self.host_groups.items():
+            if not set(groups) - {"all", "ungrouped"} and "ungrouped" not in groups:
+                if "ungrouped" not in self.groups:
+                    self.groups["ungrouped"] = Group("ungrouped", [], [], ["all"], {})
+                    _add(self.groups["all"].children, "ungrouped")
+                _add(self.groups["ungrouped"].hosts, host)
+                groups.append("ungrouped")
+            elif set(groups) - {"all", "ungrouped"} and "ungrouped" in groups:
+                self.groups["ungrouped"].hosts.remove(host)
+                groups.remove("ungrouped")
 
     def mapping(self, body: dict, key: str, where: str) -> dict:
         value = body.get(key)
@@ -428,7 +442,7 @@ class Builder:
             self.problem(where, key, f"{path!r}: cannot be read as a path (an unknown ~user?)",
                          f"give the path of {what}, or remove the key")
         elif not found.is_file():
-            self.problem(where, key, f"{path!r}: no such file (relative paths start at {base})",
+            self.problem(where, key, f"{path!r}: no such file (relative paths start at {base.absolute()})",
                          f"give the path of {what}, or remove the key")
         return found
 
@@ -502,6 +516,7 @@ class Builder:
                 self.problems += problems
             bases = {key: self.base[level] for level in levels for key in ARGS_KEYS if key in level_vars[level]}
             host = _host(name, groups, variables, settings or HostSettings(), bases)
+            host.origins = {key: f"{level.file} ({level.where})" for key, level in origins(level_vars, levels).items()}
             named_well = name.isprintable() and not BAD_NAME_CHARS.intersection(name)  # else check_names said so
             if host.connection == "ssh" and "host" not in variables and named_well and not re.match(ADDRESS_PATTERN,
                                                                                                     name):
@@ -541,7 +556,7 @@ class Builder:
 def _inventory_path(base_dir: Path, ssh_config: str) -> Path | None:
     """Relative to the inventory's directory, ~ expanded; None when ~user names no user."""
     try:
-        return base_dir / Path(ssh_config).expanduser()
+        return (base_dir / Path(ssh_config).expanduser()).absolute()
     except RuntimeError:
         return None
 
@@ -559,6 +574,28 @@ def _host(name: str, groups: list[str], variables: dict, settings: HostSettings,
                 ssh_config=ssh_config if isinstance(ssh_config, str) else None,
                 become=reach.get("become") is not False, groups=groups, vars=variables, settings=settings,
                 identity_file=identity if isinstance(identity, str) else None, ssh_args=ssh_args)
+
+
+def origins(level_vars: dict[Level, dict], levels: list[Level]) -> dict[str, Level]:
+    """For each value of the merged variables (a dotted key into provision's blocks: gpu.power_limit), the
+    level that set it: what `provision inventory --host` shows beside each value."""
+    found: dict[str, Level] = {}
+    for level in levels:
+        for key in _leaves(level_vars.get(level, {})):
+            for covered in [k for k in found if k.startswith(key + ".") or key.startswith(k + ".")]:
+                del found[covered]  # a value replaces the mapping under it, or a mapping the value it held
+            found[key] = level
+    return found
+
+
+def _leaves(variables: dict, prefix: str = "") -> list[str]:
+    leaves = []
+    for key, value in variables.items():
+        if isinstance(value, dict):  # an empty one changes nothing merged over a mapping
+            leaves += _leaves(value, f"{prefix}{key}.")
+        else:
+            leaves.append(f"{prefix}{key}")
+    return leaves
 
 
 def merge_levels(level_vars: dict[Level, dict], levels: list[Level]) -> dict:

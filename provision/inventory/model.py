@@ -28,6 +28,8 @@ class Host:
     # record the new layout; `index:` overrides follow the new numbering (capabilities/gpu/layout.py).
     accept_gpu_changes: bool = False
     identity_file: str | None = None  # ansible_ssh_private_key_file (absolute; written relative to the inventory)
+    # Each of `vars`' values (dotted into blocks: gpu.power_limit) -> "FILE (group G)" that set it.
+    origins: dict[str, str] = field(default_factory=dict)
     ssh_args: SshArgs = field(default_factory=SshArgs)  # ansible_ssh_args, _common_args, _extra_args, as read
 
 
@@ -46,7 +48,7 @@ class Document:
 
     file: str
     data: Any
-    base_dir: Path  # the source's directory: relative paths start here; group_vars/ and host_vars/ are here
+    base_dir: Path  # the source's directory, as given: relative paths start here; group_vars/, host_vars/ are here
     loose_hosts_ok: bool = False  # INI and scripts: a host in no group is in "ungrouped", not mis-indented
     vars_dir: bool = True  # False for a host list given as -i "a,b,": no directory of its own
 

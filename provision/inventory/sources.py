@@ -29,11 +29,11 @@ def read_source(source: str) -> list[Document]:
     if not path.exists() and "," in source:
         return [_host_list(source)]
     if path.is_dir():
-        return list(_directory(path, path.resolve()))
+        return list(_directory(path, path))
     if not path.exists():
         raise InputError([Problem(source, "", "", "no such inventory file or directory",
                                   "give the inventory's path (a file, or the directory ansible-playbook -i takes)")])
-    return [_file(path, path.resolve().parent)]
+    return [_file(path, path.parent)]
 
 
 def _directory(path: Path, base: Path) -> Iterator[Document]:

@@ -147,7 +147,7 @@ def test_what_ansible_refuses_is_an_error_naming_the_line(tmp_path, text, said):
     path = tmp_path / "hosts.ini"
     path.write_text(text)
     if said is None:
-        assert parse(text)["all"]["children"]["gpu"] == {}
+        assert parse(text)["gpu"] == {}
         return
     with pytest.raises(InputError) as error:
         load_inventory(path)
@@ -167,6 +167,6 @@ def test_a_yaml_file_without_extension_is_still_yaml_and_a_broken_one_says_both_
 
 
 def test_an_ansible_port_on_the_line_wins_over_name_port_as_in_ansible():
-    [(name, variables)] = [(h, v) for h, v in parse("[g]\nnode0:2022 ansible_port=22\n")["all"]["children"]["g"]
+    [(name, variables)] = [(h, v) for h, v in parse("[g]\nnode0:2022 ansible_port=22\n")["g"]
                            ["hosts"].items()]
     assert (name, variables) == ("node0", {"ansible_port": 22})

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from ansible_oracle import ansible_view, needs_ansible, provision_view
+from ansible_oracle import ansible_view, needs_ansible, provision_view, run_ansible_inventory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -108,6 +108,17 @@ def test_generated_trees_with_vars_files_read_as_ansible_reads_them(tmp_path_fac
     sources = data.draw(inventory_trees(root))
     tree = {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
     assert provision_view(sources) == ansible_view(sources, home=root), json.dumps(tree, indent=1)
+    given = [a for s in sources for a in ("-i", str(s))]
+    graph = CliRunner().invoke(main, ["inventory", *given, "--graph"])
+    assert graph.output == run_ansible_inventory(sources, "--graph", home=root), json.dumps(tree, indent=1)
+    listed = json.loads(CliRunner().invoke(main, ["inventory", *given, "--list"]).output)
+    theirs = json.loads(run_ansible_inventory(sources, "--list", home=root))
+    assert _groups(listed) == _groups(theirs), json.dumps(tree, indent=1)
+
+
+def _groups(listing: dict) -> dict:
+    """--list without _meta: each group's hosts and children, in order."""
+    return {name: body for name, body in listing.items() if name != "_meta"}
 
 
 # --- Ansible's order, on the cases that surprise ---------------------------------------------------------
@@ -305,3 +316,21 @@ def test_every_host_command_takes_several_inventories_and_a_directory(tmp_path):
                                        "--json"])
     assert result.exit_code == 0, result.output
     assert [h["host"] for h in json.loads(result.output)] == ["rig1", "rig2"]
+
+
+def test_inventory_host_says_where_each_value_came_from(tmp_path, monkeypatch):
+    root = tree(tmp_path, {"inv/hosts": "[gpu]\nrig[1:2]\n[gpu:vars]\nansible_user=ops\n",
+                           "inv/group_vars/gpu/main.yml": "gpu: {persistence: true, power_limit: 250}\nntp: x\n",
+                           "inv/host_vars/rig2.yml": "gpu: {power_limit: 200}\nansible_port: 2222\n"})
+    monkeypatch.chdir(root)
+    result = CliRunner().invoke(main, ["inventory", "-i", "inv", "--host", "rig2", "--json"])
+    values = json.loads(result.output)
+    assert values["gpu.power_limit"] == {"value": 200, "from": "inv/host_vars/rig2.yml (host rig2)"}  # as given
+    assert values["gpu.persistence"]["from"] == "inv/group_vars/gpu/main.yml (group gpu)"
+    assert values["user"] == {"value": "ops", "from": "inv/hosts (group gpu)"}
+    assert values["connection"] == {"value": "ssh", "from": "default"}
+    table = CliRunner().invoke(main, ["inventory", "-i", "inv", "--host", "rig2", "-v"]).output
+    assert "  gpu.power_limit " in table and "inv/host_vars/rig2.yml (host rig2)" in table
+    assert "1 other variables left alone: ntp" in table
+    wrong = CliRunner().invoke(main, ["inventory", "-i", "inv", "--host", "rig3"])
+    assert wrong.exit_code == 2 and "'rig3' is not a host of the inventory (hint: did you mean 'rig2'?)" in wrong.output

@@ -88,19 +88,14 @@ def parse(text: str) -> dict:
             if len(words) > 1 and not words[1].startswith(("#", ";")):
                 raise IniError(number, f"a [{current}:children] line names one group: {line}")
             child = words[0]
-            group(current).setdefault("children", {})[child] = {}
+            group(current).setdefault("children", {})[child] = None  # a reference: its own section says the rest
             group(child)
-    everything = groups.pop("all", {})
     cycle = _cycle({name: list(body.get("children", {})) for name, body in groups.items()})
     if cycle:
         raise IniError(0, f"groups contain each other: {' -> '.join(cycle)}", "a group cannot be its own descendant")
-    nested = {child for body in groups.values() for child in body.get("children", {})}
-    document = {"all": {key: value for key, value in everything.items() if key != "children"}}
-    document["all"]["children"] = {name: body for name, body in groups.items() if name not in nested}
-    for body in groups.values():  # a nested group's hosts and variables, where its parents name it
-        for child in body.get("children", {}):
-            body["children"][child] = groups[child] if child in groups else {}
-    return document
+    # Flat, in the order the groups first appear (a section, or a [parent:children] line): the builder makes a
+    # group with no parent a child of all once every source is read, as Ansible does, in that order.
+    return {"all": groups.pop("all", {}), **groups}
 
 
 def _cycle(children: dict[str, list[str]]) -> list[str]:

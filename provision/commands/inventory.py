@@ -1,0 +1,110 @@
+"""provision inventory: what provision understood of the inventory, without connecting. --list has the JSON shape
+of `ansible-inventory --list`, --graph its tree; --host shows each of a host's effective settings with the
+file and group or host that set it (which Ansible cannot tell)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from provision.capabilities.host import BLOCKS
+from provision.core.errors import InputError, Problem
+from provision.core.settings import did_you_mean
+from provision.inventory.ansiblecfg import read_config
+from provision.inventory.build import ANSIBLE_NAMES
+from provision.inventory.load import load_inventory
+from provision.inventory.model import Group, Host, Inventory
+
+DEFAULT = "default"  # the origin of a value no level set
+
+
+def load(sources: Sequence[str]) -> Inventory:
+    return load_inventory(sources, read_config())
+
+
+def host(inventory: Inventory, name: str) -> Host:
+    if name not in inventory.hosts:
+        raise InputError([Problem(inventory.path, "", "--host", f"{name!r} is not a host of the inventory",
+                                  did_you_mean(name, list(inventory.hosts)) or "provision inventory --graph lists them")])
+    return inventory.hosts[name]
+
+
+def list_view(inventory: Inventory, hosts: list[Host]) -> dict:
+    """As `ansible-inventory --list` prints it: every group's direct hosts and children, and _meta.hostvars,
+    holding the variables provision reads (under Ansible's names); other roles' variables are left out."""
+    chosen = {h.name for h in hosts}
+    data: dict[str, Any] = {"_meta": {"hostvars": {h.name: ansible_vars(h) for h in hosts}}}
+    for name, group in inventory.groups.items():
+        body = {"hosts": [h for h in group.hosts if h in chosen], "children": children(inventory, name)}
+        body = {key: value for key, value in body.items() if value}
+        if body:  # as Ansible prints it: a group with neither hosts nor children is left out
+            data[name] = body
+    return data
+
+
+def children(inventory: Inventory, group: str) -> list[str]:
+    """A group's children in the order written; `all` starts with "ungrouped", which Ansible always has."""
+    names = list(_group(inventory, group).children)
+    return ["ungrouped", *(n for n in names if n != "ungrouped")] if group == "all" else names
+
+
+def ansible_vars(host: Host) -> dict:
+    return {ANSIBLE_NAMES.get(key, key): value for key, value in host.vars.items()}
+
+
+def graph_lines(inventory: Inventory, hosts: list[Host], group: str = "all", depth: int = 0) -> list[str]:
+    """`ansible-inventory --graph`: @group, its children's trees, then its own hosts."""
+    chosen = {h.name for h in hosts}
+    lines = [f"{'  |' * (depth - 1)}{'  |--' if depth else ''}@{group}:"]
+    for child in children(inventory, group):
+        lines += graph_lines(inventory, hosts, child, depth + 1)
+    lines += [f"{'  |' * depth}  |--{h}" for h in _group(inventory, group).hosts if h in chosen]
+    return lines
+
+
+def _group(inventory: Inventory, name: str) -> Group:
+    return inventory.groups.get(name) or Group(name, [], [], [], {})  # "ungrouped", where no host is
+
+
+@dataclass
+class Value:
+    key: str  # dotted: gpu.power_limit, or a connection setting: user, port, ...
+    value: Any
+    origin: str  # "FILE (group G)", "FILE (host H)", or "default"
+
+
+def host_values(host: Host) -> list[Value]:
+    """A host's connection settings and each value of its blocks (those it has), with where each came from."""
+    values = [Value("groups", [g for g in host.groups if g != "all"], "")]
+    reach = {"address": (host.address, "host"), "user": (host.user, "user"), "port": (host.port, "port"),
+             "connection": (host.connection, "connection"), "become": (host.become, "become"),
+             "identity_file": (host.identity_file, "identity_file"), "ssh_config": (host.ssh_config, "ssh_config")}
+    for key, (value, written) in reach.items():
+        values.append(Value(key, value, host.origins.get(written, DEFAULT)))
+    for block in BLOCKS:
+        settings = getattr(host.settings, block, None)
+        data = settings if isinstance(settings, dict) else settings.model_dump() if settings is not None else {}
+        values += [Value(key, value, host.origins.get(key, DEFAULT)) for key, value in _leaves(data, f"{block}.")]
+    return values
+
+
+def _leaves(data: dict, prefix: str) -> list[tuple[str, Any]]:
+    found: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            found += _leaves(value, f"{prefix}{key}.")
+        else:
+            found.append((f"{prefix}{key}", value))
+    return found
+
+
+def host_lines(host: Host, cwd: str) -> list[str]:
+    """--host as a table: key, value, where it came from (paths under the current directory shortened)."""
+    values = host_values(host)
+    width = max(len(v.key) for v in values)
+    lines = [f"{host.name}"]
+    for v in values:
+        origin = v.origin.removeprefix(cwd.rstrip("/") + "/")
+        shown = ", ".join(v.value) if v.key == "groups" else "-" if v.value is None else v.value
+        lines.append(f"  {v.key:<{width}}  {shown!s:<24}  {origin}".rstrip())
+    return lines
