@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 
 from provision.capabilities.registry import EXTENSIONS
 from provision.core.connection import Connection, LocalConnection, SSHConnection, SSHOptions
+from provision.core.errors import InputError
 from provision.core.plan import Task
 from provision.core.results import HostResult, exit_code
 from provision.core.run import Engine, RunOptions
@@ -38,7 +39,11 @@ def default_sources() -> list[str]:
 def select_hosts(sources: Sequence[str], local: bool, limit: str | None) -> Target:
     """The inventory's hosts (--limit), with ansible.cfg's connection defaults; or this machine (no inventory)."""
     inv = load_inventory(sources, read_config()) if sources else local_inventory()
-    return Target(inv.path, inv.select(limit), list(inv.hosts.values()), local)
+    hosts = inv.select(limit)
+    refused = inv.refusals(hosts)
+    if refused:
+        raise InputError(refused)
+    return Target(inv.path, hosts, list(inv.hosts.values()), local)
 
 
 def connector(local: bool, ssh: SSHOptions) -> Callable[[Host], Connection]:

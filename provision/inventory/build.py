@@ -37,6 +37,7 @@ from provision.inventory.model import Document, Group, Host, Inventory
 
 
 GROUP_KEYS = ("hosts", "children", "vars")
+CONNECTIONS = ("ssh", "local", "paramiko", "smart")  # Ansible's connection plugins that provision stands in for
 CONNECTION_KEYS = ("host", "user", "port", "connection", "ssh_config", "become", "identity_file", "become_user",
                    "become_method")
 ALIASES = {"ansible_host": "host", "ansible_ssh_host": "host", "ansible_user": "user", "ansible_ssh_user": "user",
@@ -112,7 +113,7 @@ class ConnectionVars(BaseModel):
     user: str | None = setting(None, "a user name (letters, digits, . _ -; not starting with -)",
                                pattern=USER_PATTERN)
     port: Port | None = setting(None, "a port, 1..65535")
-    connection: Literal["ssh", "local", "paramiko", "smart"] | None = setting(
+    connection: Literal[CONNECTIONS] | None = setting(
         None, "ssh or local (Ansible's paramiko and smart mean ssh)")
     ssh_config: str | None = setting(None, "an ssh_config file, relative to the inventory file", min_length=1)
     become: bool | None = setting(None, "true (default: setters run as root, through sudo when needed) or false")
@@ -185,6 +186,7 @@ class Builder:
         self.foreign: set[str] = set()  # other roles' variables, left alone
         self.unread: list[str] = []  # variables files encrypted whole with Ansible Vault
         self.defaults: list[Level] = []  # ansible.cfg's remote_user & co.: below everything else
+        self.deferred: dict[Level, list[Problem]] = {}  # problems for the hosts a run selects (Host.refused)
 
     def problem(self, where: str, key: str, message: str, hint: str = "") -> None:
         self.problems.append(Problem(self.file, where, key, message, hint))
@@ -379,23 +381,27 @@ class Builder:
                 self.problem(where, key, f"set to different values where {where} is written more than once "
                              f"(again in {written_in})", "set it in one place")
             merged = deep_merge(merged, raw)
-        variables = self.normalize(merged, where)
+        variables = self.normalize(merged, level)
         if self.validate_level(variables, where, self.base[level]):
             self.bad_levels.add(level)
         return variables
 
-    def normalize(self, raw: dict, where: str) -> dict:
-        """ansible_host & co. under their short names; other ansible_* kept as they are (ignored);
-        secrets and unknown keys refused."""
+    def normalize(self, raw: dict, level: Level) -> dict:
+        """ansible_host & co. under their short names; other ansible_* kept as they are (ignored); unknown
+        keys refused; passwords and connections provision cannot use refused for the hosts a run selects."""
         variables: dict = {}
+        where = level.where
         for key, value in raw.items():
             if _vaulted(value) and (key in ALIASES or key in CONNECTION_KEYS or key in BLOCKS or key in ARGS_KEYS):
                 self.problem(where, key, "is encrypted with Ansible Vault, which provision does not decrypt",
                              "write the value in the clear (it is not a secret provision needs) or leave it out")
                 continue
             if key.startswith("ansible_") and "pass" in key:
-                self.problem(where, key, "passwords do not belong in an inventory",
-                             "use SSH keys; a sudo password is asked once at run time (-K)")
+                self.defer(level, key, "is a password: provision reads none from an inventory",
+                           "use SSH keys; a sudo password is asked once at run time (-K)")
+            elif ALIASES.get(key, key) == "connection" and isinstance(value, str) and value not in CONNECTIONS:
+                self.defer(level, key, f"is {value!r}: provision reaches hosts by SSH (ssh, paramiko, smart) or "
+                           "works on this machine (local)", "")
             elif key in ALIASES or key in CONNECTION_KEYS:
                 short = ALIASES.get(key, key)
                 if short in variables and variables[short] != value:
@@ -414,6 +420,10 @@ class Builder:
             else:  # another role's variable (an inventory serves many): not provision's to read or judge
                 self.foreign.add(key)
         return variables
+
+    def defer(self, level: Level, key: str, message: str, hint: str) -> None:
+        """A problem only for the hosts a run selects (Windows hosts and containers may share the inventory)."""
+        self.deferred.setdefault(level, []).append(Problem(self.file, level.where, key, message, hint))
 
     def validate_level(self, variables: dict, where: str, base: Path) -> bool:
         """Whether the level's own variables have problems (reported here). Paths it names become absolute:
@@ -517,6 +527,10 @@ class Builder:
             bases = {key: self.base[level] for level in levels for key in ARGS_KEYS if key in level_vars[level]}
             host = _host(name, groups, variables, settings or HostSettings(), bases)
             host.origins = {key: f"{level.file} ({level.where})" for key, level in origins(level_vars, levels).items()}
+            host.refused = [problem for level in levels for problem in self.deferred.get(level, [])]
+            if host.refused:  # not a host provision reaches: its address is not provision's business
+                hosts[name] = host
+                continue
             named_well = name.isprintable() and not BAD_NAME_CHARS.intersection(name)  # else check_names said so
             if host.connection == "ssh" and "host" not in variables and named_well and not re.match(ADDRESS_PATTERN,
                                                                                                     name):

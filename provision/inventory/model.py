@@ -3,11 +3,12 @@ Reading one is load.py's (a format's reader, then build.py); choosing hosts (--l
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from provision.capabilities.host import HostSettings
+from provision.core.errors import Problem
 from provision.core.sshargs import SshArgs
 from provision.inventory.select import select
 
@@ -30,6 +31,8 @@ class Host:
     identity_file: str | None = None  # ansible_ssh_private_key_file (absolute; written relative to the inventory)
     # Each of `vars`' values (dotted into blocks: gpu.power_limit) -> "FILE (group G)" that set it.
     origins: dict[str, str] = field(default_factory=dict)
+    # Why provision cannot work on this host (a password, a winrm connection): an error only if a run selects it.
+    refused: list[Problem] = field(default_factory=list)
     ssh_args: SshArgs = field(default_factory=SshArgs)  # ansible_ssh_args, _common_args, _extra_args, as read
 
 
@@ -62,8 +65,28 @@ class Inventory:
     unread: list[str] = field(default_factory=list)  # variables files encrypted whole with Ansible Vault
     sources: list[str] = field(default_factory=list)  # the -i sources, in order
 
+    def refusals(self, hosts: list[Host]) -> list[Problem]:
+        """What stops a run on these hosts: each problem once, naming the selected hosts it concerns."""
+        concerned: dict[Problem, list[str]] = {}
+        for host in hosts:
+            for problem in host.refused:
+                concerned.setdefault(problem, []).append(host.name)
+        return [replace(problem, message=f"{problem.message} (selected: {_names(names)})",
+                        hint="; ".join(filter(None, [problem.hint, _leave_out(problem.where)])))
+                for problem, names in concerned.items()]
+
     def select(self, limit: str | None) -> list[Host]:
         """The hosts --limit chooses, in file order (select.py)."""
         return select(self, limit)
 
 
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def _leave_out(where: str) -> str:
+    """--limit that leaves out the group or host where the problem is written ("group windows", "host db1")."""
+    kind, _, name = where.partition(" ")
+    return f"or leave {'its hosts' if kind == 'group' else 'it'} out: --limit 'all:!{name}'" if name else ""

@@ -410,15 +410,38 @@ def test_connection_aliases_must_agree(problems, inventory):
     assert inventory("all: {hosts: {a: {ansible_user: ops, user: ops}}}").hosts["a"].user == "ops"
 
 
-def test_unsupported_connections_are_refused(problems):
-    one_line_with(problems("all: {hosts: {a: {ansible_connection: winrm}}}"),
-                  "host a: connection: got 'winrm'", "ssh or local")
+def refusals(inventory: Inventory, limit: str | None = None) -> list[str]:
+    return [str(p) for p in inventory.refusals(inventory.select(limit))]
+
+
+def test_connections_provision_cannot_use_are_refused_for_the_hosts_a_run_selects(inventory):
+    inv = inventory("""
+        all:
+          children:
+            windows: {hosts: {win1: , win2: }, vars: {ansible_connection: winrm}}
+            gpu: {hosts: {rig1: }}
+        """)
+    [line] = refusals(inv)
+    assert "group windows: ansible_connection: is 'winrm': provision reaches hosts by SSH" in line
+    assert "(selected: win1, win2)" in line and "leave its hosts out: --limit 'all:!windows'" in line
+    assert refusals(inv, "gpu") == refusals(inv, "all:!windows") == []
 
 
 @pytest.mark.parametrize("key", ["ansible_password", "ansible_become_password", "ansible_become_pass"])
-def test_passwords_are_refused(problems, key):
-    line = one_line_with(problems(f"all: {{hosts: {{a: {{{key}: hunter2}}}}}}"), f"host a: {key}: passwords")
-    assert "hunter2" not in line and "asked once at run time" in line
+def test_passwords_are_refused_for_the_hosts_a_run_selects(inventory, key):
+    inv = inventory(f"all: {{hosts: {{a: {{{key}: hunter2}}, b: }}}}")
+    [line] = refusals(inv)
+    assert f"host a: {key}: is a password" in line and "hunter2" not in line and "asked once at run time" in line
+    assert refusals(inv, "b") == []
+
+
+def test_a_refused_host_stops_the_command_before_any_host_is_touched(tmp_path):
+    from click.testing import CliRunner
+    from provision.cli import main
+    path = write(tmp_path, "all: {hosts: {a: {ansible_connection: docker}, b: {ansible_connection: local}}}")
+    refused = CliRunner().invoke(main, ["unlock", str(path)])
+    assert refused.exit_code == 2 and "host a: ansible_connection: is 'docker'" in refused.output
+    assert CliRunner().invoke(main, ["unlock", str(path), "--limit", "b"]).exit_code == 0
 
 
 def test_a_host_in_no_group_while_groups_exist_is_probably_misindented(problems):
