@@ -70,3 +70,23 @@ def provision_view(sources: Path | Sequence[Path]) -> dict:
     return {h.name: (set(h.groups) - {"all"}, (h.address, h.user, h.port, h.connection,
                                                h.settings.gpu.power_limit if h.settings.gpu else None))
             for h in inventory.hosts.values()}
+
+
+ANSIBLE = Path(ANSIBLE_INVENTORY).with_name("ansible") if ANSIBLE_INVENTORY else None
+
+
+def ansible_rendered(sources: Path, expression: str, home: Path) -> dict:
+    """Each host's value of a Jinja expression as Ansible renders it (the debug module, which connects to
+    nothing): host -> value."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "ANSIBLE_LOCAL_TEMP": str(home / "tmp"), "LC_ALL": "C.UTF-8",
+           "ANSIBLE_DEPRECATION_WARNINGS": "0"}
+    with tempfile.TemporaryDirectory() as cwd:
+        out = subprocess.run([str(ANSIBLE), "all", "-i", str(sources), "-o", "-m", "debug", "-a",
+                              f"msg={{{{ {expression} }}}}"], capture_output=True, text=True, env=env, cwd=cwd,
+                             check=True).stdout
+    found = {}
+    for line in out.splitlines():
+        host, _, result = line.partition(" | SUCCESS => ")
+        if result:
+            found[host] = json.loads(result)["msg"]
+    return found

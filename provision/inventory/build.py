@@ -34,6 +34,7 @@ from provision.core.errors import InputError, Problem
 from provision.core.settings import Port, did_you_mean, setting, validation_problems
 from provision.core.sshargs import ADDRESS_PATTERN, ARGS_KEYS, USER_PATTERN, host_args, refusals
 from provision.inventory.model import Document, Group, Host, Inventory
+from provision.inventory.templating import HostContext, RenderError, is_templated, render, without_templates
 
 
 GROUP_KEYS = ("hosts", "children", "vars")
@@ -187,6 +188,7 @@ class Builder:
         self.unread: list[str] = []  # variables files encrypted whole with Ansible Vault
         self.defaults: list[Level] = []  # ansible.cfg's remote_user & co.: below everything else
         self.deferred: dict[Level, list[Problem]] = {}  # problems for the hosts a run selects (Host.refused)
+        self.foreign_vars: dict[Level, dict] = {}  # other roles' variables, for templates that name them
 
     def problem(self, where: str, key: str, message: str, hint: str = "") -> None:
         self.problems.append(Problem(self.file, where, key, message, hint))
@@ -419,6 +421,7 @@ class Builder:
                              ", or ansible_*", did_you_mean(key, [*BLOCKS, *CONNECTION_KEYS], cutoff=TYPO_CUTOFF))
             else:  # another role's variable (an inventory serves many): not provision's to read or judge
                 self.foreign.add(key)
+                self.foreign_vars.setdefault(level, {})[key] = value  # a template may still name it
         return variables
 
     def defer(self, level: Level, key: str, message: str, hint: str) -> None:
@@ -429,7 +432,15 @@ class Builder:
         """Whether the level's own variables have problems (reported here). Paths it names become absolute:
         relative ones start at the directory of the inventory that wrote them."""
         before = len(self.problems)
-        self.problems += parse_host_settings(_settings_part(variables), self.file, where, partial=True)[1]
+        known = without_templates(variables)  # a templated value is checked per host, once rendered
+        self.problems += parse_host_settings(_settings_part(known), self.file, where, partial=True)[1]
+        self.check_connection(known, where, base)
+        for key in ("ssh_config", "identity_file"):
+            if key in known and isinstance(known[key], str):
+                variables[key] = known[key]  # made absolute
+        return len(self.problems) > before
+
+    def check_connection(self, variables: dict, where: str, base: Path) -> None:
         try:
             ConnectionVars.model_validate(_connection_part(variables))
         except ValidationError as exc:
@@ -441,7 +452,6 @@ class Builder:
         for key in ARGS_KEYS:  # what ssh's command line asks that provision cannot honour (core/sshargs.py)
             for refused in refusals(variables[key], base) if key in variables else []:
                 self.problem(where, key, str(refused), refused.hint)
-        return len(self.problems) > before
 
     def check_file(self, path: Any, where: str, key: str, what: str, base: Path) -> Path | None:
         """A file the inventory names (ssh_config, a key file): there, relative to the inventory's directory."""
@@ -520,6 +530,8 @@ class Builder:
             groups = sorted(self.ancestors(direct), key=rank)
             levels = self.host_levels(name, groups)
             variables = merge_levels(level_vars, levels)
+            if is_templated(variables):
+                variables = self.rendered(name, groups, variables, levels, level_vars)
             settings = None
             if not self.bad_levels.intersection(levels):  # else already reported where it is written
                 settings, problems = parse_host_settings(_settings_part(variables), self.file, where_host(name))
@@ -543,6 +555,35 @@ class Builder:
             seen_at.setdefault(target, name)
             hosts[name] = host
         return hosts
+
+    def rendered(self, name: str, groups: list[str], variables: dict, levels: list[Level],
+                 level_vars: dict[Level, dict]) -> dict:
+        """The host's variables with their templates rendered (templating.py), each checked as it would have
+        been where it is written; a problem names the file that wrote the template, the host and the key."""
+        context = HostContext({**merge_levels(self.foreign_vars, levels), **variables,
+                               **{ANSIBLE_NAMES[k]: v for k, v in variables.items() if k in ANSIBLE_NAMES},
+                               "inventory_hostname": name, "inventory_hostname_short": name.split(".")[0],
+                               "group_names": [g for g in groups if g != "all"]})
+        written = origins(level_vars, levels)
+        done = dict(variables)
+        for key, value in variables.items():
+            if not is_templated(value):
+                continue
+            origin = next((level for k, level in written.items() if k == key or k.startswith(key + ".")), levels[-1])
+            self.file = origin.file
+            try:
+                done[key] = render(value, context)
+            except RenderError as exc:
+                self.problem(where_host(name), key, f"cannot render {exc}", "write the value itself, or a template "
+                             "of Jinja's own filters over this host's variables")
+                done.pop(key)
+                continue
+            if key in CONNECTION_KEYS or key in ARGS_KEYS:
+                part = {key: done[key]}
+                self.check_connection(part, where_host(name), self.base[origin])
+                done[key] = part[key]
+        self.at(where_host(name))
+        return done
 
     def depths(self) -> dict[str, int]:
         """Longest path from `all`: a child group is always deeper than each of its parents."""

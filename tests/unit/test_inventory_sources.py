@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from ansible_oracle import ansible_view, needs_ansible, provision_view, run_ansible_inventory
+from ansible_oracle import ansible_rendered, ansible_view, needs_ansible, provision_view, run_ansible_inventory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -334,3 +334,53 @@ def test_inventory_host_says_where_each_value_came_from(tmp_path, monkeypatch):
     assert "1 other variables left alone: ntp" in table
     wrong = CliRunner().invoke(main, ["inventory", "-i", "inv", "--host", "rig3"])
     assert wrong.exit_code == 2 and "'rig3' is not a host of the inventory (hint: did you mean 'rig2'?)" in wrong.output
+
+
+# --- Jinja in the values provision reads -------------------------------------------------------------------
+
+TEMPLATED = {
+    "hosts.yml": """
+all:
+  vars:
+    mgmt_domain: mgmt.example
+    base_port: 2200
+  children:
+    gpu:
+      vars:
+        ansible_host: "{{ inventory_hostname_short }}.{{ mgmt_domain }}"
+        gpu: {power_limit: "{{ 200 if 'v100' in group_names else 300 }}"}
+      hosts:
+        rig1.lab:
+        rig2.lab: {ansible_host: "{{ bmc_net | replace('.0/24', '.12') }}"}
+      children:
+        v100: {hosts: {rig4.lab: }}
+""",
+    "group_vars/gpu.yml": "ansible_port: '{{ base_port + 22 }}'\nbmc_net: 10.1.7.0/24\n",
+}
+
+
+@needs_ansible
+def test_templates_render_as_ansible_renders_them(tmp_path):
+    root = tree(tmp_path, TEMPLATED)
+    hosts = load_inventory(root / "hosts.yml").hosts
+    ours = {name: [h.address, h.port, h.settings.gpu.power_limit] for name, h in hosts.items()}
+    assert ours == ansible_rendered(root / "hosts.yml", "[ansible_host, ansible_port | int, gpu.power_limit]", tmp_path)
+    assert ours["rig2.lab"] == ["10.1.7.12", 2222, 300] and ours["rig4.lab"] == ["rig4.mgmt.example", 2222, 200]
+    assert hosts["rig1.lab"].origins["host"] == f"{root / 'hosts.yml'} (group gpu)"
+
+
+@pytest.mark.parametrize("value, said", [
+    ("{{ nowhere }}", "cannot render '{{ nowhere }}': 'nowhere' is undefined"),
+    ("{{ '10.0.0.0/24' | ipaddr('1') }}", "No filter named 'ipaddr'. (Ansible's filters are not provision's"),
+    ("{{ lookup('env', 'HOME') }}", "'lookup' is undefined (Ansible's lookups are not provision's"),
+    ("{{ ansible_host }}", "host leads back to itself"),
+    ("{{ 'x' ~ }}", "cannot render"),
+    ("{{ '-oProxyCommand=x' }}", "host: got '-oProxyCommand=x': not allowed here"),  # rendered, then checked
+])
+def test_a_template_provision_cannot_render_names_the_host_and_key(tmp_path, value, said):
+    root = tree(tmp_path, {"hosts.yml": "gpu:\n  hosts:\n    rig1:\n      ansible_host: \"" + value + "\"\n"})
+    with pytest.raises(InputError) as error:
+        load_inventory(root / "hosts.yml")
+    [problem] = error.value.problems
+    assert (problem.file, problem.where) == (str(root / "hosts.yml"), "host rig1")
+    assert said in str(problem), str(problem)
