@@ -14,6 +14,8 @@ itself, and each command must be listed in WHERE with the place it runs:
              /etc, /usr/local, /run and /var are overlays: what the command writes never reaches the host
   geforce    the same on a simulated RTX 4090
   benchmark  as written but at one node, one repeat, without the peers (their venv is not a test's to make)
+  inventory  the inventory loading benchmark, as written but at 200 hosts, one run of each (ansible-inventory
+             from the test extra)
   slurm      tests/lab/test_slurm.py runs the block as written, in order (its lab directory in place of the one
              shown)
   driver     tests/lab/test_driver_install.py runs it as written (its lab directory in place of the one shown)
@@ -83,6 +85,7 @@ WHERE = {
     "ssh -F /var/lib/provision-lab/slurm/ssh_config lab-gpu-1 "
     "sbatch --wait /usr/local/bin/gpu-torchrun.sbatch /usr/local/bin/provision-allreduce": "slurm",
     "sudo .venv/bin/python benchmarks/apply_scale.py --sizes 1,8,32": "benchmark",
+    ".venv/bin/python benchmarks/inventory_load.py": "inventory",
     "provision lab up --like tests/lab/driver.yaml --dir /var/lib/provision-lab/driver": "driver",
     "provision apply /var/lib/provision-lab/driver/inventory.yaml": "driver",
     "provision apply /var/lib/provision-lab/driver/inventory.yaml --reboot --serial 1": "driver",
@@ -186,6 +189,15 @@ def test_the_unit_tests_pass_on_their_own():
     for command in commands_for("unit"):
         out = ok(run(command.replace("python", sys.executable, 1), REPO), command)
         assert re.search(r"\d+ passed", out)
+
+
+def test_the_inventory_benchmark_runs_small():
+    if not shutil.which("ansible-inventory", path=str(Path(sys.executable).parent)):
+        pytest.skip("ansible-inventory not installed (pip install '.[test]' installs it)")
+    for command in commands_for("inventory"):
+        small = f"{command} --hosts 200 --repeat 1 --ansible-repeat 1".replace(".venv/bin/python", sys.executable)
+        out = ok(run(small, REPO), command)
+        assert "200 hosts (5 racks)" in out and "| `ansible-inventory --list` | " in out, out
 
 
 def test_the_simulator_block_runs_as_one_session(tmp_path):
