@@ -6,7 +6,7 @@ import functools
 import json
 import os
 import sys
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import click
@@ -53,6 +53,8 @@ Exit codes (bit flags, added up):
      finished, no new host or task started; the report says which"""
 
 
+EXTRA_VARS_HELP = ("Variables over every host's, as ansible-playbook -e takes them: key=value, a YAML or JSON "
+                   "mapping, or @FILE; repeatable. provision's blocks merge key by key.")
 INVENTORY_HELP = ("The inventory, as for ansible-playbook -i: a file (YAML, INI, an executable script), a directory, "
                   "or host1,host2, ; repeatable. group_vars/ and host_vars/ beside it are read. Default: "
                   "ANSIBLE_INVENTORY, ansible.cfg's inventory, /etc/ansible/hosts.")
@@ -62,14 +64,13 @@ def inventory_options(func):
     """Options shared by every command that works on hosts. The inventory as the INVENTORY argument, or as
     -i/--inventory (Ansible's way, repeatable): the command gets its sources as `inventory` either way."""
     @functools.wraps(func)
-    def one_inventory(*args, inventory=None, inventory_option=(), **kwargs):
-        if inventory and inventory_option:
-            raise click.UsageError("give the inventory once: as the INVENTORY argument or as -i (repeatable)")
-        return func(*args, inventory=(inventory,) if inventory else inventory_option, **kwargs)
+    def one_inventory(*args, inventory=None, inventory_option=(), extra_vars=(), **kwargs):
+        return func(*args, inventory=Inventory(given_sources(inventory, inventory_option), extra_vars), **kwargs)
 
     options = [
         click.argument("inventory", required=False),
         click.option("-i", "--inventory", "inventory_option", multiple=True, help=INVENTORY_HELP),
+        click.option("-e", "--extra-vars", multiple=True, help=EXTRA_VARS_HELP),
         click.option("--local", is_flag=True,
                      help="Work on this machine, no SSH (with an INVENTORY: this machine as its selected hosts)."),
         click.option("-l", "--limit", help="Hosts or groups as Ansible's patterns: a,b (or a:b), globs, ~regex, "
@@ -115,12 +116,29 @@ def adhoc_options(func):
     return func
 
 
-def select_hosts(inventory: tuple[str, ...], local: bool, limit: str | None) -> Target:
-    sources = inventory or ([] if local else default_sources())
+@dataclass(frozen=True)
+class Inventory:
+    """The inventory a command was given: its sources (INVENTORY or -i), and -e extra variables."""
+
+    sources: tuple[str, ...] = ()
+    extra_vars: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.sources)
+
+
+def given_sources(argument: str | None, options: tuple[str, ...]) -> tuple[str, ...]:
+    if argument and options:
+        raise click.UsageError("give the inventory once: as the INVENTORY argument or as -i (repeatable)")
+    return (argument,) if argument else tuple(options)
+
+
+def select_hosts(inventory: Inventory, local: bool, limit: str | None) -> Target:
+    sources = inventory.sources or ([] if local else default_sources())
     if not sources and not local:
         raise click.UsageError("give an INVENTORY (or -i INVENTORY, or inventory= in ansible.cfg), or --local to "
                                "work on this machine")
-    return target_hosts(sources, local, limit)
+    return target_hosts(sources, local, limit, inventory.extra_vars)
 
 
 def ssh_options(opts: dict, connect_timeout: float = 10) -> SSHOptions:
@@ -366,7 +384,7 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
 
 def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
     """Plan and apply one ad-hoc change like `apply` does (commands/adhoc.py); exits with apply's codes."""
-    inventory = opts["inventory"]
+    inventory = Inventory(opts["inventory"])
     target = select_hosts(inventory, not inventory, opts["limit"])
     password = click.prompt("sudo password", hide_input=True, err=True) if opts["ask_sudo_pass"] else None
     check, as_json = opts["check"], opts["as_json"]
@@ -433,7 +451,7 @@ def _mhz_range(value, option: str) -> list[int]:
 
 
 def list_clocks(opts: dict) -> None:
-    inventory = opts["inventory"]
+    inventory = Inventory(opts["inventory"])
     target = select_hosts(inventory, not inventory, opts["limit"])
     states = adhoc_command.read_gpus(target, RunOptions(forks=opts["forks"], command="clocks --list"),
                                      ssh_options(opts))
@@ -483,8 +501,9 @@ def _split(text: str) -> set[str]:
               "group or host that set it.")
 @click.option("-l", "--limit", help="Only these hosts (Ansible's patterns, as for apply).")
 @click.option("--json", "as_json", is_flag=True, help="With --host: print JSON.")
+@click.option("-e", "--extra-vars", multiple=True, help=EXTRA_VARS_HELP)
 @click.option("-v", "--verbose", is_flag=True, help="Also name the other roles' variables left alone.")
-def inventory_command(inventory, inventory_option, as_list, graph, host_name, limit, as_json, verbose):
+def inventory_command(inventory, inventory_option, as_list, graph, host_name, limit, as_json, extra_vars, verbose):
     """Show what provision understood of the inventory, without connecting.
 
     \b
@@ -493,14 +512,12 @@ def inventory_command(inventory, inventory_option, as_list, graph, host_name, li
     """
     from provision.commands import inventory as inventory_view
 
-    if inventory and inventory_option:
-        raise click.UsageError("give the inventory once: as the INVENTORY argument or as -i (repeatable)")
     if sum(map(bool, (as_list, graph, host_name))) != 1:
         raise click.UsageError("give one of --list, --graph or --host NAME")
-    sources = (inventory,) if inventory else tuple(inventory_option) or tuple(default_sources())
+    sources = given_sources(inventory, inventory_option) or tuple(default_sources())
     if not sources:
         raise click.UsageError("give an INVENTORY (or -i INVENTORY, or inventory= in ansible.cfg)")
-    inv = inventory_view.load(sources)
+    inv = inventory_view.load(sources, extra_vars)
     hosts = inv.select(limit)
     if as_list:
         click.echo(json.dumps(inventory_view.list_view(inv, hosts), indent=4, default=str))
@@ -576,12 +593,10 @@ def advise(inventory, inventory_option, limit, params, bytes_per_grad, step_ms, 
     """
     from provision.capabilities.nccl.advise import Job, advise as estimate, network_from_hosts, report_lines, to_json
 
-    if inventory and inventory_option:
-        raise click.UsageError("give the inventory once: as the INVENTORY argument or as -i (repeatable)")
-    sources = (inventory,) if inventory else inventory_option
+    sources = given_sources(inventory, inventory_option)
     if not sources and nodes is None:
         raise click.UsageError("give an INVENTORY file, or --nodes N (and --link-mbps)")
-    hosts = select_hosts(sources, False, limit).hosts if sources else []
+    hosts = select_hosts(Inventory(sources), False, limit).hosts if sources else []
     try:
         network, notes = network_from_hosts(hosts, nodes, gpus_per_node, link_mbps, links)
     except ValueError as exc:

@@ -18,8 +18,8 @@ from provision.inventory.model import Group, Host, Inventory
 DEFAULT = "default"  # the origin of a value no level set
 
 
-def load(sources: Sequence[str]) -> Inventory:
-    return load_inventory(sources, read_config())
+def load(sources: Sequence[str], extra_vars: Sequence[str] = ()) -> Inventory:
+    return load_inventory(sources, read_config(), extra_vars)
 
 
 def host(inventory: Inventory, name: str) -> Host:

@@ -189,6 +189,7 @@ class Builder:
         self.defaults: list[Level] = []  # ansible.cfg's remote_user & co.: below everything else
         self.deferred: dict[Level, list[Problem]] = {}  # problems for the hosts a run selects (Host.refused)
         self.foreign_vars: dict[Level, dict] = {}  # other roles' variables, for templates that name them
+        self.extra: list[Level] = []  # -e/--extra-vars: above everything else
 
     def problem(self, where: str, key: str, message: str, hint: str = "") -> None:
         self.problems.append(Problem(self.file, where, key, message, hint))
@@ -213,6 +214,13 @@ class Builder:
         self.defaults.append(level)
         self.base[level] = base
         self.mentions[level] = [("all", variables)]
+
+    def add_extra_vars(self, origin: str, variables: dict) -> None:
+        """-e/--extra-vars (extravars.py): every host's highest level; relative paths start here."""
+        level = Level("extra vars", origin)
+        self.extra.append(level)
+        self.base[level] = Path.cwd()
+        self.mentions[level] = [("extra vars", variables)]
 
     def add_vars_file(self, base: Path, where: str, file: str, data: Any) -> None:
         """A group_vars/ or host_vars/ file beside a source (`base`), for the group or host `where`."""
@@ -505,14 +513,16 @@ class Builder:
         """Where a host's variables come from, lowest precedence first, as Ansible orders them (its default
         VARIABLE_PRECEDENCE): the inventories' own group variables, all first and then by the groups' rank;
         group_vars/all beside each source; group_vars/GROUP by rank, beside each source; the host's own
-        inline variables; host_vars/HOST beside each source. Below them all, ansible.cfg's defaults."""
+        inline variables; host_vars/HOST beside each source. Below them all, ansible.cfg's defaults; above
+        them all, -e/--extra-vars."""
         others = [where_group(g) for g in groups if g != "all"]
         return [*self.defaults,
                 *(level for where in ["all", *others] for level in self.inline_levels(where)),
                 *self.file_levels("all"),
                 *(level for base in self.bases for g in others for level in self.files.get((base, g), [])),
                 *self.inline_levels(where_host(name)),
-                *self.file_levels(where_host(name))]
+                *self.file_levels(where_host(name)),
+                *self.extra]
 
     def merge_hosts(self, level_vars: dict[Level, dict]) -> dict[str, Host]:
         depth = self.depths()

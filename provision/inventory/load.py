@@ -9,6 +9,7 @@ from typing import Sequence
 
 from provision.core.errors import InputError
 from provision.inventory.ansiblecfg import AnsibleConfig
+from provision.inventory.extravars import parse_extra_vars
 from provision.inventory.build import Builder, where_group, where_host
 from provision.inventory.formats import yaml as yaml_format
 from provision.inventory.model import Document, Inventory
@@ -16,13 +17,17 @@ from provision.inventory.sources import read_source, vars_files
 
 
 
-def load_inventory(sources: str | Path | Sequence[str | Path], config: AnsibleConfig | None = None) -> Inventory:
+def load_inventory(sources: str | Path | Sequence[str | Path], config: AnsibleConfig | None = None,
+                   extra_vars: Sequence[str] = ()) -> Inventory:
     """Read and validate an inventory (one source, or several merged in order, as repeated -i), with the
-    connection defaults of the user's Ansible configuration, if given; raises InputError listing every problem."""
+    connection defaults of the user's Ansible configuration and -e/--extra-vars, if given; raises InputError
+    listing every problem."""
     names = [str(sources)] if isinstance(sources, (str, Path)) else [str(s) for s in sources]
     builder = Builder()
     if config is not None and config.variables:
         builder.add_defaults(config.file or "environment", config.variables, config.base_dir)
+    for origin, variables in parse_extra_vars(tuple(extra_vars)):
+        builder.add_extra_vars(origin, variables)
     for source in names:
         try:
             for document in read_source(source):

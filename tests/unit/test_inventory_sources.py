@@ -384,3 +384,33 @@ def test_a_template_provision_cannot_render_names_the_host_and_key(tmp_path, val
     [problem] = error.value.problems
     assert (problem.file, problem.where) == (str(root / "hosts.yml"), "host rig1")
     assert said in str(problem), str(problem)
+
+
+# --- -e/--extra-vars ---------------------------------------------------------------------------------------
+
+
+def test_extra_vars_are_above_everything_in_every_form(tmp_path):
+    root = tree(tmp_path, {"hosts": "[gpu]\nrig1 ansible_user=inline\n",
+                           "host_vars/rig1.yml": "gpu: {persistence: true, power_limit: 250}\n",
+                           "more.yml": "gpu: {clocks: {mem: 877, sm: 1005}}\n"})
+    inventory = load_inventory(root / "hosts", extra_vars=["ansible_user=ops ansible_port=2222",
+                                                           '{"gpu": {"power_limit": 180}}', f"@{root / 'more.yml'}"])
+    rig1 = inventory.hosts["rig1"]
+    assert (rig1.user, rig1.port) == ("ops", 2222)  # key=value gives text, read as Ansible reads a port
+    gpu = rig1.settings.gpu
+    assert (gpu.persistence, gpu.power_limit, gpu.clocks.mem) == (True, 180, 877)  # blocks merge key by key
+    assert rig1.origins["gpu.power_limit"] == '-e {"gpu": {"power_limit": 180}} (extra vars)'
+    assert rig1.origins["gpu.clocks.sm"] == f"{root / 'more.yml'} (extra vars)"
+
+
+@pytest.mark.parametrize("value, said", [
+    ("power_limit", "'power_limit' is not key=value"),
+    ("[1, 2]", "is not a mapping of variables"),
+    ("{gpu: ", "is not valid YAML or JSON"),
+    ('{"gpu": {"power_limit": 5000}}', "power_limit"),
+    ("@/nowhere.yml", "cannot read variables file"),
+])
+def test_bad_extra_vars_are_errors_before_any_host_is_touched(tmp_path, value, said):
+    root = tree(tmp_path, {"hosts": "[gpu]\nrig1\n"})
+    result = CliRunner().invoke(main, ["apply", str(root / "hosts"), "--check", "-e", value])
+    assert result.exit_code == 2 and said in result.output, result.output

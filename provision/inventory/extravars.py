@@ -1,0 +1,51 @@
+"""-e/--extra-vars, as Ansible reads them: `key=value key2=value2` (values are text), a YAML or JSON mapping
+(`{"gpu": {"power_limit": 180}}`), or `@FILE` of one. They are every selected host's highest level; provision's
+blocks still merge key by key (Ansible's would replace a whole block)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import yaml
+
+from provision.core.errors import InputError, Problem
+from provision.inventory.formats import yaml as yaml_format
+
+
+def parse_extra_vars(values: tuple[str, ...] | list[str]) -> list[tuple[str, dict]]:
+    """(where it came from, its variables) for each -e, in order; InputError for one that is not a mapping."""
+    parsed = []
+    for value in values:
+        origin = value[1:] if value.startswith("@") else f"-e {value if len(value) <= 40 else value[:37] + '...'}"
+        data = _read(value)
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            raise InputError([Problem(origin, "", "", "is not a mapping of variables",
+                                      "give key=value pairs, a YAML or JSON mapping, or @FILE of one")])
+        parsed.append((origin, data))
+    return parsed
+
+
+def _read(value: str) -> Any:
+    if value.startswith("@"):
+        return yaml_format.read_vars(value[1:])
+    text = value.strip()
+    if text.startswith(("{", "[")):
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InputError([Problem("-e", "", "", f"{value!r} is not valid YAML or JSON: {exc}")]) from None
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise InputError([Problem("-e", "", "", f"{value!r}: {exc}", "close the quote")]) from None
+    pairs = {}
+    for word in words:
+        key, equals, rest = word.partition("=")
+        if not equals or not key:
+            raise InputError([Problem("-e", "", "", f"{word!r} is not key=value",
+                                      "give key=value pairs, a YAML or JSON mapping, or @FILE of one")])
+        pairs[key] = rest
+    return pairs or None
