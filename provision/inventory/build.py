@@ -64,7 +64,28 @@ ANSIBLE_TRUE = frozenset({"y", "yes", "on", "1", "true", "t"})  # Ansible's bool
 ANSIBLE_FALSE = frozenset({"n", "no", "off", "0", "false", "f"})
 
 
-TYPO_CUTOFF = 0.75  # how close to one of provision's names a variable must be to be taken for its typo (gpus, usr)
+GENERIC_NAMES = ("host", "user", "port")  # "hosts", "users", "ports" are other roles' names, not typos of these
+
+
+def typo_of(key: str) -> str:
+    """The name of provision's that `key` is one slip from (gpus, slrum, ansible_usr, ssh_confg), or ''. One
+    slip only: nfs_config and sssd_config, other roles' names, are two and more from ssh_config."""
+    for name in (*BLOCKS, *ALIASES, *CONNECTION_KEYS):
+        if key != name and one_edit_apart(key.lower(), name) and not (name in GENERIC_NAMES and key == name + "s"):
+            return name
+    return ""
+
+
+def one_edit_apart(a: str, b: str) -> bool:
+    """One letter added, dropped, changed, or two neighbours swapped (Damerau's distance is 1)."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    start = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    if len(a) == len(b):
+        return a[start + 1:] == b[start + 1:] or (a[start:start + 2] == b[start:start + 2][::-1]
+                                                  and a[start + 2:] == b[start + 2:])
+    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+    return longer[start + 1:] == shorter[start:]
 
 
 class Vaulted:
@@ -418,15 +439,17 @@ class Builder:
                     self.problem(where, key, f"conflicts with the {short!r} given for the same host or group",
                                  f"keep only one of {short} and ansible_{short}")
                 variables[short] = value
-            elif key.startswith("ansible_") or key in BLOCKS:
+            elif key in BLOCKS:
                 variables[key] = value
             elif key in BLOCK_KEYS:  # power_limit: 200 beside gpu:, not in it
                 block = BLOCK_KEYS[key]
                 self.problem(where, key, f"{key!r} is a key of the {block} block, here outside it",
                              f"write it inside the block: {block}: {{{key}: ...}}")
-            elif did_you_mean(key, [*BLOCKS, *CONNECTION_KEYS], cutoff=TYPO_CUTOFF):
-                self.problem(where, key, f"unknown variable {key!r}; allowed: {', '.join(BLOCKS + CONNECTION_KEYS)}"
-                             ", or ansible_*", did_you_mean(key, [*BLOCKS, *CONNECTION_KEYS], cutoff=TYPO_CUTOFF))
+            elif typo_of(key):
+                self.problem(where, key, f"unknown variable {key!r}, one letter from provision's {typo_of(key)!r}",
+                             f"did you mean {typo_of(key)!r}? (another role's variable is left alone)")
+            elif key.startswith("ansible_"):  # Ansible's own (ansible_python_interpreter): kept, not read
+                variables[key] = value
             else:  # another role's variable (an inventory serves many): not provision's to read or judge
                 self.foreign.add(key)
                 self.foreign_vars.setdefault(level, {})[key] = value  # a template may still name it

@@ -738,6 +738,21 @@ def test_a_typo_of_provisions_names_a_block_key_outside_its_block_and_a_vaulted_
     one_line_with(lines, "host a: ansible_user: is encrypted with Ansible Vault")
 
 
+@pytest.mark.parametrize("key, meant", [("gpus", "gpu"), ("slrum", "slurm"), ("ansible_usr", "ansible_user"),
+                                       ("ssh_confg", "ssh_config"), ("ansible_hots", "ansible_host"), ("usr", "user")])
+def test_one_slip_from_provisions_names_is_a_typo(problems, key, meant):
+    one_line_with(problems(f"all: {{hosts: {{a: }}, vars: {{{key}: 1}}}}"), f"{key}: unknown variable {key!r}",
+                  f"did you mean {meant!r}?")
+
+
+def test_other_roles_names_near_provisions_are_left_alone(inventory):
+    """Two slips and more (nfs_config is two from ssh_config), and the plurals of host, user and port."""
+    names = ["nfs_config", "sssd_config", "helm_config", "nhc_config", "rsyslog_config", "users", "hosts", "ports",
+             "ansible_python_interpreter"]
+    inv = inventory("all: {hosts: {a: }, vars: {" + ", ".join(f"{n}: 1" for n in names) + "}}")
+    assert inv.ignored == sorted(n for n in names if not n.startswith("ansible_"))
+
+
 def test_connection_settings_are_honoured_or_refused_never_dropped(tmp_path, problems):
     (tmp_path / "keys").mkdir()
     (tmp_path / "keys" / "cluster_ed25519").write_text("not a real key\n")
