@@ -22,6 +22,7 @@ and host_vars/ files beside them. Rules (see inventories/README.md):
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,6 +212,9 @@ class Builder:
         self.deferred: dict[Level, list[Problem]] = {}  # problems for the hosts a run selects (Host.refused)
         self.foreign_vars: dict[Level, dict] = {}  # other roles' variables, for templates that name them
         self.extra: list[Level] = []  # -e/--extra-vars: above everything else
+        self.templated: set[Level] = set()  # levels with a Jinja template in a value provision reads
+        self.validated: dict[Any, HostSettings | None] = {}  # settings_of(): the blocks, _frozen -> their settings
+        self.members: dict[str, set[str]] = {}  # group -> its hosts, as Group.hosts (a list: the order written)
 
     def problem(self, where: str, key: str, message: str, hint: str = "") -> None:
         self.problems.append(Problem(self.file, where, key, message, hint))
@@ -316,7 +320,9 @@ class Builder:
             self.mention(where, where, body["vars"], base)
         for host, host_vars in self.mapping(body, "hosts", where).items():
             host = str(host)
-            _add(group.hosts, host)
+            if host not in self.members.setdefault(name, set()):
+                self.members[name].add(host)
+                group.hosts.append(host)
             _add(self.host_groups.setdefault(host, []), name)
             self.written_in.setdefault(where_host(host), self.file)
             self.mention(where_host(host), where, host_vars, base)
@@ -338,16 +344,17 @@ class Builder:
             if name != "all" and not group.parents:
                 _add(group.parents, "all")
                 _add(self.groups["all"].children, name)
-        for host, groups in self.host_groups.items():
-            if not set(groups) - {"all", "ungrouped"} and "ungrouped" not in groups:
-                if "ungrouped" not in self.groups:
-                    self.groups["ungrouped"] = Group("ungrouped", [], [], ["all"], {})
-                    _add(self.groups["all"].children, "ungrouped")
-                _add(self.groups["ungrouped"].hosts, host)
-                groups.append("ungrouped")
-            elif set(groups) - {"all", "ungrouped"} and "ungrouped" in groups:
-                self.groups["ungrouped"].hosts.remove(host)
-                groups.remove("ungrouped")
+        loose = {host: None for host, groups in self.host_groups.items() if not set(groups) - {"all", "ungrouped"}}
+        if loose and "ungrouped" not in self.groups:
+            self.groups["ungrouped"] = Group("ungrouped", [], [], ["all"], {})
+            _add(self.groups["all"].children, "ungrouped")
+        if "ungrouped" in self.groups:
+            self.groups["ungrouped"].hosts = list(loose)
+            for host, groups in self.host_groups.items():
+                if host in loose and "ungrouped" not in groups:
+                    groups.append("ungrouped")
+                elif host not in loose and "ungrouped" in groups:
+                    groups.remove("ungrouped")
 
     def mapping(self, body: dict, key: str, where: str) -> dict:
         value = body.get(key)
@@ -413,6 +420,8 @@ class Builder:
                              f"(again in {written_in})", "set it in one place")
             merged = deep_merge(merged, raw)
         variables = self.normalize(merged, level)
+        if is_templated(variables):
+            self.templated.add(level)
         if self.validate_level(variables, where, self.base[level]):
             self.bad_levels.add(level)
         return variables
@@ -563,15 +572,14 @@ class Builder:
             groups = sorted(self.ancestors(direct), key=rank)
             levels = self.host_levels(name, groups)
             variables = merge_levels(level_vars, levels)
-            if is_templated(variables):
+            if self.templated.intersection(levels):
                 variables = self.rendered(name, groups, variables, levels, level_vars)
             settings = None
             if not self.bad_levels.intersection(levels):  # else already reported where it is written
-                settings, problems = parse_host_settings(_settings_part(variables), self.file, where_host(name))
-                self.problems += problems
+                settings = self.settings_of(_settings_part(variables), where_host(name))
             bases = {key: self.base[level] for level in levels for key in ARGS_KEYS if key in level_vars[level]}
             host = _host(name, groups, variables, settings or HostSettings(), bases)
-            host.origins = {key: f"{level.file} ({level.where})" for key, level in origins(level_vars, levels).items()}
+            host.origins_of = functools.partial(origins_text, level_vars, levels)  # worked out when asked
             host.refused = [problem for level in levels for problem in self.deferred.get(level, [])]
             if host.refused:  # not a host provision reaches: its address is not provision's business
                 hosts[name] = host
@@ -588,6 +596,18 @@ class Builder:
             seen_at.setdefault(target, name)
             hosts[name] = host
         return hosts
+
+    def settings_of(self, blocks: dict, where: str) -> HostSettings | None:
+        """A host's validated settings; hosts of one rack mostly share them, so one validation serves all
+        (HostSettings is only ever copied, never changed in place)."""
+        key = _frozen(blocks)
+        if key in self.validated:
+            return self.validated[key]
+        settings, problems = parse_host_settings(blocks, self.file, where)
+        self.problems += problems
+        if not problems:  # a problem names its host: each host with one is validated, and told, on its own
+            self.validated[key] = settings
+        return settings
 
     def rendered(self, name: str, groups: list[str], variables: dict, levels: list[Level],
                  level_vars: dict[Level, dict]) -> dict:
@@ -662,6 +682,19 @@ def _host(name: str, groups: list[str], variables: dict, settings: HostSettings,
                 ssh_config=ssh_config if isinstance(ssh_config, str) else None,
                 become=reach.get("become") is not False, groups=groups, vars=variables, settings=settings,
                 identity_file=identity if isinstance(identity, str) else None, ssh_args=ssh_args)
+
+
+def _frozen(value: Any) -> Any:
+    """A value as a key: equal only for equal values of the same types (1, True and "1" stay apart)."""
+    if isinstance(value, dict):
+        return tuple(sorted(((type(k).__name__, repr(k)), _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("list", tuple(_frozen(v) for v in value))
+    return (type(value).__name__, repr(value))
+
+
+def origins_text(level_vars: dict[Level, dict], levels: list[Level]) -> dict[str, str]:
+    return {key: f"{level.file} ({level.where})" for key, level in origins(level_vars, levels).items()}
 
 
 def origins(level_vars: dict[Level, dict], levels: list[Level]) -> dict[str, Level]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from provision.capabilities.host import HostSettings
 from provision.core.errors import Problem
@@ -29,11 +29,17 @@ class Host:
     # record the new layout; `index:` overrides follow the new numbering (capabilities/gpu/layout.py).
     accept_gpu_changes: bool = False
     identity_file: str | None = None  # ansible_ssh_private_key_file (absolute; written relative to the inventory)
-    # Each of `vars`' values (dotted into blocks: gpu.power_limit) -> "FILE (group G)" that set it.
-    origins: dict[str, str] = field(default_factory=dict)
+    # Each of `vars`' values (dotted into blocks: gpu.power_limit) -> "FILE (group G)" that set it: the builder
+    # leaves the function that works it out, since only `provision inventory --host` asks.
+    origins_of: Callable[[], dict[str, str]] = dict
     # Why provision cannot work on this host (a password, a winrm connection): an error only if a run selects it.
     refused: list[Problem] = field(default_factory=list)
     ssh_args: SshArgs = field(default_factory=SshArgs)  # ansible_ssh_args, _common_args, _extra_args, as read
+
+
+    @property
+    def origins(self) -> dict[str, str]:
+        return self.origins_of()
 
 
 @dataclass
