@@ -14,6 +14,8 @@ itself, and each command must be listed in WHERE with the place it runs:
              /etc, /usr/local, /run and /var are overlays: what the command writes never reaches the host
   geforce    the same on a simulated RTX 4090
   benchmark  as written but at one node, one repeat, without the peers (their venv is not a test's to make)
+  offline    run as written in the repository (they read the shipped inventories, contact no host); the
+             output the README pastes under them is what they print
   inventory  the inventory loading benchmark, as written but at 200 hosts, one run of each (ansible-inventory
              from the test extra)
   slurm      tests/lab/test_slurm.py runs the block as written, in order (its lab directory in place of the one
@@ -86,6 +88,8 @@ WHERE = {
     "sbatch --wait /usr/local/bin/gpu-torchrun.sbatch /usr/local/bin/provision-allreduce": "slurm",
     "sudo .venv/bin/python benchmarks/apply_scale.py --sizes 1,8,32": "benchmark",
     ".venv/bin/python benchmarks/inventory_load.py": "inventory",
+    "provision inventory -i inventories/ansible-style --graph": "offline",
+    "provision inventory -i inventories/ansible-style --host gpu04": "offline",
     "provision lab up --like tests/lab/driver.yaml --dir /var/lib/provision-lab/driver": "driver",
     "provision apply /var/lib/provision-lab/driver/inventory.yaml": "driver",
     "provision apply /var/lib/provision-lab/driver/inventory.yaml --reboot --serial 1": "driver",
@@ -189,6 +193,17 @@ def test_the_unit_tests_pass_on_their_own():
     for command in commands_for("unit"):
         out = ok(run(command.replace("python", sys.executable, 1), REPO), command)
         assert re.search(r"\d+ passed", out)
+
+
+def test_the_offline_commands_print_what_the_readme_shows():
+    for command in commands_for("offline"):
+        out = ok(run(command.replace("provision", f"{sys.executable} -m provision", 1), REPO), command)
+        if "--host gpu04" in command:  # its table is pasted under it, abridged ("...")
+            after = README.read_text().split(command, 1)[1]
+            pasted = after.split("```\n", 1)[1].split("\n```", 1)[0].splitlines()
+            assert len(pasted) == 8 and all(line in out.splitlines() for line in pasted if line != "  ..."), out
+        else:
+            assert "  |  |--gpu01" in out
 
 
 def test_the_inventory_benchmark_runs_small():

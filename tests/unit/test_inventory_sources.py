@@ -414,3 +414,14 @@ def test_bad_extra_vars_are_errors_before_any_host_is_touched(tmp_path, value, s
     root = tree(tmp_path, {"hosts": "[gpu]\nrig1\n"})
     result = CliRunner().invoke(main, ["apply", str(root / "hosts"), "--check", "-e", value])
     assert result.exit_code == 2 and said in result.output, result.output
+
+
+@needs_ansible
+def test_the_shipped_ansible_style_example_reads_as_ansible_reads_it(tmp_path):
+    example = Path(__file__).resolve().parents[2] / "inventories" / "ansible-style"
+    view, theirs = provision_view(example), ansible_view(example, home=tmp_path)
+    assert {h: v[0] for h, v in view.items()} == {h: v[0] for h, v in theirs.items()}
+    assert {h: v[1][1:] for h, v in view.items()} == {h: v[1][1:] for h, v in theirs.items()}  # the address
+    addresses = ansible_rendered(example, "ansible_host", tmp_path)  # is a template: the debug module renders it
+    assert {h: v[1][0] for h, v in view.items()} == addresses and addresses["gpu04"] == "10.0.1.4"
+    assert load_inventory(example).ignored == ["nfs_config", "ntp_servers", "slurm_version"]
