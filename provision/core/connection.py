@@ -257,6 +257,10 @@ class SSHConnection(Connection):
             raise Unreachable(f"SSH authentication failed as {at.user}{self._via(at)}: {exc}") from None
         except (OSError, paramiko.SSHException, EOFError) as exc:
             at = self._failed_at()
+            if "No authentication methods available" in str(exc):  # paramiko had no key to offer, nor an agent
+                raise Unreachable(f"SSH authentication failed as {at.user}{self._via(at)}: no key to offer (give "
+                                  "one: ansible_ssh_private_key_file, --identity, or IdentityFile in ssh_config)"
+                                  ) from None
             raise Unreachable(f"cannot connect to {at.host}:{at.port}{self._via(at)}: "
                               f"{network_words(exc, at.host, at.port)}") from None
         if self.keepalive:  # ServerAliveInterval
