@@ -204,7 +204,8 @@ def main():
               help=f"Run log (JSON lines). [default: {default_path()}]")
 @click.option("--keep-backups", type=click.IntRange(0, 100), default=3, show_default=True,
               help="Backups FILE.<time>~ kept per changed file (older ones are removed).")
-@click.option("-v", "--verbose", is_flag=True, help="Every task and GPU, also those already as intended.")
+@click.option("-v", "--verbose", is_flag=True, help="Every task and GPU, also those already as intended; and how "
+              "many other roles' variables the inventory holds, left alone.")
 @click.option("--accept-gpu-changes", is_flag=True,
               help="The GPUs differ from the last good run (a card replaced, removed or added) and that is intended: "
                    "record the new layout; `index:` overrides then follow the new numbering.")
@@ -235,6 +236,9 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     left on a host is taken over when its run is gone (see `unlock`).
     """
     target = select_hosts(inventory, local, limit)
+    if verbose and target.ignored:
+        click.echo(f"{len(target.ignored)} other roles' variables in the inventory, left alone "
+                   "(provision inventory -v names them)", err=True)
     if accept_gpu_changes:
         target.hosts = [replace(h, accept_gpu_changes=True) for h in target.hosts]
     book = playbook_path(playbook)

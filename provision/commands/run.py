@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from provision.capabilities.registry import EXTENSIONS
@@ -29,6 +29,7 @@ class Target:
     hosts: list[Host]
     everyone: list[Host]
     local: bool = False  # this machine, no SSH
+    ignored: list[str] = field(default_factory=list)  # other roles' variables the inventory holds, left alone
 
 
 def default_sources() -> list[str]:
@@ -44,7 +45,7 @@ def select_hosts(sources: Sequence[str], local: bool, limit: str | None, extra_v
     refused = inv.refusals(hosts)
     if refused:
         raise InputError(refused)
-    return Target(inv.path, hosts, list(inv.hosts.values()), local)
+    return Target(inv.path, hosts, list(inv.hosts.values()), local, inv.ignored)
 
 
 def connector(local: bool, ssh: SSHOptions) -> Callable[[Host], Connection]:

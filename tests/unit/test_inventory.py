@@ -616,8 +616,8 @@ def test_the_basement_inventory_loads_with_each_clusters_settings():
 
 
 def test_the_readme_example_loads(tmp_path):
-    readme = (BASEMENT.parent / "README.md").read_text()
-    example = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
+    readme = (BASEMENT.parents[1] / "README.md").read_text()  # its Inventory section's first example
+    example = next(block.split("```", 1)[0] for block in readme.split("```yaml\n")[1:] if "v100-1:" in block)
     inv = load_inventory(write(tmp_path, example))
     gpu = inv.hosts["v100-1"].settings.gpu
     assert (gpu.for_gpu(2, "GPU-2", "Tesla V100").power_limit, gpu.for_gpu(0, "GPU-0", "Tesla V100").power_limit) == (

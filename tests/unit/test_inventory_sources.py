@@ -425,3 +425,11 @@ def test_the_shipped_ansible_style_example_reads_as_ansible_reads_it(tmp_path):
     addresses = ansible_rendered(example, "ansible_host", tmp_path)  # is a template: the debug module renders it
     assert {h: v[1][0] for h, v in view.items()} == addresses and addresses["gpu04"] == "10.0.1.4"
     assert load_inventory(example).ignored == ["nfs_config", "ntp_servers", "slurm_version"]
+
+
+def test_apply_v_says_how_many_other_roles_variables_were_left_alone(tmp_path):
+    root = tree(tmp_path, {"hosts": "[gpu]\nrig1 ansible_host=192.0.2.1 rack=a3\n",  # TEST-NET: nobody answers
+                           "group_vars/all.yml": "ntp_servers: [pool.ntp.org]\nnfs_config: {}\n"})
+    result = CliRunner().invoke(main, ["apply", str(root / "hosts"), "--check", "-v", "--connect-timeout", "1",
+                                       "--log", str(tmp_path / "runs.jsonl")])
+    assert "3 other roles' variables in the inventory, left alone" in result.output, result.output
