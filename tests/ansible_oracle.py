@@ -62,13 +62,20 @@ def _values(name: str, variables: dict) -> tuple:
     gpu = variables.get("gpu")
     return (str(variables.get("ansible_host", name)), variables.get("ansible_user"),
             int(port) if isinstance(port, str) and port.isdigit() else port, variables.get("ansible_connection", "ssh"),
-            gpu.get("power_limit") if isinstance(gpu, dict) else None)
+            gpu.get("power_limit") if isinstance(gpu, dict) else None, truth(variables.get("ansible_become")))
+
+
+def truth(value) -> bool | None:
+    """A boolean as Ansible reads one ("yes", "False", True), or None where none is set."""
+    return value if value is None or isinstance(value, bool) else str(value).lower() in ("y", "yes", "on", "1",
+                                                                                         "true", "t")
 
 
 def provision_view(sources: Path | Sequence[Path]) -> dict:
     inventory = load_inventory(sources)
     return {h.name: (set(h.groups) - {"all"}, (h.address, h.user, h.port, h.connection,
-                                               h.settings.gpu.power_limit if h.settings.gpu else None))
+                                               h.settings.gpu.power_limit if h.settings.gpu else None,
+                                               truth(h.vars.get("become"))))
             for h in inventory.hosts.values()}
 
 

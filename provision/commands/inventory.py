@@ -35,7 +35,8 @@ def list_view(inventory: Inventory, hosts: list[Host]) -> dict:
     chosen = {h.name for h in hosts}
     data: dict[str, Any] = {"_meta": {"hostvars": {h.name: ansible_vars(h) for h in hosts}}}
     for name, group in inventory.groups.items():
-        body = {"hosts": [h for h in group.hosts if h in chosen], "children": children(inventory, name)}
+        own = [h for h in group.hosts if h in chosen] if name != "all" else []  # all's: in its children
+        body = {"hosts": own, "children": children(inventory, name)}
         body = {key: value for key, value in body.items() if value}
         if body:  # as Ansible prints it: a group with neither hosts nor children is left out
             data[name] = body
@@ -58,7 +59,8 @@ def graph_lines(inventory: Inventory, hosts: list[Host], group: str = "all", dep
     lines = [f"{'  |' * (depth - 1)}{'  |--' if depth else ''}@{group}:"]
     for child in children(inventory, group):
         lines += graph_lines(inventory, hosts, child, depth + 1)
-    lines += [f"{'  |' * depth}  |--{h}" for h in _group(inventory, group).hosts if h in chosen]
+    if group != "all":  # as Ansible draws it: all's hosts are in its children (ungrouped at least)
+        lines += [f"{'  |' * depth}  |--{h}" for h in _group(inventory, group).hosts if h in chosen]
     return lines
 
 

@@ -55,7 +55,6 @@ ANSIBLE_NAMES = {"host": "ansible_host", "user": "ansible_user", "port": "ansibl
                  "become_method": "ansible_become_method"}
 
 
-NOT_GROUPS = ("all", "ungrouped")  # a host only in these while groups exist is probably mis-indented
 
 
 BAD_NAME_CHARS = set(",!&*?[] \t")  # these would break --limit patterns
@@ -199,7 +198,6 @@ class Builder:
         self.groups: dict[str, Group] = {"all": Group("all", [], [], [], {})}
         self.host_groups: dict[str, list[str]] = {}  # host -> groups it is written in, in order
         self.written_in: dict[str, str] = {}  # "where" -> the first file that names that host or group
-        self.loose_ok: set[str] = set()  # hosts of INI files and scripts: in no group is "ungrouped" there
         self.mentions: dict[Level, list[tuple[str, Any]]] = {}  # level -> vars written there, in order
         self.inline: dict[str, list[Level]] = {}  # "where" -> its inline levels, in source order
         self.files: dict[tuple[Path, str], list[Level]] = {}  # (vars dir, "where") -> its variables files
@@ -228,10 +226,7 @@ class Builder:
         self.file = document.file
         if document.vars_dir and document.base_dir.resolve() not in {b.resolve() for b in self.bases}:
             self.bases.append(document.base_dir)
-        before = set(self.host_groups)
         self.read_top(document.data, document.base_dir)
-        if document.loose_hosts_ok:
-            self.loose_ok |= set(self.host_groups) - before
 
     def add_defaults(self, file: str, variables: dict, base: Path) -> None:
         """Connection settings every host has unless its inventory says otherwise (ansible.cfg's)."""
@@ -369,7 +364,6 @@ class Builder:
     # --- structure ---
 
     def check_names(self) -> None:
-        real_groups = [g for g in self.groups if g not in NOT_GROUPS]
         for name in [*self.groups, *self.host_groups]:
             self.at(_where(name, self.groups))
             if any(not c.isprintable() for c in name):  # a newline would add lines to the files named after it
@@ -383,9 +377,6 @@ class Builder:
             if host in self.groups:
                 self.problem(where_host(host), "", f"{host!r} is both a host and a group name",
                              "rename one: --limit could not tell them apart")
-            if real_groups and all(g in NOT_GROUPS for g in groups) and host not in self.loose_ok:
-                self.problem(where_host(host), "", "this host is in no group, while the inventory has groups",
-                             "likely a wrong indentation: put it under a group's hosts:")
 
     def find_cycle(self) -> list[str] | None:
         """A cycle in children (as a list ending where it started), or None."""

@@ -58,7 +58,6 @@ class Document:
     file: str
     data: Any
     base_dir: Path  # the source's directory, as given: relative paths start here; group_vars/, host_vars/ are here
-    loose_hosts_ok: bool = False  # INI and scripts: a host in no group is in "ungrouped", not mis-indented
     vars_dir: bool = True  # False for a host list given as -i "a,b,": no directory of its own
 
 

@@ -52,9 +52,8 @@ def _directory(path: Path, base: Path) -> Iterator[Document]:
 
 def _file(path: Path, base: Path) -> Document:
     if script_format.is_script(path):
-        return Document(str(path), script_format.read(path), base, loose_hosts_ok=True)
-    data, ini = read_document(path)
-    return Document(str(path), data, base, loose_hosts_ok=ini)
+        return Document(str(path), script_format.read(path), base)
+    return Document(str(path), read_document(path)[0], base)
 
 
 def read_document(path: str | Path) -> tuple[Any, bool]:
@@ -98,7 +97,7 @@ def _host_list(source: str) -> Document:
             hosts[name] = {"ansible_port": int(port)}
         elif item:
             hosts[item] = None
-    return Document(source, {"ungrouped": {"hosts": hosts}}, Path.cwd(), loose_hosts_ok=True, vars_dir=False)
+    return Document(source, {"ungrouped": {"hosts": hosts}}, Path.cwd(), vars_dir=False)
 
 
 class VarsDir:

@@ -444,8 +444,10 @@ def test_a_refused_host_stops_the_command_before_any_host_is_touched(tmp_path):
     assert CliRunner().invoke(main, ["unlock", str(path), "--limit", "b"]).exit_code == 0
 
 
-def test_a_host_in_no_group_while_groups_exist_is_probably_misindented(problems):
-    lines = problems("""
+def test_a_host_in_no_group_while_groups_exist_is_ungrouped_as_in_ansible(inventory):
+    """As Ansible reads it (a host whose group line was commented out, say): in "ungrouped", which
+    `provision inventory --graph` shows."""
+    inv = inventory("""
         all:
           hosts:
             stray:
@@ -453,7 +455,7 @@ def test_a_host_in_no_group_while_groups_exist_is_probably_misindented(problems)
             v100:
               hosts: {a: }
         """)
-    one_line_with(lines, "host stray: this host is in no group", "wrong indentation", "under a group")
+    assert inv.hosts["stray"].groups == ["all", "ungrouped"] and inv.groups["ungrouped"].hosts == ["stray"]
 
 
 def test_group_cycles_are_named(problems):

@@ -111,7 +111,7 @@ def test_a_deepops_style_inventory_reads_as_ansible_reads_it(tmp_path):
     path.write_text(DEEPOPS_STYLE)
     view = provision_view(path)
     assert view == ansible_view(path)
-    assert view["gpu03"] == ({"slurm-node", "slurm-cluster"}, ("gpu03", "deepops", 2222, "ssh", None))
+    assert view["gpu03"] == ({"slurm-node", "slurm-cluster"}, ("gpu03", "deepops", 2222, "ssh", None, None))
     assert view["mgmt01"][0] == {"kube-master", "etcd", "slurm-master", "slurm-cluster"}
 
 

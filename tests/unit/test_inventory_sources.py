@@ -22,6 +22,7 @@ from provision.inventory.load import load_inventory
 
 GROUPS = ["gpu", "login", "cluster", "rack-1"]
 VALUES = {"ansible_user": st.sampled_from(["ubuntu", "root", "ops"]),
+          "ansible_become": st.sampled_from(["yes", "no", True, "False"]),
           "ansible_port": st.sampled_from([22, 2222, "2200"]),
           "gpu": st.sampled_from([{"power_limit": 200}, {"power_limit": 250}, {"power_limit": 300}])}
 FORMS = ["{}.yml", "{}.yaml", "{}", "{}.json", "{}/", "{}/+{}.yml"]  # "/": a directory of files, "+": both
@@ -55,37 +56,36 @@ def write_vars(draw, directory: Path, name: str) -> None:
 
 @st.composite
 def inventory_trees(draw, root: Path) -> list[Path]:
-    """An INI source with group_vars/ and host_vars/ beside it, and maybe a second source (a directory)."""
+    """An INI or YAML source with group_vars/ and host_vars/ beside it, and maybe a second source (a directory)."""
     groups = draw(st.lists(st.sampled_from(GROUPS), min_size=1, max_size=4, unique=True))
     hosts = [f"node{i}" for i in range(draw(st.integers(1, 4)))]
-    lines, written = [], set()
+    members: dict[str, dict[str, dict]] = {}  # group -> host -> the variables written on that host's line
+    written: set[str] = set()
     for group in groups:
-        members = draw(st.lists(st.sampled_from(hosts), max_size=3, unique=True))
-        lines.append(f"[{group}]")
-        for host in members:
-            inline = draw(some_vars()) if host not in written else {}  # one line sets a host's vars: no conflict
+        members[group] = {}
+        for host in draw(st.lists(st.sampled_from(hosts), max_size=3, unique=True)):
+            members[group][host] = draw(some_vars()) if host not in written else {}  # one place: no conflict
             written.add(host)
-            lines.append(" ".join([host, *(f"{k}={ini_value(v, on_host_line=True)}" for k, v in inline.items())]))
-        inline = draw(some_vars())
+    group_vars = {}
+    for group in groups:
+        group_vars[group] = draw(some_vars())
         if draw(st.integers(0, 3)) == 0:
-            inline["ansible_group_priority"] = draw(st.integers(0, 3))
-        if inline:
-            lines += [f"[{group}:vars]", *(f"{k}={ini_value(v)}" for k, v in inline.items())]
-    for i, parent in enumerate(groups):
-        children = [g for g in groups[i + 1:] if draw(st.booleans())]
-        if children:
-            lines += [f"[{parent}:children]", *children]
-    for host in hosts:
-        if host not in written:
-            lines.insert(0, host)  # ungrouped
-    (root / "hosts").write_text("\n".join(lines) + "\n")
+            group_vars[group]["ansible_group_priority"] = draw(st.integers(0, 3))
+    children = {parent: [g for g in groups[i + 1:] if draw(st.booleans())] for i, parent in enumerate(groups)}
+    loose = [h for h in hosts if h not in written]
+    if draw(st.booleans()):
+        source = root / "hosts.yml"
+        source.write_text(yaml_inventory(groups, members, group_vars, children, loose))
+    else:
+        source = root / "hosts"
+        source.write_text(ini_inventory(groups, members, group_vars, children, loose))
     for name in ["all", *groups]:
         if draw(st.booleans()):
             write_vars(draw, root / "group_vars", name)
     for host in hosts:
         if draw(st.integers(0, 2)) == 0:
             write_vars(draw, root / "host_vars", host)
-    sources = [root / "hosts"]
+    sources = [source]
     if draw(st.booleans()):  # a second source: a directory that adds to the groups and sets variables again
         site = root / "site"
         site.mkdir()
@@ -98,6 +98,30 @@ def inventory_trees(draw, root: Path) -> list[Path]:
                 write_vars(draw, site / "group_vars", name)
         sources.append(site)
     return sources
+
+
+def ini_inventory(groups, members, group_vars, children, loose) -> str:
+    lines = list(loose)  # before any section: ungrouped
+    for group in groups:
+        lines.append(f"[{group}]")
+        lines += [" ".join([host, *(f"{k}={ini_value(v, on_host_line=True)}" for k, v in inline.items())])
+                  for host, inline in members[group].items()]
+        if group_vars[group]:
+            lines += [f"[{group}:vars]", *(f"{k}={ini_value(v)}" for k, v in group_vars[group].items())]
+    for parent in groups:
+        if children[parent]:
+            lines += [f"[{parent}:children]", *children[parent]]
+    return "\n".join(lines) + "\n"
+
+
+def yaml_inventory(groups, members, group_vars, children, loose) -> str:
+    """Groups at the top level (a child listed under its parent by name too), as JSON: YAML reads it."""
+    document: dict = {"all": {"hosts": dict.fromkeys(loose)}} if loose else {}
+    for group in groups:
+        body = {"hosts": {h: inline or None for h, inline in members[group].items()}, "vars": group_vars[group],
+                "children": dict.fromkeys(children[group])}
+        document[group] = {key: value for key, value in body.items() if value}
+    return json.dumps(document, indent=1)
 
 
 @needs_ansible
@@ -144,8 +168,8 @@ def test_group_vars_all_beats_a_child_groups_inline_vars_and_host_vars_beat_ever
     })
     view = provision_view(root / "hosts")
     assert view == ansible_view(root / "hosts")
-    assert view["node1"][1] == ("node1", "all-file", 2202, "ssh", 250)
-    assert view["node2"][1] == ("node2", "inline", 2202, "ssh", 300)
+    assert view["node1"][1] == ("node1", "all-file", 2202, "ssh", 250, None)
+    assert view["node2"][1] == ("node2", "inline", 2202, "ssh", 300, None)
 
 
 @needs_ansible
@@ -165,7 +189,7 @@ def test_a_stackhpc_style_directory_of_several_sources(tmp_path):
     })
     view = provision_view(root)
     assert view == ansible_view(root)
-    assert view["site-compute-3"] == ({"compute", "cluster"}, ("site-compute-3", "centos", None, "ssh", 200))
+    assert view["site-compute-3"] == ({"compute", "cluster"}, ("site-compute-3", "centos", None, "ssh", 200, None))
     assert load_inventory(root).ignored == ["appliances_repository", "openhpc_cluster_name",
                                             "openhpc_slurm_partitions"]
 
@@ -179,7 +203,7 @@ def test_several_sources_merge_in_order_each_with_its_group_vars(tmp_path):
     sources = [common / "hosts", site / "hosts.yml"]
     view = provision_view(sources)
     assert view == ansible_view(sources, home=tmp_path)
-    assert view["rig1"][1][1:] == ("site", None, "ssh", 250)
+    assert view["rig1"][1][1:] == ("site", None, "ssh", 250, None)
     inventory = load_inventory(sources)
     assert inventory.path == f"-i {common / 'hosts'} -i {site / 'hosts.yml'}"
 
@@ -199,7 +223,7 @@ def test_an_executable_inventory_script_with_and_without_meta(tmp_path):
         script.chmod(0o755)
         view = provision_view(script)
         assert view == ansible_view(script)
-        assert view["rig1"] == ({"gpu"}, ("10.0.0.1", "ops", None, "ssh", 200))
+        assert view["rig1"] == ({"gpu"}, ("10.0.0.1", "ops", None, "ssh", 200, None))
         assert view["loner"][0] == {"ungrouped"}
 
 
@@ -207,7 +231,7 @@ def test_an_executable_inventory_script_with_and_without_meta(tmp_path):
 def test_a_host_list_source(tmp_path):
     view = provision_view(["rig1,rig2:2222,"])  # type: ignore[list-item]
     assert view == ansible_view([Path("rig1,rig2:2222,")], home=tmp_path)
-    assert view["rig2"] == ({"ungrouped"}, ("rig2", None, 2222, "ssh", None))
+    assert view["rig2"] == ({"ungrouped"}, ("rig2", None, 2222, "ssh", None, None))
 
 
 # --- what is refused, and said -----------------------------------------------------------------------------
