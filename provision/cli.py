@@ -65,7 +65,7 @@ def inventory_options(func):
     -i/--inventory (Ansible's way, repeatable): the command gets its sources as `inventory` either way."""
     @functools.wraps(func)
     def one_inventory(*args, inventory=None, inventory_option=(), extra_vars=(), **kwargs):
-        return func(*args, inventory=Inventory(given_sources(inventory, inventory_option), extra_vars), **kwargs)
+        return func(*args, inventory=InventoryArgs(given_sources(inventory, inventory_option), extra_vars), **kwargs)
 
     options = [
         click.argument("inventory", required=False),
@@ -117,7 +117,7 @@ def adhoc_options(func):
 
 
 @dataclass(frozen=True)
-class Inventory:
+class InventoryArgs:
     """The inventory a command was given: its sources (INVENTORY or -i), and -e extra variables."""
 
     sources: tuple[str, ...] = ()
@@ -133,7 +133,7 @@ def given_sources(argument: str | None, options: tuple[str, ...]) -> tuple[str, 
     return (argument,) if argument else tuple(options)
 
 
-def select_hosts(inventory: Inventory, local: bool, limit: str | None) -> Target:
+def select_hosts(inventory: InventoryArgs, local: bool, limit: str | None) -> Target:
     sources = inventory.sources or ([] if local else default_sources())
     if not sources and not local:
         raise click.UsageError("give an INVENTORY (or -i INVENTORY, or inventory= in ansible.cfg), or --local to "
@@ -388,7 +388,7 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
 
 def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
     """Plan and apply one ad-hoc change like `apply` does (commands/adhoc.py); exits with apply's codes."""
-    inventory = Inventory(opts["inventory"])
+    inventory = InventoryArgs(opts["inventory"])
     target = select_hosts(inventory, not inventory, opts["limit"])
     password = click.prompt("sudo password", hide_input=True, err=True) if opts["ask_sudo_pass"] else None
     check, as_json = opts["check"], opts["as_json"]
@@ -455,7 +455,7 @@ def _mhz_range(value, option: str) -> list[int]:
 
 
 def list_clocks(opts: dict) -> None:
-    inventory = Inventory(opts["inventory"])
+    inventory = InventoryArgs(opts["inventory"])
     target = select_hosts(inventory, not inventory, opts["limit"])
     states = adhoc_command.read_gpus(target, RunOptions(forks=opts["forks"], command="clocks --list"),
                                      ssh_options(opts))
@@ -600,7 +600,7 @@ def advise(inventory, inventory_option, limit, params, bytes_per_grad, step_ms, 
     sources = given_sources(inventory, inventory_option)
     if not sources and nodes is None:
         raise click.UsageError("give an INVENTORY file, or --nodes N (and --link-mbps)")
-    hosts = select_hosts(Inventory(sources), False, limit).hosts if sources else []
+    hosts = select_hosts(InventoryArgs(sources), False, limit).hosts if sources else []
     try:
         network, notes = network_from_hosts(hosts, nodes, gpus_per_node, link_mbps, links)
     except ValueError as exc:

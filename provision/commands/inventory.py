@@ -11,7 +11,7 @@ from provision.capabilities.host import BLOCKS
 from provision.core.errors import InputError, Problem
 from provision.core.settings import did_you_mean
 from provision.inventory.ansiblecfg import read_config
-from provision.inventory.build import ANSIBLE_NAMES
+from provision.inventory.build import ANSIBLE_NAMES, leaves
 from provision.inventory.load import load_inventory
 from provision.inventory.model import Group, Host, Inventory
 
@@ -86,18 +86,9 @@ def host_values(host: Host) -> list[Value]:
     for block in BLOCKS:
         settings = getattr(host.settings, block, None)
         data = settings if isinstance(settings, dict) else settings.model_dump() if settings is not None else {}
-        values += [Value(key, value, host.origins.get(key, DEFAULT)) for key, value in _leaves(data, f"{block}.")]
+        values += [Value(key, value, host.origins.get(key, DEFAULT))
+                   for key, value in leaves(data, f"{block}.", keep_empty=True)]
     return values
-
-
-def _leaves(data: dict, prefix: str) -> list[tuple[str, Any]]:
-    found: list[tuple[str, Any]] = []
-    for key, value in data.items():
-        if isinstance(value, dict) and value:
-            found += _leaves(value, f"{prefix}{key}.")
-        else:
-            found.append((f"{prefix}{key}", value))
-    return found
 
 
 def host_lines(host: Host, cwd: str) -> list[str]:

@@ -190,7 +190,7 @@ class Level:
 class Builder:
     """Reads the documents (groups, hosts and the variables written at each, in order), takes the variables
     files of the groups and hosts found, then checks the structure, validates each level's variables where
-    written, and merges them per host in Ansible's order (precedence.py)."""
+    written, and merges them per host in Ansible's order (host_levels)."""
 
     def __init__(self) -> None:
         self.file = ""  # the file being read or checked: problems name it
@@ -693,21 +693,23 @@ def origins(level_vars: dict[Level, dict], levels: list[Level]) -> dict[str, Lev
     level that set it: what `provision inventory --host` shows beside each value."""
     found: dict[str, Level] = {}
     for level in levels:
-        for key in _leaves(level_vars.get(level, {})):
+        for key, _ in leaves(level_vars.get(level, {})):
             for covered in [k for k in found if k.startswith(key + ".") or key.startswith(k + ".")]:
                 del found[covered]  # a value replaces the mapping under it, or a mapping the value it held
             found[key] = level
     return found
 
 
-def _leaves(variables: dict, prefix: str = "") -> list[str]:
-    leaves = []
-    for key, value in variables.items():
-        if isinstance(value, dict):  # an empty one changes nothing merged over a mapping
-            leaves += _leaves(value, f"{prefix}{key}.")
+def leaves(data: dict, prefix: str = "", keep_empty: bool = False) -> list[tuple[str, Any]]:
+    """(dotted key, value) of each value in nested mappings: gpu.clocks.mem. An empty mapping is a value only
+    with keep_empty (merged over another, it changes nothing)."""
+    found: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        if isinstance(value, dict) and (value or not keep_empty):
+            found += leaves(value, f"{prefix}{key}.", keep_empty)
         else:
-            leaves.append(f"{prefix}{key}")
-    return leaves
+            found.append((f"{prefix}{key}", value))
+    return found
 
 
 def merge_levels(level_vars: dict[Level, dict], levels: list[Level]) -> dict:

@@ -46,6 +46,7 @@ def _read(value: str) -> Any:
         key, equals, rest = word.partition("=")
         if not equals or not key:
             raise InputError([Problem("-e", "", "", f"{word!r} is not key=value",
-                                      "give key=value pairs, a YAML or JSON mapping, or @FILE of one")])
+                                      "key=value gives text; give a mapping whole, as YAML or JSON: "
+                                      "-e '{\"gpu\": {\"power_limit\": 180}}', or @FILE")])
         pairs[key] = rest
     return pairs or None

@@ -53,28 +53,28 @@ def _directory(path: Path, base: Path) -> Iterator[Document]:
 def _file(path: Path, base: Path) -> Document:
     if script_format.is_script(path):
         return Document(str(path), script_format.read(path), base)
-    return Document(str(path), read_document(path)[0], base)
+    return Document(str(path), read_document(path), base)
 
 
-def read_document(path: str | Path) -> tuple[Any, bool]:
-    """The file's document in the YAML reader's shape, and whether it was INI. .yml, .yaml and .json are YAML, .ini is INI; a file
-    with another name (`hosts`, Ansible's usual one) is YAML where it reads as a YAML mapping, else INI, as
-    Ansible tries its yaml plugin before its ini one."""
+def read_document(path: str | Path) -> Any:
+    """The file's document in the YAML reader's shape. .yml, .yaml and .json are YAML, .ini is INI; a file with
+    another name (`hosts`, Ansible's usual one) is YAML where it reads as a YAML mapping, else INI, as Ansible
+    tries its yaml plugin before its ini one."""
     suffix = Path(path).suffix
     if suffix in YAML_SUFFIXES:
-        return _not_a_plugin(path, yaml_format.read(path)), False
+        return _not_a_plugin(path, yaml_format.read(path))
     if suffix == ".ini":
-        return ini_format.read(path), True
+        return ini_format.read(path)
     try:
         document = yaml_format.read(path)
     except InputError as as_yaml:
         try:
-            return ini_format.read(path), True
+            return ini_format.read(path)
         except InputError as as_ini:
             raise InputError([*as_yaml.problems, *as_ini.problems]) from None
     if isinstance(document, dict) or document is None:
-        return _not_a_plugin(path, document), False
-    return ini_format.read(path), True  # YAML took it for a scalar or a list: host names, one per line, are INI
+        return _not_a_plugin(path, document)
+    return ini_format.read(path)  # YAML took it for a scalar or a list: host names, one per line, are INI
 
 
 def _not_a_plugin(path: str | Path, document: Any) -> Any:

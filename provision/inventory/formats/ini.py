@@ -90,35 +90,10 @@ def parse(text: str) -> dict:
             child = words[0]
             group(current).setdefault("children", {})[child] = None  # a reference: its own section says the rest
             group(child)
-    cycle = _cycle({name: list(body.get("children", {})) for name, body in groups.items()})
-    if cycle:
-        raise IniError(0, f"groups contain each other: {' -> '.join(cycle)}", "a group cannot be its own descendant")
     # Flat, in the order the groups first appear (a section, or a [parent:children] line): the builder makes a
-    # group with no parent a child of all once every source is read, as Ansible does, in that order.
+    # group with no parent a child of all once every source is read, as Ansible does, in that order, and finds
+    # groups that contain each other.
     return {"all": groups.pop("all", {}), **groups}
-
-
-def _cycle(children: dict[str, list[str]]) -> list[str]:
-    """A path of groups that leads back to its first, or []."""
-    done: set[str] = set()
-
-    def visit(name: str, path: list[str]) -> list[str]:
-        if name in path:
-            return path[path.index(name):] + [name]
-        if name in done:
-            return []
-        for child in children.get(name, []):
-            found = visit(child, [*path, name])
-            if found:
-                return found
-        done.add(name)
-        return []
-
-    for name in children:
-        found = visit(name, [])
-        if found:
-            return found
-    return []
 
 
 def host_line(line: str, number: int) -> list[tuple[str, dict[str, Any]]]:
