@@ -346,8 +346,12 @@ LOCK_COLORS = {"no lock": "green", "removed": "yellow", "left alone": "red", "un
 @click.option("--junitxml", type=click.Path(dir_okay=False), help="Also write the results as JUnit XML (for CI).")
 @click.option("--drain", is_flag=True, help="Drain failed Slurm compute nodes, the reason starting 'provision-verify:'.")
 @click.option("--resume", is_flag=True, help="Resume the Slurm nodes verify drained that now pass (no other drain).")
+@click.option("--prometheus", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Also write the results as node_exporter textfile metrics (FILE.prom, written atomically).")
+@click.option("-v", "--verbose", is_flag=True, help="Every check: the consequences' own words, and the checks that "
+              "passed or did not apply, and why.")
 def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout, identity_file,
-           playbook, templates, junitxml, drain, resume):
+           playbook, templates, junitxml, drain, resume, prometheus, verbose):
     """Check every host is as the INVENTORY intends and healthy; change nothing.
 
     Each host is read once (the facts batch of apply); then the shipped
@@ -358,10 +362,15 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     state (persistence, power, clocks, boot file and unit, managed files) is
     as intended.
 
+    One cause, one finding: a check that fails only because of another
+    finding (a GPU off the bus fails nvidia-smi's exit code, the layout,
+    the Xid log and the tasks that use it) is listed under it.
+
     \b
     Exit codes: 0 every host passed; 1 some check failed; 2 bad input;
     4 some host was unreachable (5 = both).
     """
+    from provision.output import prometheus as prometheus_file, verify_json
     from provision.verify import FAIL, UNREACHABLE as NOT_REACHED
 
     target = select_hosts(inventory, local, limit)
@@ -374,10 +383,12 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
         verdicts, done = verify_command(target, tasks, options, ssh, junitxml, drain, resume)
     finally:
         progress.close()
+    if prometheus:
+        prometheus_file.write(prometheus, verdicts)
     if as_json:
-        click.echo(json.dumps({"hosts": [asdict(v) for v in verdicts], "slurm": done}, indent=2))
+        click.echo(json.dumps(verify_json.to_json(verdicts, done), indent=2))
     else:
-        report.print_verdicts(verdicts)
+        report.print_verdicts(verdicts, verbose)
         for line in done:
             click.echo(f"{line['host']}: {line['said']}")
     sys.exit((1 if any(v.status == FAIL for v in verdicts) else 0)

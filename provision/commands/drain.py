@@ -27,8 +27,10 @@ class SlurmAction:
 
 
 def drain_reason(verdict: Verdict) -> str:
-    first = verdict.failures[0]
-    more = f" (+{len(verdict.failures) - 1} more)" if len(verdict.failures) > 1 else ""
+    """The first cause found (one cause, one finding: a lost GPU's consequences are not "more")."""
+    causes = verdict.findings
+    first = causes[0].failure
+    more = f" (+{len(causes) - 1} more)" if len(causes) > 1 else ""
     text = f"{DRAIN_REASON_PREFIX} {first.check}: {first.found}{more}"
     return " ".join(text.split())[:REASON_CHARS]
 

@@ -1,19 +1,56 @@
 """What a verify check says: a node not as intended (fail: expected, found, what to do), or worth a note.
-Each capability's checks.py uses them; verify's runner (provision/verify/) collects them per node."""
+Each capability's checks.py uses them; verify's runner (provision/verify/) collects them per node.
+
+One cause, one finding: a check that fails only because of something another check reports says so with
+`because=` (that check's name, or "CHECK:SUBJECT" for one GPU or port of it). verify files it under that
+check's finding as a consequence when that check failed on the node too, and on its own when it did not: a
+`because` is a lead, and only the other check's failure confirms it.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+# What a finding means for the node: the next step differs, and monitoring pages on the first only.
+CRITICAL = "critical"  # hardware or health: jobs fail or would; drain the node
+ERROR = "error"  # not as the inventory intends (a setting or file drifted): apply converges it
+WARNING = "warning"  # works, but slower than it should (a narrow link, a clock held down)
+SEVERITIES = (CRITICAL, ERROR, WARNING)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a check found wrong: what it expected, what it found, the next step, and what it hangs on."""
+
+    expected: str
+    found: str
+    fix: str = ""
+    because: str = ""  # "CHECK" or "CHECK:SUBJECT": another check's failure that explains this one
+    about: tuple[str, ...] = ()  # the subjects it is about (GPU bus ids, ports): `because` may name one
+    severity: str = CRITICAL
+
 
 class CheckFailed(AssertionError):
-    """A node is not as intended: what was expected, what was found, and what to do about it."""
+    """A node is not as intended: one finding, or several of different causes (each with its own next step)."""
 
-    def __init__(self, expected: str, found: str, fix: str = ""):
-        super().__init__(f"expected {expected}, found {found}" + (f"; {fix}" if fix else ""))
-        self.expected, self.found, self.fix = expected, found, fix
+    def __init__(self, expected: str = "", found: str = "", fix: str = "", because: str = "",
+                 about: tuple[str, ...] = (), severity: str = CRITICAL, findings: list[Finding] | None = None):
+        self.findings = findings or [Finding(expected, found, fix, because, tuple(about), severity)]
+        super().__init__("; ".join(f"expected {f.expected}, found {f.found}" + (f"; {f.fix}" if f.fix else "")
+                                   for f in self.findings))
+        first = self.findings[0]
+        self.expected, self.found, self.fix = first.expected, first.found, first.fix
 
 
-def fail(expected: str, found: str, fix: str = "") -> None:
-    raise CheckFailed(expected, found, fix)
+def fail(expected: str, found: str, fix: str = "", because: str = "", about: tuple[str, ...] = (),
+         severity: str = CRITICAL) -> None:
+    raise CheckFailed(expected, found, fix, because, about, severity)
+
+
+def fail_each(findings: list[Finding]) -> None:
+    """Fail with every finding at once (a check that found several causes); nothing when there are none."""
+    if findings:
+        raise CheckFailed(findings=findings)
 
 
 def note(node, text: str) -> None:

@@ -49,6 +49,7 @@ class Change:
     diff: str = ""  # unified diff for --diff (empty for sensitive files)
     # The re-read check: given fresh facts, is the change really in place?
     verify: Any = None  # Callable[[HostFacts], str | None]: None when in place, else what is wrong
+    cause: str = ""  # a change that follows from another check's failure: verify files it under that one
 
 
 @dataclass

@@ -292,10 +292,11 @@ def _echo_wrapped(prefix: str, styled: str, text: str, hang: int, commands: bool
     click.echo("\n".join([styled + lines[0][len(prefix):], *lines[1:]]).replace("\0", " "))
 
 
-def print_verdicts(verdicts: list) -> None:
-    """provision verify: one line per host with its verdict, each failure under it (check, expected, found, what
-    to do), then the totals. Long lines wrap at the terminal's width (100 on a pipe) with a hanging indent under
-    their text, never inside a word: a finding is read whole, not cut or run past the edge."""
+def print_verdicts(verdicts: list, verbose: bool = False) -> None:
+    """provision verify: one line per host with its verdict; under it, one finding per cause (the check, what it
+    expected, what it found, what to do, and the checks that fail only because of it), then the totals. -v: the
+    consequences' own words, and every check that passed or did not apply (and why). Long lines wrap at the
+    terminal's width (100 on a pipe) with a hanging indent under their text, never inside a word."""
     from provision.verify import FAIL, PASS, UNREACHABLE as NOT_REACHED
 
     columns = shutil.get_terminal_size((100, 24)).columns
@@ -308,23 +309,44 @@ def print_verdicts(verdicts: list) -> None:
         if v.status == NOT_REACHED:
             echo(f"{host}  UNREACHABLE  ", f"{name}  UNREACHABLE  ", v.message, len(host) + 15)
             continue
-        checks = len(v.passed) + len(v.failures)
-        said = f"{len(v.failures)} of {checks} checks failed" if v.failures else f"{checks} checks passed"
-        if v.skipped:  # a host the inventory asks little of is not silently "checked"
-            said += f", {len(v.skipped)} not applicable ({v.skipped[0].partition(': ')[2] or v.skipped[0]}" \
-                    f"{', ...' if len(v.skipped) > 1 else ''})"
         status = f"{v.status.upper():<5} "
-        echo(f"{host}  {status}", f"{name}  {status}", said, len(host) + 8)
-        for f in v.failures:
+        echo(f"{host}  {status}", f"{name}  {status}", _verdict_counts(v, verbose), len(host) + 8)
+        for cause in v.findings:
+            f = cause.failure
             echo("    failed ", f"    {click.style('failed', fg='red')} ",
                  f"{f.check}: expected {f.expected}; found {f.found}", 11)
             if f.fix:
                 echo("           what to do: ", "           what to do: ", f.fix, 23, commands=True)
+            if cause.consequences and verbose:
+                for i, c in enumerate(cause.consequences):
+                    lead = "           because of it: " if i == 0 else " " * 26
+                    echo(lead, lead, f"{c.check}: {c.found}", 26)
+            elif cause.consequences:
+                names = ", ".join(dict.fromkeys(c.check for c in cause.consequences))
+                echo("           because of it: ", "           because of it: ", names, 26)
         for text in v.notes:
             echo("    note   ", f"    {click.style('note', fg='yellow')}   ", text, 11)
+        if verbose:
+            for check in v.passed:
+                echo("    passed ", f"    {click.style('passed', fg='green')} ", check, 11)
+            for skipped in v.skipped:
+                echo("    n/a    ", f"    {click.style('n/a', fg='cyan')}    ", skipped, 11)
     counts = {status: sum(1 for v in verdicts if v.status == status) for status in (PASS, FAIL, NOT_REACHED)}
     click.echo(f"\n{len(verdicts)} host{'' if len(verdicts) == 1 else 's'}: "
                + (", ".join(f"{n} {status}" for status, n in counts.items() if n) or "none"))
+
+
+def _verdict_counts(verdict, verbose: bool) -> str:
+    """"2 findings (6 of 14 checks failed), 5 not applicable": causes first, when fewer than the checks failed."""
+    failed = len({f.check for f in verdict.failures})
+    checks = len(verdict.passed) + failed
+    findings = len(verdict.findings)
+    said = f"{failed} of {checks} checks failed" if failed else f"{checks} checks passed"
+    if findings and findings < failed:
+        said = f"{findings} finding{'' if findings == 1 else 's'} ({said})"
+    if verdict.skipped:  # a host the inventory asks little of is not silently "checked"
+        said += f", {len(verdict.skipped)} not applicable" + ("" if verbose else " (-v says why)")
+    return said
 
 
 def print_reboots(outcomes, serial: int) -> None:

@@ -24,7 +24,7 @@ import pytest
 
 from provision.capabilities.host import HostFacts
 from provision.capabilities.registry import check_files
-from provision.core.checks import CheckFailed
+from provision.core.checks import CRITICAL, CheckFailed
 from provision.inventory.model import Host
 from provision.core.plan import Task
 
@@ -51,10 +51,15 @@ class Node:
 
 @dataclass
 class Failure:
+    """One finding of one check (a check that found several causes has several)."""
+
     check: str
     expected: str
     found: str
     fix: str = ""
+    because: str = ""  # the other check's failure this one follows from ("CHECK" or "CHECK:SUBJECT"), if any
+    about: list[str] = field(default_factory=list)
+    severity: str = CRITICAL
 
 
 @dataclass
@@ -63,9 +68,14 @@ class Verdict:
     status: str = PASS  # pass | fail | unreachable
     message: str = ""  # why unreachable
     passed: list[str] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)  # every check's findings, as the checks said them
     skipped: list[str] = field(default_factory=list)  # "check: why"
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[Cause]:
+        """The failures grouped by cause: one entry per cause, with the failures that follow from it inside."""
+        return by_cause(self.failures)
 
 
 class Collector:
@@ -106,11 +116,51 @@ class Collector:
         else:
             error = call.excinfo.value if call.excinfo else None
             if isinstance(error, CheckFailed):
-                verdict.failures.append(Failure(check, error.expected, error.found, error.fix))
+                verdict.failures += [Failure(check, f.expected, f.found, f.fix, f.because, list(f.about), f.severity)
+                                     for f in error.findings]
             else:  # a check that broke: shown as found, never hidden
                 verdict.failures.append(Failure(check, "the check to run", f"{type(error).__name__}: {error}",
                                                 "a bug in provision's checks: please report it"))
             verdict.status = FAIL
+
+
+@dataclass
+class Cause:
+    """One finding as verify reports it: the failure that is the cause, and the failures that follow from it."""
+
+    failure: Failure
+    consequences: list[Failure] = field(default_factory=list)
+
+
+def by_cause(failures: list[Failure]) -> list[Cause]:
+    """Group a node's failures by cause. A failure whose `because` names another failure of the node (that
+    check, or that check and one of the subjects it is `about`) goes under that failure's cause, followed
+    to the root; one whose lead names nothing that failed here is a cause of its own. In the checks' order."""
+    def explains(ref: str, other: Failure) -> bool:
+        return ref == other.check or any(ref == f"{other.check}:{subject}" for subject in other.about)
+
+    position = {id(failure): i for i, failure in enumerate(failures)}
+
+    def root(failure: Failure) -> Failure:
+        chain = [failure]
+        while chain[-1].because:
+            lead = chain[-1].because
+            parent = next((o for o in failures if o is not chain[-1] and explains(lead, o)), None)
+            if parent is None:
+                break
+            if any(parent is f for f in chain):  # leads in a circle: the first of it in the checks' order
+                start = next(i for i, f in enumerate(chain) if f is parent)
+                return min(chain[start:], key=lambda f: position[id(f)])
+            chain.append(parent)
+        return chain[-1]
+
+    causes: dict[int, Cause] = {}
+    for failure in failures:
+        top = root(failure)
+        cause = causes.setdefault(id(top), Cause(top))
+        if top is not failure:
+            cause.consequences.append(failure)
+    return sorted(causes.values(), key=lambda c: position[id(c.failure)])
 
 
 def run_checks(nodes: list[Node], junitxml: str | None = None) -> dict[str, Verdict]:

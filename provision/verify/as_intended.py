@@ -1,12 +1,14 @@
 """verify's own check, for every task of the playbook and every node: the task's plan, read against the facts
 just read, changes nothing (what apply would do is what is not as intended). The capabilities' checks say why
-a node is unhealthy; this one says where it differs from the inventory, task by task."""
+a node is unhealthy; this one says where it differs from the inventory, task by task. What the plan holds back
+or would change only because of another check's finding (a lost GPU's line in the boot file, a task that
+cannot read the GPUs) is filed under that finding (`because`), apart from the task's own differences."""
 
 from __future__ import annotations
 
 import pytest
 
-from provision.core.checks import fail
+from provision.core.checks import ERROR, Finding, fail_each
 
 
 def check_as_intended(node, task):
@@ -14,15 +16,21 @@ def check_as_intended(node, task):
     plan = task.plan(node.inventory, node.facts)
     if plan.skipped:
         pytest.skip(plan.skipped)
-    if plan.failed and plan.failed_check:  # one cause, one failure: the node's state, not the task's files
-        pytest.skip(f"not judged while {plan.failed_check} fails")
-    expected = [f"{c.target} {c.what} {c.after}" for c in plan.changes]
-    found = [f"{c.target} {c.what} {c.before}" for c in plan.changes]
-    # A refusal caused by another failing check (an override held for a missing card) is that check's finding:
-    # here, only whether the cards present are as intended.
-    found += [f"{i.target} {i.what}: {i.message}" for i in plan.refused if not i.cause] + plan.problems
-    found += [plan.failed] if plan.failed else []
-    if found:
-        fail(", ".join(expected) or "the inventory's settings applied", "; ".join(found),
-             f"provision apply {node.inventory_path} --limit {node.name}" + (" (after a reboot: is provision-gpu-tuning.service "
-                                                                  "enabled?)" if task.changes_gpus else ""))
+    by_cause: dict[str, tuple[list[str], list[str]]] = {}  # because -> (expected, found)
+
+    def said(cause: str) -> tuple[list[str], list[str]]:
+        return by_cause.setdefault(cause, ([], []))
+
+    for c in plan.changes:
+        said(c.cause)[0].append(f"{c.target} {c.what} {c.after}")
+        said(c.cause)[1].append(f"{c.target} {c.what} {c.before}")
+    for i in plan.refused:
+        said(i.cause)[1].append(f"{i.target} {i.what}: {i.message}")
+    said("")[1].extend(plan.problems)
+    if plan.failed:
+        said(plan.failed_check)[1].append(plan.failed)
+    fix = f"provision apply {node.inventory_path} --limit {node.name}" + (
+        " (after a reboot: is provision-gpu-tuning.service enabled?)" if task.changes_gpus else "")
+    fail_each([Finding(", ".join(expected) or "the inventory's settings applied", "; ".join(found), fix,
+                       because=cause, severity=ERROR)
+               for cause, (expected, found) in by_cause.items() if found])

@@ -42,16 +42,30 @@ def test_a_converged_node_passes_and_a_drifted_one_fails_the_right_check(v100_no
     assert host["status"] == "fail" and [f["check"] for f in host["failures"]] == ["as_intended[gpu-power-limit]"]
 
 
-def test_a_gpu_off_the_bus_fails_the_driver_layout_and_lost_checks(v100_node):
+def test_a_gpu_off_the_bus_is_one_finding_with_the_checks_it_fails_under_it(v100_node, tmp_path):
     inventory = v100_node.inventory(V100_FIX)
     assert v100_node.apply(inventory).exit_code == 0
     v100_node.gpusim("fault", "1", "off-bus")
-    result = verify(v100_node, inventory, "--json")
+    result = verify(v100_node, inventory, "--json", "--prometheus", str(tmp_path / "provision.prom"))
     assert result.exit_code == 1
-    failures = {f["check"]: f for f in json.loads(result.stdout)["hosts"][0]["failures"]}
-    assert {"nvidia_smi_reads_the_gpus", "every_gpu_of_the_last_good_run_is_here", "no_gpu_is_lost"} <= set(failures)
-    assert "exit 15 (a GPU has fallen off the bus" in failures["nvidia_smi_reads_the_gpus"]["found"]
-    assert "is lost" in failures["every_gpu_of_the_last_good_run_is_here"]["found"]
+    data = json.loads(result.stdout)
+    assert data["schema"] == "provision-verify/1"
+    [host] = data["hosts"]
+    failures = {f["check"]: f for f in host["failures"]}
+    assert {"nvidia_smi_reads_the_gpus", "every_gpu_of_the_last_good_run_is_here", "no_gpu_is_lost",
+            "no_xid_errors_since_boot"} <= set(failures)
+    assert failures["nvidia_smi_reads_the_gpus"]["found"].startswith("exit 15 (a GPU has fallen off the bus")
+    [finding] = host["findings"]  # one cause: every other failure is a consequence of it
+    assert finding["check"] == "no_gpu_is_lost" and finding["severity"] == "critical"
+    assert finding["found"].startswith("GPU1 GPU-") and "reboot it" in finding["next_step"]
+    assert {c["check"] for c in finding["consequences"]} == set(failures) - {"no_gpu_is_lost"}
+    assert "as_intended[gpu-boot-conf]" in failures  # the lost card's line, kept for its return: its consequence
+    prom = (tmp_path / "provision.prom").read_text()
+    assert 'provision_verify_findings{host="node1",severity="critical"} 1.0' in prom
+
+    text = verify(v100_node, inventory).stdout  # as a user reads it: one failed line, the rest named under it
+    assert text.count("    failed ") == 1 and "node1  FAIL  1 finding (" in text
+    assert "because of it: nvidia_smi_reads_the_gpus, every_gpu_of_the_last_good_run_is_here" in text
 
 
 def test_a_narrow_pcie_link_fails_its_check(v100_node):

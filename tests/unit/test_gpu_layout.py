@@ -260,7 +260,7 @@ def test_a_lost_gpu_fails_the_host_even_when_accepted_and_is_not_recorded():
     for recorded, accept in ((healthy(), False), (healthy(), True), (None, False)):
         plan = GpuLayout().plan(host(INVENTORY_4090, accept), facts(others, recorded, [lost]))
         assert plan.changes == []
-        assert [(i.status, i.what) for i in plan.refused] == [(FAILED, "GPU")]
+        assert [(i.status, i.what, i.cause) for i in plan.refused] == [(FAILED, "lost", "no_gpu_is_lost")]
         assert "Unable to determine the device handle" in plan.refused[0].message
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from provision.capabilities.nccl.facts import parse_network
 from provision.capabilities.nccl.facts import Interface, RdmaPort
-from provision.capabilities.nccl.interfaces import hca_problems, link_problems, select
+from provision.capabilities.nccl import interfaces as nccl
+from provision.capabilities.nccl.interfaces import select
 from provision.capabilities.nccl.settings import NcclSettings
 
 REAL_NET = Path(__file__).parent.parent / "fixtures" / "real" / "net"
@@ -27,6 +28,15 @@ def names(interfaces) -> list[str]:
     return [i.name for i in interfaces]
 
 
+def link_problems(settings, interfaces) -> list[str]:
+    """The problems' sentences, each with its kind first ("slow: ..."): the kind picks verify's next step."""
+    return [f"{p.kind}: {p.text}" for p in nccl.link_problems(settings, interfaces)]
+
+
+def hca_problems(ib_hca, ports) -> list[str]:
+    return [f"{p.kind}: {p.text}" for p in nccl.hca_problems(ib_hca, ports)]
+
+
 def test_the_seed_prefix_takes_both_10gbe_ports():
     selection = select("ens803f", BLADE)
     assert names(selection.used) == ["ens803f0", "ens803f1"] and not selection.skipped
@@ -45,7 +55,7 @@ def test_unset_nccl_picks_everything_but_docker_lo_and_virbr_and_ib_first():
 
 def test_unset_nccl_mixing_the_1gbe_uplink_with_the_fabric_is_caught():
     problems = link_problems(NcclSettings(), BLADE)
-    assert problems == ["eno1 1000 Mb/s, ens803f0 10000 Mb/s, ens803f1 10000 Mb/s: interfaces of different speeds "
+    assert problems == ["slow: eno1 1000 Mb/s, ens803f0 10000 Mb/s, ens803f1 10000 Mb/s: interfaces of different speeds "
                         "(NCCL spreads traffic evenly, so the slowest sets the pace; allow_mixed_speeds: true if "
                         "meant)"]
     assert link_problems(NcclSettings(allow_mixed_speeds=True), BLADE) == []
@@ -54,7 +64,7 @@ def test_unset_nccl_mixing_the_1gbe_uplink_with_the_fabric_is_caught():
 def test_a_prefix_that_catches_the_slow_uplink_is_an_error_naming_it():
     uplink = [LO, nic("ens803f0"), nic("ens803f1", 1000)]  # the second port once went to the 1GbE switch
     assert link_problems(NcclSettings(socket_ifname="ens803f", expected_link_speed_mbps=10000), uplink) == [
-        "ens803f1 1000 Mb/s, not 10000 Mb/s (expected_link_speed_mbps)"]
+        "slow: ens803f1 1000 Mb/s, not 10000 Mb/s (expected_link_speed_mbps)"]
     assert "interfaces of different speeds" in link_problems(NcclSettings(socket_ifname="ens803f"), uplink)[0]
 
 
@@ -64,26 +74,26 @@ def test_a_matched_port_down_or_without_address_is_named_as_nccl_skips_it_silent
     assert names(selection.used) == ["ens803f0"]
     assert selection.describe() == "ens803f0 10000 Mb/s; skips ens803f1, which is down"
     assert link_problems(NcclSettings(socket_ifname="ens803f"), pulled) == [
-        "ens803f1 is down: NCCL skips it without a word"]
+        "down: ens803f1 is down: NCCL skips it without a word"]
     bare = [LO, nic("ens803f0"), nic("ens803f1", address=None)]
     assert link_problems(NcclSettings(socket_ifname="=ens803f0,ens803f1"), bare) == [
-        "ens803f1 has no IP address: NCCL skips it without a word"]
+        "unaddressed: ens803f1 has no IP address: NCCL skips it without a word"]
     admin_down = [nic("ens803f0", state="down", flags=("BROADCAST",))]
     assert select("ens803f0", admin_down).skipped[0][1] == "is down"
 
 
 def test_no_interface_matched_names_what_the_node_has():
     assert link_problems(NcclSettings(socket_ifname="ens801f"), BLADE) == [
-        "NCCL_SOCKET_IFNAME=ens801f matches none of this node's interfaces (lo, eno1, ens803f0, ens803f1, docker0)"]
+        "unmatched: NCCL_SOCKET_IFNAME=ens801f matches none of this node's interfaces (lo, eno1, ens803f0, ens803f1, docker0)"]
     every_one_down = [nic("ens803f0", state="down")]
     assert link_problems(NcclSettings(socket_ifname="ens803f"), every_one_down)[-1].startswith(
-        "NCCL would find no interface to use (NCCL_SOCKET_IFNAME=ens803f) among ens803f0")
+        "unmatched: NCCL would find no interface to use (NCCL_SOCKET_IFNAME=ens803f) among ens803f0")
 
 
 def test_an_exclusion_list_lets_nccl_take_lo_and_docker_once_set():
     problems = link_problems(NcclSettings(socket_ifname="^eno", allow_mixed_speeds=True), BLADE)
-    assert problems == ["NCCL_SOCKET_IFNAME=^eno lets NCCL use lo, docker0: once the variable is set NCCL no "
-                        "longer leaves lo and docker* out by itself (add them: ^...,lo,docker)"]
+    assert problems == ["stray: NCCL_SOCKET_IFNAME=^eno lets NCCL use lo, docker0: once the variable is set NCCL no "
+                        "longer leaves lo and docker* out by itself"]
     assert link_problems(NcclSettings(socket_ifname="^eno,lo,docker"), BLADE) == []
 
 
@@ -98,7 +108,7 @@ def test_ib_hca_devices_must_exist():
     assert hca_problems("mlx5", ports) == []
     assert hca_problems("^=mlx5_9", ports) == []  # an exclusion needs nothing to exist
     assert hca_problems("=mlx5_0:2,mlx5_4", ports) == [
-        "NCCL_IB_HCA==mlx5_0:2,mlx5_4: no RDMA device mlx5_0:2, mlx5_4 here (this node has: mlx5_0:1, mlx5_1:1; "
+        "hca: NCCL_IB_HCA==mlx5_0:2,mlx5_4: no RDMA device mlx5_0:2, mlx5_4 here (this node has: mlx5_0:1, mlx5_1:1; "
         "/sys/class/infiniband)"]
     assert "this node has: none" in hca_problems("mlx5_0", [])[0]
 

@@ -150,6 +150,17 @@ class BootConf(Task):
         want = FileWrite(self.path, render(host, facts, old),
                          owner=self.params.get("owner", "root"), group=self.params.get("group", "root"))
         change, item = plan_file(want, current)
+        if change and current and current.exists and _only_missing_gpus_differ(old, want.content, facts):
+            change.cause = "every_gpu_of_the_last_good_run_is_here"  # a missing card's line kept for its return
         plan.changes += [change] if change else []
         plan.unchanged += [item] if item else []
         return plan
+
+
+def _only_missing_gpus_differ(old: str, new: str, facts: HostFacts) -> bool:
+    """Whether the file changes only in the lines of GPUs nvidia-smi does not show now."""
+    before, after = parse(old), parse(new)
+    seen = {g.uuid.lower() for g in facts.nvidia.gpus}
+    others = lambda text: [line for line in text.splitlines() if not line.startswith("gpu=")]  # noqa: E731
+    return others(old) == others(new) and all(
+        uuid.lower() not in seen for uuid in before.keys() | after.keys() if before.get(uuid) != after.get(uuid))

@@ -8,7 +8,8 @@ import pytest
 from provision.capabilities.driver import packages as driver
 from provision.capabilities.gpu import clock_events
 from provision.capabilities.gpu import layout
-from provision.core.checks import fail
+from provision.core import pci
+from provision.core.checks import WARNING, fail
 
 # nvidia-smi(1), RETURN VALUE: what its exit code means for the node.
 NVIDIA_SMI_EXIT = {
@@ -50,12 +51,16 @@ def unless_the_driver_is_pending(node) -> None:
 def check_nvidia_smi_reads_the_gpus(node):
     nvidia = gpu_node(node)
     if nvidia.state != "ok" or nvidia.exit_code:
-        meaning = NVIDIA_SMI_EXIT.get(nvidia.exit_code or 0, "")
+        code = nvidia.exit_code or 0
+        meaning = NVIDIA_SMI_EXIT.get(code, "")
+        said = (f"exit {code}" + (f" ({meaning})" if meaning else "") if nvidia.exit_code is not None
+                else "not run")
+        lost_only = nvidia.state == "ok" and code == 15 and nvidia.lost  # the others read: the lost GPU says it
         fail("nvidia-smi to read every GPU and exit 0",
-             f"{nvidia.state}, exit {nvidia.exit_code}{f' ({meaning})' if meaning else ''}"
-             f"{f': {nvidia.message}' if nvidia.message else ''}",
-             NVIDIA_SMI_FIX.get(nvidia.exit_code or 0, "see dmesg for Xid errors; a GPU off the bus needs a reset or "
-                                "a reboot, a missing driver an install"))
+             said + (f": {nvidia.message}" if nvidia.message and nvidia.state != "ok" else ""),
+             NVIDIA_SMI_FIX.get(code, "see dmesg for Xid errors; a GPU off the bus needs a reset or a reboot, a "
+                                "missing driver an install"),
+             because="no_gpu_is_lost" if lost_only else "")
 
 
 def check_gpu_count_is_as_the_inventory_says(node):
@@ -69,7 +74,8 @@ def check_gpu_count_is_as_the_inventory_says(node):
         fail(f"{expected} GPU(s) (gpu.count)", f"{found}" + (f" ({nvidia.state}: {nvidia.message})"
                                                               if nvidia.state != "ok" else ""),
              "a missing card: reseat it, check its riser and power, then reboot "
-             "(every_gpu_of_the_last_good_run_is_here names it); a card added or removed on purpose: change gpu.count")
+             "(every_gpu_of_the_last_good_run_is_here names it); a card added or removed on purpose: change gpu.count",
+             because="every_gpu_of_the_last_good_run_is_here")
 
 
 def check_every_gpu_of_the_last_good_run_is_here(node):
@@ -79,16 +85,25 @@ def check_every_gpu_of_the_last_good_run_is_here(node):
     if change is None:
         pytest.skip("no GPU layout recorded on this host yet: `provision apply` records it")
     if change:
+        only_lost = not change.lines(lost=False)  # nvidia-smi still names each: no_gpu_is_lost says what to do
         fail(f"the {len(node.facts.gpu_layout)} GPU(s) of the last good run", "; ".join(change.lines()),
              "reseat the card or check its riser and power, then reboot; if the change is intended: "
-             "provision apply --accept-gpu-changes")
+             "provision apply --accept-gpu-changes",
+             because="no_gpu_is_lost" if only_lost else "",
+             about=tuple(pci.slot(m.gpu.bus_id) for m in change.missing))
 
 
 def check_no_gpu_is_lost(node):
     nvidia = gpu_node(node)
     if nvidia.lost:
-        fail("every GPU readable", "; ".join(str(lost) for lost in nvidia.lost),
-             "a GPU off the bus (Xid 79) needs a reset or a reboot; if it recurs, reseat it and check its power")
+        recorded = {pci.slot(r.bus_id): r for r in node.facts.gpu_layout or []}
+        named = [f"{layout.words(recorded[pci.slot(lost.bus_id)])}: {lost.message}"
+                 if pci.slot(lost.bus_id) in recorded and lost.index is None else str(lost) for lost in nvidia.lost]
+        fail("every GPU readable", "; ".join(named),
+             f"drain {node.name} and reboot it (a GPU off the bus comes back only with a reset or a boot: under "
+             f"Slurm, scontrol reboot ASAP nextstate=RESUME {node.name}); if it falls off again, reseat the card "
+             "and check its riser and power cables",
+             about=tuple(pci.slot(lost.bus_id) for lost in nvidia.lost if lost.bus_id))
 
 
 def check_pcie_links_run_at_full_width_and_speed(node):
@@ -104,4 +119,5 @@ def check_pcie_links_run_at_full_width_and_speed(node):
             slow.append(f"{g.label} {g.bus_id} gen {g.pcie_gen_current} of {g.pcie_gen_max} while at work")
     if slow:
         fail("every GPU's PCIe link at its maximum width (and generation, at work)", ", ".join(slow),
-             "reseat the card or its riser, or try another slot; AER errors in dmesg point at the link")
+             "reseat the card or its riser, or try another slot; AER errors in dmesg point at the link",
+             severity=WARNING)

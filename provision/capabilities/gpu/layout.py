@@ -56,11 +56,20 @@ class Missing:
     gpu: RecordedGpu
     lost: LostGpu | None  # nvidia-smi still names it (no handle); None: not listed at all
 
-    def __str__(self) -> str:
+    @property
+    def state(self) -> str:
+        return "lost" if self.lost is not None else "gone"
+
+    @property
+    def detail(self) -> str:
+        """Why it is missing and what it needs, without naming the GPU (say words(self.gpu) first)."""
         if self.lost is not None:
-            return f"{words(self.gpu)} is lost: nvidia-smi says {self.lost.message!r}; it needs a reset or a reboot"
-        return (f"{words(self.gpu)} is gone: nvidia-smi no longer lists it (fallen off the bus? see dmesg for "
-                "Xid 79, reseat the card or check its riser and power)")
+            return f"nvidia-smi says {self.lost.message!r}; it needs a reset or a reboot"
+        return ("nvidia-smi no longer lists it (fallen off the bus? see dmesg for Xid 79, reseat the card or check "
+                "its riser and power)")
+
+    def __str__(self) -> str:
+        return f"{words(self.gpu)} is {self.state}: {self.detail}"
 
 
 @dataclass

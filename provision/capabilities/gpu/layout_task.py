@@ -23,6 +23,8 @@ from provision.capabilities.gpu.tasks import cannot_use_gpus
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
 
+# The verify checks that report these states (a refusal here follows from their finding: as_intended files it there).
+LOST, CHANGED_LAYOUT = "no_gpu_is_lost", "every_gpu_of_the_last_good_run_is_here"
 ACCEPT_HINT = "if the new layout is intended (a card replaced, removed or added), run apply --accept-gpu-changes"
 
 
@@ -44,15 +46,17 @@ class GpuLayout(Task):
         recorded_lost = [m.lost for m in change.missing if m.lost is not None]
         for lost in nvidia.lost:  # always a problem, accepted or not: the card is there and broken
             if not any(lost is known for known in recorded_lost):
-                plan.refused.append(Item(_label(lost), FAILED, "GPU", message=f"lost: {lost.message}"))
+                plan.refused.append(Item(_label(lost), FAILED, "lost", message=lost.message, cause=LOST))
         for missing in change.missing:
             if missing.lost is not None:
-                plan.refused.append(Item(f"GPU{missing.gpu.index}", FAILED, "GPU", message=str(missing)))
+                plan.refused.append(Item(layout.words(missing.gpu), FAILED, "lost", message=missing.detail,
+                                         cause=LOST))
         others = change.lines(lost=False)  # what accepting the new layout settles
         if others and not host.accept_gpu_changes:
-            plan.refused += [Item("host", FAILED, "GPU layout", message=line) for line in others]
+            plan.refused += [Item("host", FAILED, "GPU layout", message=line, cause=CHANGED_LAYOUT) for line in others]
             plan.failed = (f"{len(others)} GPU(s) differ from the last good run on this host; repair and run "
                            f"again, or {ACCEPT_HINT}")
+            plan.failed_check = CHANGED_LAYOUT
             return plan
         plan.unchanged += [Item("host", OK, "GPU layout", message=f"accepted: {line}") for line in others]
         if nvidia.state != "ok":

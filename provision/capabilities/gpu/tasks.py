@@ -141,6 +141,7 @@ def cannot_use_gpus(plan: Plan, host, facts: HostFacts, said: str) -> None:
         plan.skipped = f"{said}the GPUs wait for {waiting}"
         return
     state, message = facts.nvidia.state, facts.nvidia.message
+    plan.failed_check = "nvidia_smi_reads_the_gpus"  # verify's finding: as_intended files this one under it
     plan.failed = said + {
         "missing": "nvidia-smi is not installed: install the NVIDIA driver first",
         "no-devices": "nvidia-smi found no GPU (fallen off the bus? see dmesg for Xid 79)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from provision.capabilities.gpu import clock_events
+from provision.core import pci
 from provision.core.checks import fail
 
 
@@ -29,16 +30,17 @@ MEMORY_TROUBLE = (
 
 
 def check_gpu_memory_has_no_uncorrectable_errors(node):
-    found, fixes = [], {}
+    found, fixes, about = [], {}, {}
     for gpu in readable_gpus(node):
         for attr, says, fix in MEMORY_TROUBLE:
             value = getattr(gpu, attr)
             if value:  # None (not reported), 0 and False are all fine
                 found.append(f"{gpu.label} {gpu.bus_id}: {says(value)}")
                 fixes[fix] = None
+                about[pci.slot(gpu.bus_id)] = None
     if found:
         fail("no uncorrectable ECC error, no pending row remap or page retirement", "; ".join(found),
-             "; ".join(fixes))
+             "; ".join(fixes), about=tuple(about))
 
 
 def check_clocks_are_not_held_down_by_heat_or_power(node):

@@ -8,7 +8,7 @@ import pytest
 
 from provision.capabilities.health import kernlog
 from provision.core import pci
-from provision.core.checks import fail, note
+from provision.core.checks import Finding, fail, fail_each, note
 
 
 def kernel_events(node) -> list[kernlog.KernelEvent]:
@@ -38,29 +38,42 @@ def where(event: kernlog.KernelEvent, names: dict[str, str]) -> str:
 
 
 def check_no_xid_errors_since_boot(node):
+    """One finding per cause: the Xid lines of a GPU lost now, or of a GPU whose memory check fails, are that
+    check's evidence (filed under it); the rest are this check's own."""
     events = kernel_events(node)
     names = gpu_names(node)
     with_xid_79 = {e.bus_id for e in events if e.kind == "xid" and e.xid == 79}
-    serious, said = Counter(), Counter()
-    actions = {}
+    serious: dict[str, Counter] = {}  # because -> line -> times
+    actions: dict[str, dict[str, None]] = {}
+    said: Counter = Counter()
     for event in events:
         if event.kind == "xid":
             info = kernlog.xid_info(event.xid)
             line = f"{where(event, names)} Xid {event.xid} ({info.severity}: {info.meaning})"
-            if kernlog.event_needs_attention(event):
-                serious[line] += 1
-                actions.setdefault(info.action, None)
-            else:
+            if not kernlog.event_needs_attention(event):
                 said[line] += 1
+                continue
+            action = info.action
         elif event.kind == "fallen-off-bus" and event.bus_id not in with_xid_79:  # the kernel's words, no Xid
-            serious[f"{where(event, names)} fallen off the bus (kernel log, no Xid): {event.detail}"] += 1
-            actions.setdefault("reboot; if it recurs, reseat the card and check its riser and power", None)
+            info = kernlog.xid_info(79)
+            line = f"{where(event, names)} fallen off the bus (kernel log, no Xid): {event.detail}"
+            action = "reboot; if it recurs, reseat the card and check its riser and power"
+        else:
+            continue
+        because = EXPLAINED_BY.get(info.severity if event.kind == "xid" and event.xid != 79 else "off-bus", "")
+        because = f"{because}:{pci.slot(event.bus_id)}" if because and event.bus_id else ""
+        serious.setdefault(because, Counter())[line] += 1
+        actions.setdefault(because, {})[action] = None
     for line, n in said.items():
         note(node, f"{line}{f' x{n}' if n > 1 else ''}: an application's fault, not the node's")
-    if serious:
-        fail("no Xid error that needs attention since boot",
-             "; ".join(f"{line}{f' x{n}' if n > 1 else ''}" for line, n in serious.items()),
-             " ".join(actions))
+    fail_each([Finding("no Xid error that needs attention since boot",
+                       "; ".join(f"{line}{f' x{n}' if n > 1 else ''}" for line, n in lines.items()),
+                       " ".join(actions[because]), because=because)
+               for because, lines in serious.items()])
+
+
+# The check whose failure, on the same GPU, an Xid of this kind is evidence of (by the Xid's severity).
+EXPLAINED_BY = {"off-bus": "no_gpu_is_lost", "memory": "gpu_memory_has_no_uncorrectable_errors"}
 
 
 def check_no_pcie_errors_on_the_gpu_links_since_boot(node):

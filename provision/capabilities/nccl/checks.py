@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from provision.capabilities.nccl import interfaces as nccl
-from provision.core.checks import fail
+from provision.core.checks import Finding, fail_each
 
 
 def check_nccl_interfaces_are_up_at_speed(node):
@@ -17,8 +17,7 @@ def check_nccl_interfaces_are_up_at_speed(node):
     if wrong:
         rule = f"NCCL_SOCKET_IFNAME={settings.socket_ifname}" if settings.socket_ifname else "NCCL's own choice"
         speed = f" at {settings.expected_link_speed_mbps} Mb/s" if settings.expected_link_speed_mbps else ""
-        fail(f"every interface NCCL will use ({rule}) up, addressed{speed}",
-             "; ".join(wrong),
-             "a port down: check its cable and the switch port; a slow port: it is not the fabric (the 1GbE "
-             "uplink?), make socket_ifname exact (=ens803f0,ens803f1) or move the cable; none matched: a NIC "
-             "renamed after a new card or kernel? fix nccl.socket_ifname")
+        kinds = dict.fromkeys(p.kind for p in wrong)  # one finding per kind: each has its own next step
+        fail_each([Finding(f"every interface NCCL will use ({rule}) up, addressed{speed}",
+                           "; ".join(p.text for p in wrong if p.kind == kind), nccl.KINDS[kind])
+                   for kind in kinds])

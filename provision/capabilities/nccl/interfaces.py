@@ -101,52 +101,86 @@ def select(ifname: str | None, interfaces: list[Interface]) -> Selection:
     return Selection("NCCL's own choice")
 
 
-def link_problems(settings, interfaces: list[Interface] | None) -> list[str]:
+@dataclass(frozen=True)
+class NetProblem:
+    """One thing wrong with what NCCL will use, in a sentence naming the interfaces; its kind (KINDS) says
+    what to do about it."""
+
+    kind: str
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+# Each kind of problem, and the next step for it (verify says one per kind: one cause, one finding).
+KINDS = {
+    "unread": "run `provision facts` on the node: it says why its interfaces could not be read",
+    "unmatched": "a NIC renamed after a new card, driver or kernel? compare `ip -br link` on the node with "
+                 "nccl.socket_ifname and fix the inventory",
+    "down": "a port down: check its cable, the switch port and `ip link show` on the node; a port left out on "
+            "purpose: make nccl.socket_ifname exact (=NAME,NAME)",
+    "unaddressed": "give the port its address (the node's network configuration), or leave it out of "
+                   "nccl.socket_ifname",
+    "stray": "exclude them: nccl.socket_ifname '^...,lo,docker', or name the fabric's ports",
+    "slow": "a port at the wrong speed is cabled to a slower switch port (the 1GbE uplink?): move the cable; "
+            "check `ethtool NAME` on the node; a port left out on purpose: make nccl.socket_ifname exact",
+    "hca": "fix nccl.ib_hca to the RDMA devices the node has (ls /sys/class/infiniband), or set nccl.ib_disable",
+}
+
+
+def link_problems(settings, interfaces: list[Interface] | None) -> list[NetProblem]:
     """What is wrong with the interfaces NCCL will use under `settings` (an NcclSettings), one sentence each,
     naming the interfaces. Empty when NCCL will use what the inventory means."""
     if interfaces is None:
-        return ["the node's network interfaces could not be read"]
+        return [NetProblem("unread", "the node's network interfaces could not be read")]
     ifname = settings.socket_ifname
     selection = select(ifname, interfaces)
     names = ", ".join(i.name for i in interfaces) or "no interface"
     if ifname and not selection.used and not selection.skipped:
-        return [f"NCCL_SOCKET_IFNAME={ifname} matches none of this node's interfaces ({names})"]
+        return [NetProblem("unmatched", f"NCCL_SOCKET_IFNAME={ifname} matches none of this node's interfaces "
+                                        f"({names})")]
     problems = _missing(ifname, interfaces) if ifname else []
-    problems += [f"{i.name} {why}: NCCL skips it without a word" for i, why in selection.skipped]
+    problems += [NetProblem("down" if why.endswith("down") else "unaddressed",
+                            f"{i.name} {why}: NCCL skips it without a word") for i, why in selection.skipped]
     if not selection.used:
-        return problems + [f"NCCL would find no interface to use ({selection.rule}) among {names}"]
+        return problems + [NetProblem("unmatched", f"NCCL would find no interface to use ({selection.rule}) "
+                                                   f"among {names}")]
     if ifname:
         strays = [i.name for i in selection.used if i.name.startswith(NOT_A_FABRIC)]
         if strays:
-            problems.append(f"NCCL_SOCKET_IFNAME={ifname} lets NCCL use {', '.join(strays)}: once the variable is "
-                            "set NCCL no longer leaves lo and docker* out by itself (add them: ^...,lo,docker)")
+            problems.append(NetProblem("stray", f"NCCL_SOCKET_IFNAME={ifname} lets NCCL use {', '.join(strays)}: "
+                                                "once the variable is set NCCL no longer leaves lo and docker* out "
+                                                "by itself"))
     problems += _speed_problems(settings, selection.used)
     return problems
 
 
-def _missing(ifname: str, interfaces: list[Interface]) -> list[str]:
+def _missing(ifname: str, interfaces: list[Interface]) -> list[NetProblem]:
     """The names (exact) or prefixes of an include list that match no interface: a port gone missing."""
     exclude, exact, items = parse_ifname(ifname)
     if exclude:
         return []
     names = [i.name for i in interfaces]
     absent = [item for item in items if not (item in names if exact else any(n.startswith(item) for n in names))]
-    return [f"NCCL_SOCKET_IFNAME={ifname}: no interface {item} on this node" for item in absent]
+    return [NetProblem("unmatched", f"NCCL_SOCKET_IFNAME={ifname}: no interface {item} on this node")
+            for item in absent]
 
 
-def _speed_problems(settings, used: list[Interface]) -> list[str]:
+def _speed_problems(settings, used: list[Interface]) -> list[NetProblem]:
     expected = settings.expected_link_speed_mbps
     if expected:
         off = [f"{i.name} {speed_words(i)}" for i in used if i.speed_mbps != expected]
-        return [f"{', '.join(off)}, not {expected} Mb/s (expected_link_speed_mbps)"] if off else []
+        return [NetProblem("slow", f"{', '.join(off)}, not {expected} Mb/s (expected_link_speed_mbps)")] if off else []
     speeds = {i.speed_mbps for i in used if i.speed_mbps}
     if len(speeds) > 1 and not settings.allow_mixed_speeds:
-        return [f"{', '.join(f'{i.name} {speed_words(i)}' for i in used)}: interfaces of different speeds "
-                "(NCCL spreads traffic evenly, so the slowest sets the pace; allow_mixed_speeds: true if meant)"]
+        return [NetProblem("slow", f"{', '.join(f'{i.name} {speed_words(i)}' for i in used)}: interfaces of "
+                                   "different speeds (NCCL spreads traffic evenly, so the slowest sets the pace; "
+                                   "allow_mixed_speeds: true if meant)")]
     return []
 
 
-def node_problems(settings: NcclSettings, facts: HostFacts) -> list[str]:
+def node_problems(settings: NcclSettings, facts: HostFacts) -> list[NetProblem]:
     """Everything that stops NCCL's files from meaning what the inventory says on this node: the interfaces
     NCCL will use, then the RDMA devices NCCL_IB_HCA names (unless IB is off). Apply and verify both ask."""
     wrong = link_problems(settings, facts.interfaces)
@@ -155,7 +189,7 @@ def node_problems(settings: NcclSettings, facts: HostFacts) -> list[str]:
     return wrong
 
 
-def hca_problems(ib_hca: str | None, ports: list[RdmaPort]) -> list[str]:
+def hca_problems(ib_hca: str | None, ports: list[RdmaPort]) -> list[NetProblem]:
     """NCCL_IB_HCA names RDMA devices (and ports) that this node does not have."""
     if not ib_hca:
         return []
@@ -172,8 +206,8 @@ def hca_problems(ib_hca: str | None, ports: list[RdmaPort]) -> list[str]:
         if not found:
             missing.append(item)
     if missing:
-        return [f"NCCL_IB_HCA={ib_hca}: no RDMA device {', '.join(missing)} here "
-                f"(this node has: {', '.join(have) or 'none'}; /sys/class/infiniband)"]
+        return [NetProblem("hca", f"NCCL_IB_HCA={ib_hca}: no RDMA device {', '.join(missing)} here "
+                                  f"(this node has: {', '.join(have) or 'none'}; /sys/class/infiniband)")]
     return []
 
 
@@ -182,9 +216,9 @@ def summary(settings, interfaces: list[Interface] | None) -> dict:
     it will skip, and the problems apply would refuse to write over. settings: an NcclSettings, or None."""
     settings = settings or NcclSettings()
     if interfaces is None:
-        return {"rule": "", "uses": [], "skips": [], "problems": link_problems(settings, None)}
+        return {"rule": "", "uses": [], "skips": [], "problems": [str(p) for p in link_problems(settings, None)]}
     selection = select(settings.socket_ifname, interfaces)
     return {"rule": selection.rule,
             "uses": [{"name": i.name, "speed_mbps": i.speed_mbps} for i in selection.used],
             "skips": [{"name": i.name, "why": why} for i, why in selection.skipped],
-            "problems": link_problems(settings, interfaces)}
+            "problems": [str(p) for p in link_problems(settings, interfaces)]}

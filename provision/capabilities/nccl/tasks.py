@@ -36,7 +36,7 @@ class NcclFiles(Task):
             return plan
         wrong = nccl.node_problems(settings, facts)
         if wrong:
-            plan.failed = "; ".join(wrong) + " (nothing written)"
+            plan.failed = "; ".join(map(str, wrong)) + " (nothing written)"
             plan.failed_check = "nccl_interfaces_are_up_at_speed"
             return plan
         selection = nccl.select(settings.socket_ifname, facts.interfaces)

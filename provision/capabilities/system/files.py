@@ -32,27 +32,40 @@ def unified_diff(path: str, old: str, new: str) -> str:
 
 
 def plan_file(want: FileWrite, current) -> tuple[Change | None, Item | None]:
-    """Compare a wanted file with FileFacts; return the change, or the ok item."""
+    """Compare a wanted file with FileFacts; return the change, or the ok item. Its before and after say what
+    differs in words that read as apply's "before -> after" and as verify's found and expected."""
     have = current.text if current else None
-    differences = []
-    if have != want.content:
-        differences.append("content")
-    if current and current.exists:
+    if not (current and current.exists):
+        before, after = ["absent"], ["written"]
+    else:
+        before, after = [], []
+        if have != want.content:
+            before.append(f"content differs ({_changed_lines(have or '', want.content)})")
+            after.append("content as the inventory renders it")
         if int(current.mode or "0", 8) != int(want.mode, 8):
-            differences.append(f"mode {current.mode}->{want.mode.lstrip('0') or '0'}")
+            before.append(f"mode {current.mode}")
+            after.append(f"mode {want.mode.lstrip('0') or '0'}")
         if (current.owner, current.group) != (want.owner, want.group):
-            differences.append(f"owner {current.owner}:{current.group}->{want.owner}:{want.group}")
-    if not differences:
+            before.append(f"owner {current.owner}:{current.group}")
+            after.append(f"owner {want.owner}:{want.group}")
+    if not before:
         return None, Item(want.path, OK, "file", after="up to date")
     diff = "" if want.sensitive else unified_diff(want.path, have or "", want.content)
     change = Change(
-        target=want.path, what="file",
-        before="differs" if current and current.exists else "absent",
-        after=", ".join(differences) if have is not None else "written",
+        target=want.path, what="file", before=", ".join(before), after=", ".join(after),
         write=want, diff=diff,
         verify=lambda facts, w=want: _check_file(facts, w),
     )
     return change, None
+
+
+def _changed_lines(old: str, new: str) -> str:
+    """"+2 -1 lines": how many lines the new content adds and drops (counts only: a secret's lines stay unsaid)."""
+    plus = minus = 0
+    for line in list(difflib.unified_diff(old.splitlines(), new.splitlines(), n=0, lineterm=""))[2:]:
+        plus += line.startswith("+")
+        minus += line.startswith("-")
+    return f"+{plus} -{minus} line{'' if plus + minus == 1 else 's'}"
 
 
 def plan_rendered(plan: Plan, templates: Path, files: list[tuple[str, str, str]], context: dict, facts) -> None:
