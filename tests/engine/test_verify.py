@@ -91,3 +91,18 @@ def test_verify_local_checks_this_machine_without_ssh(v100_node):
     assert after.exit_code == 0, after.output
     [host] = json.loads(after.stdout)["hosts"]
     assert host["status"] == "pass" and {"as_intended[gpu-clocks]", "no_xid_errors_since_boot"} <= set(host["passed"])
+
+
+def test_an_uncorrectable_ecc_error_and_its_xid_are_one_finding_on_that_gpu(v100_node):
+    inventory = v100_node.inventory(V100_FIX)
+    assert v100_node.apply(inventory).exit_code == 0
+    v100_node.gpusim("fault", "1", "ecc")
+    result = verify(v100_node, inventory, "--json")
+    assert result.exit_code == 1
+    [host] = json.loads(result.stdout)["hosts"]
+    assert {f["check"] for f in host["failures"]} == {"gpu_memory_has_no_uncorrectable_errors",
+                                                      "no_xid_errors_since_boot"}
+    [finding] = host["findings"]
+    assert finding["check"] == "gpu_memory_has_no_uncorrectable_errors"
+    assert [c["check"] for c in finding["consequences"]] == ["no_xid_errors_since_boot"]
+    assert "Xid 48" in finding["consequences"][0]["found"]

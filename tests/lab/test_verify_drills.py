@@ -32,6 +32,11 @@ def found(verdicts: dict[str, dict], host: str, check: str) -> str:
     return next(f["found"] for f in verdicts[host]["failures"] if f["check"] == check)
 
 
+def causes(verdicts: dict[str, dict]) -> dict[str, list[str]]:
+    """host -> the checks of its findings (one per cause; the failures that follow from one are inside it)."""
+    return {host: [f["check"] for f in v["findings"]] for host, v in verdicts.items() if v["findings"]}
+
+
 def test_a_converged_lab_passes_every_check(basement):
     assert basement.apply()[0] == 0
     code, verdicts = verify(basement)
@@ -52,6 +57,7 @@ def test_a_fault_fails_its_check_on_its_node_and_nothing_else_until_cleared(base
     try:
         code, verdicts = verify(basement)
         assert code == 1 and failed(verdicts) == {node: checks}, failed(verdicts)
+        assert causes(verdicts) == {node: list(checks)}  # one fault, one finding
         assert words in found(verdicts, node, checks.pop())
     finally:
         basement.lab("fault", node, "clear")
@@ -77,6 +83,10 @@ def test_a_gpu_off_the_bus_fails_until_repaired_and_rebooted(basement):
         assert {"nvidia_smi_reads_the_gpus", "no_gpu_is_lost", "no_xid_errors_since_boot",
                 "every_gpu_of_the_last_good_run_is_here"} <= failed(verdicts)[V100]
         assert "GPU2 0000:21:00 Xid 79 (hardware: " in found(verdicts, V100, "no_xid_errors_since_boot")
+        assert causes(verdicts) == {V100: ["no_gpu_is_lost"]}  # the rest are its consequences
+        [lost] = verdicts[V100]["findings"]
+        assert {c["check"] for c in lost["consequences"]} == failed(verdicts)[V100] - {"no_gpu_is_lost"}
+        assert "reboot" in lost["next_step"] and "provision apply" not in lost["next_step"]
     finally:
         basement.lab("fault", V100, "clear")
     code, verdicts = verify(basement)  # the card answers again, but its Xid is in this boot's log
@@ -91,6 +101,7 @@ def test_an_uncorrectable_ecc_error_fails_until_the_reboot_that_retires_the_page
     code, verdicts = verify(basement)
     assert code == 1 and failed(verdicts) == {V100: {"gpu_memory_has_no_uncorrectable_errors",
                                                      "no_xid_errors_since_boot"}}
+    assert causes(verdicts) == {V100: ["gpu_memory_has_no_uncorrectable_errors"]}  # the Xid 48 is its evidence
     assert "GPU1 00000000:11:00.0: 1 uncorrectable ECC error(s)" in found(verdicts, V100,
                                                                          "gpu_memory_has_no_uncorrectable_errors")
     basement.lab("reboot", V100)

@@ -4,7 +4,10 @@ restarts only when a file it reads changed after it started."""
 from __future__ import annotations
 
 import base64
+import subprocess
 import textwrap
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -243,3 +246,59 @@ def test_the_health_check_runs_verify_on_the_node_against_an_inventory_that_mean
         inv.hosts["blade-1"])
     assert config.file_paths(inv.hosts["head-1"]) == [f"/etc/slurm/{n}" for n in ("slurm.conf", "gres.conf",
                                                                                   "cgroup.conf")]
+
+
+def render_health_check(tmp_path, **settings) -> Path:
+    """The health check script as apply writes it for blade-1, its verdict under tmp_path, run with stand-ins:
+    `provision` (exits $VERIFY_RC), `scontrol` (says $SCONTROL_STATE; records what it is asked) on PATH."""
+    from provision.capabilities.slurm.tasks import HEALTH_CHECK_TEMPLATE
+    from provision.capabilities.system.files import render
+    from provision.core.resources import templates_dir
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    for name, body in {"provision": 'echo "provision $*" >> "$LOG"; echo "{}"; exit "${VERIFY_RC:-0}"',
+                       "scontrol": 'echo "scontrol $*" >> "$LOG"; echo "NodeName=x State=${SCONTROL_STATE:-IDLE}"',
+                       "site-check": 'echo "site-check" >> "$LOG"; exit "${ALSO_RC:-0}"'}.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    verdict = tmp_path / "run" / "health-check.json"
+    context = {"host": SimpleNamespace(name="blade-1"), "interval": 60, "verdict": str(verdict),
+               "verdict_dir": str(verdict.parent), "inventory": "/etc/provision/inventory.yaml",
+               "provision": str(bin_dir / "provision"), "prometheus": settings.get("prometheus"),
+               "also": str(bin_dir / "site-check") if settings.get("also") else None}
+    script = tmp_path / "provision-health-check"
+    script.write_text(render(templates_dir(), "provision-health-check.sh.j2", context))
+    return script
+
+
+def run_health_check(script: Path, **env) -> tuple[int, list[str]]:
+    log = script.parent / "log"
+    log.unlink(missing_ok=True)
+    proc = subprocess.run(["sh", str(script)], env={"PATH": f"{script.parent / 'bin'}:/usr/bin:/bin",
+                                                    "LOG": str(log), **env}, capture_output=True, text=True)
+    return proc.returncode, log.read_text().splitlines() if log.exists() else []
+
+
+def test_the_health_check_writes_the_metrics_where_configured(tmp_path):
+    script = render_health_check(tmp_path, prometheus="/var/lib/prometheus/node-exporter/provision.prom")
+    code, said = run_health_check(script)
+    assert code == 0 and said == ["provision verify /etc/provision/inventory.yaml --local --limit blade-1 --drain "
+                                  "--resume --json --prometheus /var/lib/prometheus/node-exporter/provision.prom"]
+    assert (tmp_path / "run" / "health-check.json").read_text() == "{}\n"
+    plain = render_health_check(tmp_path / "plain")
+    assert "--prometheus" not in plain.read_text() and "site-check" not in plain.read_text()
+
+
+def test_a_chained_site_checker_that_fails_drains_the_node_and_holds_its_resume(tmp_path):
+    script = render_health_check(tmp_path, also=True)
+    code, said = run_health_check(script)  # both pass: verify may resume what it drained
+    assert code == 0 and said[0] == "site-check" and said[1].endswith("--drain --resume --json")
+    code, said = run_health_check(script, ALSO_RC="3")  # theirs fails, ours passes: drained, never resumed
+    assert code == 1 and said[1].endswith("--limit blade-1 --drain --json")
+    assert said[-1].startswith("scontrol update NodeName=") and "State=DRAIN" in said[-1]
+    assert said[-1].endswith(f"Reason=provision-verify: health_check_also: {tmp_path}/bin/site-check exited 3")
+    code, said = run_health_check(script, ALSO_RC="3", SCONTROL_STATE="IDLE+DRAIN")  # NHC drained it itself
+    assert code == 1 and not any(line.startswith("scontrol update") for line in said)
+    code, said = run_health_check(script, VERIFY_RC="1")  # ours fails: verify drains (its own reason)
+    assert code == 1 and not any(line.startswith("scontrol update") for line in said)

@@ -29,6 +29,12 @@ class SlurmSettings(Block):
     health_check_interval: int | None = setting(
         None, "seconds, 10..86400", "slurmd runs `provision verify --local` on each node this often: a node that "
         "fails is drained, and resumed once it passes", ge=10, le=86400)
+    health_check_prometheus: AbsolutePath | None = setting(
+        None, "an absolute path", "the health check also writes verify's metrics there (verify --prometheus): a "
+        "file in node_exporter's textfile collector directory, e.g. /var/lib/prometheus/node-exporter/provision.prom")
+    health_check_also: AbsolutePath | None = setting(
+        None, "an absolute path", "the site's own checker, run by the health check before verify (LBNL NHC's "
+        "/usr/sbin/nhc, a DCGM diag wrapper): while it exits non-zero the node stays drained")
     provision_command: str = setting("provision", "provision on the nodes: a command on PATH or an absolute path",
                                      pattern=SHELL_WORD.pattern)
 

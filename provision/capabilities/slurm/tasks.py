@@ -211,7 +211,9 @@ class SlurmConfig(Task):
         if self.health_checked(host):
             check = {"host": host, "interval": host.settings.slurm.health_check_interval, "verdict": VERDICT,
                      "verdict_dir": VERDICT.rsplit("/", 1)[0], "inventory": NODE_INVENTORY,
-                     "provision": host.settings.slurm.provision_command}
+                     "provision": host.settings.slurm.provision_command,
+                     "prometheus": host.settings.slurm.health_check_prometheus,
+                     "also": host.settings.slurm.health_check_also}
             plan_rendered(plan, self.templates, [(HEALTH_CHECK, HEALTH_CHECK_TEMPLATE, "0755")], check, facts)
             plan_written(plan, FileWrite(NODE_INVENTORY, node_inventory(everyone)), facts)
         return plan
