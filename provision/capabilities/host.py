@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from provision.capabilities.driver.facts import DriverFacts
 from provision.capabilities.gpu.model import NvidiaFacts, RecordedGpu
 from provision.capabilities.health.facts import KernelLogFacts, PcieFacts
+from provision.capabilities.health.thermal import Thermal
 from provision.capabilities.nccl.facts import Interface, RdmaPort
 from provision.capabilities.slurm.facts import SlurmNodeState
 from provision.capabilities.system.cpu import CpuFacts
@@ -48,6 +49,7 @@ class HostFacts:
     # Health, read only when asked (verify): None when not read.
     kernel_log: KernelLogFacts | None = None
     pcie: PcieFacts | None = None
+    thermal: dict[str, Thermal] | None = None  # bus id -> headroom to slowdown and shutdown (nvidia-smi -q)
     topology: TopologyFacts | None = None  # read by facts and verify
     cpu: CpuFacts | None = None  # CPUs, memory, cgroup layout, GPUs' local CPUs (slurm.conf); None: not read
 

@@ -2,9 +2,9 @@
 Each capability's checks.py uses them; verify's runner (provision/verify/) collects them per node.
 
 One cause, one finding: a check that fails only because of something another check reports says so with
-`because=` (that check's name, or "CHECK:SUBJECT" for one GPU or port of it). verify files it under that
-check's finding as a consequence when that check failed on the node too, and on its own when it did not: a
-`because` is a lead, and only the other check's failure confirms it.
+`because=` (that check's name, or "CHECK:SUBJECT" for one GPU or port of it; several leads, the likeliest
+first). verify files it under the first lead's finding when that check failed on the node too, and on its own
+when none did: a `because` is a lead, and only the other check's failure confirms it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class Finding:
     expected: str
     found: str
     fix: str = ""
-    because: str = ""  # "CHECK" or "CHECK:SUBJECT": another check's failure that explains this one
+    because: tuple[str, ...] = ()  # "CHECK" or "CHECK:SUBJECT": other checks' failures that would explain it
     about: tuple[str, ...] = ()  # the subjects it is about (GPU bus ids, ports): `because` may name one
     severity: str = CRITICAL
 
@@ -33,16 +33,21 @@ class Finding:
 class CheckFailed(AssertionError):
     """A node is not as intended: one finding, or several of different causes (each with its own next step)."""
 
-    def __init__(self, expected: str = "", found: str = "", fix: str = "", because: str = "",
+    def __init__(self, expected: str = "", found: str = "", fix: str = "", because: str | tuple[str, ...] = (),
                  about: tuple[str, ...] = (), severity: str = CRITICAL, findings: list[Finding] | None = None):
-        self.findings = findings or [Finding(expected, found, fix, because, tuple(about), severity)]
+        self.findings = findings or [Finding(expected, found, fix, leads(because), tuple(about), severity)]
         super().__init__("; ".join(f"expected {f.expected}, found {f.found}" + (f"; {f.fix}" if f.fix else "")
                                    for f in self.findings))
         first = self.findings[0]
         self.expected, self.found, self.fix = first.expected, first.found, first.fix
 
 
-def fail(expected: str, found: str, fix: str = "", because: str = "", about: tuple[str, ...] = (),
+def leads(because: str | tuple[str, ...]) -> tuple[str, ...]:
+    """One lead or several, as a tuple ("" is none)."""
+    return (because,) if isinstance(because, str) and because else () if isinstance(because, str) else because
+
+
+def fail(expected: str, found: str, fix: str = "", because: str | tuple[str, ...] = (), about: tuple[str, ...] = (),
          severity: str = CRITICAL) -> None:
     raise CheckFailed(expected, found, fix, because, about, severity)
 

@@ -492,9 +492,14 @@ class Builder:
         if found is None:
             self.problem(where, key, f"{path!r}: cannot be read as a path (an unknown ~user?)",
                          f"give the path of {what}, or remove the key")
-        elif not found.is_file():
-            self.problem(where, key, f"{path!r}: no such file (relative paths start at {base.absolute()})",
-                         f"give the path of {what}, or remove the key")
+        else:
+            try:
+                missing = "" if found.is_file() else "no such file"
+            except OSError as exc:  # a name longer than the file system takes, ...: not a file either
+                missing = exc.strerror or str(exc)
+            if missing:
+                self.problem(where, key, f"{path!r}: {missing} (relative paths start at {base.absolute()})",
+                             f"give the path of {what}, or remove the key")
         return found
 
     def check_controllers(self, level_vars: dict[Level, dict]) -> None:

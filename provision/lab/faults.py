@@ -10,7 +10,7 @@ from provision.lab import netns
 from provision.lab.node import Node
 from provision.lab.system import LabError
 
-GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "pcie-degraded", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
+GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "gpu-init-failed", "pcie-degraded", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
               "gpu-pcie-errors")  # the simulator's `fault GPU KIND` (without "gpu-")
 FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", "sshd-down", "clear")
 SLOW_NIC_MBPS = 1000  # nic-slow: the port is cabled to the 1GbE switch (the seed blades' old internet uplink)

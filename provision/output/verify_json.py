@@ -8,7 +8,7 @@ Version 1:
                                               "consequences": [{"check", "severity", "expected", "found",
                                                                 "about"}]}],
                 "failures": [every check's findings, flat: {"check", "severity", "expected", "found",
-                                                           "next_step", "because", "about"}],
+                                                           "next_step", "because": [lead], "about"}],
                 "passed": [check], "skipped": ["check: why"], "notes": [text]}],
      "slurm": [{"host", "node", "action", "said"}]}
 

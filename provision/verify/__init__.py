@@ -57,7 +57,7 @@ class Failure:
     expected: str
     found: str
     fix: str = ""
-    because: str = ""  # the other check's failure this one follows from ("CHECK" or "CHECK:SUBJECT"), if any
+    because: list[str] = field(default_factory=list)  # the leads it named ("CHECK" or "CHECK:SUBJECT"), likeliest first
     about: list[str] = field(default_factory=list)
     severity: str = CRITICAL
 
@@ -116,7 +116,8 @@ class Collector:
         else:
             error = call.excinfo.value if call.excinfo else None
             if isinstance(error, CheckFailed):
-                verdict.failures += [Failure(check, f.expected, f.found, f.fix, f.because, list(f.about), f.severity)
+                verdict.failures += [Failure(check, f.expected, f.found, f.fix, list(f.because), list(f.about),
+                                             f.severity)
                                      for f in error.findings]
             else:  # a check that broke: shown as found, never hidden
                 verdict.failures.append(Failure(check, "the check to run", f"{type(error).__name__}: {error}",
@@ -134,8 +135,9 @@ class Cause:
 
 def by_cause(failures: list[Failure]) -> list[Cause]:
     """Group a node's failures by cause. A failure whose `because` names another failure of the node (that
-    check, or that check and one of the subjects it is `about`) goes under that failure's cause, followed
-    to the root; one whose lead names nothing that failed here is a cause of its own. In the checks' order."""
+    check, or that check and one of the subjects it is `about`; the first lead that did) goes under that
+    failure's cause, followed to the root; one whose leads name nothing that failed here is a cause of its own.
+    In the checks' order."""
     def explains(ref: str, other: Failure) -> bool:
         return ref == other.check or any(ref == f"{other.check}:{subject}" for subject in other.about)
 
@@ -144,8 +146,8 @@ def by_cause(failures: list[Failure]) -> list[Cause]:
     def root(failure: Failure) -> Failure:
         chain = [failure]
         while chain[-1].because:
-            lead = chain[-1].because
-            parent = next((o for o in failures if o is not chain[-1] and explains(lead, o)), None)
+            parent = next((o for lead in chain[-1].because for o in failures
+                           if o is not chain[-1] and explains(lead, o)), None)
             if parent is None:
                 break
             if any(parent is f for f in chain):  # leads in a circle: the first of it in the checks' order

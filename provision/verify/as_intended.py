@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from provision.core.checks import ERROR, Finding, fail_each
+from provision.core.checks import ERROR, Finding, fail_each, leads
 
 
 def check_as_intended(node, task):
@@ -32,5 +32,5 @@ def check_as_intended(node, task):
     fix = f"provision apply {node.inventory_path} --limit {node.name}" + (
         " (after a reboot: is provision-gpu-tuning.service enabled?)" if task.changes_gpus else "")
     fail_each([Finding(", ".join(expected) or "the inventory's settings applied", "; ".join(found), fix,
-                       because=cause, severity=ERROR)
+                       because=leads(cause), severity=ERROR)
                for cause, (expected, found) in by_cause.items() if found])

@@ -46,19 +46,24 @@ def test_a_converged_lab_passes_every_check(basement):
     assert "nccl_interfaces_are_up_at_speed" in blade["passed"] and "no_xid_errors_since_boot" in blade["passed"]
 
 
-@pytest.mark.parametrize("node, fault, checks, words", [
-    (RISERS, ["pcie-degraded", "--gpu", "5"], {"pcie_links_run_at_full_width_and_speed"}, "GPU5 "),
-    (BLADE, ["nic-down", "--nic", "ens803f1"], {"nccl_interfaces_are_up_at_speed"}, "ens803f1 "),
-    (BLADE, ["nic-slow", "--nic", "ens803f0"], {"nccl_interfaces_are_up_at_speed"}, "ens803f0 1000 Mb/s"),
-    (RISERS, ["gpu-power-brake", "--gpu", "2"], {"clocks_are_not_held_down_by_heat_or_power"}, "HW Power Brake"),
+NCCL_FILES = {"as_intended[nccl-files]"}  # apply will not write NCCL's files over a port it cannot use
+
+
+@pytest.mark.parametrize("node, fault, check, consequences, words", [
+    (RISERS, ["pcie-degraded", "--gpu", "5"], "pcie_links_run_at_full_width_and_speed", set(), "GPU5 "),
+    (BLADE, ["nic-down", "--nic", "ens803f1"], "nccl_interfaces_are_up_at_speed", NCCL_FILES, "ens803f1 "),
+    (BLADE, ["nic-slow", "--nic", "ens803f0"], "nccl_interfaces_are_up_at_speed", NCCL_FILES, "ens803f0 1000 Mb/s"),
+    (RISERS, ["gpu-power-brake", "--gpu", "2"], "clocks_are_not_held_down_by_heat_or_power", set(), "HW Power Brake"),
 ], ids=["pcie-degraded", "nic-down", "nic-slow", "power-brake"])
-def test_a_fault_fails_its_check_on_its_node_and_nothing_else_until_cleared(basement, node, fault, checks, words):
+def test_a_fault_fails_its_check_on_its_node_and_nothing_else_until_cleared(basement, node, fault, check,
+                                                                           consequences, words):
     basement.lab("fault", node, *fault)
     try:
         code, verdicts = verify(basement)
-        assert code == 1 and failed(verdicts) == {node: checks}, failed(verdicts)
-        assert causes(verdicts) == {node: list(checks)}  # one fault, one finding
-        assert words in found(verdicts, node, checks.pop())
+        assert code == 1 and causes(verdicts) == {node: [check]}, failed(verdicts)  # one fault, one finding
+        [finding] = verdicts[node]["findings"]
+        assert {c["check"] for c in finding["consequences"]} == consequences  # the files NCCL would read, ...
+        assert words in found(verdicts, node, check)
     finally:
         basement.lab("fault", node, "clear")
     code, verdicts = verify(basement)

@@ -319,7 +319,10 @@ def check_inventory(inv: Inventory) -> None:
 def test_loader_returns_an_inventory_or_input_error(content):
     with inventory_file(content) as path:
         outcome = load(path)
-        if isinstance(outcome, InputError):
+        # A host the run selects (all of them here) may be refused at run time: a password, a connection
+        # provision cannot use (Host.refused): before any host is touched too.
+        refused_at_run = not isinstance(outcome, InputError) and any(h.refused for h in outcome.hosts.values())
+        if isinstance(outcome, InputError) or refused_at_run:
             event("refused")
             check_problems(outcome, path)
         else:
@@ -379,7 +382,10 @@ def test_cli_refuses_bad_inventories_before_connecting(content, command):
         outcome = load(path)
         with no_host_contacted() as attempts:
             result = run_cli(args)
-        if isinstance(outcome, InputError):
+        # A host the run selects (all of them here) may be refused at run time: a password, a connection
+        # provision cannot use (Host.refused): before any host is touched too.
+        refused_at_run = not isinstance(outcome, InputError) and any(h.refused for h in outcome.hosts.values())
+        if isinstance(outcome, InputError) or refused_at_run:
             event("refused")
             assert result.exit_code == 2, result.output
             assert attempts == [], attempts

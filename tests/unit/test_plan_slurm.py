@@ -268,7 +268,7 @@ def render_health_check(tmp_path, **settings) -> Path:
                "provision": str(bin_dir / "provision"), "prometheus": settings.get("prometheus"),
                "also": str(bin_dir / "site-check") if settings.get("also") else None}
     script = tmp_path / "provision-health-check"
-    script.write_text(render(templates_dir(), "provision-health-check.sh.j2", context))
+    script.write_text(render(templates_dir(), HEALTH_CHECK_TEMPLATE, context))
     return script
 
 

@@ -181,8 +181,8 @@ def test_a_port_down_and_a_slow_port_are_two_findings_each_with_its_own_next_ste
             Interface("ens803f1", "down", None, ("BROADCAST", "UP"), ("10.215.1.11/24",))]
     failed = verdict(nics, nic_node(both, socket_ifname="ens803f", expected_link_speed_mbps=10000))
     assert [(f.found, f.because) for f in failed.findings] == [
-        ("ens803f1 is down: NCCL skips it without a word", ""),
-        ("ens803f0 1000 Mb/s, not 10000 Mb/s (expected_link_speed_mbps)", "")]
+        ("ens803f1 is down: NCCL skips it without a word", ()),
+        ("ens803f0 1000 Mb/s, not 10000 Mb/s (expected_link_speed_mbps)", ())]
     down, slow = (f.fix for f in failed.findings)
     assert "cable" in down and "1GbE" not in down
     assert "slower switch port" in slow and "ip link" not in slow
@@ -190,10 +190,10 @@ def test_a_port_down_and_a_slow_port_are_two_findings_each_with_its_own_next_ste
 
 def test_a_check_that_only_follows_a_lost_gpu_names_it_as_its_cause():
     lost = NvidiaFacts(state="ok", exit_code=15, gpus=[gpu(0)], lost=[LostGpu("0000:02:00.0", "Unable to ...")])
-    assert verdict(checks.check_nvidia_smi_reads_the_gpus, node(lost)).findings[0].because == "no_gpu_is_lost"
+    assert verdict(checks.check_nvidia_smi_reads_the_gpus, node(lost)).findings[0].because == ("no_gpu_is_lost",)
     assert verdict(checks.check_no_gpu_is_lost, node(lost)).findings[0].about == ("0000:02:00",)
     no_driver = NvidiaFacts(state="error", exit_code=9, message="NVIDIA-SMI has failed")
-    assert verdict(checks.check_nvidia_smi_reads_the_gpus, node(no_driver)).findings[0].because == ""
+    assert verdict(checks.check_nvidia_smi_reads_the_gpus, node(no_driver)).findings[0].because == ()
 
 
 # --- topology: nvidia-smi topo -m ---

@@ -22,17 +22,17 @@ def lost_gpu_failures() -> list[Failure]:
     """What a GPU off the bus fails on a 4090 node, in the checks' order, as the checks say it."""
     return [
         Failure("nvidia_smi_reads_the_gpus", "nvidia-smi to read every GPU and exit 0", "exit 15", "see dmesg",
-                because="no_gpu_is_lost"),
+                because=["no_gpu_is_lost"]),
         Failure("every_gpu_of_the_last_good_run_is_here", "the 7 GPU(s) of the last good run", "GPU3 is lost",
-                "reseat", because="no_gpu_is_lost", about=[SLOT]),
+                "reseat", because=["no_gpu_is_lost"], about=[SLOT]),
         Failure("no_gpu_is_lost", "every GPU readable", "GPU3 0000:31:00.0: Unknown Error", "reboot node1",
                 about=[SLOT]),
         Failure("no_xid_errors_since_boot", "no Xid error", "GPU3 0000:31:00 Xid 79 x2", "drain",
-                because=f"no_gpu_is_lost:{SLOT}"),
+                because=[f"no_gpu_is_lost:{SLOT}"]),
         Failure("no_xid_errors_since_boot", "no Xid error", "GPU1 0000:11:00 Xid 48", "drain",
-                because="gpu_memory_has_no_uncorrectable_errors:0000:11:00"),
+                because=["gpu_memory_has_no_uncorrectable_errors:0000:11:00"]),
         Failure("as_intended[gpu-boot-conf]", "content as rendered", "content differs", "provision apply",
-                because="every_gpu_of_the_last_good_run_is_here", severity=ERROR),
+                because=["every_gpu_of_the_last_good_run_is_here"], severity=ERROR),
         Failure("as_intended[gpu-power-limit]", "GPU2 power limit 200 W", "GPU2 power limit 250 W",
                 "provision apply", severity=ERROR),
     ]
@@ -50,12 +50,12 @@ def test_a_lost_gpu_is_one_finding_with_the_checks_that_fail_because_of_it_under
 
 def test_a_lead_naming_another_subject_of_the_check_is_not_confirmed():
     failures = [Failure("no_gpu_is_lost", "e", "GPU3", about=[SLOT]),
-                Failure("no_xid_errors_since_boot", "e", "GPU5 Xid 79", because="no_gpu_is_lost:0000:51:00")]
+                Failure("no_xid_errors_since_boot", "e", "GPU5 Xid 79", because=["no_gpu_is_lost:0000:51:00"])]
     assert [c.failure.check for c in by_cause(failures)] == ["no_gpu_is_lost", "no_xid_errors_since_boot"]
 
 
 def test_leads_in_a_circle_end_at_a_cause():
-    failures = [Failure("a", "e", "f", because="b"), Failure("b", "e", "f", because="a")]
+    failures = [Failure("a", "e", "f", because=["b"]), Failure("b", "e", "f", because=["a"])]
     causes = by_cause(failures)
     assert [(c.failure.check, [x.check for x in c.consequences]) for c in causes] == [("a", ["b"])]
 
@@ -118,7 +118,7 @@ def test_json_carries_findings_with_their_consequences_under_a_versioned_schema(
     assert lost["severity"] == CRITICAL and lost["next_step"] == "reboot node1" and lost["about"] == [SLOT]
     assert [c["check"] for c in lost["consequences"]][0] == "nvidia_smi_reads_the_gpus"
     assert set(lost["consequences"][0]) == {"check", "severity", "expected", "found", "about"}
-    assert len(host["failures"]) == 7 and host["failures"][0]["because"] == "no_gpu_is_lost"
+    assert len(host["failures"]) == 7 and host["failures"][0]["because"] == ["no_gpu_is_lost"]
     assert data["hosts"][2] | {} == {"host": "rtx3090-2", "status": "unreachable", "message": "cannot connect",
                                      "findings": [], "failures": [], "passed": [], "skipped": [], "notes": []}
 

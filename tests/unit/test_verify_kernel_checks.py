@@ -95,3 +95,23 @@ def test_aer_counters_in_sys_fail_only_when_they_counted_something():
                       aer=[AerCounters("0000:01:00.0", "0000:00:01.0", "correctable", {"RxErr": 7, "BadTLP": 0}, 7)])
     assert verdict(check, node([], ["00000000:01:00.0"], pcie=riser)).found == \
         "the port 0000:00:01.0 above GPU0: 7 correctable error(s) counted (RxErr 7)"
+
+
+def test_a_gpu_the_driver_could_not_bring_up_is_a_finding_on_its_bus_id():
+    """gpu-operator#1146's node: GPU 0000:0a:00 failed RmInitAdapter again and again; nvidia-smi shows the other."""
+    lines = real_lines("gpu-operator-1146-syslog-xid48-64.txt")
+    rig = node(lines, ["00000000:07:00.0"])
+    failed = verdict(checks_kernel.check_no_gpu_failed_to_initialize, rig)
+    assert failed.found == ("0000:0a:00: rm_init_adapter failed, device minor number 5 x4; "
+                            "RmInitAdapter failed! (0x24:0x72:1568) x3")
+    [finding] = failed.findings
+    assert finding.about == ("0000:0a:00",) and finding.because == ("no_gpu_is_lost:0000:0a:00",)
+    assert "reseat" in finding.fix
+    up_later = node(lines, ["00000000:07:00.0", "00000000:0A:00.0"])  # it came up in the end: nothing missing
+    assert verdict(checks_kernel.check_no_gpu_failed_to_initialize, up_later) is None
+
+
+def test_the_xid_79_of_a_gpu_that_then_failed_to_come_back_leads_to_both_checks():
+    lines = real_lines("nvidia-readme-560-knownissues-xid79-pid-only.txt")
+    failed = verdict(checks_kernel.check_no_xid_errors_since_boot, node(lines))
+    assert failed.findings[0].because == ("no_gpu_is_lost:0000:09:00", "no_gpu_failed_to_initialize:0000:09:00")

@@ -158,9 +158,12 @@ class BootConf(Task):
 
 
 def _only_missing_gpus_differ(old: str, new: str, facts: HostFacts) -> bool:
-    """Whether the file changes only in the lines of GPUs nvidia-smi does not show now."""
+    """Whether the file changes only in the lines of GPUs nvidia-smi does not show now, and in the index of
+    those it numbered again without them."""
     before, after = parse(old), parse(new)
     seen = {g.uuid.lower() for g in facts.nvidia.gpus}
     others = lambda text: [line for line in text.splitlines() if not line.startswith("gpu=")]  # noqa: E731
+    settings = lambda words: {k: v for k, v in (words or {}).items() if k != "index"}  # noqa: E731
     return others(old) == others(new) and all(
-        uuid.lower() not in seen for uuid in before.keys() | after.keys() if before.get(uuid) != after.get(uuid))
+        uuid.lower() not in seen or settings(before.get(uuid)) == settings(after.get(uuid))
+        for uuid in before.keys() | after.keys() if before.get(uuid) != after.get(uuid))

@@ -75,7 +75,7 @@ def check_gpu_count_is_as_the_inventory_says(node):
                                                               if nvidia.state != "ok" else ""),
              "a missing card: reseat it, check its riser and power, then reboot "
              "(every_gpu_of_the_last_good_run_is_here names it); a card added or removed on purpose: change gpu.count",
-             because="every_gpu_of_the_last_good_run_is_here")
+             because=("no_gpu_failed_to_initialize", "every_gpu_of_the_last_good_run_is_here"))
 
 
 def check_every_gpu_of_the_last_good_run_is_here(node):
@@ -85,12 +85,15 @@ def check_every_gpu_of_the_last_good_run_is_here(node):
     if change is None:
         pytest.skip("no GPU layout recorded on this host yet: `provision apply` records it")
     if change:
-        only_lost = not change.lines(lost=False)  # nvidia-smi still names each: no_gpu_is_lost says what to do
+        # Only missing cards: nvidia-smi still names a lost one (no_gpu_is_lost says what to do), and the kernel
+        # may say why a gone one never came up (no_gpu_failed_to_initialize).
+        missing = [pci.slot(m.gpu.bus_id) for m in change.missing]
+        explained = change.only_missing() and (len(missing) == 1 or all(m.lost for m in change.missing))
+        leads = ("no_gpu_is_lost", *(f"no_gpu_failed_to_initialize:{slot}" for slot in missing))
         fail(f"the {len(node.facts.gpu_layout)} GPU(s) of the last good run", "; ".join(change.lines()),
              "reseat the card or check its riser and power, then reboot; if the change is intended: "
              "provision apply --accept-gpu-changes",
-             because="no_gpu_is_lost" if only_lost else "",
-             about=tuple(pci.slot(m.gpu.bus_id) for m in change.missing))
+             because=leads if explained else (), about=tuple(missing))
 
 
 def check_no_gpu_is_lost(node):

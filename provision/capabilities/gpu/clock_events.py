@@ -40,3 +40,13 @@ def active(mask: int) -> list[ClockEvent]:
 def troubles(mask: int) -> list[ClockEvent]:
     """The active reasons that say something is wrong."""
     return [event for event in active(mask) if event.trouble]
+
+
+THERMAL = 0x20 | 0x40  # SW and HW Thermal Slowdown
+HW_SLOWDOWN = 0x8  # heat or power drawn too fast: heat, when a thermal reason is active with it
+
+
+def heat_only(mask: int) -> bool:
+    """Whether every trouble is heat: a thermal slowdown, with or without the HW Slowdown it brings."""
+    bits = sum(event.bit for event in troubles(mask))
+    return bool(bits & THERMAL) and not bits & ~(THERMAL | HW_SLOWDOWN)

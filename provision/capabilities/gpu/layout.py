@@ -83,6 +83,14 @@ class LayoutChange:
     def __bool__(self) -> bool:
         return bool(self.missing or self.new or self.renumbered)
 
+    def only_missing(self) -> bool:
+        """Whether every difference follows from the missing GPUs: none new, and each renumbered one moved down
+        by the missing ones enumerated before it, on the same bus (the driver numbers the rest again)."""
+        gaps = [m.gpu.index for m in self.missing]
+        return not self.new and all(
+            pci.address(was.bus_id) == pci.address(now.bus_id) and now.index == was.index - sum(g < was.index for g in gaps)
+            for was, now in self.renumbered)
+
     def lines(self, lost: bool = True) -> list[str]:
         """Each difference in words; lost=False leaves out the GPUs nvidia-smi still names but cannot read."""
         return [*(str(m) for m in self.missing if lost or m.lost is None),

@@ -118,6 +118,9 @@ class GpuSettings(GpuTuning):
     overrides: list[GpuOverride] = setting([], "a list of {index|uuid|model: ..., plus settings}")
     # What the host must have: verify fails with fewer or more (a card gone after maintenance).
     count: int | None = setting(None, "the number of GPUs the host has, an integer 1..64", ge=1, le=64)
+    # verify: a GPU this close to its slowdown temperature will throttle (fans, airflow, a dusty heatsink).
+    thermal_margin: int = setting(5, "degrees C, 0..50", "verify fails a GPU closer than this to its slowdown "
+                                  "temperature", ge=0, le=50)
 
     def for_gpu(self, index: int | None, uuid: str, name: str) -> GpuSettings:
         """The settings for one GPU, with `overrides` empty. index None: no `index:` override applies.

@@ -6,7 +6,7 @@ import pytest
 
 from provision.capabilities.gpu import clock_events
 from provision.core import pci
-from provision.core.checks import fail
+from provision.core.checks import CRITICAL, WARNING, fail
 
 
 def readable_gpus(node):
@@ -43,14 +43,48 @@ def check_gpu_memory_has_no_uncorrectable_errors(node):
              "; ".join(fixes), about=tuple(about))
 
 
+def check_gpus_have_thermal_headroom(node):
+    """Degrees until slowdown, not only the slowdown once it happened: a GPU at its threshold at rest has no room
+    left for a job (fans, airflow, a clogged heatsink, a hot room)."""
+    gpus = readable_gpus(node)
+    read = node.facts.thermal
+    if read is None:
+        pytest.skip("the GPUs' temperatures were not read")
+    margin = node.inventory.settings.gpu.thermal_margin if node.inventory.settings.gpu else 5
+    hot, about, severity = [], [], WARNING  # slower; near shutdown: a crash waiting for the next job
+    for gpu in gpus:
+        t = read.get(gpu.bus_id)
+        if t is None or t.to_slowdown is None or t.to_slowdown >= margin:
+            continue
+        now = f" at {t.current:g} C" if t.current is not None else ""
+        slowdown = (f"{t.to_slowdown:g} C below its slowdown temperature" if t.to_slowdown > 0
+                    else f"{-t.to_slowdown:g} C past its slowdown temperature" if t.to_slowdown < 0
+                    else "at its slowdown temperature")
+        shutdown = f", {t.to_shutdown:g} C below shutdown" if t.to_shutdown is not None else ""
+        hot.append(f"{gpu.label} {gpu.bus_id}{now}: {slowdown}{shutdown}")
+        about.append(pci.slot(gpu.bus_id))
+        severity = CRITICAL if t.to_shutdown is not None and t.to_shutdown < margin else severity
+    if not any(t.to_slowdown is not None for t in read.values()):
+        pytest.skip("nvidia-smi reports no slowdown temperature for these GPUs")
+    if hot:
+        fail(f"every GPU at least {margin} C below its slowdown temperature (gpu.thermal_margin)", "; ".join(hot),
+             "check its fans (nvidia-smi -q -d PERFORMANCE, the BMC's fan sensors), the airflow and the room; a "
+             "blocked or clogged heatsink; then watch it under load (provision verify again)",
+             about=tuple(about), severity=severity)
+
+
 def check_clocks_are_not_held_down_by_heat_or_power(node):
-    held = []
+    held, thermal_only = [], []
     for gpu in readable_gpus(node):
         troubles = clock_events.troubles(gpu.clock_events_active or 0)
         if troubles:
             held.append(f"{gpu.label} {gpu.bus_id}: " + ", ".join(f"{e.label} ({e.trouble})" for e in troubles))
+            thermal_only.append(clock_events.heat_only(gpu.clock_events_active or 0) and pci.slot(gpu.bus_id))
     if held:
+        # Only heat on one GPU: the headroom check says so (with the temperatures), this is its evidence.
+        because = f"gpus_have_thermal_headroom:{thermal_only[0]}" if len(held) == 1 and thermal_only[0] else ""
         fail("no clock event reason but idle, application clocks, power cap, sync boost or display",
              "; ".join(held),
              "a power brake or a slowdown under load: check the PSU's capacity and cabling, and a lower power "
-             "limit or application clocks (provision clocks); thermal: check fans, airflow and the room")
+             "limit or application clocks (provision clocks); thermal: check fans, airflow and the room",
+             because=because)

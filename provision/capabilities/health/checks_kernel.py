@@ -43,8 +43,8 @@ def check_no_xid_errors_since_boot(node):
     events = kernel_events(node)
     names = gpu_names(node)
     with_xid_79 = {e.bus_id for e in events if e.kind == "xid" and e.xid == 79}
-    serious: dict[str, Counter] = {}  # because -> line -> times
-    actions: dict[str, dict[str, None]] = {}
+    serious: dict[tuple[str, ...], Counter] = {}  # because -> line -> times
+    actions: dict[tuple[str, ...], dict[str, None]] = {}
     said: Counter = Counter()
     for event in events:
         if event.kind == "xid":
@@ -60,8 +60,9 @@ def check_no_xid_errors_since_boot(node):
             action = "reboot; if it recurs, reseat the card and check its riser and power"
         else:
             continue
-        because = EXPLAINED_BY.get(info.severity if event.kind == "xid" and event.xid != 79 else "off-bus", "")
-        because = f"{because}:{pci.slot(event.bus_id)}" if because and event.bus_id else ""
+        kind = info.severity if event.kind == "xid" and event.xid != 79 else "off-bus"
+        because = tuple(f"{check}:{pci.slot(event.bus_id)}" for check in EXPLAINED_BY.get(kind, ())
+                        if event.bus_id)
         serious.setdefault(because, Counter())[line] += 1
         actions.setdefault(because, {})[action] = None
     for line, n in said.items():
@@ -72,8 +73,33 @@ def check_no_xid_errors_since_boot(node):
                for because, lines in serious.items()])
 
 
-# The check whose failure, on the same GPU, an Xid of this kind is evidence of (by the Xid's severity).
-EXPLAINED_BY = {"off-bus": "no_gpu_is_lost", "memory": "gpu_memory_has_no_uncorrectable_errors"}
+def check_no_gpu_failed_to_initialize(node):
+    """A GPU the driver could not bring up at boot never shows in nvidia-smi: only the kernel says it was there
+    (RmInitAdapter failed, the probe failed). Named by its bus id; it counts against gpu.count."""
+    events = [e for e in kernel_events(node) if e.kind == "init-failed"]
+    names = gpu_names(node)
+    readable = {pci.slot(g.bus_id) for g in node.facts.nvidia.gpus}
+    failed: dict[str, Counter] = {}
+    for event in events:
+        key = pci.slot(event.bus_id or "")
+        if key and key in readable:
+            continue  # it came up after all (a retry, a reset): nothing missing now
+        failed.setdefault(key, Counter())[event.detail] += 1
+    findings = []
+    for key, details in failed.items():
+        said = "; ".join(f"{detail}{f' x{n}' if n > 1 else ''}" for detail, n in details.items())
+        findings.append(Finding(
+            "every GPU on the PCIe bus initialised by the driver",
+            f"{names[key] + ' ' if key in names else ''}{key or 'a GPU'}: {said}",
+            "reseat the card and check its power cables and riser, then reboot; \"Cannot initialize GSP firmware\" "
+            "in dmesg: update the driver; if it stays, the card needs service",
+            because=(f"no_gpu_is_lost:{key}",) if key else (), about=(key,) if key else ()))
+    fail_each(findings)
+
+
+# The checks whose failure, on the same GPU, an Xid of this kind is evidence of (by the Xid's severity).
+EXPLAINED_BY = {"off-bus": ("no_gpu_is_lost", "no_gpu_failed_to_initialize"),
+                "memory": ("gpu_memory_has_no_uncorrectable_errors",)}
 
 
 def check_no_pcie_errors_on_the_gpu_links_since_boot(node):

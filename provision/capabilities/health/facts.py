@@ -4,6 +4,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from provision.capabilities.health import thermal
 from provision.core.facts import FactReader, FactSection, Section
 
 
@@ -41,7 +42,8 @@ class PcieFacts:
 # dmesg needs root where kernel.dmesg_restrict=1 (the Debian and Ubuntu default): then sudo -n, then the
 # journal of this boot (readable by the adm and systemd-journal groups). The first line says which.
 KERNEL_LOG_LINES = 2000  # the newest; a storm of one error says no more in a longer tail
-KERNEL_LOG_LINE_PATTERN = r"NVRM|AER|PCIe Bus Error|error status|\[ *[0-9]+\] [A-Z]"  # with an AER report's bits
+KERNEL_LOG_LINE_PATTERN = (r"NVRM|AER|PCIe Bus Error|error status|\[ *[0-9]+\] [A-Z]"  # with an AER report's bits
+                           r"|nvidia.*probe|probe of")  # the kernel's words when the driver cannot take a GPU
 KERNEL_LOG_SNIPPET = (
     "if out=$(dmesg 2>&1); then src=dmesg; "
     "elif [ \"$(id -u)\" != 0 ] && o=$(sudo -n dmesg 2>/dev/null); then out=$o src='sudo dmesg'; "
@@ -89,13 +91,20 @@ def parse_pcie_aer(text: str) -> PcieFacts:
     return found
 
 
+# Each GPU's temperature and its thresholds (the query fields have no thresholds): one nvidia-smi, where there is one.
+TEMPERATURE_SNIPPET = "command -v nvidia-smi >/dev/null || exit 0; nvidia-smi -q -d TEMPERATURE"
+
+
 def parse(sections: dict[str, Section], facts) -> None:
     if "kernel-log" in sections:
         facts.kernel_log = _kernel_log(sections["kernel-log"])
     if "pcie-aer" in sections:
         facts.pcie = parse_pcie_aer(sections["pcie-aer"].output)
+    if "gpu-temperature" in sections:
+        facts.thermal = thermal.parse(sections["gpu-temperature"].output)
 
 
 VERIFY = frozenset({"verify"})  # apply has no use for them
 READER = FactReader((FactSection("kernel-log", KERNEL_LOG_SNIPPET, read_by=VERIFY),
-                     FactSection("pcie-aer", PCIE_AER_SNIPPET, read_by=VERIFY)), parse)
+                     FactSection("pcie-aer", PCIE_AER_SNIPPET, read_by=VERIFY),
+                     FactSection("gpu-temperature", TEMPERATURE_SNIPPET, read_by=VERIFY, gpu=True)), parse)

@@ -146,7 +146,7 @@ def needs_attention(info: XidInfo) -> bool:
 
 # --- events --------------------------------------------------------------------------------------
 
-KINDS = ("xid", "fallen-off-bus", "aer-corrected", "aer-uncorrected", "gpu-uuid")
+KINDS = ("xid", "fallen-off-bus", "init-failed", "aer-corrected", "aer-uncorrected", "gpu-uuid")
 
 
 @dataclass(frozen=True)
@@ -170,7 +170,7 @@ def event_needs_attention(event: KernelEvent) -> bool:
         if event.xid == 154:
             return not event.detail.rstrip(". ").endswith("(None)")
         return needs_attention(xid_info(event.xid or 0))
-    return event.kind in ("fallen-off-bus", "aer-uncorrected")
+    return event.kind in ("fallen-off-bus", "init-failed", "aer-uncorrected")
 
 
 def gpu_uuids(events: list[KernelEvent]) -> dict[str, str]:
@@ -226,6 +226,22 @@ _FELL = re.compile(r"NVRM: GPU (?P<bus>[0-9a-fA-F:.]+): (?P<detail>GPU has falle
 _FELL_LONG = re.compile(r"NVRM: The NVIDIA GPU (?P<bus>[0-9a-fA-F:.]+)\s*(?P<detail>.*)$")
 _NVRM_TEXT = re.compile(r"NVRM: (?P<text>.*)$")
 _FALLEN = "fallen off the bus"
+# A GPU the driver could not bring up (it never appears in nvidia-smi). Real lines (NVIDIA/cuda-samples#104,
+# NVIDIA/gpu-operator#649 and #1146, NVIDIA/open-gpu-kernel-modules#789, Bumblebee-Project/Bumblebee#722,
+# pop-os/cosmic-epoch#2146, h8d13/archinstoo#244):
+#   NVRM: GPU 0000:13:00.0: RmInitAdapter failed! (0x26:0x56:1463)       (old drivers: no "GPU <bus>: ")
+#   NVRM: GPU 0000:04:01.0: rm_init_adapter failed, device minor number 0 (old: "... for device bearing minor ...")
+#   nvidia 0000:01:00.0: probe with driver nvidia failed with error -1     (older kernels: "nvidia: probe of
+#                                                                           0000:01:00.0 failed with error -1")
+#   NVRM: The NVIDIA probe routine failed for 1 device(s).                 (no bus: the BAR line before names it)
+#   NVRM: BAR0 is 0M @ 0x0 (PCI:0000:01:00.0)
+_INIT_FAILED = re.compile(
+    r"NVRM: (?:GPU (?P<bus>[0-9a-fA-F:.]+): )?(?P<detail>RmInitAdapter failed!.*|rm_init_adapter failed.*)$"
+    r"|nvidia (?P<bus2>[0-9a-fA-F:.]+): (?P<detail2>probe with driver nvidia failed.*)$"
+    r"|nvidia: probe of (?P<bus3>[0-9a-fA-F:.]+) (?P<detail3>failed with error.*)$"
+    r"|NVRM: (?P<detail4>The NVIDIA probe routine failed for .*)$")
+# The lines a bus-less "probe routine failed" follows: a bad BAR, or the GPU fallen off the bus before the probe.
+_NAMED_BEFORE = re.compile(r"NVRM: (?:BAR\d is .*\(PCI:|The NVIDIA GPU )(?P<bus>[0-9a-fA-F]{4}:[0-9a-fA-F:.]+)")
 
 # AER: "<driver> <device>: [AER: ]<message>"; a report is "... error received" from the root port, then per
 # device "PCIe Bus Error: severity=..., type=..., (agent)", "device [vvvv:dddd] error status/mask=..."
@@ -302,6 +318,13 @@ def parse(text: str) -> list[KernelEvent]:
             previous_uuid.serial = m["serial"] or None
         elif m := _FELL.search(rest):
             drafts.append(_Draft("fallen-off-bus", _bus(m["bus"]), time, uptime, [line], m["detail"]))
+        elif m := _INIT_FAILED.search(rest):
+            bus = m["bus"] or m["bus2"] or m["bus3"]
+            if bus is None and (named := next((b for b in map(_NAMED_BEFORE.search, lines[max(0, i - 4):i]) if b),
+                                              None)):
+                bus = named["bus"]  # "The NVIDIA probe routine failed": the line just before names the GPU
+            drafts.append(_Draft("init-failed", _bus(bus), time, uptime, [line],
+                                 (m["detail"] or m["detail2"] or m["detail3"] or m["detail4"]).strip()))
         elif m := _FELL_LONG.search(rest):
             # Gather the continuation lines ("NVRM: (PCI ID: ...) installed in this system has", ...).
             detail, end = m["detail"], i

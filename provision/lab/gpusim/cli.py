@@ -27,6 +27,8 @@ Usage (gpusim: `python -m provision.lab.gpusim`, `python provision/lab/gpusim`, 
                                          their indexes; a reboot brings it back.
                                          gone: not enumerated at all (a dead card or riser, a pulled GPU):
                                          the others are renumbered; it stays gone across reboots until clear.
+                                         init-failed: gone, and the driver says why at each load
+                                         (RmInitAdapter failed, rm_init_adapter failed): until clear.
                                          pcie-degraded trains the link at x8 unless --width/--gen say otherwise.
                                          ecc: one uncorrectable (double bit) ECC error in device memory (Xid 48,
                                          then Xid 63): volatile and aggregate counts +1, a row marked for

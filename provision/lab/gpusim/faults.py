@@ -7,12 +7,12 @@ import time
 
 from .errors import SimError
 from .gpu import REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, normal_bus_id
-from .kernel import kmsg, pci_short
+from .kernel import init_failed, kmsg, pci_short
 from .models import MODELS
 from .state import healthy, open_state, require_config
 
-FAULTS = ("off-bus", "gone", "pcie-degraded", "ecc", "power-brake", "thermal", "pcie-errors", "clear")
-FAULT_USAGE = ("usage: gpusim fault GPU off-bus|gone|pcie-degraded|ecc|power-brake|thermal|pcie-errors|clear "
+FAULTS = ("off-bus", "gone", "init-failed", "pcie-degraded", "ecc", "power-brake", "thermal", "pcie-errors", "clear")
+FAULT_USAGE = ("usage: gpusim fault GPU off-bus|gone|init-failed|pcie-degraded|ecc|power-brake|thermal|pcie-errors|clear "
                "[--width N] [--gen N] [--remap-failure]")
 FAULT_OPTIONS = {"pcie-degraded": {"--width": True, "--gen": True}, "ecc": {"--remap-failure": False}}
 # The clock event reasons a hardware fault holds active: HW Slowdown with its cause [NVML bits, nvml.h].
@@ -34,7 +34,7 @@ def parse_fault_options(kind: str, args: list) -> dict:
     while rest:
         name = rest.pop(0)
         if name not in allowed or (allowed[name] and not rest):
-            raise SimError(f"unknown fault {' '.join([kind, *args])!r}: off-bus, gone, pcie-degraded "
+            raise SimError(f"unknown fault {' '.join([kind, *args])!r}: off-bus, gone, init-failed, pcie-degraded "
                            "[--width N] [--gen N], ecc [--remap-failure], power-brake, thermal, pcie-errors, clear")
         options[name] = rest.pop(0) if allowed[name] else True
     return options
@@ -58,6 +58,9 @@ def cmd_fault(args: list) -> int:
             kmsg(state, f"NVRM: The NVIDIA GPU {record['bus_id'][4:].lower()} (PCI ID: 10de:{device[2:6].lower()}) "
                         "installed in this system has fallen off the bus and is not responding to commands.")
             kmsg(state, "NVRM: The NVIDIA probe routine failed for 1 device(s).")
+        elif kind == "init-failed":
+            record.update(gone=True, off_bus=False, init_failed=True)
+            init_failed(state, record)
         elif kind == "pcie-degraded":
             width = int(extra.get("--width", 8 if "--gen" not in extra else model.pcie_width))
             record["link"] = {"gen": int(extra.get("--gen", model.pcie_gen)), "width": width}
@@ -68,7 +71,8 @@ def cmd_fault(args: list) -> int:
         elif kind == "pcie-errors":
             aer_corrected_error(state, record)
         else:  # a repaired card; its lifetime ECC count is in its InfoROM and stays
-            record.update(healthy(), off_bus=False, gone=False, link=None, ecc_aggregate=record["ecc_aggregate"])
+            record.update(healthy(), off_bus=False, gone=False, init_failed=False, link=None,
+                          ecc_aggregate=record["ecc_aggregate"])
     return 0
 
 

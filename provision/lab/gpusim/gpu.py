@@ -127,6 +127,10 @@ class Gpu:
     # Live readings: near the model's idle values, a little noise so nothing depends on them.
     @cached_property
     def temperature(self) -> int:
+        """Near the model's idle value; at its slowdown threshold while a thermal fault holds it there."""
+        if self.record["forced_reasons"] & REASON_HW_THERMAL:
+            t = self.model.thermal
+            return (t.slowdown if t.tlimit_total is None else t.tlimit_total - t.slowdown) + random.randint(0, 1)
         return self.model.idle_temp + random.randint(0, 1)
 
     @cached_property

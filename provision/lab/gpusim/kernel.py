@@ -116,7 +116,18 @@ def boot(state: dict, config: dict) -> Optional[float]:
         return None
     loaded = random.uniform(4.0, 9.0)
     kmsg(state, LOAD_LINE.format(id=nvrm_id(state)), uptime=loaded)
+    for record in state["gpus"]:
+        if record.get("init_failed"):  # still broken: the driver fails it again at this load
+            init_failed(state, record)
     return state["boot_time"] + loaded
+
+
+def init_failed(state: dict, record: dict) -> None:
+    """The driver cannot bring the GPU up (a dead card, its power cable, GSP firmware): it says so at every load,
+    as the 5xx drivers print it (NVIDIA/cuda-samples#104, NVIDIA/gpu-operator#1146; gpu_models.md)."""
+    bus = record["bus_id"][4:].lower()
+    kmsg(state, f"NVRM: GPU {bus}: RmInitAdapter failed! (0x26:0x56:1463)")
+    kmsg(state, f"NVRM: GPU {bus}: rm_init_adapter failed, device minor number {record['slot']}")
 
 
 def nvrm_id(state: dict) -> str:
