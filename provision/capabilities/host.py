@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from provision.capabilities.driver.facts import DriverFacts
 from provision.capabilities.gpu.model import NvidiaFacts, RecordedGpu
+from provision.capabilities.gpu.nvlink import NvlinkFacts
 from provision.capabilities.health.facts import KernelLogFacts, PcieFacts
 from provision.capabilities.health.thermal import Thermal
 from provision.capabilities.nccl.facts import Interface, RdmaPort
@@ -50,6 +51,7 @@ class HostFacts:
     kernel_log: KernelLogFacts | None = None
     pcie: PcieFacts | None = None
     thermal: dict[str, Thermal] | None = None  # bus id -> headroom to slowdown and shutdown (nvidia-smi -q)
+    nvlink: NvlinkFacts | None = None  # nvidia-smi nvlink -s and -e
     topology: TopologyFacts | None = None  # read by facts and verify
     cpu: CpuFacts | None = None  # CPUs, memory, cgroup layout, GPUs' local CPUs (slurm.conf); None: not read
 

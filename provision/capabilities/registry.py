@@ -46,6 +46,7 @@ TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (
 CHECKS = (
     "provision.capabilities.driver.checks",
     "provision.capabilities.gpu.checks",
+    "provision.capabilities.gpu.checks_nvlink",
     "provision.capabilities.health.checks",
     "provision.capabilities.health.checks_kernel",
     "provision.capabilities.nccl.checks",

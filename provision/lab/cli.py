@@ -120,8 +120,9 @@ def reboot(node, lab_dir):
 @click.argument("kind", type=click.Choice(FAULTS), metavar="KIND")
 @click.option("--gpu", type=int, help="GPU slot (its index with every GPU present) for the gpu faults.  [default: 0]")
 @click.option("--nic", help="NIC for nic-down and nic-slow.  [default: the node's first fabric NIC]")
+@click.option("--link", type=int, help="NVLink link for the gpu-nvlink faults.  [default: 0]")
 @dir_option
-def fault(node, kind, gpu, nic, lab_dir):
+def fault(node, kind, gpu, nic, link, lab_dir):
     """Inject a fault into NODE for a drill, or clear them all.
 
     \b
@@ -140,13 +141,18 @@ def fault(node, kind, gpu, nic, lab_dir):
       gpu-power-brake  the PSU asserts the power brake: clocks event reasons
                        HW Slowdown and HW Power Brake Slowdown, until clear
       gpu-thermal      HW Slowdown and HW Thermal Slowdown, until clear
+      gpu-nvlink-down  NVLink link --link of the GPU no longer trains:
+                       nvidia-smi nvlink -s says <inactive>, until clear
+      gpu-nvlink-errors
+                       Replay, Recovery and CRC Errors counted on link
+                       --link (nvidia-smi nvlink -e); a reboot zeroes them
       nic-down         a fabric cable is pulled (the node sees NO-CARRIER)
       nic-slow         a fabric port is cabled to the 1GbE switch: its speed
                        reads 1000 Mb/s, across reboots until clear
       sshd-down        the node runs but refuses SSH (unreachable)
       clear            every fault above undone
     """
-    click.echo(f"{node}: {Lab(lab_dir).fault(node, kind, gpu, nic)}")
+    click.echo(f"{node}: {Lab(lab_dir).fault(node, kind, gpu, nic, link)}")
 
 
 def _print_status(found: dict) -> None:

@@ -249,7 +249,8 @@ class Lab(LabDir):
         faults.after_boot(node, state.get("faults", {}).get(node.spec.name, []))
         self.save(state)
 
-    def fault(self, name: str, kind: str, gpu: int | None = None, nic: str | None = None) -> str:
+    def fault(self, name: str, kind: str, gpu: int | None = None, nic: str | None = None,
+              link: int | None = None) -> str:
         """Inject a fault for a drill (or clear them all); what was done, in words."""
         require_host()
         with machine_lock():
@@ -259,7 +260,7 @@ class Lab(LabDir):
                 done = faults.clear(node, recorded)
                 recorded.clear()
             else:
-                done = faults.inject(node, kind, gpu, nic)
+                done = faults.inject(node, kind, gpu, nic, link)
                 recorded.append(done)
             self.save(state)
             return done

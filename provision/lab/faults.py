@@ -10,21 +10,28 @@ from provision.lab import netns
 from provision.lab.node import Node
 from provision.lab.system import LabError
 
+# The simulator's `fault GPU KIND` (KIND without "gpu-").
 GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "gpu-init-failed", "pcie-degraded", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
-              "gpu-pcie-errors")  # the simulator's `fault GPU KIND` (without "gpu-")
+              "gpu-pcie-errors", "gpu-nvlink-down", "gpu-nvlink-errors")
+NVLINK_FAULTS = ("gpu-nvlink-down", "gpu-nvlink-errors")  # these name a link: --link L (default 0)
 FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", "sshd-down", "clear")
 SLOW_NIC_MBPS = 1000  # nic-slow: the port is cabled to the 1GbE switch (the seed blades' old internet uplink)
-# What a reboot ends: a GPU off the bus is back, a pending ECC repair is done, the kernel log is new, sshd starts.
-# A gone GPU, a degraded link, a power brake or overheating, a pulled cable and a slow port stay.
-GONE_AT_REBOOT = ("gpu-off-bus", "gpu-ecc", "gpu-pcie-errors", "sshd-down")
+# What a reboot ends: a GPU off the bus is back, a pending ECC repair is done, the kernel log is new, the NVLink
+# error counters start over, sshd starts. A gone GPU, a degraded link, an NVLink link down, a power brake or
+# overheating, a pulled cable and a slow port stay.
+GONE_AT_REBOOT = ("gpu-off-bus", "gpu-ecc", "gpu-pcie-errors", "gpu-nvlink-errors", "sshd-down")
 
 
-def inject(node: Node, kind: str, gpu: int | None, nic: str | None) -> str:
+def inject(node: Node, kind: str, gpu: int | None, nic: str | None, link: int | None = None) -> str:
     """Inject one fault; what was done, in words (as the state file records it)."""
     if kind in GPU_FAULTS:
         gpu = 0 if gpu is None else gpu
         if not 0 <= gpu < node.spec.gpu_count:
             raise LabError(f"--gpu {gpu}: {node.spec.name} has GPUs 0..{node.spec.gpu_count - 1}", 2)
+        if kind in NVLINK_FAULTS:  # the simulator refuses a link the GPU lacks, or a GPU without NVLink
+            link = 0 if link is None else link
+            node.gpusim("fault", str(gpu), kind.removeprefix("gpu-"), "--link", str(link))
+            return f"{kind} GPU {gpu} link {link}"
         node.gpusim("fault", str(gpu), kind.removeprefix("gpu-"))
         return f"{kind} GPU {gpu}"
     if kind in ("nic-down", "nic-slow"):

@@ -49,6 +49,9 @@ class FakeNode:
         self.commands.append(argv)
         return SimpleNamespace(returncode=0, stdout="")
 
+    def gpusim(self, *args):
+        return self.exec(["gpusim", *args])
+
 
 def test_a_boot_ends_some_faults_and_sets_a_slow_port_up_again():
     node = FakeNode()
@@ -70,3 +73,14 @@ def test_a_fault_out_of_range_or_unknown_is_refused_before_anything_is_done():
         faults.inject(node, "melt", None, None)
     assert node.commands == []
     assert faults.FAULTS[-1] == "clear" and all(f.startswith(("gpu-", "pcie-")) for f in faults.GPU_FAULTS)
+
+
+def test_nvlink_faults_name_a_link_and_a_boot_ends_only_the_error_counts():
+    node = FakeNode()
+    assert faults.inject(node, "gpu-nvlink-down", 1, None, 2) == "gpu-nvlink-down GPU 1 link 2"
+    assert faults.inject(node, "gpu-nvlink-errors", None, None, None) == "gpu-nvlink-errors GPU 0 link 0"
+    assert node.commands == [["gpusim", "fault", "1", "nvlink-down", "--link", "2"],
+                             ["gpusim", "fault", "0", "nvlink-errors", "--link", "0"]]
+    recorded = ["gpu-nvlink-down GPU 1 link 2", "gpu-nvlink-errors GPU 0 link 0"]
+    faults.after_boot(node, recorded)
+    assert recorded == ["gpu-nvlink-down GPU 1 link 2"]

@@ -1,18 +1,23 @@
 """The GPU's share of the facts batch: nvidia-smi (one --query-gpu call, its supported clocks from a cache),
-nvidia-persistenced, the locked clocks provision recorded, and the GPUs of the last good run."""
+nvidia-persistenced, the locked clocks provision recorded, the GPUs of the last good run, and (verify only) the
+NVLink links and their error counters."""
 
 from __future__ import annotations
 
 import os
 import shlex
 
-from provision.capabilities.gpu import clock_cache, layout
+from provision.capabilities.gpu import clock_cache, layout, nvlink
 from provision.capabilities.gpu import smi as gpu_parsers
 from provision.capabilities.gpu.model import NvidiaFacts
 from provision.core.facts import FactReader, FactSection, Section
 
 NVML_MISMATCH = "Driver/library version mismatch"  # nvidia-smi's words (exit 18) when library and module differ
 PERSISTENCED_PIDFILE = "/var/run/nvidia-persistenced/nvidia-persistenced.pid"
+# NVLink, for verify only: one nvidia-smi each, nothing where nvidia-smi is not installed, and the error counters
+# only where -s listed a link (its output is kept in $nvl): most hosts have no NVLink and pay for one call.
+NVLINK_STATUS_SNIPPET = "command -v nvidia-smi >/dev/null || exit 0; nvidia-smi nvlink -s"
+NVLINK_ERRORS_SNIPPET = 'case "$nvl" in *"Link "[0-9]*) nvidia-smi nvlink -e;; esac'
 
 
 def clock_records_dir() -> str:
@@ -26,6 +31,9 @@ def parse(sections: dict[str, Section], facts) -> None:
     record = sections.get("gpu-layout")
     if record is not None and record.rc == 0:
         facts.gpu_layout = layout.parse_record(record.output)
+    status = sections.get("nvlink-status")
+    if status is not None:
+        facts.nvlink = nvlink.read(status.output, sections.get("nvlink-errors", Section(0, "")).output, status.rc)
 
 
 def _nvidia(sections: dict[str, Section]) -> NvidiaFacts:
@@ -79,4 +87,6 @@ READER = FactReader((
     FactSection("clock-records", lambda: f"cat {shlex.quote(clock_records_dir())}/GPU-* 2>/dev/null || true",
                 gpu=True),
     FactSection("gpu-layout", lambda: f"cat {shlex.quote(layout.record_path())}"),  # exit 1: no record yet
+    FactSection("nvlink-status", NVLINK_STATUS_SNIPPET, read_by=frozenset({"verify"}), gpu=True, keep="nvl"),
+    FactSection("nvlink-errors", NVLINK_ERRORS_SNIPPET, read_by=frozenset({"verify"}), gpu=True),
 ), parse)

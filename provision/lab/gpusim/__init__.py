@@ -9,12 +9,14 @@ first, then what they share:
   fields        --query-gpu and the other CSV queries
   report        -q, the full report
   table         the summary table, -L, --version
-  topo          topo -m, nvlink -s
+  topo          topo -m
+  nvlink        nvlink -s, nvlink -e
   setters       -pm, -pl, -ac, -lgc, -lmc, -lmcd and their resets
   helptext      the help texts, as captured
   persistenced  nvidia-persistenced
   dmesg         dmesg
-  faults        `gpusim fault`: a GPU off the bus, gone, a degraded link, ECC errors, a power brake, ...
+  faults        `gpusim fault`: a GPU off the bus, gone, a degraded link, ECC errors, a power brake, an NVLink
+                down, ...
   gpu           one GPU (and its host) as nvidia-smi shows it
   state         the config and the state file, the persistence daemon's record
   kernel        the driver installed and the one loaded, boots, the kernel log

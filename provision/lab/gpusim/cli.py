@@ -16,11 +16,12 @@ Usage (gpusim: `python -m provision.lab.gpusim`, `python provision/lab/gpusim`, 
   gpusim reboot                          power cycle: the driver on disk (the installed one, see Driver) is
                                          the one that loads; persistence off, power limits and clocks back to
                                          defaults, pending -lmcd applied, fallen-off GPUs back; a degraded
-                                         link stays degraded; volatile ECC counts back to 0, a pending page
-                                         retirement or row remap takes effect; forced clock event reasons
-                                         (power brake, thermal) stay; the kernel ring buffer starts afresh
-                                         with the driver's load line; kills no process
-  gpusim fault GPU KIND [--width N] [--gen N] [--remap-failure]
+                                         link stays degraded; volatile ECC and NVLink error counts back to 0,
+                                         a pending page retirement or row remap takes effect; forced clock
+                                         event reasons (power brake, thermal) and NVLink links down stay; the
+                                         kernel ring buffer starts afresh with the driver's load line; kills
+                                         no process
+  gpusim fault GPU KIND [--width N] [--gen N] [--remap-failure] [--link L]
                                          GPU: slot number (0.. in config order), UUID or PCI bus id. KIND:
                                          off-bus: fallen off the bus while running (Xid 79): still counted,
                                          its handle fails, nvidia-smi says so and exits 15, the others keep
@@ -40,6 +41,11 @@ Usage (gpusim: `python -m provision.lab.gpusim`, `python provision/lab/gpusim`, 
                                          both hardware conditions: they stay across reboots until clear.
                                          pcie-errors: the kernel logs a PCIe AER corrected error (RxErr) of the
                                          GPU's link.
+                                         nvlink-down: NVLink link L (--link, default 0) no longer trains:
+                                         nvlink -s says <inactive>, -e leaves it out; it stays across reboots
+                                         until clear. nvlink-errors: link L counts 5 Replay, 1 Recovery and 5
+                                         CRC Errors more (nvlink -e), back to 0 at a reboot. Both refused on a
+                                         GPU without NVLink (GeForce).
                                          clear: a repaired card: every fault above undone, its counts back to 0
                                          but the aggregate (lifetime) ECC count.
   gpusim set-driver VERSION              driver VERSION installed and loaded at once, without the reboot a real
@@ -163,9 +169,10 @@ def cmd_reboot(args: list) -> int:
             reset_volatile(record)
             # a GPU that fell off the bus is back (a gone one stays gone)
             record.update(legacy_pm=False, daemon_pm=None, off_bus=False, deferred_active=record["deferred_mem"])
-            # the driver reloads: volatile ECC counts start over, a pending retirement or remap takes effect;
-            # forced clock event reasons are the hardware's (a braking PSU, poor cooling): they stay
-            record.update(ecc_volatile=0, retired_pending=False, remap_pending=False)
+            # the driver reloads: volatile ECC and NVLink error counts start over, a pending retirement or remap
+            # takes effect; forced clock event reasons and links down are the hardware's (a braking PSU, poor
+            # cooling, a bad bridge): they stay
+            record.update(ecc_volatile=0, retired_pending=False, remap_pending=False, nvlink_errors={})
         state["daemon"] = None
         loaded = boot(state, config)
         for record in state["gpus"] if loaded else []:  # the clock event counters count from the driver's load

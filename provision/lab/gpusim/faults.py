@@ -11,10 +11,15 @@ from .kernel import init_failed, kmsg, pci_short
 from .models import MODELS
 from .state import healthy, open_state, require_config
 
-FAULTS = ("off-bus", "gone", "init-failed", "pcie-degraded", "ecc", "power-brake", "thermal", "pcie-errors", "clear")
-FAULT_USAGE = ("usage: gpusim fault GPU off-bus|gone|init-failed|pcie-degraded|ecc|power-brake|thermal|pcie-errors|clear "
-               "[--width N] [--gen N] [--remap-failure]")
-FAULT_OPTIONS = {"pcie-degraded": {"--width": True, "--gen": True}, "ecc": {"--remap-failure": False}}
+FAULTS = ("off-bus", "gone", "init-failed", "pcie-degraded", "ecc", "power-brake", "thermal", "pcie-errors", "nvlink-down",
+          "nvlink-errors", "clear")
+FAULT_USAGE = ("usage: gpusim fault GPU off-bus|gone|init-failed|pcie-degraded|ecc|power-brake|thermal|pcie-errors|nvlink-down|"
+               "nvlink-errors|clear [--width N] [--gen N] [--remap-failure] [--link L]")
+FAULT_OPTIONS = {"pcie-degraded": {"--width": True, "--gen": True}, "ecc": {"--remap-failure": False},
+                 "nvlink-down": {"--link": True}, "nvlink-errors": {"--link": True}}
+# What one nvlink-errors fault adds to a link's Replay, Recovery and CRC Errors (inferred, gpu_models.md): each
+# CRC error is a flit the receiver asks again for (a replay), and the burst ends in one retraining (a recovery).
+NVLINK_ERROR_BURST = (5, 1, 5)
 # The clock event reasons a hardware fault holds active: HW Slowdown with its cause [NVML bits, nvml.h].
 FORCED_REASONS = {"power-brake": REASON_HW_SLOWDOWN | REASON_HW_POWER_BRAKE,
                   "thermal": REASON_HW_SLOWDOWN | REASON_HW_THERMAL}
@@ -35,7 +40,8 @@ def parse_fault_options(kind: str, args: list) -> dict:
         name = rest.pop(0)
         if name not in allowed or (allowed[name] and not rest):
             raise SimError(f"unknown fault {' '.join([kind, *args])!r}: off-bus, gone, init-failed, pcie-degraded "
-                           "[--width N] [--gen N], ecc [--remap-failure], power-brake, thermal, pcie-errors, clear")
+                           "[--width N] [--gen N], ecc [--remap-failure], power-brake, thermal, pcie-errors, "
+                           "nvlink-down [--link L], nvlink-errors [--link L], clear")
         options[name] = rest.pop(0) if allowed[name] else True
     return options
 
@@ -70,10 +76,27 @@ def cmd_fault(args: list) -> int:
             force_reasons(record, FORCED_REASONS[kind])
         elif kind == "pcie-errors":
             aer_corrected_error(state, record)
+        elif kind == "nvlink-down":
+            record["nvlink_down"] = sorted({*record["nvlink_down"], nvlink_of(record, extra.get("--link"))})
+        elif kind == "nvlink-errors":
+            link = str(nvlink_of(record, extra.get("--link")))
+            counts = record["nvlink_errors"].get(link, [0, 0, 0])
+            record["nvlink_errors"][link] = [n + more for n, more in zip(counts, NVLINK_ERROR_BURST)]
         else:  # a repaired card; its lifetime ECC count is in its InfoROM and stays
             record.update(healthy(), off_bus=False, gone=False, init_failed=False, link=None,
                           ecc_aggregate=record["ecc_aggregate"])
     return 0
+
+
+def nvlink_of(record: dict, link) -> int:
+    """The link a fault names (--link L, default 0): one of the GPU's NVLinks."""
+    model = MODELS[record["model"]]
+    if not model.nvlink_links:
+        raise SimError(f"GPU {record['slot']} ({model.name}) has no NVLink")
+    text = "0" if link is None else str(link)
+    if not text.isdigit() or int(text) >= model.nvlink_links:
+        raise SimError(f"--link {text}: GPU {record['slot']} ({model.name}) has links 0..{model.nvlink_links - 1}")
+    return int(text)
 
 
 def fall_off_bus(state: dict, record: dict) -> None:

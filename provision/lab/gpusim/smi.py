@@ -11,11 +11,12 @@ from .fields import query_compute_apps, query_gpus, query_remapped_rows, query_s
 from .gpu import Gpu, Host, normal_bus_id
 from .helptext import SMI_HELP_Z, help_text
 from .kernel import installed_driver
+from .nvlink import parse_nvlink_args, render_nvlink
 from .report import parse_display, render_query
 from .setters import MODULE_POWER, SETTERS, run_setter
 from .state import load_config, open_state, unload_idle_gpus
 from .table import render_list, render_table, render_version
-from .topo import render_nvlink_status, render_topo
+from .topo import render_topo
 
 # The library (nvidia-smi's NVML) is not the loaded kernel module's version: a driver installed, no reboot yet.
 # Since the 5xx drivers the library's version follows, as its first two components ("550.144", "570.124").
@@ -173,16 +174,19 @@ def parse_setter_value(opts: dict, action: str):
 
 
 def smi_subcommand(host: Host, argv: list) -> tuple:
-    """topo -m and nvlink -s; other subcommands are not simulated."""
+    """topo -m, and nvlink -s or -e [-i ID]; other subcommands are not simulated."""
     command, rest = argv[0], argv[1:]
     if command == "topo" and rest in (["-m"], ["--matrix"]):
         if not host.gpus:
             raise Exit(NO_DEVICES, RC_NOT_FOUND)
         return render_topo(host), RC_OK
-    if command == "nvlink" and rest in (["-s"], ["--status"]):
-        if not host.gpus:
-            raise Exit(NO_DEVICES, RC_NOT_FOUND)
-        return render_nvlink_status(host.gpus), RC_OK
+    if command == "nvlink":
+        view, spec = parse_nvlink_args(rest)
+        gpus = select_gpus(host, spec)
+        lost = [g for g in gpus if g.lost]  # an error line each, as the other views print them, and exit 15
+        text = "".join(g.handle_error() for g in lost) + render_nvlink(view, [g for g in gpus if not g.lost],
+                                                                       host.gpus)
+        return text, RC_GPU_LOST if lost else RC_OK
     raise SimError(f"nvidia-smi {' '.join(argv)} is not simulated")
 
 

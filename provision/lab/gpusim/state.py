@@ -20,7 +20,7 @@ from .models import MODELS, Model
 
 # --- config and state -----------------------------------------------------------------------
 
-STATE_VERSION = 2  # 2: the health keys of new_record (ECC, retired pages, remapped rows, clock events)
+STATE_VERSION = 3  # 2: the health keys of new_record (ECC, retired pages, remapped rows, clock events); 3: NVLink
 OVERRIDABLE = ("uuid", "bus_id", "vbios", "serial", "module_id", "pdi")
 VOLATILE = ("power_limit", "app_clocks", "locked_gpu", "locked_mem")  # lost when the driver unloads
 
@@ -140,7 +140,7 @@ def new_record(slot: int, model: Model, given: dict, hostname: str) -> dict:
 
 
 def healthy() -> dict:
-    """A GPU's health keys with nothing wrong (state version 2)."""
+    """A GPU's health keys with nothing wrong (state version 3)."""
     return {
         "ecc_volatile": 0,  # uncorrectable (double bit) ECC errors in device memory since the driver loaded
         "ecc_aggregate": 0,  # the same over the board's life (kept in its InfoROM: survives everything)
@@ -151,16 +151,18 @@ def healthy() -> dict:
         "remap_failure": False,  # a remapping ever failed
         "forced_reasons": 0,  # clock event reason bits a hardware fault holds active (NVML bit values)
         "reasons_since": {},  # hex bit -> since when (time.time()): the fault, or the last driver load
+        "nvlink_down": [],  # NVLink links that no longer train (a bad bridge or board): <inactive>
+        "nvlink_errors": {},  # link ("2") -> [replay, recovery, CRC] errors since the driver loaded
     }
 
 
 def migrate(state: dict) -> Optional[dict]:
     """An older state file brought up to STATE_VERSION; None where it cannot be."""
-    if state.get("version") == 1:  # before the health keys: nothing wrong yet
+    if state.get("version") in (1, 2):  # before the health keys (1) or the NVLink ones (2): nothing wrong yet
         for record in state.get("gpus", []):
             for key, value in healthy().items():
                 record.setdefault(key, value)
-        state["version"] = 2
+        state["version"] = STATE_VERSION
     return state if state.get("version") == STATE_VERSION else None
 
 

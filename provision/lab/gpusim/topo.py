@@ -1,4 +1,4 @@
-"""nvidia-smi topo -m and nvlink -s: the GPUs' (and RDMA NICs') PCIe and NVLink topology."""
+"""nvidia-smi topo -m: the GPUs' (and RDMA NICs') PCIe and NVLink topology."""
 
 from __future__ import annotations
 
@@ -97,12 +97,3 @@ def render_topo(host: Host) -> str:
     nics = [f"  {end.label}: {end.name}\n" for end in ends if end.gpu is None]
     return "\n".join(lines) + "\n" + TOPO_LEGEND + ("\nNIC Legend:\n\n" + "".join(nics) if nics else "")
 
-
-def render_nvlink_status(gpus: list) -> str:
-    """Link speeds of GPUs bonded to a peer; GPUs without NVLink peers print nothing, as on the capture."""
-    out = []
-    for g in gpus:
-        if any(nvlinks(g, other) for other in gpus if other is not g):
-            out.append(f"GPU {g.index}: {g.model.name} (UUID: {g.uuid})\n")
-            out += [f"\t Link {k}: {g.model.nvlink_speed}\n" for k in range(g.model.nvlink_links)]
-    return "".join(out)
