@@ -14,16 +14,18 @@ from provision.core.plan import Change
 
 
 def apply_changes(conn: Connection, changes: list[Change], keep_backups: int = 3
-                  ) -> tuple[list[str | None], str | None]:
-    """Each change's error text (None: it ran), and why the host was lost midway (None: it was not).
+                  ) -> tuple[list[str | None], list[str], str | None]:
+    """Each change's error text (None: it ran), what its commands printed when they succeeded (a setter's
+    warning, for Change.explain), and why the host was lost midway (None: it was not).
     A task's changes that only run commands (one per GPU, mostly) go to the host as ONE command; a change
     that writes a file sends it on stdin, on its own. Once the host is lost, nothing more is tried."""
     batched = [i for i, change in enumerate(changes) if not change.write]
     errors: dict[int, str | None] = {}
+    printed: dict[int, str] = {}
     lost = None
     if batched:
-        batch_errors, lost = run_batch(conn, [changes[i].commands for i in batched])
-        errors = dict(zip(batched, batch_errors))
+        batch_errors, lost, batch_printed = run_batch(conn, [changes[i].commands for i in batched])
+        errors, printed = dict(zip(batched, batch_errors)), dict(zip(batched, batch_printed))
     for i, change in enumerate(changes):
         if i in errors:
             continue
@@ -34,23 +36,27 @@ def apply_changes(conn: Connection, changes: list[Change], keep_backups: int = 3
             errors[i] = apply_change(conn, change, keep_backups)
         except Unreachable as exc:
             lost, errors[i] = str(exc), f"unknown whether it ran: the host was lost during it ({exc})"
-    return [errors[i] for i in range(len(changes))], lost
+    return [errors[i] for i in range(len(changes))], [printed.get(i, "") for i in range(len(changes))], lost
 
 
-def run_batch(conn: Connection, command_lists: list[list[list[str]]]) -> tuple[list[str | None], str | None]:
-    """Each change's error text or None, and why the host was lost (None: it was not). Output that came
-    back before a connection broke still tells which commands ran."""
+def run_batch(conn: Connection, command_lists: list[list[list[str]]]
+              ) -> tuple[list[str | None], str | None, list[str]]:
+    """Each change's error text or None, why the host was lost (None: it was not), and what each change's
+    commands printed. Output that came back before a connection broke still tells which commands ran."""
     token = new_token()
     try:
         outcome = conn.run(["sh", "-c", remote.command_batch(token, command_lists)], sudo=True,
                            timeout=300 + 60 * len(command_lists))
     except Unreachable as exc:
-        return [f"unknown whether it ran: the host was lost during it ({exc})"] * len(command_lists), str(exc)
+        return ([f"unknown whether it ran: the host was lost during it ({exc})"] * len(command_lists), str(exc),
+                [""] * len(command_lists))
     except ProvisionError as exc:  # a sudo that needs a password we do not have
-        return [str(exc)] * len(command_lists), None
+        return [str(exc)] * len(command_lists), None, [""] * len(command_lists)
     sections = split_sections(token, outcome.stdout)
     begun = set(outcome.stdout.splitlines()) if outcome.rc < 0 else set()  # which commands had started
     errors: list[str | None] = []
+    printed = ["\n".join(s.output.strip() for j in range(len(commands)) if (s := sections.get(f"{i}.{j}")))
+               for i, commands in enumerate(command_lists)]
     for i, commands in enumerate(command_lists):
         error = None
         for j, argv in enumerate(commands):
@@ -67,7 +73,7 @@ def run_batch(conn: Connection, command_lists: list[list[list[str]]]) -> tuple[l
                 error = f"`{' '.join(argv)}` exited {ran.rc if ran else outcome.rc}: {said or 'no output'}"
                 break
         errors.append(error)
-    return errors, None
+    return errors, None, printed
 
 
 def apply_change(conn: Connection, change: Change, keep_backups: int = 3) -> str | None:

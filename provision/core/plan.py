@@ -50,6 +50,9 @@ class Change:
     # The re-read check: given fresh facts, is the change really in place?
     verify: Any = None  # Callable[[HostFacts], str | None]: None when in place, else what is wrong
     cause: str = ""  # a change that follows from another check's failure: verify files it under that one
+    # What the commands' words mean for the user and what to do (a setter's "not supported"): given what they
+    # printed, or their error; None when there is nothing to add. Callable[[str], str | None].
+    explain: Any = None
 
 
 @dataclass

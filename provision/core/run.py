@@ -246,7 +246,7 @@ class Engine:
             return TaskResult(task.name, task_status(items), items)
         if not plan.changes:
             return TaskResult(task.name, task_status(items), items)
-        errors, lost = apply_changes(state.conn, plan.changes, self.options.keep_backups)
+        errors, printed, lost = apply_changes(state.conn, plan.changes, self.options.keep_backups)
         applied = list(zip(plan.changes, errors))
         if lost is None:
             try:
@@ -260,10 +260,12 @@ class Engine:
             items += [Item(c.target, FAILED if error else CHANGED, c.what, c.before, c.after, error or NOT_VERIFIED,
                            c.diff) for c, error in applied]
             raise HostLost(TaskResult(task.name, task_status(items), items), lost)
-        for change, error in applied:
+        for (change, error), said in zip(applied, printed):
             if error is None and change.verify is not None:
                 error = change.verify(state.facts)
                 error = error and f"the command succeeded but {error}"
+            if error and change.explain is not None:  # the setter's own words say why, and what to do
+                error = change.explain(said if error.startswith("the command succeeded") else error) or error
             status = FAILED if error else CHANGED
             items.append(Item(change.target, status, change.what, change.before, change.after, error or "", change.diff))
         return TaskResult(task.name, task_status(items), items)

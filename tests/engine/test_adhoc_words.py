@@ -199,3 +199,16 @@ def test_settings_read_as_yaml_flow():
     assert yaml_words({"mem": 877, "sm": 1005, "nearest": False}) == "{mem: 877, sm: 1005}"
     assert yaml_words({"sm": (210, 2520)}) == "{sm: [210, 2520]}"
     assert yaml_words(200.0) == "200" and yaml_words(True) == "true" and yaml_words("default") == "default"
+
+
+# --- a setter that does not set: its own words, said as what they mean --------------------------------
+
+@needs_root()
+def test_a_setter_refused_for_lack_of_privilege_says_so_and_what_to_do(v100_node, monkeypatch):
+    monkeypatch.setenv("NVIDIA_SIM_UID", "1000")  # nvidia-smi as in a container without the host's privileges
+    result = v100_node.apply(v100_node.inventory({"power_limit": 250}))  # its boot file under tmp_path, not /etc
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert "nvidia-smi may not change this setting here: it needs root on the host itself" in said
+    assert "(nvidia-smi: Failed to set power management limit for GPU 00000000:" in said  # its own line beside it
+    assert v100_node.query("power.limit") == ["300.00"] * 4

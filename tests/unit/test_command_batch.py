@@ -9,7 +9,7 @@ from provision.core.apply import run_batch
 def test_changes_run_in_one_command_and_a_failure_stops_only_its_own_change(tmp_path):
     conn = LocalConnection("here")
     log = tmp_path / "log"
-    errors, lost = run_batch(conn, [
+    errors, lost, printed = run_batch(conn, [
         [["sh", "-c", f"echo a >> {log}"], ["sh", "-c", f"echo b >> {log}"]],
         [["sh", "-c", "echo 'Unable to set: bad value'; exit 3"], ["sh", "-c", f"echo never >> {log}"]],
         [["sh", "-c", f"printf 'no newline' && echo c >> {log}"]],
@@ -18,11 +18,12 @@ def test_changes_run_in_one_command_and_a_failure_stops_only_its_own_change(tmp_
     assert errors[0] is None and errors[2] is None
     assert errors[1] == "`sh -c echo 'Unable to set: bad value'; exit 3` exited 3: Unable to set: bad value"
     assert log.read_text() == "a\nb\nc\n"
+    assert printed[2] == "no newline"  # what a change printed, kept for its explanation (a setter's warning)
 
 
 def test_hostile_words_stay_words(tmp_path):
     marker = tmp_path / "pwned"
-    [error], _ = run_batch(LocalConnection("here"), [[["echo", f"$(touch {marker}); `touch {marker}`"]]])
+    [error], _, _ = run_batch(LocalConnection("here"), [[["echo", f"$(touch {marker}); `touch {marker}`"]]])
     assert error is None and not marker.exists()
 
 
@@ -43,12 +44,12 @@ class CutOff(LocalConnection):
 
 def test_a_batch_cut_off_by_a_lost_host_says_which_changes_ran_and_which_did_not_finish():
     batch = [[["true"]], [["true"]], [["true"]], [["true"]]]
-    errors, lost = run_batch(CutOff(lines=7), batch)  # two whole sections, the third begun
+    errors, lost, _ = run_batch(CutOff(lines=7), batch)  # two whole sections, the third begun
     assert errors[:2] == [None, None] and lost is None  # the re-read that follows says the host is gone
     assert errors[2] == "unknown whether `true` finished: the connection closed while it ran"
     # Its start never came back; it may still have run (output lost with the connection): unknown, never "not run"
     assert errors[3] == "unknown whether `true` ran: the connection closed before its output came back"
-    errors, lost = run_batch(CutOff(lines=0, raises=True), batch)
+    errors, lost, _ = run_batch(CutOff(lines=0, raises=True), batch)
     assert lost == "lost the connection to cut: Socket is closed"
     assert errors == ["unknown whether it ran: the host was lost during it (lost the connection to cut: "
                       "Socket is closed)"] * 4

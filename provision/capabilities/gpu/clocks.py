@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from provision.core import remote
-from provision.capabilities.gpu import tuning
+from provision.capabilities.gpu import setter_words, tuning
 from provision.capabilities.gpu.facts import clock_records_dir
 from provision.capabilities.gpu.model import ClockPair
 from provision.core.plan import Change, Item, OK, Plan, Task
@@ -50,6 +50,7 @@ class ApplicationClocks(Task):
             plan.changes.append(Change(
                 target=gpu.label, what="application clocks", before=str(now) if now else "N/A", after=after,
                 commands=[smi(gpu, "-eow", "-rac") if reset else smi(gpu, "-eow", "-ac", str(target))],
+                explain=setter_words.explain,
                 verify=lambda f, uuid=gpu.uuid, target=target: _check_app_clocks(f, uuid, target),
             ))
         return plan
@@ -87,7 +88,7 @@ class LockedClocks(Task):
                 plan.changes.append(Change(
                     target=gpu.label, what=lock.words(),
                     before=tuning.current_lock(gpu, lock.key), after=lock.value,
-                    commands=[smi(gpu, "-eow", *lock.argv)],
+                    commands=[smi(gpu, "-eow", *lock.argv)], explain=setter_words.explain,
                 ))
             # The record goes with the last change, after every setter of this GPU succeeded.
             plan.changes[-1].commands.append(remote.write_record_argv(clock_records_dir(), gpu.uuid, line))

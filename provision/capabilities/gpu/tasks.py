@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
 from provision.capabilities.driver import packages as driver
-from provision.capabilities.gpu import tuning
+from provision.capabilities.gpu import setter_words, tuning
 from provision.capabilities.gpu import layout
 from provision.capabilities.gpu.model import GpuFacts, RecordedGpu
 from provision.capabilities.gpu.settings import GpuOverride, GpuSettings
@@ -221,7 +221,7 @@ class Persistence(Task):
             plan.changes.append(Change(
                 target=gpu.label, what="persistence mode",
                 before=on_off(gpu.persistence), after=on_off(want),
-                commands=[smi(gpu, "-pm", "1" if want else "0")],
+                commands=[smi(gpu, "-pm", "1" if want else "0")], explain=setter_words.explain,
                 verify=lambda f, uuid=gpu.uuid, want=want: _check_persistence(f, [uuid], want),
             ))
         return plan
@@ -275,7 +275,7 @@ class PowerLimit(Task):
             plan.changes.append(Change(
                 target=gpu.label, what="power limit",
                 before=watts(gpu.power_limit), after=watts(target),
-                commands=[smi(gpu, "-pl", f"{target:g}")],
+                commands=[smi(gpu, "-pl", f"{target:g}")], explain=setter_words.explain,
                 verify=lambda f, uuid=gpu.uuid, target=target: _check_power(f, uuid, target),
             ))
         return plan
