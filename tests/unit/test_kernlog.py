@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from provision.core import pci
+from provision.capabilities.health import kernlog
 from provision.capabilities.health.kernlog import (
-    KINDS, SEVERITIES, XID_TABLE, KernelEvent, event_needs_attention, gpu_uuids, last_boot,
+    KINDS, SEVERITIES, XID_TABLE, KernelEvent, caused_by, event_info, event_needs_attention, gpu_uuids, last_boot,
     needs_attention, parse, xid_info,
 )
 
@@ -639,7 +640,78 @@ def test_event_needs_attention(real_output):
     flagged = lambda name: [event_needs_attention(event) for event in events[name]]  # noqa: E731
     assert flagged("nvidia-forum-364958-journalctl-xid120-154-62-45.txt") == [True, True, True, True, False]
     assert flagged("gpu-burn-1-dmesg-raw-aer-fatal-xid79.txt") == [False, True, False, True]
-    assert flagged("ogkm-1150-kernel-tag-xid45.txt") == [False] * 7
+    assert flagged("ogkm-1150-kernel-tag-xid45.txt") == [True] * 7  # each "caused by previous Xid 149/145": NVLink
     [changed] = parse("NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) "
                       "to 0x0 (None)")
     assert not event_needs_attention(changed)
+
+
+def test_every_table_row_is_complete_with_known_sources():
+    for code, name, severity, sources, meaning, action in kernlog._ROWS:
+        assert name and meaning and action, code
+        assert severity in SEVERITIES, code
+        assert sources and set(sources) <= set(kernlog._SOURCES), (code, sources)
+    assert len(XID_TABLE) == len(kernlog._ROWS)  # no code twice
+    for info in XID_TABLE.values():
+        assert set(info.source.split("; ")) <= set(kernlog._SOURCES.values()) and info.cause is None
+
+
+# NVIDIA "Analyzing Xid Errors with the Xid Catalog" (Ampere and newer), as leptonai/gpud's generated copy
+# components/accelerator/nvidia/xid/catalog_generated.go holds it (generated 2025-10-29): every Xid in use (not
+# "Unused") with a resolution, by its immediate resolution bucket.
+CATALOG = {
+    "RESTART_APP": [8, 11, 13, 25, 31, 32, 39, 40, 41, 60, 68, 69, 70, 71, 72, 75, 76, 77, 80, 82, 83, 84, 85, 86,
+                    88, 89, 94, 96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 126, 127, 128, 129, 130, 131, 132, 133,
+                    134, 135, 139],
+    "IGNORE": [37, 38, 43, 44, 63, 66, 67, 92, 93, 106, 107, 121, 137, 141, 152, 153, 157, 160, 161],
+    "RESET_GPU": [46, 62, 64, 95, 109, 110, 119, 120, 136, 140, 143, 155, 156, 158],
+    "RESTART_BM": [79], "CHECK_MECHANICALS": [54], "UPDATE_SWFW": [78], "RESTART_VM": [151], "CHECK_UVM": [159],
+    "WORKFLOW": [13, 31, 45, 48, 74, 144, 145, 146, 147, 148, 149, 150], "XID_154": [154], "CONTACT_SUPPORT": [142],
+}
+CATALOG_WITHOUT_RESOLUTION = list(range(162, 173))  # named and described, no resolution bucket yet
+# Where our severity knowingly differs from the immediate bucket: 32 fails as a PCIe fault (gpud's notes, NVIDIA's
+# older Xid page); 44 as an uncorrectable context-switch fault; 63 and 94 as memory, a row remap pending a reset
+# (what gpu_memory_has_no_uncorrectable_errors fails on too).
+DIFFERS = {32, 44, 63, 94}
+
+
+def test_every_xid_of_the_catalog_has_a_row():
+    catalog = {code for codes in CATALOG.values() for code in codes}
+    assert len(catalog) == 98
+    assert sorted(catalog - XID_TABLE.keys()) == []
+    assert sorted(set(CATALOG_WITHOUT_RESOLUTION) - XID_TABLE.keys()) == []
+
+
+def test_severities_follow_the_catalogs_immediate_resolution():
+    for bucket in ("RESET_GPU", "RESTART_BM", "CHECK_MECHANICALS", "UPDATE_SWFW", "RESTART_VM", "CHECK_UVM"):
+        for code in CATALOG[bucket]:
+            assert needs_attention(xid_info(code)), (bucket, code)
+    for bucket in ("RESTART_APP", "IGNORE"):
+        for code in set(CATALOG[bucket]) - DIFFERS:
+            assert not needs_attention(xid_info(code)), (bucket, code)
+    assert all(needs_attention(xid_info(code)) for code in DIFFERS)
+
+
+def test_an_xid_caused_by_another_means_what_its_cause_means():
+    events = parse(fixture("ogkm-1150-kernel-tag-xid45.txt"))
+    assert [caused_by(e) for e in events] == [149, 145, 145, 145, 149, 145, 145]
+    info = event_info(events[0])
+    assert (info.code, info.name, info.severity) == (45, "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL", "nvlink")
+    assert info.meaning == f"Xid 45 caused by Xid 149: {XID_TABLE[149].meaning}"
+    assert info.cause is XID_TABLE[149] and info.action == XID_TABLE[149].action and needs_attention(info)
+    # Without a named cause an Xid 45 is informational, as before; a non-Xid event names none.
+    [plain] = [e for e in parse(fixture("nvidia-forum-364958-journalctl-xid120-154-62-45.txt")) if e.xid == 45]
+    assert caused_by(plain) is None and event_info(plain) is XID_TABLE[45] and not event_needs_attention(plain)
+    assert all(caused_by(e) is None for e in parse(fixture("gpu-burn-1-dmesg-raw-aer-fatal-xid79.txt")))
+
+
+@pytest.mark.parametrize("cause, severity, attention", [
+    (13, "application", False), (48, "memory", True), (79, "hardware", True), (999, "hardware", True),
+])
+def test_the_cause_decides_the_severity(cause, severity, attention):
+    # The driver's own wording (kernel_rc.c: "NVRM: Xid (PCI:...): %d, pid=%s, name=%s, %s caused by previous Xid %d").
+    [event] = parse("NVRM: Xid (PCI:0000:01:00): 45, pid=1234, name=python3, Ch 00000010 "
+                    f"caused by previous Xid {cause}")
+    info = event_info(event)
+    assert (info.severity, info.cause.code, event_needs_attention(event)) == (severity, cause, attention)
+    assert info.meaning.startswith(f"Xid 45 caused by Xid {cause}: ")

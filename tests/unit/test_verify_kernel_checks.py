@@ -115,3 +115,21 @@ def test_the_xid_79_of_a_gpu_that_then_failed_to_come_back_leads_to_both_checks(
     lines = real_lines("nvidia-readme-560-knownissues-xid79-pid-only.txt")
     failed = verdict(checks_kernel.check_no_xid_errors_since_boot, node(lines))
     assert failed.findings[0].because == ("no_gpu_is_lost:0000:09:00", "no_gpu_failed_to_initialize:0000:09:00")
+
+
+def test_an_xid_45_caused_by_an_nvlink_xid_fails_naming_its_cause_under_the_nvlink_checks():
+    """open-gpu-kernel-modules#1150: Xid 45 channel cleanups "caused by previous Xid 149/145" on four GPUs are the
+    NVLink faults they follow, not an application's: each GPU one finding, led to its NVLink checks."""
+    buses = ["00000000:DC:00.0", "00000000:ED:00.0", "00000000:BA:00.0", "00000000:97:00.0"]
+    rig = node(real_lines("ogkm-1150-kernel-tag-xid45.txt"), buses)
+    failed = verdict(checks_kernel.check_no_xid_errors_since_boot, rig)
+    assert rig.notes == []
+    assert [f.found.split(" (nvlink: ")[0] for f in failed.findings] == [
+        "GPU0 0000:dc:00 Xid 45 caused by Xid 149", "GPU1 0000:ed:00 Xid 45 caused by Xid 145",
+        "GPU2 0000:ba:00 Xid 45 caused by Xid 145", "GPU3 0000:97:00 Xid 45 caused by Xid 145"]
+    first = failed.findings[0]
+    assert first.found == ("GPU0 0000:dc:00 Xid 45 caused by Xid 149 (nvlink: NVLink5 error in the link's NETIR unit "
+                           "(link events: a link down, a high bit-error rate); the Xid 149 line says whether it is "
+                           "Fatal or Nonfatal.) x2")
+    assert first.because == ("nvlink_links_are_up_at_speed:0000:dc:00", "nvlink_has_no_errors:0000:dc:00")
+    assert first.fix.startswith("Fatal: drain and reset the GPU")

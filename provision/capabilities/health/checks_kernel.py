@@ -38,8 +38,9 @@ def where(event: kernlog.KernelEvent, names: dict[str, str]) -> str:
 
 
 def check_no_xid_errors_since_boot(node):
-    """One finding per cause: the Xid lines of a GPU lost now, or of a GPU whose memory check fails, are that
-    check's evidence (filed under it); the rest are this check's own."""
+    """One finding per cause: the Xid lines of a GPU lost now, or of a GPU whose memory or NVLink check fails, are
+    that check's evidence (filed under it); the rest are this check's own. An Xid the driver logged because of an
+    earlier one ("Xid 45 ... caused by previous Xid 149") is judged, and filed, as its cause."""
     events = kernel_events(node)
     names = gpu_names(node)
     with_xid_79 = {e.bus_id for e in events if e.kind == "xid" and e.xid == 79}
@@ -48,8 +49,12 @@ def check_no_xid_errors_since_boot(node):
     said: Counter = Counter()
     for event in events:
         if event.kind == "xid":
-            info = kernlog.xid_info(event.xid)
-            line = f"{where(event, names)} Xid {event.xid} ({info.severity}: {info.meaning})"
+            info = kernlog.event_info(event)
+            if info.cause:  # "GPU0 0000:dc:00 Xid 45 caused by Xid 149 (nvlink: <Xid 149's meaning>)"
+                line = (f"{where(event, names)} Xid {event.xid} caused by Xid {info.cause.code} "
+                        f"({info.severity}: {info.cause.meaning})")
+            else:
+                line = f"{where(event, names)} Xid {event.xid} ({info.severity}: {info.meaning})"
             if not kernlog.event_needs_attention(event):
                 said[line] += 1
                 continue
@@ -60,7 +65,7 @@ def check_no_xid_errors_since_boot(node):
             action = "reboot; if it recurs, reseat the card and check its riser and power"
         else:
             continue
-        kind = info.severity if event.kind == "xid" and event.xid != 79 else "off-bus"
+        kind = "off-bus" if (info.cause or info).code == 79 else info.severity  # an Xid 45 caused by 79 too
         because = tuple(f"{check}:{pci.slot(event.bus_id)}" for check in EXPLAINED_BY.get(kind, ())
                         if event.bus_id)
         serious.setdefault(because, Counter())[line] += 1
@@ -97,9 +102,12 @@ def check_no_gpu_failed_to_initialize(node):
     fail_each(findings)
 
 
-# The checks whose failure, on the same GPU, an Xid of this kind is evidence of (by the Xid's severity).
+# The checks whose failure, on the same GPU, an Xid of this kind is evidence of (by the Xid's severity, or its
+# cause's): a GPU off the bus, its memory's uncorrectable errors, its NVLink links down or counting errors (the
+# NVLink checks are `about` the GPU's PCI slot, as these leads are).
 EXPLAINED_BY = {"off-bus": ("no_gpu_is_lost", "no_gpu_failed_to_initialize"),
-                "memory": ("gpu_memory_has_no_uncorrectable_errors",)}
+                "memory": ("gpu_memory_has_no_uncorrectable_errors",),
+                "nvlink": ("nvlink_links_are_up_at_speed", "nvlink_has_no_errors")}
 
 
 def check_no_pcie_errors_on_the_gpu_links_since_boot(node):

@@ -5,8 +5,9 @@ Pure functions over text, tested against real published log lines (tests/fixture
 journalctl -k (short, short-precise, short-iso, short-full, short-monotonic, short-unix),
 syslog/kern.log (with or without the kernel's own [uptime]) and bare messages, and returns one
 KernelEvent per relevant message; everything else is ignored. `last_boot` cuts a multi-boot
-syslog down to the last boot. `XID_TABLE`/`xid_info` say what an Xid means, `needs_attention`
-and `event_needs_attention` whether the node needs draining, a reset or repair.
+syslog down to the last boot. `XID_TABLE`/`xid_info` say what an Xid means, `event_info` what one
+logged Xid means (its cause's meaning when the line names one: "caused by previous Xid 149"),
+`needs_attention` and `event_needs_attention` whether the node needs draining, a reset or repair.
 
 The bus ids in these lines come in several spellings ("PCI:0000:01:00", "0000:01:00.0", and
 nvidia-smi's "00000000:01:00.0"); `pci.slot` reduces all of them to "0000:01:00" so that events
@@ -36,6 +37,7 @@ class XidInfo:
     severity: str  # one of SEVERITIES
     action: str  # what to do, short
     source: str  # where name, meaning and action come from
+    cause: XidInfo | None = None  # event_info: the Xid the driver named as this one's cause, whose severity it takes
 
 
 # Sources: H = NVIDIA/open-gpu-kernel-modules src/common/sdk/nvidia/inc/nverror.h (the name);
@@ -43,7 +45,7 @@ class XidInfo:
 # description, immediate/investigatory resolution; cross-checked against leptonai/gpud's generated copy
 # components/accelerator/nvidia/xid/catalog_generated.go); R = gpu-node-reference.md §3
 # (S10-S14, the project's shared reference notes); M = stas00/ml-engineering
-# compute/accelerator/nvidia/debug.md; G = leptonai/gpud xid.go notes.
+# compute/accelerator/nvidia/debug.md; G = leptonai/gpud xid.go notes. Meanings and actions are in our words.
 _SOURCES = {
     "H": "nverror.h", "C": "NVIDIA Xid catalog", "R": "gpu-node-reference §3",
     "M": "ml-engineering debug.md", "G": "gpud xid.go",
@@ -52,15 +54,27 @@ _ROWS = [
     (8, "ROBUST_CHANNEL_FIFO_ERROR_IDLE_TIMEOUT", "application", "CG",
      "GPU stopped processing: a channel hit the driver's watchdog timeout, usually a hung or overlong kernel.",
      "Restart the application; if it repeats on one GPU with a known-good app, reset the GPU."),
+    (11, "ROBUST_CHANNEL_GR_ERROR_MISSING_HW", "application", "C",
+     "The GPU was handed an invalid or corrupted command (push buffer) stream, usually by the application or CUDA.",
+     "Restart the application; if it repeats, check the application and its CUDA version."),
     (13, "ROBUST_CHANNEL_GR_EXCEPTION", "application", "HCR",
      "Graphics engine exception, usually an application fault (out-of-range access, illegal instruction).",
      "Restart the application; debug with compute-sanitizer or cuda-gdb; rarely hardware, so watch for repeats."),
+    (25, "ROBUST_CHANNEL_GR_ILLEGAL_NOTIFY", "application", "C",
+     "The graphics engine was handed an invalid or illegal command stream, usually the application's or CUDA's doing.",
+     "Restart the application; if it repeats, check the application and its CUDA version."),
     (31, "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT", "application", "HCRG",
      "GPU memory page fault (MMU fault), usually an application bug, sometimes the driver or hardware.",
      "Restart the application; repeated faults on the same GPU across applications: run dcgmi diag."),
     (32, "ROBUST_CHANNEL_PBDMA_ERROR", "hardware", "HCG",
      "Invalid or corrupted push buffer stream between driver and GPU, most often PCIe link quality.",
      "Check the PCIe AER lines for this GPU; reboot; reseat or replace the GPU or riser if it repeats."),
+    (37, "ROBUST_CHANNEL_FECS_ERR_UNIMP_FIRMWARE_METHOD", "info", "C",
+     "The graphics engine's context-switch firmware (FECS) was sent a command it does not implement.",
+     "Nothing now; if it repeats, check the application and its CUDA version against the driver."),
+    (38, "ROBUST_CHANNEL_FECS_ERR_WATCHDOG_TIMEOUT", "info", "C",
+     "The graphics engine's context-switch firmware (FECS) hit its watchdog timeout.",
+     "Nothing now; contact NVIDIA support if it repeats."),
     (43, "ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR", "application", "HCRG",
      "GPU stopped processing after a software fault in a user application; the GPU stays healthy.",
      "Restart the application; nothing to do on the node."),
@@ -69,10 +83,20 @@ _ROWS = [
      "Drain, then reset the GPU or reboot; contact support if it repeats."),
     (45, "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL", "info", "HCRG",
      "Preemptive cleanup of a channel after an earlier error, a killed process or a GPU reset.",
-     "Look at the Xid logged before it; on its own it needs no action."),
+     "Follow the Xid it names as its cause (or the one before it); logged alone with NVSwitches: restart "
+     "Fabric Manager."),
+    (46, "ROBUST_CHANNEL_GPU_TIMEOUT_ERROR", "driver", "C",
+     "GPU stopped processing: a timeout the driver could not clear by stopping the channel.",
+     "Drain, then reset the GPU or reboot; contact NVIDIA support if it repeats."),
     (48, "ROBUST_CHANNEL_GPU_ECC_DBE", "memory", "HCRMG",
      "Uncorrectable double-bit ECC error in GPU memory; the application sees it too.",
      "Drain, then reset the GPU or reboot; check row remapping (nvidia-smi -q -d ROW_REMAPPER)."),
+    (54, "SILENT_RUNNING_PWR_REDUCED_CLOCKING", "hardware", "C",
+     "The board's auxiliary power is not connected, so the GPU holds its clocks down.",
+     "Power the node off and check the GPU's auxiliary power cables; contact support if they are seated."),
+    (60, "ROBUST_CHANNEL_SEC2_ERROR", "application", "HC",
+     "The SEC2 engine (security and video work) raised an exception, usually in an application's work.",
+     "Restart the application; if it repeats, look at the application and the driver version."),
     (61, "PMU_BREAKPOINT", "driver", "HG",
      "Internal micro-controller (PMU) breakpoint or warning.",
      "Drain, then reset the GPU or reboot; contact support if it repeats."),
@@ -85,44 +109,169 @@ _ROWS = [
     (64, "INFOROM_PAGE_RETIREMENT_FAILURE", "memory", "HCRMG",
      "Recording a page retirement or row remap failed.",
      "Drain, then reset the GPU or reboot now; if it comes back after the reset, RMA the GPU."),
+    (66, "ROBUST_CHANNEL_FECS_ERR_REG_ACCESS_VIOLATION", "info", "C",
+     "The graphics engine's firmware reported an illegal register access by the driver.",
+     "Nothing now; if it repeats, update the driver or report it to NVIDIA."),
+    (67, "ROBUST_CHANNEL_FECS_ERR_VERIF_VIOLATION", "info", "C",
+     "The graphics engine's firmware reported a driver access that failed its verification.",
+     "Nothing now; contact NVIDIA support if it repeats."),
+    (69, "ROBUST_CHANNEL_GR_CLASS_ERROR", "application", "HC",
+     "The graphics engine was asked for an object class it does not support, usually an application/CUDA mismatch.",
+     "Restart the application; if it repeats, check that its CUDA version suits the driver."),
     (74, "NVLINK_ERROR", "nvlink", "HCRG",
      "NVLink error on a link to a peer GPU or NVSwitch (the fault may be at the other end).",
      "Drain, then reset the GPU or reboot; check nvidia-smi nvlink -e and the peer's log."),
+    (78, "VGPU_START_ERROR", "driver", "HC",
+     "A vGPU could not be started: the host's vGPU manager and the guest driver do not match, or it is misconfigured.",
+     "Update the vGPU software and firmware so that host and guest versions match, then start the VM again."),
     (79, "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "hardware", "HCRG",
      "The driver can no longer reach the GPU over PCIe (link, power, thermal or hardware fault).",
      "Drain and reboot the node; read the PCIe AER lines before it; if it repeats, reseat or replace the GPU."),
+    (80, "PBDMA_PUSHBUFFER_CRC_MISMATCH", "application", "HC",
+     "A command buffer the GPU fetched failed its CRC check: it was corrupted on the way to the GPU.",
+     "Restart the application; if it repeats, check the application, then this GPU's PCIe AER lines."),
     (92, "EXCESSIVE_SBE_INTERRUPTS", "info", "HCRG",
      "High rate of corrected single-bit ECC errors; data is still correct.",
      "Monitor; act only together with other memory Xids."),
+    (93, "INFOROM_ERASE_LIMIT_EXCEEDED", "info", "HC",
+     "The InfoROM (the board's store for its settings and error records) passed its provisioned wear limit; not fatal.",
+     "Nothing now; contact NVIDIA support about the board if it repeats."),
     (94, "ROBUST_CHANNEL_CONTAINED_ERROR", "memory", "HCRMG",
      "Contained uncorrectable memory error (A100 and later): only the affected application was stopped.",
      "Restart the affected application; reset the GPU when convenient so the row remap takes effect."),
     (95, "ROBUST_CHANNEL_UNCONTAINED_ERROR", "memory", "HCRG",
      "Uncontained uncorrectable memory error: several applications may be affected.",
      "Drain, then reset the GPU (without MIG: reboot the node)."),
+    (106, "SMBPBI_TEST_MESSAGE", "info", "C",
+     "A test message sent through the GPU's out-of-band management interface (SMBPBI), e.g. from the BMC.",
+     "Nothing: it is a test."),
+    (107, "SMBPBI_TEST_MESSAGE_SILENT", "info", "C",
+     "A silent test message sent through the GPU's out-of-band management interface (SMBPBI).",
+     "Nothing: it is a test."),
     (109, "ROBUST_CHANNEL_CTXSW_TIMEOUT_ERROR", "driver", "C",
      "Context switch timeout: the GPU did not switch contexts in time, often after a firmware (GSP) hang.",
      "Drain, then reset the GPU or reboot; contact support if it repeats."),
+    (110, "SEC_FAULT_ERROR", "driver", "HC",
+     "The GPU's security engine reported a fault: a firmware or driver security check failed.",
+     "Drain, then reset the GPU or reboot; if it repeats, update the driver and the GPU firmware."),
     (119, "GSP_RPC_TIMEOUT", "driver", "HCG",
      "The GPU System Processor (GSP firmware) did not answer the driver in time.",
      "Drain, then reset the GPU or reboot; update the driver if it comes back."),
     (120, "GSP_ERROR", "driver", "HCG",
      "The GPU System Processor (GSP firmware) reported an error.",
      "Drain, then reset the GPU or reboot; update the driver if it comes back."),
+    (121, "C2C_ERROR", "info", "HC",
+     "An error on the chip-to-chip (C2C) link between a Grace CPU and its GPU; the catalog asks for no action now.",
+     "Nothing now; contact NVIDIA support if it repeats."),
+    (136, "ALI_TRAINING_FAIL", "nvlink", "C",
+     "An NVLink link failed to train (autonomous link initialization) and stays down.",
+     "Drain, then reset the GPU; if the link stays down, check its signal path (NVLink bridge, cables, baseboard)."),
+    (137, "NVLINK_PRIV_ERR", "application", "CG",
+     "NVLink privilege error: usually an application reaching peer GPU memory (fabric addresses) it may not.",
+     "Restart the application; if it repeats, check its peer-memory use and the driver version."),
     (140, "UNRECOVERABLE_ECC_ERROR_ESCAPE", "memory", "CG",
      "An uncorrectable ECC error escaped containment: the driver could not retire or remap the memory.",
      "Drain, then reset the GPU or reboot; contact support if it repeats."),
+    (141, "ROBUST_CHANNEL_FAST_PATH_ERROR", "info", "C",
+     "An error on CUDA's fast work-submission path; NVIDIA's catalog asks for no action now.",
+     "Nothing now; contact NVIDIA support if it repeats."),
+    (142, "ROBUST_CHANNEL_NVENC3_ERROR", "application", "C",
+     "Video encoder engine NVENC3 raised an error in the work it was given.",
+     "Restart the application that uses the encoder; NVIDIA's catalog says to contact support, so report repeats."),
     (143, "GPU_INIT_ERROR", "hardware", "CG",
      "GPU initialization failed.",
      "Reset the GPU or reboot; if it persists, inspect or replace the GPU."),
     (154, "GPU_RECOVERY_ACTION_CHANGED", "info", "C",
      "The driver changed the recovery it recommends for this GPU; the line says which (e.g. GPU Reset Required).",
      "Do what the line says; the Xid just before it is the cause."),
+    (151, "ROBUST_CHANNEL_KEY_ROTATION_ERROR", "driver", "C",
+     "Rotating the confidential-computing encryption keys failed: the VM's secure channel to the GPU is broken.",
+     "Restart the VM; contact NVIDIA support if it repeats."),
+    (152, "ROBUST_CHANNEL_DLA_SMMU_ERROR", "info", "C",
+     "The deep-learning accelerator (DLA, on Jetson/DRIVE) hit an IOMMU (SMMU) fault.",
+     "Nothing now; contact NVIDIA support if it repeats."),
+    (153, "ROBUST_CHANNEL_DLA_TIMEOUT", "info", "C",
+     "The deep-learning accelerator (DLA, on Jetson/DRIVE) timed out.",
+     "Nothing now; contact NVIDIA support if it repeats."),
+    (155, "NVLINK_SW_DEFINED_ERROR", "nvlink", "CG",
+     "The driver itself declared an NVLink error (software-defined), e.g. on a link it had to take down.",
+     "Drain, then reset the GPU; if it repeats, look at the fabric software (Fabric Manager) and the job."),
+    (156, "RESOURCE_RETIREMENT_EVENT", "memory", "CG",
+     "The GPU retired a faulty internal resource; the retirement takes effect after a GPU reset.",
+     "Reset the GPU or reboot when convenient so that the retirement takes effect."),
+    (157, "RESOURCE_RETIREMENT_FAILURE", "info", "C",
+     "Retiring a faulty internal resource failed; NVIDIA's catalog asks for no immediate action.",
+     "Nothing now; contact NVIDIA support if it repeats."),
+    (158, "GPU_FATAL_TIMEOUT", "driver", "CG",
+     "The GPU hit a fatal timeout and stopped processing.",
+     "Drain, then reset the GPU or reboot; contact NVIDIA support if it repeats."),
+    (159, "ROBUST_CHANNEL_CHI_NON_DATA_ERROR", "driver", "C",
+     "A non-data error on the coherent CPU-GPU interconnect (CHI, Grace systems), often reported after another fault.",
+     "Look for the fault it follows and at the nvidia-uvm lines around it; logged alone, report it to NVIDIA."),
+    (160, "CHANNEL_RETIREMENT_EVENT", "info", "C",
+     "The driver retired a GPU channel after an error; the GPU keeps working.",
+     "Nothing now; if it repeats, look at the application and the driver."),
+    (161, "CHANNEL_RETIREMENT_FAILURE", "info", "C",
+     "Retiring a GPU channel after an error failed; NVIDIA's catalog asks for no immediate action.",
+     "Nothing now; if it repeats, look at the application and the driver."),
+    # 162-172: the catalog names and describes them but gives no resolution yet: severity and action are ours
+    # (G where gpud's xid.go suggests the same).
+    (162, "PSHC_REENGAGED", "info", "CG",
+     "The GPU's power-smoothing circuitry works again.",
+     "Nothing."),
+    (163, "PSHC_DISENGAGED", "hardware", "CG",
+     "The GPU's power-smoothing circuitry stopped working: swings in its power draw are no longer smoothed.",
+     "Reset the GPU or reboot; if it does not come back (Xid 162), have the board serviced."),
+    (164, "PSHC_LOW_LIFETIME", "info", "CG",
+     "The GPU's power-smoothing circuitry is near the end of its life.",
+     "Nothing now; plan a service of the board."),
+    (165, "PSHC_ZERO_LIFETIME", "hardware", "C",
+     "The GPU's power-smoothing circuitry has used up its lifetime.",
+     "Have the board serviced; until then its power draw is not smoothed."),
+    (166, "NVLINK_SECURE_CRYPTO_ERR", "nvlink", "CG",
+     "Confidential-computing traffic crossed NVLink before the link was set up for encryption.",
+     "Drain, then reset the GPU; check the confidential-computing setup of the NVLink fabric."),
+    (167, "PCIE_FATAL_TIMEOUT", "hardware", "CG",
+     "A fatal timeout on the GPU's PCIe interface.",
+     "Drain and reboot; read the PCIe AER lines for this GPU; reseat or replace it if it repeats."),
+    (168, "REDUCED_GPU_MEMORY_CAPACITY", "memory", "C",
+     "Errors in the GPU's write-protected memory region (WPR): the GPU runs with less usable memory.",
+     "Drain, then reset the GPU; if the capacity stays reduced, have the GPU serviced."),
+    (169, "SEC2_HALT_ERROR", "driver", "CG",
+     "The SEC2 internal micro-controller halted.",
+     "Drain, then reset the GPU or reboot; contact NVIDIA support if it repeats."),
+    (170, "NVLINK_SECURE_OTHER", "nvlink", "CG",
+     "An unexpected NVLink interrupt while the GPU is in confidential-computing mode.",
+     "Check the application and the GPU; drain and reset the GPU if it repeats."),
+    (171, "UNCORRECTABLE_DRAM_ERROR", "memory", "C",
+     "Detail of an Xid 48: the uncorrectable ECC error is in the GPU's DRAM (HBM).",
+     "As for Xid 48: drain, then reset the GPU; check row remapping (nvidia-smi -q -d ROW_REMAPPER)."),
+    (172, "UNCORRECTABLE_SRAM_ERROR", "memory", "CG",
+     "Detail of an Xid 48: the uncorrectable ECC error is in on-chip SRAM (caches, register files).",
+     "Drain, then reset the GPU; repeated SRAM errors mean the GPU needs replacing."),
 ]
-# NVLink5 (Blackwell) errors 144-150 share one meaning; the line itself says Fatal or Nonfatal.
+# The copy, video decode, JPEG, optical-flow engines: an exception in the work an application gave the engine;
+# the catalog says restart the application (and contact support if it repeats). (code, engine, in nverror.h)
+_ENGINES = [
+    *((code, f"CE{n}", code < 100)
+      for n, code in enumerate((39, 40, 41, 70, 71, 72, 75, 76, 77, 85, *range(126, 136)))),
+    *((code, f"NVDEC{n}", code < 90) for n, code in enumerate((68, 83, 84, 88, 89, 96, 97, 98))),
+    *((code, f"NVJPG{n}", code == 82) for n, code in enumerate((82, *range(99, 106)))),
+    (86, "OFA0", True), (139, "OFA1", False),
+]
+_ENGINE_KIND = {"CE": "Copy engine {} (DMA between host and GPU memory)", "NVDEC": "Video decoder engine {}",
+                "NVJPG": "JPEG engine {}", "OFA": "Optical-flow engine {}"}
+for _code, _engine, _in_header in _ENGINES:
+    _kind = _ENGINE_KIND[_engine.rstrip("0123456789")].format(_engine)
+    _ROWS.append((_code, f"ROBUST_CHANNEL_{_engine}_ERROR", "application", "HC" if _in_header else "C",
+                  f"{_kind} raised an exception, usually in the work an application gave it.",
+                  "Restart the application; contact NVIDIA support if it repeats with known-good software."))
+# NVLink5 (Blackwell) errors 144-150 share one meaning; the Xid's own line says Fatal or Nonfatal.
+_NVLINK5_UNIT = {"NETIR": " (link events: a link down, a high bit-error rate)", "MSE": " (a firmware watchdog)"}
 for _code, _unit in zip(range(144, 151), ("SAW", "RLW", "TLW", "TREX", "NVLPW_CTRL", "NETIR", "MSE")):
     _ROWS.append((_code, f"NVLINK_{_unit}_ERROR", "nvlink", "C",
-                  f"NVLink5 {_unit} unit error; the line says whether it is Fatal or Nonfatal.",
+                  f"NVLink5 error in the link's {_unit} unit{_NVLINK5_UNIT.get(_unit, '')}; the Xid {_code} line "
+                  "says whether it is Fatal or Nonfatal.",
                   "Fatal: drain and reset the GPU; Nonfatal: monitor; follow the catalog's NVLink5 workflow."))
 
 XID_TABLE: dict[int, XidInfo] = {
@@ -163,13 +312,38 @@ class KernelEvent:
     serial: str | None = None  # gpu-uuid: the "GPU Board Serial Number" printed right after it
 
 
+# The driver appends " caused by previous Xid N" to an Xid it logged because of an earlier one (today the
+# channel cleanup of Xid 45; NVIDIA/open-gpu-kernel-modules src/nvidia/src/kernel/gpu/rc/kernel_rc.c).
+_CAUSED_BY = re.compile(r"\bcaused by previous Xid (\d+)\b")
+
+
+def caused_by(event: KernelEvent) -> int | None:
+    """The Xid an Xid line names as its cause ("... Ch 00000001 caused by previous Xid 149"), or None."""
+    m = _CAUSED_BY.search(event.detail) if event.kind == "xid" else None
+    return int(m[1]) if m and int(m[1]) != event.xid else None
+
+
+def event_info(event: KernelEvent) -> XidInfo:
+    """What this Xid means. One the driver logged because of an earlier Xid (an Xid 45 "caused by previous Xid
+    149") means what its cause means: the cause's severity and action, the meaning "Xid 45 caused by Xid 149:
+    <Xid 149's meaning>", and `cause` set to the cause's XidInfo. Otherwise xid_info(event.xid)."""
+    info = xid_info(event.xid or 0)
+    code = caused_by(event)
+    if code is None:
+        return info
+    cause = xid_info(code)
+    return XidInfo(info.code, info.name, f"Xid {info.code} caused by Xid {code}: {cause.meaning}", cause.severity,
+                   cause.action, cause.source, cause)
+
+
 def event_needs_attention(event: KernelEvent) -> bool:
-    """Whether the node needs attention because of this event. An Xid 154 does unless it says the
-    recommended action is now "(None)"; corrected PCIe errors are recovered by the hardware."""
+    """Whether the node needs attention because of this event. An Xid does when it is a memory, hardware, driver
+    or NVLink fault, judged by the Xid it names as its cause where it names one (event_info); an Xid 154 unless it
+    says the recommended action is now "(None)". Corrected PCIe errors are recovered by the hardware."""
     if event.kind == "xid":
         if event.xid == 154:
             return not event.detail.rstrip(". ").endswith("(None)")
-        return needs_attention(xid_info(event.xid or 0))
+        return needs_attention(event_info(event))
     return event.kind in ("fallen-off-bus", "init-failed", "aer-uncorrected")
 
 
