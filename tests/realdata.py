@@ -35,7 +35,7 @@ def h100_query_output(fields: list[str] | None = None) -> str:
     command. The health fields come from qgpu2 (clocks_throttle_reasons.active, shown as
     clocks_event_reasons.active, and retired_pages.pending) and remapped.txt (remapped_rows.*, whose
     values read the same in --query-gpu). compute_cap was not in those captures: its header is its name,
-    and "9.0" is the H100's (CUDA's compute capability table).
+    and "9.0" is the H100's (CUDA's compute capability table); nor was fabric.*, N/A in the capture's -q.
     """
     from provision.capabilities.gpu.smi import QUERY_FIELDS
 
@@ -43,5 +43,7 @@ def h100_query_output(fields: list[str] | None = None) -> str:
     columns.update(_captured_columns("qgpu2.txt", "qgpu2-nh.txt"))
     columns.update(_captured_columns("qgpu.txt", "qgpu-nh.txt"))
     columns.setdefault("compute_cap", ("compute_cap", "9.0"))
+    for name in ("fabric.state", "fabric.status"):  # not in the captures either: -q's Fabric section reads N/A
+        columns.setdefault(name, (name, "[N/A]"))
     picked = [columns[name] for name in fields or [f.name for f in QUERY_FIELDS]]
     return ", ".join(head for head, _ in picked) + "\n" + ", ".join(cell for _, cell in picked) + "\n"

@@ -47,6 +47,10 @@ class GpuFacts:
     retired_pages_pending: bool | None = None  # pre-Ampere: a page waits to be retired at the next driver load
     remap_pending: bool | None = None  # Ampere+: a row remap waits for a GPU reset
     remap_failure: bool | None = None  # Ampere+: a row could not be remapped (the GPU is out of spare rows)
+    # NVSwitch fabric (HGX boards): "Not Supported", "Not Started", "In Progress", "Completed"; its status
+    # ("Success" or NVML's error) once Completed. None: N/A (no fabric) or a driver without the fields.
+    fabric_state: str | None = None
+    fabric_status: str | None = None
     # Supported application-clock pairs; empty when the GPU reports none
     # (GeForce prints "N/A"): such a GPU cannot take application clocks.
     supported_clocks: list[ClockPair] = field(default_factory=list)

@@ -120,6 +120,9 @@ QUERY_FIELDS: list[QueryField] = [
     QueryField("retired_pages.pending", "retired_pages_pending", _yes),  # pre-Ampere page retirement
     QueryField("remapped_rows.pending", "remap_pending", _yes),  # Ampere and newer: row remapping
     QueryField("remapped_rows.failure", "remap_failure", _yes),
+    # NVSwitch systems (HGX): the GPU's registration with the fabric nvidia-fabricmanager sets up (drivers 5xx).
+    QueryField("fabric.state", "fabric_state", _text),
+    QueryField("fabric.status", "fabric_status", _text),
 ]
 # Without these a row cannot name its GPU: it is reported as lost, not tuned.
 IDENTITY = ("index", "uuid", "name", "bus_id")
