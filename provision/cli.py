@@ -15,7 +15,7 @@ from provision import __version__
 from provision.commands import adhoc as adhoc_command
 from provision.commands import facts as facts_command
 from provision.commands.apply import apply as apply_command
-from provision.commands.playbook import load_playbook, select_tasks, unapplied_blocks
+from provision.commands.playbook import load_playbook, select_tasks, unapplied_blocks, with_bmc_record
 from provision.commands.run import Target, connector
 from provision.commands.run import default_sources, select_hosts as target_hosts
 from provision.commands.verify import verify as verify_command
@@ -209,6 +209,9 @@ def main():
 @click.option("--accept-gpu-changes", is_flag=True,
               help="The GPUs differ from the last good run (a card replaced, removed or added) and that is intended: "
                    "record the new layout; `index:` overrides then follow the new numbering.")
+@click.option("--accept-bmc-events", is_flag=True,
+              help="The power and cooling failures the BMC logged are dealt with (a PSU replaced, its feed fixed): "
+                   "record the BMC event log's newest entry; verify then judges only the entries after it.")
 @click.option("--reboot", is_flag=True,
               help="Reboot the hosts whose installed driver waits for a boot (never this machine), wait for each "
                    "to come back, then apply them again.")
@@ -218,7 +221,7 @@ def main():
               help="With --reboot: seconds a host has to go down and answer SSH again.")
 def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout,
           identity_file, check, show_diff, playbook, templates, tags, skip_tags, ask_sudo_pass, lock_wait, log_path,
-          keep_backups, verbose, accept_gpu_changes, reboot, serial, reboot_timeout):
+          keep_backups, verbose, accept_gpu_changes, accept_bmc_events, reboot, serial, reboot_timeout):
     """Converge hosts to the INVENTORY: driver, persistence, power limits and clocks, NCCL, Slurm, torchrun.
 
     A driver installed or changed loads at the next boot: the host is
@@ -241,9 +244,13 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
                    "(provision inventory -v names them)", err=True)
     if accept_gpu_changes:
         target.hosts = [replace(h, accept_gpu_changes=True) for h in target.hosts]
+    if accept_bmc_events:
+        target.hosts = [replace(h, accept_bmc_events=True) for h in target.hosts]
     book = playbook_path(playbook)
     loaded = load_playbook(book, templates_dir(templates))
     tasks = select_tasks(loaded, _split(tags), _split(skip_tags), str(book))
+    if accept_bmc_events:
+        tasks = with_bmc_record(tasks)
     for warning in unapplied_blocks(loaded, target.hosts, book.name):
         click.secho(warning, fg="yellow", err=True)
     password = click.prompt("sudo password", hide_input=True, err=True) if ask_sudo_pass else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from provision.capabilities.bmc.facts import BmcFacts
 from provision.capabilities.driver.facts import DriverFacts
 from provision.capabilities.gpu.model import NvidiaFacts, RecordedGpu
 from provision.capabilities.gpu.nvlink import NvlinkFacts
@@ -50,6 +51,7 @@ class HostFacts:
     # Health, read only when asked (verify): None when not read.
     kernel_log: KernelLogFacts | None = None
     pcie: PcieFacts | None = None
+    bmc: BmcFacts | None = None  # the BMC's event log, power supplies and fans (ipmitool)
     thermal: dict[str, Thermal] | None = None  # bus id -> headroom to slowdown and shutdown (nvidia-smi -q)
     nvlink: NvlinkFacts | None = None  # nvidia-smi nvlink -s and -e
     topology: TopologyFacts | None = None  # read by facts and verify

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from provision.capabilities.bmc import facts as bmc_facts
 from provision.capabilities.driver import facts as driver_facts
 from provision.capabilities.gpu import facts as gpu_facts
 from provision.capabilities.health import facts as health_facts
@@ -14,6 +15,7 @@ from provision.capabilities.nccl import facts as nccl_facts
 from provision.capabilities.slurm import facts as slurm_facts
 from provision.capabilities.system import facts as system_facts
 from provision.capabilities.topology import facts as topology_facts
+from provision.capabilities.bmc.tasks import BmcEventRecord
 from provision.capabilities.driver.packages import reboot_pending
 from provision.capabilities.driver.tasks import DriverRepository, NouveauBlacklist, NvidiaDriver
 from provision.capabilities.gpu.boot import BootConf
@@ -32,7 +34,8 @@ from provision.core.run import Extensions
 
 # The facts batch: the core's sections, then these, in this order.
 FACTS = FactRegistry(HostFacts, [gpu_facts.READER, nccl_facts.READER, system_facts.READER, driver_facts.READER,
-                                 health_facts.READER, slurm_facts.READER, topology_facts.READER])
+                                 health_facts.READER, slurm_facts.READER, topology_facts.READER,
+                                 bmc_facts.READER])
 # What the capabilities add to every run: the batch, the supported-clocks cache, the driver's pending reboot.
 EXTENSIONS = Extensions(FACTS, prepare=remember, reboot_pending=reboot_pending)
 
@@ -40,7 +43,7 @@ EXTENSIONS = Extensions(FACTS, prepare=remember, reboot_pending=reboot_pending)
 TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (
     NouveauBlacklist, DriverRepository, NvidiaDriver, GpuLayout, Persistence, PowerLimit, ApplicationClocks,
     LockedClocks, BootConf, TemplateFile, ServiceEnabled, NcclFiles, TorchrunLauncher, SlurmPackages, MungeKey,
-    SlurmConfig, SlurmDaemons)}
+    SlurmConfig, SlurmDaemons, BmcEventRecord)}
 
 # verify runs the checks in this order (its report lists them so): one module per capability, a few have two.
 CHECKS = (
@@ -49,7 +52,9 @@ CHECKS = (
     "provision.capabilities.gpu.checks_nvlink",
     "provision.capabilities.health.checks",
     "provision.capabilities.health.checks_kernel",
+    "provision.capabilities.bmc.checks",
     "provision.capabilities.nccl.checks",
+    "provision.capabilities.nccl.checks_rdma",
     "provision.capabilities.slurm.checks",
     "provision.capabilities.topology.checks",
 )

@@ -82,6 +82,13 @@ def select_tasks(tasks: list[Task], tags: set[str], skip_tags: set[str], playboo
     return [t for t in tasks if (not tags or t.tags & tags) and not (t.tags & skip_tags)]
 
 
+def with_bmc_record(tasks: list[Task]) -> list[Task]:
+    """apply --accept-bmc-events: the tasks, and the one that records the BMC's event log as judged. It is that
+    flag's alone (no shipped playbook lists it), so a run without the flag never reports it."""
+    record = TASK_TYPES["bmc-event-record"]
+    return tasks if any(isinstance(task, record) for task in tasks) else [*tasks, record()]
+
+
 def unapplied_blocks(tasks: list[Task], hosts: list, playbook: str) -> list[str]:
     """One warning per typed inventory block that some selected host sets and no task of the playbook applies
     (before --tags): accepted and validated, yet nothing on the hosts would change for it."""

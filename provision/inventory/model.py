@@ -28,6 +28,9 @@ class Host:
     # The GPUs differ from the last good run's record, and that is intended (apply --accept-gpu-changes):
     # record the new layout; `index:` overrides follow the new numbering (capabilities/gpu/layout.py).
     accept_gpu_changes: bool = False
+    # The BMC's logged power and cooling failures are dealt with (apply --accept-bmc-events): record its log's
+    # newest entry, after which verify judges (capabilities/bmc/tasks.py).
+    accept_bmc_events: bool = False
     identity_file: str | None = None  # ansible_ssh_private_key_file (absolute; written relative to the inventory)
     # Each of `vars`' values (dotted into blocks: gpu.power_limit) -> "FILE (group G)" that set it: the builder
     # leaves the function that works it out, since only `provision inventory --host` asks.

@@ -121,8 +121,9 @@ def reboot(node, lab_dir):
 @click.option("--gpu", type=int, help="GPU slot (its index with every GPU present) for the gpu faults.  [default: 0]")
 @click.option("--nic", help="NIC for nic-down and nic-slow.  [default: the node's first fabric NIC]")
 @click.option("--link", type=int, help="NVLink link for the gpu-nvlink faults.  [default: 0]")
+@click.option("--port", help="RDMA port for the ib faults: HCA or HCA:PORT (mlx5_1).  [default: the node's first]")
 @dir_option
-def fault(node, kind, gpu, nic, link, lab_dir):
+def fault(node, kind, gpu, nic, link, port, lab_dir):
     """Inject a fault into NODE for a drill, or clear them all.
 
     \b
@@ -149,10 +150,24 @@ def fault(node, kind, gpu, nic, link, lab_dir):
       nic-down         a fabric cable is pulled (the node sees NO-CARRIER)
       nic-slow         a fabric port is cabled to the 1GbE switch: its speed
                        reads 1000 Mb/s, across reboots until clear
+      ib-down          an InfiniBand cable is pulled from RDMA port --port:
+                       /sys/class/infiniband says 1: DOWN, 2: Polling, and
+                       link_downed counts it; across reboots until clear
+      ib-slow          the port's link trained on one lane of four: its rate
+                       reads 25 Gb/sec (1X EDR); across reboots until clear
+      ib-errors        the port counts symbol_error and port_rcv_errors (a
+                       marginal cable; more at each); a reboot zeroes them
+      psu-failure      the BMC logs PSU1 "Failure detected" and its end (a
+                       brownout tripped it; the PSU works again)
+      ac-lost          the BMC logs PSU1 "Power Supply AC lost" and its end
+      psu-sensor       PSU1 fails and stays failed: its sensor reads
+                       "Failure detected" (and the BMC logs it)
+      fan-failed       FAN1 stops: 300 RPM, below its critical thresholds
+                       (and the BMC logs it); clear also clears the BMC's log
       sshd-down        the node runs but refuses SSH (unreachable)
       clear            every fault above undone
     """
-    click.echo(f"{node}: {Lab(lab_dir).fault(node, kind, gpu, nic, link)}")
+    click.echo(f"{node}: {Lab(lab_dir).fault(node, kind, gpu, nic, link, port)}")
 
 
 def _print_status(found: dict) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
-from provision.lab import netns
+from provision.lab import bmc, netns, rdma
 from provision.lab.node import Node
 from provision.lab.system import LabError
 
@@ -14,16 +14,24 @@ from provision.lab.system import LabError
 GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "gpu-init-failed", "pcie-degraded", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
               "gpu-pcie-errors", "gpu-nvlink-down", "gpu-nvlink-errors")
 NVLINK_FAULTS = ("gpu-nvlink-down", "gpu-nvlink-errors")  # these name a link: --link L (default 0)
-FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", "sshd-down", "clear")
+FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", *rdma.RDMA_FAULTS, *bmc.FAULTS, "sshd-down", "clear")  # ib-*: --port HCA
 SLOW_NIC_MBPS = 1000  # nic-slow: the port is cabled to the 1GbE switch (the seed blades' old internet uplink)
 # What a reboot ends: a GPU off the bus is back, a pending ECC repair is done, the kernel log is new, the NVLink
 # error counters start over, sshd starts. A gone GPU, a degraded link, an NVLink link down, a power brake or
 # overheating, a pulled cable and a slow port stay.
-GONE_AT_REBOOT = ("gpu-off-bus", "gpu-ecc", "gpu-pcie-errors", "gpu-nvlink-errors", "sshd-down")
+GONE_AT_REBOOT = ("gpu-off-bus", "gpu-ecc", "gpu-pcie-errors", "gpu-nvlink-errors", "sshd-down",
+                  "ib-errors")  # an RDMA port's counters start over at 0; a pulled or slow IB cable stays
 
 
-def inject(node: Node, kind: str, gpu: int | None, nic: str | None, link: int | None = None) -> str:
+def inject(node: Node, kind: str, gpu: int | None, nic: str | None, link: int | None = None,
+           port: str | None = None) -> str:
     """Inject one fault; what was done, in words (as the state file records it)."""
+    if kind in bmc.FAULTS:  # the node's BMC: its event log, a PSU or fan sensor (bmc.py)
+        return bmc.inject(node, kind)
+    if kind in rdma.RDMA_FAULTS:  # in the node's own /sys/class/infiniband (rdma.py)
+        port = rdma.which_port(node.spec.rdma, node.spec.name, port)
+        node.exec(["sh", "-c", rdma.fault_script(kind, port)])
+        return f"{kind} {port}"
     if kind in GPU_FAULTS:
         gpu = 0 if gpu is None else gpu
         if not 0 <= gpu < node.spec.gpu_count:
@@ -61,6 +69,9 @@ def clear(node: Node, faults: list[str]) -> str:
         node.gpusim("fault", str(gpu), "clear")
     for k in range(len(node.spec.nics)):
         netns.set_cable(node.net, node.spec.index, k, plugged=True)
+    if node.spec.rdma:
+        node.exec(["sh", "-c", rdma.restore_script()])  # every RDMA port as at power-on
+    bmc.clear(node)  # its sensors healthy, its event log cleared (ipmitool sel clear)
     if "sshd" not in node.processes().values():
         node.exec(["/usr/sbin/sshd"])  # daemonizes; the node's PID 1 adopts it
         node.wait_ssh()
@@ -74,6 +85,10 @@ def after_boot(node: Node, faults: list[str]) -> None:
     for fault in faults:  # a cable into the slow switch is still there after the reboot
         if fault.startswith("nic-slow "):
             slow_link(node, fault.split()[1])
+        elif fault.startswith(("ib-down ", "ib-slow ")):  # as is a pulled IB cable, or one on a lane of four
+            kind, port = fault.split()
+            node.exec(["sh", "-c", rdma.fault_script(kind, port, counted=False)])
+    bmc.after_boot(node, faults)  # the BMC restarted with the node: a failed PSU or fan is failed again
 
 
 def slow_link(node: Node, nic: str) -> None:

@@ -32,12 +32,16 @@ NODE_SIM = f"{NODE_LAB_DIR}/gpusim"  # the simulator's own commands (reboot, fau
 NODE_SIM_ZIPAPP = f"{NODE_LAB_DIR}/gpusim.pyz"  # the simulator itself, which the wrappers import (zipimport)
 NODE_NVML_LIBRARY = f"{NODE_LAB_DIR}/nvml-library-version"  # the installed driver's version (a driver package's)
 NODE_SIM_CONFIG = "/etc/nvidia-sim/config.json"  # the node's GPUs, as the simulator reads them
+NODE_RDMA = f"{NODE_LAB_DIR}/infiniband"  # the RDMA ports at power-on, copied to /sys/class/infiniband each boot
 NVIDIA_SMI = "/usr/bin/nvidia-smi"  # wrappers around the simulator, as a driver package installs them
 NVIDIA_PERSISTENCED = "/usr/bin/nvidia-persistenced"
 DMESG = "/usr/bin/dmesg"  # the simulated kernel's log (the node shares this machine's real one)
 NODE_INIT = "/usr/local/sbin/provision-lab-init"  # nodeinit.py: PID 1 of the node
 NODE_REBOOT = "/usr/sbin/reboot"  # the node reboots itself with it (node.py REBOOT)
 APT_REPO_IN_NODE = "/srv/provision-lab/apt"  # the lab's apt repository, a read-only bind mount (Node.create)
+NODE_BMC_DIR = f"{NODE_LAB_DIR}/bmc"  # the node's simulated BMC: ipmi_sim's configuration (bmc.py)
+NODE_BMC_STATE = "/var/lib/provision-lab-bmc"  # ipmi_sim's state: its SDRs, and its event log across reboots
+NODE_BMC_CONSOLE = 9000  # ipmi_sim's command console, on the node's 127.0.0.1: how the lab injects BMC faults
 
 # --- versions and a node's defaults -------------------------------------------------------------------
 

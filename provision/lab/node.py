@@ -30,9 +30,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from provision.lab import netns, simzip
+from provision.lab import bmc, netns, rdma, simzip
 from provision.lab.cgroups import JOIN, make_cgroups, remove_cgroups
-from provision.lab.layout import (APT_REPO_IN_NODE, DMESG, NETNS_DIR, NODE_INIT, NODE_NVML_LIBRARY,
+from provision.lab.layout import (APT_REPO_IN_NODE, DMESG, NETNS_DIR, NODE_INIT, NODE_NVML_LIBRARY, NODE_RDMA,
                                   NODE_REBOOT, NODE_SIM, NODE_SIM_CONFIG, NODE_SIM_ZIPAPP, NODEINIT_SOURCE,
                                   NVIDIA_PERSISTENCED, NVIDIA_SMI, SIM_PACKAGE, SOURCE_ROOT)
 from provision.lab.model import NodeSpec
@@ -47,6 +47,15 @@ hostname "$name"
 mount -t proc proc "$root/proc"
 mount -t tmpfs -o mode=0555,size=64k,nosuid,nodev,noexec driver "$root/proc/driver"  # the node's own driver files
 mount -t sysfs sysfs "$root/sys"
+if [ -d "$root''' + NODE_RDMA + r'''" ]; then  # the node's RDMA ports (rdma.py), in its mount namespace only:
+  mount -t tmpfs -o mode=0755,size=64k,nosuid,nodev,noexec class "$root/sys/class"  # over its /sys/class,
+  set -- $(cd /sys/class && echo *)  # with each entry of its sysfs (this netns's: /sys/class/net) bound back
+  (cd "$root/sys/class" && mkdir -p "$@" infiniband)
+  for c; do [ "$c" = infiniband ] || mount --bind "/sys/class/$c" "$root/sys/class/$c"; done
+  mount -o remount,ro "$root/sys/class"
+  mount -t tmpfs -o mode=0755,size=1m,nosuid,nodev,noexec infiniband "$root/sys/class/infiniband"
+  cp -a "$root''' + NODE_RDMA + r'''/." "$root/sys/class/infiniband/"
+fi
 mount -t tmpfs -o mode=0755,size=1m,nosuid dev "$root/dev"
 mknod -m 0666 "$root/dev/null" c 1 3
 mknod -m 0666 "$root/dev/zero" c 1 5
@@ -101,6 +110,9 @@ class Node:
         key = self.root / "etc" / "ssh" / "ssh_host_ed25519_key"
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{self.spec.name}", "-f", str(key)])
         self.install_gpus()
+        bmc.install(self)  # its BMC: ipmi_sim, and how provision reaches it (bmc.py)
+        for path, text in rdma.power_on_tree(self.spec.rdma).items():  # SETUP mounts it at /sys/class/infiniband
+            self.write(f"{NODE_RDMA}/{path}", text, mode=0o444)
         self.write(NODE_INIT, NODEINIT_SOURCE.read_text(), mode=0o755)
         self.write(NODE_REBOOT, REBOOT, mode=0o755)
 

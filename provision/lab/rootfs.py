@@ -22,7 +22,8 @@ from provision.lab.layout import APT_REPO_IN_NODE
 from provision.lab.system import LabError, remove_tree, run
 
 SUITE = "bookworm"
-PACKAGES = ("openssh-server", "sudo", "iproute2", "kmod", "python3", "systemd", "ca-certificates")
+PACKAGES = ("openssh-server", "sudo", "iproute2", "kmod", "python3", "systemd", "ca-certificates",
+            "ipmitool", "openipmi")  # the BMC: ipmitool, and OpenIPMI's BMC simulator ipmi_sim (bmc.py)
 IMAGE_REVISION = 2  # bump when customize() changes: a new cache key, a fresh image
 # The lab's own apt repository (aptrepo.py), as every node sees it: a read-only bind mount (Node.create).
 APT_SOURCES = f"deb [trusted=yes] file:{APT_REPO_IN_NODE} ./\n"
@@ -31,7 +32,8 @@ APT_SOURCES = f"deb [trusted=yes] file:{APT_REPO_IN_NODE} ./\n"
 # network; the lab starts sshd itself. Left enabled they would run at every
 # node boot (see nodeinit.py).
 STOCK_UNITS = ("getty@tty1.service", "ssh.service", "e2scrub_reap.service", "systemd-pstore.service",
-               "apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer", "fstrim.timer")
+               "apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer", "fstrim.timer",
+               "ipmievd.service")  # ipmitool's event daemon: it needs /dev/ipmi0, which no node has
 
 SSHD_CONFIG = """\
 # provision lab: key-only root logins, no PAM (no logind/systemd in a lab node).

@@ -13,7 +13,8 @@ GPUs and NICs come from, first match wins:
         2. nccl.socket_ifname: "=a,b" gives a and b; one prefix "p" gives p0 and p1
         3. ens803f0, ens803f1
   RDMA  custom.lab.rdma: [{name: mlx5_0, near_gpu: 0}, ...]: RDMA NICs as `nvidia-smi topo -m` shows
-        them (PIX to the GPU slot near_gpu, NODE or PHB to the others; numa: N places one on a socket);
+        them (PIX to the GPU slot near_gpu, NODE or PHB to the others; numa: N places one on a socket), each
+        an InfiniBand HCA with one port in the node's own /sys/class/infiniband (rdma.py);
         custom.lab.numa_nodes: 2 splits the GPUs over two sockets (SYS between them). Default: none, one.
   driver.version, when set, is the simulated driver's version; custom.lab.persistenced: true
   installs the simulated nvidia-persistenced too.

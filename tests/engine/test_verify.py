@@ -93,29 +93,29 @@ def test_verify_local_checks_this_machine_without_ssh(v100_node):
     assert host["status"] == "pass" and {"as_intended[gpu-clocks]", "no_xid_errors_since_boot"} <= set(host["passed"])
 
 
-def test_an_uncorrectable_ecc_error_and_its_xid_are_one_finding_on_that_gpu(v100_node):
-    inventory = v100_node.inventory(V100_FIX)
-    assert v100_node.apply(inventory).exit_code == 0
-    v100_node.gpusim("fault", "1", "ecc")
-    result = verify(v100_node, inventory, "--json")
+def after_fault(node, gpu: str, fault: str, gpu_block: dict = V100_FIX) -> tuple[str, dict, dict]:
+    """A converged node, one simulator fault, then verify --json: (the inventory, its host, its one finding)."""
+    inventory = node.inventory(gpu_block)
+    assert node.apply(inventory).exit_code == 0
+    node.gpusim("fault", gpu, fault)
+    result = verify(node, inventory, "--json")
     assert result.exit_code == 1
     [host] = json.loads(result.stdout)["hosts"]
+    [finding] = host["findings"]
+    return inventory, host, finding
+
+
+def test_an_uncorrectable_ecc_error_and_its_xid_are_one_finding_on_that_gpu(v100_node):
+    _, host, finding = after_fault(v100_node, "1", "ecc")
     assert {f["check"] for f in host["failures"]} == {"gpu_memory_has_no_uncorrectable_errors",
                                                       "no_xid_errors_since_boot"}
-    [finding] = host["findings"]
     assert finding["check"] == "gpu_memory_has_no_uncorrectable_errors"
     assert [c["check"] for c in finding["consequences"]] == ["no_xid_errors_since_boot"]
     assert "Xid 48" in finding["consequences"][0]["found"]
 
 
 def test_a_gpu_held_at_its_slowdown_temperature_is_one_finding_its_slowed_clocks_under_it(v100_node):
-    inventory = v100_node.inventory(V100_FIX)
-    assert v100_node.apply(inventory).exit_code == 0
-    v100_node.gpusim("fault", "2", "thermal")
-    result = verify(v100_node, inventory, "--json")
-    assert result.exit_code == 1
-    [host] = json.loads(result.stdout)["hosts"]
-    [finding] = host["findings"]
+    inventory, _, finding = after_fault(v100_node, "2", "thermal")
     assert finding["check"] == "gpus_have_thermal_headroom" and finding["found"].startswith("GPU2 ")
     assert "past its slowdown temperature" in finding["found"] or "at its slowdown" in finding["found"]
     assert [c["check"] for c in finding["consequences"]] == ["clocks_are_not_held_down_by_heat_or_power"]
@@ -124,13 +124,8 @@ def test_a_gpu_held_at_its_slowdown_temperature_is_one_finding_its_slowed_clocks
 
 
 def test_a_gpu_the_driver_cannot_bring_up_is_one_finding_and_counts_against_gpu_count(v100_node):
-    inventory = v100_node.inventory(V100_FIX | {"count": 4})
-    assert v100_node.apply(inventory).exit_code == 0
-    v100_node.gpusim("fault", "1", "init-failed")  # the others are numbered again without it
-    result = verify(v100_node, inventory, "--json")
-    assert result.exit_code == 1
-    [host] = json.loads(result.stdout)["hosts"]
-    [finding] = host["findings"]
+    # the others are numbered again without it
+    inventory, _, finding = after_fault(v100_node, "1", "init-failed", V100_FIX | {"count": 4})
     assert finding["check"] == "no_gpu_failed_to_initialize" and "RmInitAdapter failed!" in finding["found"]
     assert {"gpu_count_is_as_the_inventory_says", "every_gpu_of_the_last_good_run_is_here",
             "as_intended[gpu-boot-conf]"} <= {c["check"] for c in finding["consequences"]}

@@ -72,8 +72,8 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
                           env={**os.environ, "COLUMNS": "1000"})
 
 
-@pytest.fixture(scope="session")
-def lab(tmp_path_factory):
+def lab_machine() -> None:
+    """Skip unless this machine can make labs; the image and apt repository built (and cached) first."""
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
         pytest.skip("the lab needs root on Linux (namespaces, bridges, mounts)")
     if not GPUSIM.exists():
@@ -87,6 +87,11 @@ def lab(tmp_path_factory):
         ensure_repo(image, log=lambda message: None)  # the Debian mirror once more: seconds, then cached
     except LabError as exc:
         pytest.skip(f"the lab's image or apt repository cannot be built here (Debian mirror?): {exc}")
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    lab_machine()
     cluster = LabCluster(LAB_DIR, tmp_path_factory.mktemp("lab") / "runs.jsonl")
     cluster.lab("down")  # what a crashed earlier run left
     try:
@@ -100,18 +105,28 @@ def lab(tmp_path_factory):
 def lab_beside(lab, tmp_path_factory):
     """Another lab beside the session's one: `with lab_beside(NAME, up) as cluster:` cleans LAB_DIR-NAME, makes
     the lab with up(cluster), and always tears it down."""
+    return lambda name, up: made(LabCluster(Path(f"{lab.dir}-{name}"), tmp_path_factory.mktemp(name) / "runs.jsonl"),
+                                 up)
 
-    @contextmanager
-    def beside(name: str, up):
-        cluster = LabCluster(Path(f"{lab.dir}-{name}"), tmp_path_factory.mktemp(name) / "runs.jsonl")
+
+@pytest.fixture(scope="session")
+def lab_alone(tmp_path_factory):
+    """A small lab of its own, without the session's (three nodes): `with lab_alone(NAME, up) as cluster:` cleans
+    LAB_DIR-NAME, makes the lab with up(cluster), and always tears it down."""
+    lab_machine()
+    return lambda name, up: made(LabCluster(Path(f"{LAB_DIR}-{name}"), tmp_path_factory.mktemp(name) / "runs.jsonl"),
+                                 up)
+
+
+@contextmanager
+def made(cluster: LabCluster, up):
+    """The lab in cluster.dir: what a crashed earlier run left cleaned, made with up(cluster), always torn down."""
+    cluster.lab("down")
+    try:
+        up(cluster)
+        yield cluster
+    finally:
         cluster.lab("down")
-        try:
-            up(cluster)
-            yield cluster
-        finally:
-            cluster.lab("down")
-
-    return beside
 
 
 @pytest.fixture(scope="session")

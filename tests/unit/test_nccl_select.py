@@ -130,14 +130,21 @@ def test_the_network_section_of_a_real_vm_parses():
     assert ports == [] and names(select(None, interfaces).used) == ["eth0"]
 
 
+IB_LINES = ("ibports /sys/class/infiniband/mlx5_0/ports/1 /sys/class/infiniband/mlx5_1/ports/1\n"
+            "/sys/class/infiniband/mlx5_0/ports/1/state:4: ACTIVE\n/sys/class/infiniband/mlx5_1/ports/1/state:1: DOWN\n"
+            "/sys/class/infiniband/mlx5_0/ports/1/rate:100 Gb/sec (4X EDR)\n"
+            "/sys/class/infiniband/mlx5_1/ports/1/rate:10 Gb/sec (4X SDR)\n"
+            "/sys/class/infiniband/mlx5_0/ports/1/link_layer:InfiniBand\n"
+            "/sys/class/infiniband/mlx5_1/ports/1/link_layer:Ethernet\n")  # the RDMA ports' lines: test_rdma_ports.py
+
+
 def test_without_ip_json_the_sys_lines_still_say_enough():
     interfaces, _ = parse_network("sys ens803f0 up 10000 /sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0\n"
-                                  "sys lo unknown - /sys/devices/virtual/net/lo/device\n"
-                                  "ib mlx5_0 1 ACTIVE 100 InfiniBand\nib mlx5_1 1 DOWN 10 Ethernet\n")
+                                  "sys lo unknown - /sys/devices/virtual/net/lo/device\n" + IB_LINES)
     assert interfaces[0] == Interface("ens803f0", "up", 10000, None, None, "/sys/devices/pci0000:00/0000:00:02.0/"
                                                                             "0000:03:00.0")
     assert interfaces[0].running and interfaces[0].addressed is None
     assert link_problems(NcclSettings(socket_ifname="ens803f"), interfaces) == []
-    _, ports = parse_network("ib mlx5_0 1 ACTIVE 100 InfiniBand\nib mlx5_1 1 DOWN 10 Ethernet\n")
-    assert ports == [RdmaPort("mlx5_0", 1, "ACTIVE", 100.0, "InfiniBand"), RdmaPort("mlx5_1", 1, "DOWN", 10.0,
-                                                                                   "Ethernet")]
+    _, ports = parse_network(IB_LINES)
+    assert ports == [RdmaPort("mlx5_0", 1, "ACTIVE", 100.0, "InfiniBand", rate_text="100 Gb/sec (4X EDR)"),
+                     RdmaPort("mlx5_1", 1, "DOWN", 10.0, "Ethernet", rate_text="10 Gb/sec (4X SDR)")]

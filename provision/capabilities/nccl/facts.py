@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from provision.core.facts import FactReader, FactSection, Section
 from provision.core.text import number
@@ -36,34 +37,64 @@ class Interface:
 
 @dataclass(frozen=True)
 class RdmaPort:
-    """One port of an RDMA device (/sys/class/infiniband/HCA/ports/N): what NCCL_IB_HCA names."""
+    """One port of an RDMA device (/sys/class/infiniband/HCA/ports/N): what NCCL_IB_HCA names. None: the file
+    was not there or could not be read."""
 
     hca: str  # "mlx5_0"
     port: int
-    state: str  # "ACTIVE", "DOWN", "INIT", ...
+    state: str | None  # "ACTIVE", "DOWN", "INIT", "ARMED", ... (the kernel's "4: ACTIVE" without its number)
     rate_gbps: float | None  # from "100 Gb/sec (4X EDR)"
     link_layer: str = ""  # "InfiniBand" or "Ethernet" (RoCE)
+    phys_state: str | None = None  # "LinkUp", "Polling", "Disabled", ... ("5: LinkUp" without its number)
+    rate_text: str = ""  # the kernel's words: "100 Gb/sec (4X EDR)", "25 Gb/sec (1X EDR)"
+    # ERROR_COUNTERS read, by name: a count since the HCA was reset (boot); None where the file says something
+    # else ("N/A (no PMA)"); a counter the kernel does not offer for the port is absent.
+    counters: dict[str, int | None] = field(default_factory=dict, hash=False)
+
+    @property
+    def name(self) -> str:
+        """"mlx5_0 port 1", as ibstat says it."""
+        return f"{self.hca} port {self.port}"
+
+
+# The error counters verify reads per RDMA port (counters/NAME), with each one's width in bits: the kernel reads
+# them from the port's PMA PortCounters (drivers/infiniband/core/sysfs.c, PORT_PMA_ATTR; IBA 16.1.3.5), where a
+# counter stops at 2**bits - 1 instead of wrapping. VL15_dropped (subnet management packets dropped while the
+# port came up: counts on healthy ports) and the data and packet counters are not errors, and are not read.
+ERROR_COUNTERS = {
+    "symbol_error": 16,  # bad symbols on the wire: a marginal cable or transceiver
+    "link_error_recovery": 8,  # the link retrained after errors
+    "link_downed": 8,  # the link went down (a flap, or a pulled cable)
+    "port_rcv_errors": 16,  # packets received with errors (CRC, malformed)
+    "port_rcv_remote_physical_errors": 16,  # packets received marked bad by the far end
+    "port_xmit_discards": 16,  # packets dropped on send: the link was down or congested
+    "local_link_integrity_errors": 4,  # the link's error rate crossed its threshold
+    "excessive_buffer_overrun_errors": 4,  # receive buffers overran: flow control failed
+}
+IB_CLASS = "/sys/class/infiniband"
+IB_PORT_FILES = ("state", "phys_state", "rate", "link_layer", *(f"counters/{name}" for name in ERROR_COUNTERS))
 
 
 # The network as NCCL sees it: `ip -j addr` (flags and addresses: NCCL takes only running interfaces with an
 # address), then per interface its operstate, speed in Mb/s (empty or -1 where the link is down or has none)
-# and PCI device, then each RDMA port (NCCL_IB_HCA names them). One word per field: parse_network reads them.
+# and PCI device, then, where there is an RDMA device, its ports (NCCL_IB_HCA names them): their directories
+# (echo, a shell builtin) and one grep for every port's state, rate, link layer and error counters, "PATH:VALUE"
+# a line (a file that is missing or cannot be read prints nothing: -s). parse_network reads them.
 NET_SNIPPET = (
     "j=$(ip -j addr show 2>/dev/null) && echo \"ip $j\"; "
     "for d in /sys/class/net/*; do printf 'sys %s %s %s %s\\n' \"${d##*/}\" \"$(cat \"$d/operstate\" 2>/dev/null)\" "
     "\"$(cat \"$d/speed\" 2>/dev/null || echo -)\" \"$(readlink -f \"$d/device\" 2>/dev/null || echo -)\"; done; "
-    "for p in /sys/class/infiniband/*/ports/*; do [ -d \"$p\" ] || continue; h=${p%/ports/*}; "
-    "s=$(cat \"$p/state\" 2>/dev/null); r=$(cat \"$p/rate\" 2>/dev/null); l=$(cat \"$p/link_layer\" 2>/dev/null); "
-    "echo \"ib ${h##*/} ${p##*/} ${s#*: } ${r%% *} ${l:--}\"; done; true"
+    f"[ -d {IB_CLASS} ] && {{ echo ibports {IB_CLASS}/*/ports/*; "
+    f"grep -Hs . {' '.join(f'{IB_CLASS}/*/ports/*/{name}' for name in IB_PORT_FILES)}; }}; true"
 )
 
 
 def parse_network(text: str) -> tuple[list[Interface], list[RdmaPort]]:
     """NET_SNIPPET's output: an 'ip JSON' line (absent where ip lacks -j), 'sys NAME OPERSTATE SPEED DEVICE'
-    per interface, 'ib HCA PORT STATE RATE LINK_LAYER' per RDMA port. Interfaces in ifindex order where ip
+    per interface, then the RDMA ports' lines (parse_rdma_ports). Interfaces in ifindex order where ip
     tells it (the order NCCL lists them in: getifaddrs'), else by name."""
     from_ip: dict[str, dict] = {}
-    sys_lines, ports = [], []
+    sys_lines = []
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
         if kind == "ip":
@@ -73,10 +104,7 @@ def parse_network(text: str) -> tuple[list[Interface], list[RdmaPort]]:
                 from_ip = {}  # a broken `ip -j`: the /sys lines still say enough
         elif kind == "sys" and len(rest.split()) == 4:
             sys_lines.append(rest.split())
-        elif kind == "ib" and len(rest.split()) == 5:
-            hca, port, state, rate, layer = rest.split()
-            ports.append(RdmaPort(hca, int(port) if port.isdigit() else 0, state, number(rate),
-                                  "" if layer == "-" else layer))
+    ports = parse_rdma_ports(text)
     interfaces = []
     for name, operstate, speed, device in sys_lines:
         link = from_ip.get(name)
@@ -89,6 +117,59 @@ def parse_network(text: str) -> tuple[list[Interface], list[RdmaPort]]:
             device=device if device.startswith("/sys/devices/pci") else None))
     order = {name: link.get("ifindex", 0) for name, link in from_ip.items()}
     return sorted(interfaces, key=lambda i: order.get(i.name, 1 << 30)), ports
+
+
+PORT_DIR = re.compile(re.escape(IB_CLASS) + r"/([^/\s]+)/ports/(\d+)$")
+PORT_FILE = re.compile(re.escape(IB_CLASS) + r"/([^/\s]+)/ports/(\d+)/([\w/]+):(.*)$")
+
+
+def parse_rdma_ports(text: str) -> list[RdmaPort]:
+    """The RDMA ports in NET_SNIPPET's output: 'ibports DIR...' (every port's directory, so a port whose files
+    cannot be read is still there), then grep's 'FILE:VALUE' lines. In the directories' order (the glob's).
+
+    What the kernel writes there (drivers/infiniband/core/sysfs.c: state_show, phys_state_show, rate_show,
+    link_layer_show, show_pma_counter; Documentation/ABI/stable/sysfs-class-infiniband), as real ports show it:
+      state       "4: ACTIVE"; "1: DOWN", "2: INIT", "3: ARMED", "5: ACTIVE_DEFER"
+      phys_state  "5: LinkUp"; "2: Polling" (no peer: a pulled cable), "3: Disabled", "1: Sleep",
+                  "4: PortConfigurationTraining", "6: LinkErrorRecovery", "7: Phy Test"
+      rate        "100 Gb/sec (4X EDR)", "200 Gb/sec (4X HDR)", "2.5 Gb/sec (1X SDR)", and on RoCE an IB word for
+                  the Ethernet speed: "25 Gb/sec (1X EDR)" (25GbE), "10 Gb/sec (1X QDR)"; a port that is down
+                  says some rate all the same ("40 Gb/sec (4X QDR)", "10 Gb/sec (4X SDR)")
+      link_layer  "InfiniBand", "Ethernet" (RoCE)
+      counters/*  a decimal count; "N/A (no PMA)" on a device without a performance agent (an mlx4 VF, i40iw);
+                  an error on read, or no counters/ at all (irdma), on some RoCE and iWARP devices
+    Sources: the kernel's sysfs.c (its sprintf formats); Mellanox OFED 2.2 user manual ("cat .../ports/1/state"
+    2: INIT, "4: ACTIVE"; link_layer InfiniBand, Ethernet); `ibstatus` (which cats these files) on two 25GbE
+    ConnectX RoCE hosts in a public NFS-over-RDMA write-up ("4: ACTIVE", "5: LinkUp", "25 Gb/sec (1X EDR)",
+    "10 Gb/sec (1X QDR)", a port "1: DOWN", "3: Disabled", "40 Gb/sec (4X QDR)"); `ibstat` in
+    linux-rdma/rdma-core#847 (a port Down, Disabled, rate 10; one Active, LinkUp, 56); the counters as
+    prometheus/node_exporter#966 quotes them ("N/A (no PMA)"). Tests: tests/unit/test_rdma_ports.py."""
+    found: dict[tuple[str, int], dict[str, str]] = {}
+    for line in text.splitlines():
+        if line.startswith("ibports "):
+            for path in line.split()[1:]:
+                directory = PORT_DIR.match(path)  # no port: the glob stays as written, and matches nothing here
+                if directory:
+                    found.setdefault((directory[1], int(directory[2])), {})
+        elif (match := PORT_FILE.match(line)) is not None:
+            found.setdefault((match[1], int(match[2])), {})[match[3]] = match[4].strip()
+    return [_port(hca, port, files) for (hca, port), files in found.items()]
+
+
+def _port(hca: str, port: int, files: dict[str, str]) -> RdmaPort:
+    rate = files.get("rate", "")
+    return RdmaPort(hca, port, _state_word(files.get("state")), number(rate.split()[0]) if rate else None,
+                    files.get("link_layer", ""), _state_word(files.get("phys_state")), rate,
+                    {name: int(files[f"counters/{name}"]) if files[f"counters/{name}"].isdigit() else None
+                     for name in ERROR_COUNTERS if f"counters/{name}" in files})
+
+
+def _state_word(value: str | None) -> str | None:
+    """"4: ACTIVE" -> "ACTIVE", "7: Phy Test" -> "Phy Test"; a word without its number as it is; None: unread."""
+    if not value:
+        return None
+    number_part, colon, word = value.partition(":")
+    return word.strip() if colon and number_part.strip().isdigit() else value.strip()
 
 
 def parse(sections: dict[str, Section], facts) -> None:

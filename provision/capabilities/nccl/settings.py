@@ -56,6 +56,9 @@ class NcclSettings(Block):
         False, "true or false", "NCCL spreads traffic evenly over its interfaces: the slowest sets the pace")
     require_nic_within: Literal["PIX", "PXB", "PHB", "NODE", "SYS"] | None = setting(
         None, "PIX, PXB, PHB, NODE or SYS", "verify: every GPU has an RDMA NIC this close (nvidia-smi topo -m)")
+    expected_ib_rate_gbps: float | None = setting(
+        None, "Gb/s, a number > 0 (4X EDR: 100, 4X HDR: 200, 4X NDR: 400)",
+        "verify: each RDMA port NCCL may use runs at least this fast (/sys/class/infiniband/*/ports/*/rate)", gt=0)
 
     # The typed keys and the variables they write; env holds the others.
     VARIABLES: ClassVar[dict[str, str]] = {
