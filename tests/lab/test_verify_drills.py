@@ -54,7 +54,15 @@ NCCL_FILES = {"as_intended[nccl-files]"}  # apply will not write NCCL's files ov
     (BLADE, ["nic-down", "--nic", "ens803f1"], "nccl_interfaces_are_up_at_speed", NCCL_FILES, "ens803f1 "),
     (BLADE, ["nic-slow", "--nic", "ens803f0"], "nccl_interfaces_are_up_at_speed", NCCL_FILES, "ens803f0 1000 Mb/s"),
     (RISERS, ["gpu-power-brake", "--gpu", "2"], "clocks_are_not_held_down_by_heat_or_power", set(), "HW Power Brake"),
-], ids=["pcie-degraded", "nic-down", "nic-slow", "power-brake"])
+    (RISERS, ["gpu-thermal", "--gpu", "2"], "gpus_have_thermal_headroom", {"clocks_are_not_held_down_by_heat_or_power"},
+     "GPU2 "),
+    (V100, ["gpu-nvlink-down", "--gpu", "1", "--link", "2"], "nvlink_links_are_up_at_speed", set(), "GPU1 "),
+    (V100, ["gpu-nvlink-errors", "--gpu", "3"], "nvlink_has_no_errors", set(), "link 0: Replay Errors 5"),
+    # the card the driver cannot bring up: the count, the layout and the tasks that miss it follow from it
+    (RISERS, ["gpu-init-failed", "--gpu", "6"], "no_gpu_failed_to_initialize",
+     {"every_gpu_of_the_last_good_run_is_here", "..."}, "RmInitAdapter failed!"),
+], ids=["pcie-degraded", "nic-down", "nic-slow", "power-brake", "thermal", "nvlink-down", "nvlink-errors",
+        "init-failed"])
 def test_a_fault_fails_its_check_on_its_node_and_nothing_else_until_cleared(basement, node, fault, check,
                                                                            consequences, words):
     basement.lab("fault", node, *fault)
@@ -62,7 +70,8 @@ def test_a_fault_fails_its_check_on_its_node_and_nothing_else_until_cleared(base
         code, verdicts = verify(basement)
         assert code == 1 and causes(verdicts) == {node: [check]}, failed(verdicts)  # one fault, one finding
         [finding] = verdicts[node]["findings"]
-        assert {c["check"] for c in finding["consequences"]} == consequences  # the files NCCL would read, ...
+        under = {c["check"] for c in finding["consequences"]}  # the files NCCL would read, a slowed clock, ...
+        assert under == consequences or "..." in consequences and consequences - {"..."} <= under, under
         assert words in found(verdicts, node, check)
     finally:
         basement.lab("fault", node, "clear")
