@@ -203,23 +203,18 @@ class Persistence(Task):
             else:
                 to_change.append((gpu, want))
         turning_on = [g for g, w in to_change if w]
-        wants_on = any(w for _, w in wanted)
-        dropin = _daemon_dropin(facts) if wants_on else None
+        dropin = _daemon_dropin(facts) if any(w for _, w in wanted) else None
         if dropin:
             dropin.verify = lambda f, uuids=[g.uuid for g in turning_on]: _check_persistence(f, uuids, True)
             plan.changes.append(dropin)
         daemon = facts.nvidia.persistenced_path
-        # Installed, the daemon is how persistence is kept: a stopped one is started even where the GPUs still
-        # say Enabled (an earlier -pm 1): the next driver load would lose them without it.
-        if daemon and wants_on and (dropin or not facts.nvidia.persistenced_running):
+        if daemon and turning_on and (dropin or not facts.nvidia.persistenced_running):
             if not (dropin and facts.system.systemd_running):  # else the drop-in's restart starts it
                 plan.changes.append(Change(
                     target="host", what="nvidia-persistenced", before="stopped", after="running",
                     commands=[["systemctl", "start", "nvidia-persistenced"] if facts.system.systemd_running
                               else [daemon]],
-                    verify=lambda f, uuids=[g.uuid for g in turning_on]: (
-                        _check_persistence(f, uuids, True)
-                        or (None if f.nvidia.persistenced_running else "nvidia-persistenced is not running")),
+                    verify=lambda f, uuids=[g.uuid for g in turning_on]: _check_persistence(f, uuids, True),
                 ))
             to_change = [(g, w) for g, w in to_change if not w]
         for gpu, want in to_change:
