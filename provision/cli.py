@@ -354,7 +354,8 @@ LOCK_COLORS = {"no lock": "green", "removed": "yellow", "left alone": "red", "un
 @click.option("--drain", is_flag=True, help="Drain failed Slurm compute nodes, the reason starting 'provision-verify:'.")
 @click.option("--resume", is_flag=True, help="Resume the Slurm nodes verify drained that now pass (no other drain).")
 @click.option("--prometheus", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Also write the results as node_exporter textfile metrics (FILE.prom, written atomically).")
+              help="Also write the results as node_exporter textfile metrics, atomically (name it *.prom, in the "
+                   "collector's directory).")
 @click.option("-v", "--verbose", is_flag=True, help="Every check: the consequences' own words, and the checks that "
               "passed or did not apply, and why.")
 def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout, identity_file,
