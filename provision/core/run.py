@@ -261,11 +261,12 @@ class Engine:
                            c.diff) for c, error in applied]
             raise HostLost(TaskResult(task.name, task_status(items), items), lost)
         for (change, error), said in zip(applied, printed):
+            words = error  # what the commands said: their error, or what they printed when they exited 0
             if error is None and change.verify is not None:
-                error = change.verify(state.facts)
-                error = error and f"the command succeeded but {error}"
+                wrong = change.verify(state.facts)
+                error, words = wrong and f"the command succeeded but {wrong}", said
             if error and change.explain is not None:  # the setter's own words say why, and what to do
-                error = change.explain(said if error.startswith("the command succeeded") else error) or error
+                error = change.explain(words) or error
             status = FAILED if error else CHANGED
             items.append(Item(change.target, status, change.what, change.before, change.after, error or "", change.diff))
         return TaskResult(task.name, task_status(items), items)

@@ -1,7 +1,7 @@
 """provision verify --prometheus FILE: the verdicts as node_exporter's textfile collector reads them.
 
 Written with prometheus-client (its registry and text format), atomically (a temporary file beside FILE, then
-a rename: the collector never reads half a file). The series (README, "Monitoring"):
+a rename: the collector never reads half a file). The series (README, "Verify"):
 
     provision_verify_up{host}                         1 read and checked, 0 unreachable
     provision_verify_healthy{host}                    1 every check passed
