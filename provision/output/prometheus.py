@@ -7,10 +7,11 @@ a rename: the collector never reads half a file). The series (README, "Verify"):
     provision_verify_healthy{host}                    1 every check passed
     provision_verify_check_passed{host,check}         1 passed, 0 failed (checks that did not apply: absent)
     provision_verify_findings{host,severity}          the causes found, by severity (one cause, one finding)
-    provision_verify_failure{host,check,gpu,severity,cause}
-                                                      1 for each failed check and each GPU (bus id) it names;
-                                                      gpu="" for a node-wide one; cause: the check whose
-                                                      finding it follows from (its own name for a cause)
+    provision_verify_failure{host,check,gpu,part,severity,cause}
+                                                      1 for each failed check and each GPU (gpu: its bus id) or
+                                                      other part (part: an RDMA port "mlx5_0:1", a BMC sensor)
+                                                      it names; both "" for a node-wide one; cause: the check
+                                                      whose finding it follows from (its own name for a cause)
     provision_verify_last_run_timestamp_seconds       when this verify ran
 """
 
@@ -20,6 +21,7 @@ import time
 
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
+from provision.core import pci
 from provision.core.checks import SEVERITIES
 from provision.verify import UNREACHABLE
 
@@ -33,8 +35,8 @@ def registry_for(verdicts: list, now: float | None = None) -> CollectorRegistry:
     passed = gauge("provision_verify_check_passed", "1 when the check passed, 0 when it failed", ["host", "check"])
     findings = gauge("provision_verify_findings", "Causes found on the host (one cause, one finding), by severity",
                      ["host", "severity"])
-    failure = gauge("provision_verify_failure", "1 for each failed check and each GPU it names (gpu: bus id)",
-                    ["host", "check", "gpu", "severity", "cause"])
+    failure = gauge("provision_verify_failure", "1 for each failed check and each GPU (gpu: bus id) or other part "
+                    "(part: a port, a sensor) it names", ["host", "check", "gpu", "part", "severity", "cause"])
     gauge("provision_verify_last_run_timestamp_seconds", "When provision verify ran (Unix time)").set(
         time.time() if now is None else now)
     for v in verdicts:
@@ -51,8 +53,9 @@ def registry_for(verdicts: list, now: float | None = None) -> CollectorRegistry:
             findings.labels(v.host, severity).set(sum(1 for c in causes if c.failure.severity == severity))
         for cause in causes:
             for f in (cause.failure, *cause.consequences):
-                for gpu in f.about or cause.failure.about or [""]:
-                    failure.labels(v.host, f.check, gpu, f.severity, cause.failure.check).set(1)
+                for subject in f.about or cause.failure.about or [""]:
+                    gpu, part = (subject, "") if pci.address(subject) else ("", subject)
+                    failure.labels(v.host, f.check, gpu, part, f.severity, cause.failure.check).set(1)
     return registry
 
 

@@ -241,6 +241,47 @@ def test_a_port_whose_state_cannot_be_read_is_a_note_not_a_failure():
     assert checked.notes == ["mlx5_0 port 1: its state could not be read (/sys/class/infiniband/mlx5_0/ports/1/state)"]
 
 
+def test_an_ipoib_interface_down_with_its_port_is_one_finding_under_the_ports(tmp_path):
+    net = tmp_path / "net"  # /sys/class/net with an IPoIB ib0 on mlx5_0's port 1, its dev_port 0, and eno1
+    for name, hca in (("ib0", "mlx5_0"), ("eno1", None)):
+        (net / name).mkdir(parents=True)
+        (net / name / "operstate").write_text("down\n" if hca else "up\n")
+        if hca:
+            (net / name / "device" / "infiniband" / hca).mkdir(parents=True)
+            (net / name / "dev_port").write_text("0\n")
+    out = subprocess.run(["sh", "-c", NET_SNIPPET.replace("/sys/class/net", str(net))], capture_output=True,
+                         text=True, timeout=30)
+    assert "ibdev ib0 mlx5_0 0" in out.stdout.replace(str(net), "/sys/class/net")
+    interfaces, _ = parse_network(out.stdout)
+    assert {i.name: i.rdma_port for i in interfaces} == {"eno1": None, "ib0": "mlx5_0:1"}
+
+    from provision.capabilities.nccl import checks as checks_nccl
+    from provision.capabilities.nccl.facts import Interface
+    from provision.verify import Failure, by_cause
+
+    ib0 = Interface("ib0", "down", None, ("BROADCAST", "UP"), ("10.1.0.11/16",), rdma_port="mlx5_0:1")
+    checked = node([port("mlx5_0", state="DOWN", phys="Polling")], [ib0], socket_ifname="ib0")
+    failures = []
+    for name, check in (("nccl_interfaces_are_up_at_speed", checks_nccl.check_nccl_interfaces_are_up_at_speed),
+                        ("rdma_ports_are_up_at_rate_without_errors", CHECK)):
+        with pytest.raises(CheckFailed) as failed:
+            check(checked)
+        failures += [Failure(name, f.expected, f.found, f.fix, list(f.because), list(f.about))
+                     for f in failed.value.findings]
+    [cause] = by_cause(failures)  # one cable: the port is the finding, the interface on it a consequence
+    assert cause.failure.check == "rdma_ports_are_up_at_rate_without_errors"
+    assert [c.found for c in cause.consequences] == ["ib0 is down: NCCL skips it without a word",
+                                                     "NCCL would find no interface to use (NCCL_SOCKET_IFNAME=ib0) "
+                                                     "among ib0"]
+    # the port up and the interface down (administratively, or its IP side) stays a finding of its own
+    checked = node([port("mlx5_0")], [ib0], socket_ifname="ib0")
+    with pytest.raises(CheckFailed) as alone:
+        checks_nccl.check_nccl_interfaces_are_up_at_speed(checked)
+    assert alone.value.findings[0].because == ("rdma_ports_are_up_at_rate_without_errors:mlx5_0:1",)
+    assert by_cause([Failure("nccl_interfaces_are_up_at_speed", "", "", "",
+                             list(alone.value.findings[0].because))])[0].consequences == []
+
+
 def test_expected_ib_rate_gbps_takes_a_number_above_zero():
     assert NcclSettings.model_validate({"expected_ib_rate_gbps": 200}).expected_ib_rate_gbps == 200.0
     assert NcclSettings.model_validate({"expected_ib_rate_gbps": 2.5}).expected_ib_rate_gbps == 2.5

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from provision.core.checks import CRITICAL, ERROR, CheckFailed, Finding, fail_each
@@ -79,6 +80,13 @@ def verdicts() -> list[Verdict]:
             Verdict("rtx3090-2", UNREACHABLE, "cannot connect")]
 
 
+def test_prometheus_names_a_port_or_sensor_as_a_part_and_a_gpu_by_its_bus_id():
+    port = Failure("rdma_ports_are_up_at_rate_without_errors", "mlx5_0 port 1 ACTIVE", "DOWN", about=["mlx5_0:1"])
+    read = samples(generate_latest(prometheus.registry_for([Verdict("ib-1", FAIL, failures=[port])])).decode())
+    [series] = read["provision_verify_failure"]
+    assert (series.labels["gpu"], series.labels["part"]) == ("", "mlx5_0:1")
+
+
 def printed(capsys, monkeypatch, verbose: bool) -> list[str]:
     monkeypatch.setenv("COLUMNS", "100")
     report.print_verdicts(verdicts(), verbose)
@@ -144,6 +152,7 @@ def test_prometheus_textfile_parses_with_one_series_per_check_and_gpu(tmp_path):
     assert findings[("rtx4090-1", "critical")] == 2 and findings[("rtx4090-1", "error")] == 1
     failures = {(s.labels["check"], s.labels["gpu"], s.labels["cause"]) for s in read["provision_verify_failure"]}
     assert ("nvidia_smi_reads_the_gpus", SLOT, "no_gpu_is_lost") in failures  # the cause's GPU
+    assert {s.labels["part"] for s in read["provision_verify_failure"]} == {""}
     assert ("no_xid_errors_since_boot", SLOT, "no_gpu_is_lost") in failures
     assert ("no_xid_errors_since_boot", "", "no_xid_errors_since_boot") in failures
     passed = {(s.labels["host"], s.labels["check"]): s.value for s in read["provision_verify_check_passed"]}

@@ -17,7 +17,9 @@ def check_nccl_interfaces_are_up_at_speed(node):
     if wrong:
         rule = f"NCCL_SOCKET_IFNAME={settings.socket_ifname}" if settings.socket_ifname else "NCCL's own choice"
         speed = f" at {settings.expected_link_speed_mbps} Mb/s" if settings.expected_link_speed_mbps else ""
-        kinds = dict.fromkeys(p.kind for p in wrong)  # one finding per kind: each has its own next step
+        # one finding per kind (each has its own next step), and per cause where another check names it
+        kinds = dict.fromkeys((p.kind, p.because) for p in wrong)
         fail_each([Finding(f"every interface NCCL will use ({rule}) up, addressed{speed}",
-                           "; ".join(p.text for p in wrong if p.kind == kind), nccl.KINDS[kind])
+                           "; ".join(p.text for p in wrong if (p.kind, p.because) == kind), nccl.KINDS[kind[0]],
+                           because=kind[1])
                    for kind in kinds])

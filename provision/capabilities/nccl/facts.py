@@ -19,6 +19,7 @@ class Interface:
     flags: tuple[str, ...] | None = None  # ip's: "UP", "LOWER_UP", "LOOPBACK", ...; None: `ip -j` not there
     addresses: tuple[str, ...] | None = None  # "10.214.1.11/24", ...; None: not known (no `ip -j`)
     device: str | None = None  # the PCI device behind it (/sys/class/net/NAME/device), None for virtual links
+    rdma_port: str | None = None  # "mlx5_0:1": the RDMA port it rides on (IPoIB's ib0, a RoCE port's netdev)
 
     @property
     def running(self) -> bool:
@@ -77,13 +78,17 @@ IB_PORT_FILES = ("state", "phys_state", "rate", "link_layer", *(f"counters/{name
 
 # The network as NCCL sees it: `ip -j addr` (flags and addresses: NCCL takes only running interfaces with an
 # address), then per interface its operstate, speed in Mb/s (empty or -1 where the link is down or has none)
-# and PCI device, then, where there is an RDMA device, its ports (NCCL_IB_HCA names them): their directories
+# and PCI device, and the RDMA port it rides on where it has one (an IPoIB ib0 on an InfiniBand port, the netdev of
+# a RoCE port: its device's infiniband/HCA, and dev_port, 0 for the HCA's port 1, as rdma-core's ibdev2netdev
+# pairs them), then, where there is an RDMA device, its ports (NCCL_IB_HCA names them): their directories
 # (echo, a shell builtin) and one grep for every port's state, rate, link layer and error counters, "PATH:VALUE"
 # a line (a file that is missing or cannot be read prints nothing: -s). parse_network reads them.
 NET_SNIPPET = (
     "j=$(ip -j addr show 2>/dev/null) && echo \"ip $j\"; "
     "for d in /sys/class/net/*; do printf 'sys %s %s %s %s\\n' \"${d##*/}\" \"$(cat \"$d/operstate\" 2>/dev/null)\" "
-    "\"$(cat \"$d/speed\" 2>/dev/null || echo -)\" \"$(readlink -f \"$d/device\" 2>/dev/null || echo -)\"; done; "
+    "\"$(cat \"$d/speed\" 2>/dev/null || echo -)\" \"$(readlink -f \"$d/device\" 2>/dev/null || echo -)\"; "
+    "for h in \"$d\"/device/infiniband/*; do [ -e \"$h\" ] && { p=0; read p 2>/dev/null <\"$d/dev_port\"; "
+    "echo \"ibdev ${d##*/} ${h##*/} $p\"; }; done; done; "
     f"[ -d {IB_CLASS} ] && {{ echo ibports {IB_CLASS}/*/ports/*; "
     f"grep -Hs . {' '.join(f'{IB_CLASS}/*/ports/*/{name}' for name in IB_PORT_FILES)}; }}; true"
 )
@@ -91,10 +96,11 @@ NET_SNIPPET = (
 
 def parse_network(text: str) -> tuple[list[Interface], list[RdmaPort]]:
     """NET_SNIPPET's output: an 'ip JSON' line (absent where ip lacks -j), 'sys NAME OPERSTATE SPEED DEVICE'
-    per interface, then the RDMA ports' lines (parse_rdma_ports). Interfaces in ifindex order where ip
+    per interface, 'ibdev NAME HCA DEV_PORT' for one on an RDMA port, then the RDMA ports' lines (parse_rdma_ports). Interfaces in ifindex order where ip
     tells it (the order NCCL lists them in: getifaddrs'), else by name."""
     from_ip: dict[str, dict] = {}
     sys_lines = []
+    on_rdma: dict[str, str] = {}
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
         if kind == "ip":
@@ -104,6 +110,9 @@ def parse_network(text: str) -> tuple[list[Interface], list[RdmaPort]]:
                 from_ip = {}  # a broken `ip -j`: the /sys lines still say enough
         elif kind == "sys" and len(rest.split()) == 4:
             sys_lines.append(rest.split())
+        elif kind == "ibdev" and len(rest.split()) == 3 and rest.split()[2].isdigit():
+            name, hca, dev_port = rest.split()
+            on_rdma[name] = f"{hca}:{int(dev_port) + 1}"
     ports = parse_rdma_ports(text)
     interfaces = []
     for name, operstate, speed, device in sys_lines:
@@ -114,7 +123,7 @@ def parse_network(text: str) -> tuple[list[Interface], list[RdmaPort]]:
             flags=tuple(link.get("flags", ())) if link else None,
             addresses=tuple(f"{a['local']}/{a.get('prefixlen', '')}" for a in link.get("addr_info", ())
                             if "local" in a) if link else None,
-            device=device if device.startswith("/sys/devices/pci") else None))
+            device=device if device.startswith("/sys/devices/pci") else None, rdma_port=on_rdma.get(name)))
     order = {name: link.get("ifindex", 0) for name, link in from_ip.items()}
     return sorted(interfaces, key=lambda i: order.get(i.name, 1 << 30)), ports
 

@@ -108,6 +108,7 @@ class NetProblem:
 
     kind: str
     text: str
+    because: tuple[str, ...] = ()  # the check it follows from (Finding.because): an IPoIB port down with its IB port
 
     def __str__(self) -> str:
         return self.text
@@ -141,11 +142,13 @@ def link_problems(settings, interfaces: list[Interface] | None) -> list[NetProbl
         return [NetProblem("unmatched", f"NCCL_SOCKET_IFNAME={ifname} matches none of this node's interfaces "
                                         f"({names})")]
     problems = _missing(ifname, interfaces) if ifname else []
-    problems += [NetProblem("down" if why.endswith("down") else "unaddressed",
-                            f"{i.name} {why}: NCCL skips it without a word") for i, why in selection.skipped]
+    skipped = [_skipped(i, why) for i, why in selection.skipped]
+    problems += skipped
     if not selection.used:
+        # left with none because RDMA ports are down (IPoIB only): those ports' finding
+        leads = tuple(lead for p in skipped for lead in p.because) if all(p.because for p in skipped) else ()
         return problems + [NetProblem("unmatched", f"NCCL would find no interface to use ({selection.rule}) "
-                                                   f"among {names}")]
+                                                   f"among {names}", leads)]
     if ifname:
         strays = [i.name for i in selection.used if i.name.startswith(NOT_A_FABRIC)]
         if strays:
@@ -154,6 +157,15 @@ def link_problems(settings, interfaces: list[Interface] | None) -> list[NetProbl
                                                 "by itself"))
     problems += _speed_problems(settings, selection.used)
     return problems
+
+
+def _skipped(interface: Interface, why: str) -> NetProblem:
+    down = why.endswith("down")
+    # an interface on an RDMA port (IPoIB's ib0, RoCE's netdev) is down with it: one cable, the port's finding
+    on_port = (f"rdma_ports_are_up_at_rate_without_errors:{interface.rdma_port}",) if down and interface.rdma_port \
+        else ()
+    return NetProblem("down" if down else "unaddressed", f"{interface.name} {why}: NCCL skips it without a word",
+                      on_port)
 
 
 def _missing(ifname: str, interfaces: list[Interface]) -> list[NetProblem]:
