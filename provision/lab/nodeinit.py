@@ -12,8 +12,13 @@ would at boot), sshd starts. Then it reaps orphans until the node is powered off
 (SIGKILL from the host; being PID 1, everything in the node dies with it).
 
 Units are found where `systemctl enable` puts them:
-/etc/systemd/system/*.target.wants/*.service. Supported, as systemd does them:
-  [Unit]    After=, Before= (ordering among the enabled units); Condition*= of kind PathExists,
+/etc/systemd/system/*.target.wants/*.service, and with them the services they
+pull in by Wants= and Requires= (as systemd's boot transaction does: the boot
+unit's Wants=nvidia-persistenced.service starts a static daemon). Each unit is
+read with its drop-ins (NAME.service.d/*.conf in the unit directories, in the
+order of their file names, /etc's over /lib's of the same name), as systemd
+merges them. Supported, as systemd does them:
+  [Unit]    After=, Before= (ordering among the units started); Condition*= of kind PathExists,
             PathExistsGlob, PathIsDirectory, PathIsSymbolicLink, FileNotEmpty, FileIsExecutable,
             DirectoryNotEmpty, with "!" (negation) and "|" (triggering: one of them suffices); a unit
             whose condition fails is skipped, with a log line.
@@ -25,7 +30,8 @@ Units are found where `systemctl enable` puts them:
             WorkingDirectory=, RuntimeDirectory= StateDirectory= CacheDirectory= LogsDirectory=
             ConfigurationDirectory= (+ their *Mode=; under /run, /var/lib, /var/cache, /var/log,
             /etc; owned by User/Group; $RUNTIME_DIRECTORY etc. set), Limit*= (setrlimit, best effort).
-Not supported: Requires=/Wants= pulling in other units, Restart=, watchdogs, ExecStop*, specifiers
+Not supported: a Requires= unit failing does not stop the unit that requires it, *.wants/ directories
+of a service, targets other than as the enabled links' directories, Restart=, watchdogs, ExecStop*, specifiers
 (%n, %i), sockets, timers, Delegate= and TasksMax= (ignored). systemd itself never runs:
 /run/systemd/system does not exist in a node.
 """
@@ -90,12 +96,15 @@ def log(message: str) -> None:
 
 # --- unit files ------------------------------------------------------------------------------------
 
-def parse_unit(path: str) -> dict[str, list[str]]:
-    """"Section.Key" -> values, in order; an empty assignment resets the list, as in systemd."""
+def parse_unit(path: str, dropins: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """"Section.Key" -> values, in order, from the unit file and then its drop-ins; an empty assignment
+    resets the list (a drop-in's "ExecStart=" clears the unit's), as in systemd."""
     values: dict[str, list[str]] = {}
     section = ""
-    with open(path) as fh:
-        text = re.sub(r"\\\n", " ", fh.read())  # line continuations
+    text = ""
+    for one in (path, *dropins):
+        with open(one) as fh:
+            text += re.sub(r"\\\n", " ", fh.read()) + "\n"  # line continuations
     for line in text.splitlines():
         line = line.strip()
         if not line or line[0] in "#;":
@@ -132,17 +141,37 @@ def unit_file(link: str) -> str | None:
     return None
 
 
+def dropin_files(name: str) -> tuple[str, ...]:
+    """NAME.d/*.conf across the unit directories, by file name; one in an earlier directory (/etc) hides a
+    later one (/lib) of the same name. A template instance's (x@1.service) after its template's (x@.service)."""
+    template = re.sub(r"@[^.]*\.", "@.", name)
+    found: dict[str, str] = {}
+    for unit_name in dict.fromkeys((template, name)):
+        for directory in reversed(UNIT_DIRS):  # the earlier directories' files override
+            for path in glob.glob(os.path.join(directory, f"{unit_name}.d", "*.conf")):
+                found[os.path.basename(path)] = path
+    return tuple(found[key] for key in sorted(found))
+
+
 def enabled_units() -> dict[str, dict[str, list[str]]]:
-    units = {}
-    for link in sorted(glob.glob("/etc/systemd/system/*.target.wants/*.service")):
-        name = os.path.basename(link)
-        path = unit_file(link)
+    """The enabled services, and those they pull in by Wants=/Requires= (transitively), each read with its
+    drop-ins."""
+    units: dict[str, dict[str, list[str]]] = {}
+    pending = [(os.path.basename(link), link, None)
+               for link in sorted(glob.glob(f"{UNIT_DIRS[0]}/*.target.wants/*.service"))]
+    while pending:
+        name, link, wanted_by = pending.pop(0)
         if name in LAB_OWN_UNITS or name in units:
             continue
+        path = unit_file(link)
         if path is None:
-            log(f"{name}: enabled but its unit file is missing; skipped")
+            log(f"{name}: enabled but its unit file is missing; skipped" if wanted_by is None else
+                f"{name}: wanted by {wanted_by}, but there is no such unit; skipped")
             continue
-        units[name] = parse_unit(path)
+        units[name] = parse_unit(path, dropin_files(name))
+        pending += [(other, os.path.join(UNIT_DIRS[0], other), name)
+                    for other in words(units[name], "Unit.Wants") + words(units[name], "Unit.Requires")
+                    if other.endswith(".service")]
     return units
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
+from pathlib import Path
 
 import yaml
 from simnode import needs_root
@@ -322,3 +325,24 @@ def test_a_run_stopped_by_bad_input_found_on_the_hosts_still_logs_its_end(v100_n
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert records[0]["event"] == "start" and records[-1]["event"] == "end"
     assert records[-1]["aborted"] == "bad input" and "900 W" in records[-1]["detail"]
+
+
+def test_a_stopped_persistenced_is_started_again_and_verify_says_it_was_stopped(v100_node_with_daemon):
+    node = v100_node_with_daemon
+    inventory = node.inventory({"persistence": True})
+    assert node.apply(inventory, "--tags", "persistence").exit_code == 0
+    pidfile = Path("/var/run/nvidia-persistenced/nvidia-persistenced.pid")
+    os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
+    for _ in range(50):
+        if not pidfile.exists():
+            break
+        time.sleep(0.1)
+    assert node.smi("-pm", "1").returncode == 0  # someone's legacy -pm 1: Enabled until the driver unloads
+    assert node.query("persistence_mode") == ["Enabled"] * 4
+    verified = node.provision("verify", inventory, "--playbook", node.playbook(), "--json")
+    [host] = json.loads(verified.stdout)["hosts"]
+    [finding] = [f for f in host["findings"] if f["check"] == "as_intended[gpu-persistence]"]
+    assert finding["found"] == "host nvidia-persistenced stopped" and finding["severity"] == "error"
+    again = node.apply(inventory, "--tags", "persistence")
+    assert again.exit_code == 0 and lines_with(again.output, "gpu-persistence", "host", "nvidia-persistenced",
+                                               "stopped -> running")

@@ -113,6 +113,35 @@ def test_a_later_empty_assignment_resets_and_the_last_single_value_wins(tmp_path
     assert nodeinit.last(parsed, "Service.Group", "none") == "none"
 
 
+def test_the_boot_pulls_in_what_enabled_units_want_each_read_with_its_dropins(tmp_path, monkeypatch, boot_log):
+    etc, lib = tmp_path / "etc", tmp_path / "lib"
+    monkeypatch.setattr(nodeinit, "UNIT_DIRS", (str(etc), str(lib)))
+    (etc / "multi-user.target.wants").mkdir(parents=True)
+    lib.mkdir()
+    (lib / "provision-gpu-tuning.service").write_text(
+        "[Unit]\nWants=nvidia-persistenced.service gone.service syslog.target\n"
+        "After=nvidia-persistenced.service\n[Service]\nType=oneshot\nExecStart=/bin/true\n")
+    (etc / "multi-user.target.wants" / "provision-gpu-tuning.service").symlink_to(lib / "provision-gpu-tuning.service")
+    (lib / "nvidia-persistenced.service").write_text(  # static (no [Install]), as Ubuntu ships it
+        "[Unit]\nRequires=nvpd-helper.service\n[Service]\nType=forking\n"
+        "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode --verbose\n")
+    (lib / "nvpd-helper.service").write_text("[Service]\nExecStart=/bin/true\n")
+    for directory, name, text in ((etc, "provision.conf", "[Service]\nExecStart=\n"
+                                   "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --verbose\n"),
+                                  (lib, "provision.conf", "[Service]\nUser=hidden-by-etcs\n"),
+                                  (lib, "10-vendor.conf", "[Service]\nUMask=0077\n")):
+        (directory / "nvidia-persistenced.service.d").mkdir(exist_ok=True)
+        (directory / "nvidia-persistenced.service.d" / name).write_text(text)
+    units = nodeinit.enabled_units()
+    assert sorted(units) == ["nvidia-persistenced.service", "nvpd-helper.service", "provision-gpu-tuning.service"]
+    daemon = units["nvidia-persistenced.service"]
+    assert daemon["Service.ExecStart"] == ["/usr/bin/nvidia-persistenced --user nvidia-persistenced --verbose"]
+    assert nodeinit.last(daemon, "Service.UMask") == "0077" and "Service.User" not in daemon
+    assert nodeinit.boot_order(units).index("nvidia-persistenced.service") < \
+        nodeinit.boot_order(units).index("provision-gpu-tuning.service")
+    assert "gone.service: wanted by provision-gpu-tuning.service, but there is no such unit" in boot_log.read_text()
+
+
 # --- conditions --------------------------------------------------------------------------------
 
 def test_condition_path_exists_and_its_negation(tmp_path):

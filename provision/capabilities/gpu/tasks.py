@@ -203,18 +203,27 @@ class Persistence(Task):
             else:
                 to_change.append((gpu, want))
         turning_on = [g for g, w in to_change if w]
-        dropin = _daemon_dropin(facts) if any(w for _, w in wanted) else None
-        if dropin:
-            dropin.verify = lambda f, uuids=[g.uuid for g in turning_on]: _check_persistence(f, uuids, True)
-            plan.changes.append(dropin)
+        wants_on = any(w for _, w in wanted)
+        dropin = _daemon_dropin(facts) if wants_on else None
         daemon = facts.nvidia.persistenced_path
-        if daemon and turning_on and (dropin or not facts.nvidia.persistenced_running):
-            if not (dropin and facts.system.systemd_running):  # else the drop-in's restart starts it
+        running = facts.nvidia.persistenced_running
+        restarted = dropin is not None and facts.system.systemd_running  # the drop-in's restart (re)starts it
+        if dropin:
+            if restarted:  # else the start or -pm below turns the GPUs on, and checks it
+                dropin.verify = lambda f, uuids=[g.uuid for g in turning_on]: _check_persistence(f, uuids, True)
+            plan.changes.append(dropin)
+        # Installed, the daemon is how persistence is kept: a stopped one is started even where the GPUs still
+        # say Enabled (an earlier -pm 1): the next driver load would lose them without it. One already running
+        # with --no-persistence-mode and no systemd to restart it keeps running: -pm 1 (through it) turns them on.
+        if daemon and wants_on and (restarted or not running):
+            if not restarted:
                 plan.changes.append(Change(
                     target="host", what="nvidia-persistenced", before="stopped", after="running",
                     commands=[["systemctl", "start", "nvidia-persistenced"] if facts.system.systemd_running
                               else [daemon]],
-                    verify=lambda f, uuids=[g.uuid for g in turning_on]: _check_persistence(f, uuids, True),
+                    verify=lambda f, uuids=[g.uuid for g in turning_on]: (
+                        _check_persistence(f, uuids, True)
+                        or (None if f.nvidia.persistenced_running else "nvidia-persistenced is not running")),
                 ))
             to_change = [(g, w) for g, w in to_change if not w]
         for gpu, want in to_change:
