@@ -157,6 +157,8 @@ def fault(node, kind, gpu, nic, link, port, lab_dir):
                        reads 25 Gb/sec (1X EDR); across reboots until clear
       ib-errors        the port counts symbol_error and port_rcv_errors (a
                        marginal cable; more at each); a reboot zeroes them
+      peermem-unloaded nvidia_peermem is unloaded (rmmod): NCCL has no
+                       GPUDirect RDMA; the next boot loads it again
       psu-failure      the BMC logs PSU1 "Failure detected" and its end (a
                        brownout tripped it; the PSU works again)
       ac-lost          the BMC logs PSU1 "Power Supply AC lost" and its end

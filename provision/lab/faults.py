@@ -14,13 +14,15 @@ from provision.lab.system import LabError
 GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "gpu-init-failed", "pcie-degraded", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
               "gpu-pcie-errors", "gpu-nvlink-down", "gpu-nvlink-errors")
 NVLINK_FAULTS = ("gpu-nvlink-down", "gpu-nvlink-errors")  # these name a link: --link L (default 0)
-FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", *rdma.RDMA_FAULTS, *bmc.FAULTS, "sshd-down", "clear")  # ib-*: --port HCA
+FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", *rdma.RDMA_FAULTS, "peermem-unloaded", *bmc.FAULTS, "sshd-down",
+          "clear")  # ib-*: --port HCA
 SLOW_NIC_MBPS = 1000  # nic-slow: the port is cabled to the 1GbE switch (the seed blades' old internet uplink)
 # What a reboot ends: a GPU off the bus is back, a pending ECC repair is done, the kernel log is new, the NVLink
 # error counters start over, sshd starts. A gone GPU, a degraded link, an NVLink link down, a power brake or
 # overheating, a pulled cable and a slow port stay.
 GONE_AT_REBOOT = ("gpu-off-bus", "gpu-ecc", "gpu-pcie-errors", "gpu-nvlink-errors", "sshd-down",
-                  "ib-errors")  # an RDMA port's counters start over at 0; a pulled or slow IB cable stays
+                  "ib-errors",  # an RDMA port's counters start over at 0; a pulled or slow IB cable stays
+                  "peermem-unloaded")  # the boot loads it again
 
 
 def inject(node: Node, kind: str, gpu: int | None, nic: str | None, link: int | None = None,
@@ -32,6 +34,9 @@ def inject(node: Node, kind: str, gpu: int | None, nic: str | None, link: int | 
         port = rdma.which_port(node.spec.rdma, node.spec.name, port)
         node.exec(["sh", "-c", rdma.fault_script(kind, port)])
         return f"{kind} {port}"
+    if kind == "peermem-unloaded":  # rmmod nvidia_peermem (rdma.py)
+        node.exec(["sh", "-c", rdma.unload_peermem_script()])
+        return kind
     if kind in GPU_FAULTS:
         gpu = 0 if gpu is None else gpu
         if not 0 <= gpu < node.spec.gpu_count:
@@ -70,7 +75,7 @@ def clear(node: Node, faults: list[str]) -> str:
     for k in range(len(node.spec.nics)):
         netns.set_cable(node.net, node.spec.index, k, plugged=True)
     if node.spec.rdma:
-        node.exec(["sh", "-c", rdma.restore_script()])  # every RDMA port as at power-on
+        node.exec(["sh", "-c", rdma.restore_script()])  # every RDMA port and module as at power-on
     bmc.clear(node)  # its sensors healthy, its event log cleared (ipmitool sel clear)
     if "sshd" not in node.processes().values():
         node.exec(["/usr/sbin/sshd"])  # daemonizes; the node's PID 1 adopts it

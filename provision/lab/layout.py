@@ -33,6 +33,7 @@ NODE_SIM_ZIPAPP = f"{NODE_LAB_DIR}/gpusim.pyz"  # the simulator itself, which th
 NODE_NVML_LIBRARY = f"{NODE_LAB_DIR}/nvml-library-version"  # the installed driver's version (a driver package's)
 NODE_SIM_CONFIG = "/etc/nvidia-sim/config.json"  # the node's GPUs, as the simulator reads them
 NODE_RDMA = f"{NODE_LAB_DIR}/infiniband"  # the RDMA ports at power-on, copied to /sys/class/infiniband each boot
+NODE_MODULES = f"{NODE_LAB_DIR}/modules"  # the modules loaded at boot (nvidia_peermem), copied to /sys/module
 NVIDIA_SMI = "/usr/bin/nvidia-smi"  # wrappers around the simulator, as a driver package installs them
 NVIDIA_PERSISTENCED = "/usr/bin/nvidia-persistenced"
 DMESG = "/usr/bin/dmesg"  # the simulated kernel's log (the node shares this machine's real one)

@@ -32,7 +32,8 @@ from pathlib import Path
 
 from provision.lab import bmc, netns, rdma, simzip
 from provision.lab.cgroups import JOIN, make_cgroups, remove_cgroups
-from provision.lab.layout import (APT_REPO_IN_NODE, DMESG, NETNS_DIR, NODE_INIT, NODE_NVML_LIBRARY, NODE_RDMA,
+from provision.lab.layout import (APT_REPO_IN_NODE, DMESG, NETNS_DIR, NODE_INIT, NODE_MODULES, NODE_NVML_LIBRARY,
+                                  NODE_RDMA,
                                   NODE_REBOOT, NODE_SIM, NODE_SIM_CONFIG, NODE_SIM_ZIPAPP, NODEINIT_SOURCE,
                                   NVIDIA_PERSISTENCED, NVIDIA_SMI, SIM_PACKAGE, SOURCE_ROOT)
 from provision.lab.model import NodeSpec
@@ -55,6 +56,10 @@ if [ -d "$root''' + NODE_RDMA + r'''" ]; then  # the node's RDMA ports (rdma.py)
   mount -o remount,ro "$root/sys/class"
   mount -t tmpfs -o mode=0755,size=1m,nosuid,nodev,noexec infiniband "$root/sys/class/infiniband"
   cp -a "$root''' + NODE_RDMA + r'''/." "$root/sys/class/infiniband/"
+fi
+if [ -d "$root''' + NODE_MODULES + r'''" ]; then  # the node's loaded modules (rdma.py): its own /sys/module
+  mount -t tmpfs -o mode=0755,size=64k,nosuid,nodev,noexec module "$root/sys/module"
+  cp -a "$root''' + NODE_MODULES + r'''/." "$root/sys/module/"
 fi
 mount -t tmpfs -o mode=0755,size=1m,nosuid dev "$root/dev"
 mknod -m 0666 "$root/dev/null" c 1 3
@@ -113,6 +118,8 @@ class Node:
         bmc.install(self)  # its BMC: ipmi_sim, and how provision reaches it (bmc.py)
         for path, text in rdma.power_on_tree(self.spec.rdma).items():  # SETUP mounts it at /sys/class/infiniband
             self.write(f"{NODE_RDMA}/{path}", text, mode=0o444)
+        for path, text in rdma.boot_modules(self.spec.rdma, self.spec.driver_version).items():  # and at /sys/module
+            self.write(f"{NODE_MODULES}/{path}", text, mode=0o444)
         self.write(NODE_INIT, NODEINIT_SOURCE.read_text(), mode=0o755)
         self.write(NODE_REBOOT, REBOOT, mode=0o755)
 

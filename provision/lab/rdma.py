@@ -15,13 +15,17 @@ The drills (faults.py calls them) write the node's live copy, in its mount names
 DOWN, Polling, link_downed counted), `ib-slow` (the link trained 1 lane of 4: 25 Gb/s), `ib-errors` (symbol and
 receive errors counted). A boot starts again from the staged tree: the counters are 0 again, and faults.after_boot
 sets a pulled cable or a slow link up again, as the cable is still there.
+
+A node with RDMA NICs also loads nvidia_peermem at boot (GPUDirect RDMA's peer-memory module, as
+/etc/modules-load.d would): SETUP puts a tmpfs over the node's /sys/module holding nvidia_peermem/version (the
+file NCCL looks for). `peermem-unloaded` removes it (rmmod); the next boot loads it again.
 """
 
 from __future__ import annotations
 
 import shlex
 
-from provision.lab.layout import NODE_RDMA
+from provision.lab.layout import NODE_MODULES, NODE_RDMA
 from provision.lab.system import LabError
 
 SYS_CLASS_IB = "/sys/class/infiniband"
@@ -40,6 +44,8 @@ SLOW = {"rate": "25 Gb/sec (1X EDR)"}
 ERRORS = {"symbol_error": 1520, "port_rcv_errors": 37}
 COUNTER_MAX = {"symbol_error": 65535, "port_rcv_errors": 65535, "link_downed": 255}  # 16 and 8 bits: they stop
 RDMA_FAULTS = ("ib-down", "ib-slow", "ib-errors")
+PEERMEM = "nvidia_peermem"
+SYS_MODULE = "/sys/module"
 OLDER_LAB = ("this node has no simulated /sys/class/infiniband (a lab made before RDMA ports were simulated): "
              "`provision lab down` and `up` again")
 
@@ -53,6 +59,18 @@ def power_on_tree(rdma: list[dict]) -> dict[str, str]:
         files |= {f"{port}/{name}": f"{value}\n" for name, value in HEALTHY.items()}
         files |= {f"{port}/counters/{name}": "0\n" for name in COUNTERS}
     return files
+
+
+def boot_modules(rdma: list[dict], driver_version: str) -> dict[str, str]:
+    """The staged /sys/module of a node: nvidia_peermem/version (the driver's) where the node has RDMA NICs."""
+    return {f"{PEERMEM}/version": f"{driver_version}\n"} if rdma else {}
+
+
+def unload_peermem_script() -> str:
+    """rmmod nvidia_peermem, in the node's /sys/module; an error where the node has no such module."""
+    module = f"{SYS_MODULE}/{PEERMEM}"
+    return (f"[ -d {module} ] || {{ echo 'this node has no {PEERMEM} loaded (a node without RDMA NICs, or a lab "
+            f"made before modules were simulated)' >&2; exit 1; }}; rm -rf {module}")
 
 
 def which_port(rdma: list[dict], node: str, wanted: str | None) -> str:
@@ -83,6 +101,7 @@ def fault_script(kind: str, port: str, counted: bool = True) -> str:
 
 
 def restore_script() -> str:
-    """Every port as at power-on: the staged tree copied over the live one (clear); nothing in a node of a lab made
-    before its RDMA ports were simulated."""
-    return f"[ ! -d {NODE_RDMA} ] || [ ! -d {SYS_CLASS_IB} ] || cp -a {NODE_RDMA}/. {SYS_CLASS_IB}/"
+    """Every port and module as at power-on: the staged trees copied over the live ones (clear); nothing in a node
+    of a lab made before they were simulated."""
+    return (f"{{ [ ! -d {NODE_RDMA} ] || [ ! -d {SYS_CLASS_IB} ] || cp -a {NODE_RDMA}/. {SYS_CLASS_IB}/; }} && "
+            f"{{ [ ! -d {NODE_MODULES} ] || cp -a {NODE_MODULES}/. {SYS_MODULE}/; }}")  # SETUP's tmpfs there

@@ -27,7 +27,9 @@ LAB_DIR = Path(os.environ.get("PROVISION_RDMA_LAB_DIR", "/var/lib/provision-lab/
 NODE = "lab-ib-1"
 CHECK = "rdma_ports_are_up_at_rate_without_errors"
 INVENTORY = {"all": {"hosts": {"ib-1": {"custom": {"lab": {
-    "torch": False, "gpus": [{"model": "rtx-3090", "count": 2}],
+    # V100s: the proprietary kernel module (the open ones do not drive Volta), so no DMA-BUF: GPUDirect RDMA
+    # rests on nvidia_peermem, as on the V100 box
+    "torch": False, "gpus": [{"model": "v100-sxm2-16gb", "count": 4}],
     "rdma": [{"name": "mlx5_0", "near_gpu": 0}, {"name": "mlx5_1", "near_gpu": 1}]}}}}}}
 
 
@@ -130,3 +132,26 @@ def test_a_pulled_or_slow_cable_stays_across_a_reboot_and_the_error_counts_do_no
     finally:
         lab("fault", NODE, "clear")
     assert verify()[0] == 0
+
+
+GDR = "gpudirect_rdma_is_available_where_nccl_uses_it"
+
+
+def test_nvidia_peermem_unloaded_is_one_gdr_finding_and_a_reboot_loads_it_again(ib_lab):
+    assert on_node("cat /sys/module/nvidia_peermem/version").strip()  # loaded at boot, as modules-load.d does
+    assert GDR in verify()[1]["passed"]  # GPU0-mlx5_0 and GPU1-mlx5_1 behind one switch each (topo -m: PIX)
+    assert lab("fault", NODE, "peermem-unloaded") == f"{NODE}: peermem-unloaded\n"
+    try:
+        code, verdict = verify()
+        assert code == 1 and [f["check"] for f in verdict["findings"]] == [GDR], verdict["failures"]
+        [finding] = verdict["findings"]
+        assert finding["severity"] == "warning" and finding["found"].startswith("no peer-memory module loaded")
+        assert finding["next_step"].startswith("`modprobe nvidia-peermem` on the node")
+        lab("reboot", NODE)
+        code, verdict = verify()
+        assert code == 0 and verdict["failures"] == [], verdict["failures"]
+    finally:
+        lab("fault", NODE, "clear")
+    lab("fault", NODE, "peermem-unloaded")
+    lab("fault", NODE, "clear")  # clear loads it again too
+    assert on_node("cat /sys/module/nvidia_peermem/version").strip()

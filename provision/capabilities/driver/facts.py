@@ -26,11 +26,19 @@ DRIVER_PACKAGE_PATTERNS = ("nvidia-driver*", "nvidia-headless*", "nvidia-utils*"
                            "nvidia-open*", "cuda-drivers*")
 SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 
-# "loaded LINE" (none when no module is loaded), "nouveau" when loaded, "secureboot VALUE", then "pkg NAME VERSION
-# STATUS" per package dpkg knows by those names. An efivar is 4 bytes of attributes, then the value (1: enabled).
+# GPUDirect RDMA's peer-memory modules, by the files NCCL itself tests for (net_ib's GDR support: any one of them
+# there): nvidia_peermem (the driver's, R470 on) and the older nv_peer_mem of Mellanox OFED (its memory_peers).
+PEER_MEMORY = ("/sys/module/nvidia_peermem/version", "/sys/kernel/mm/memory_peers/nv_mem/version",
+               "/sys/kernel/mm/memory_peers/nv_mem_nc/version")
+
+# "loaded LINE" (none when no module is loaded), "nouveau" when loaded, "peermem PATH" per peer-memory file there,
+# "kernel RELEASE", "secureboot VALUE", then "pkg NAME VERSION STATUS" per package dpkg knows by those names. An
+# efivar is 4 bytes of attributes, then the value (1: enabled).
 DRIVER_SNIPPET = (
     "v=$(head -n1 /proc/driver/nvidia/version 2>/dev/null) && echo \"loaded $v\"; "
     "[ -d /sys/module/nouveau ] && echo nouveau; "
+    f"for p in {' '.join(PEER_MEMORY)}; do [ -e \"$p\" ] && echo \"peermem $p\"; done; "
+    "read k 2>/dev/null </proc/sys/kernel/osrelease && echo \"kernel $k\"; "
     "if [ ! -d /sys/firmware/efi ]; then echo 'secureboot no-efi'; "
     f"elif b=$(od -An -tu1 -j4 -N1 {SECURE_BOOT_VAR} 2>/dev/null) && [ -n \"$b\" ]; then echo \"secureboot $b\"; "
     "else echo 'secureboot unknown'; fi; "
@@ -53,6 +61,10 @@ def parse_driver(text: str) -> DriverFacts:
             found.loaded_line = rest.strip()
         elif kind == "nouveau":
             found.nouveau_loaded = True
+        elif kind == "peermem":
+            found.peer_memory.append(rest.strip())
+        elif kind == "kernel":
+            found.kernel = rest.strip()
         elif kind == "secureboot":
             found.secure_boot = SECURE_BOOT.get(rest.strip(), "unknown")
         elif kind == "pkg":
@@ -83,6 +95,8 @@ class DriverFacts:
     loaded_open: bool | None = None  # the open kernel modules (None: none loaded)
     loaded_line: str = ""  # /proc/driver/nvidia/version's first line, as printed
     nouveau_loaded: bool = False
+    peer_memory: list[str] = field(default_factory=list)  # PEER_MEMORY files there: a peer-memory module loaded
+    kernel: str = ""  # the running kernel's release ("6.1.0-27-amd64"); "" unread
     secure_boot: str = "unknown"  # "enabled", "disabled", "no-efi" (booted without UEFI) or "unknown"
     packages: dict[str, str] = field(default_factory=dict)  # installed driver packages -> Debian version
     held: list[str] = field(default_factory=list)  # of those, the ones on hold (apt-mark hold)
