@@ -1,4 +1,4 @@
-"""GPUDirect RDMA where NCCL would use it (capabilities/nccl/gdr.py, the check in checks_rdma.py): the files the
+"""GPUDirect RDMA where NCCL would use it (capabilities/topology/gdr.py, the check in topology/checks.py): the files the
 driver's batch reads, the GPU-NIC pairs NCCL_NET_GDR_LEVEL takes, and the verdict with a peer-memory module,
 with DMA-BUF, and with neither."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from provision.capabilities.driver.facts import DRIVER_SNIPPET, PEER_MEMORY, DriverFacts, parse_driver
 from provision.capabilities.host import HostFacts, HostSettings
-from provision.capabilities.nccl import gdr
-from provision.capabilities.nccl.checks_rdma import check_gpudirect_rdma_is_available_where_nccl_uses_it as CHECK
+from provision.capabilities.topology import gdr
+from provision.capabilities.topology.checks import check_gpudirect_rdma_is_available_where_nccl_uses_it as CHECK
 from provision.capabilities.nccl.settings import NcclSettings
 from provision.capabilities.topology.topo import TopologyFacts, parse_topo
 from provision.core.checks import WARNING, CheckFailed

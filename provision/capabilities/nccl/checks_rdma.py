@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from provision.capabilities.nccl import gdr, rdma
+from provision.capabilities.nccl import rdma
 from provision.capabilities.nccl.settings import NcclSettings
 from provision.core.checks import fail_each, note
 
@@ -31,29 +31,3 @@ def check_rdma_ports_are_up_at_rate_without_errors(node):
                        f"{port.port}/state)")
     fail_each(rdma.findings(ports, settings.expected_ib_rate_gbps))
 
-
-def check_gpudirect_rdma_is_available_where_nccl_uses_it(node):
-    """A GPU and an RDMA NIC NCCL may use within NCCL_NET_GDR_LEVEL of each other (the 8-GPU boxes' GPUs and NICs
-    behind one PCIe switch) need a peer-memory module or DMA-BUF: nccl/gdr.py."""
-    settings = node.inventory.settings.nccl or NcclSettings()
-    if settings.ib_disable:
-        pytest.skip("not applicable: nccl.ib_disable is set (NCCL uses no RDMA port)")
-    matrix = node.facts.topology.matrix if node.facts.topology else None
-    if matrix is None:
-        pytest.skip("the topology was not read (nvidia-smi topo -m)")
-    if settings.net_gdr_level == "LOC":
-        pytest.skip("not applicable: nccl.net_gdr_level LOC turns GPUDirect RDMA off")
-    level = gdr.TOPO_LEVEL.get(settings.net_gdr_level or "", settings.net_gdr_level or gdr.DEFAULT_LEVEL)
-    rule = f"NCCL_NET_GDR_LEVEL={settings.net_gdr_level}" if settings.net_gdr_level else \
-        f"NCCL's default GDR level, {level}"
-    if settings.ib_hca and node.facts.rdma:
-        nics = {port.hca for port in rdma.nccl_ports(settings.ib_hca, node.facts.rdma)}
-    else:
-        nics = None
-    pairs = gdr.near_pairs(matrix, nics, level)
-    if not pairs:
-        pytest.skip(f"not applicable: no GPU has an RDMA NIC NCCL may use at {level} or closer ({rule}): NCCL "
-                    "would not use GPUDirect RDMA")
-    found = gdr.finding(node.facts.driver, pairs, level, rule)
-    if found:
-        fail_each([found])
