@@ -32,19 +32,19 @@ class ParseError(ValueError):
     """nvidia-smi printed something we do not understand."""
 
 
-def _text(value: str) -> str | None:
+def read_text(value: str) -> str | None:
     return None if value in MISSING else value
 
 
-def _number(value: str) -> float | None:
+def read_number(value: str) -> float | None:
     """A number with or without its unit ("700.00 W" or "700.00"). Raises ValueError on anything else."""
     if value in MISSING:  # before cutting the unit: "[Not Supported]" would become "[Not"
         return None
     return float(value.split(" ")[0])
 
 
-def _int(value: str) -> int | None:
-    number = _number(value)
+def read_int(value: str) -> int | None:
+    number = read_number(value)
     return None if number is None else int(number)
 
 
@@ -62,7 +62,7 @@ _enabled = _flag("Enabled", "Disabled")
 _yes = _flag("Yes", "No")
 
 
-def _bitmask(value: str) -> int | None:
+def read_bitmask(value: str) -> int | None:
     """ "0x0000000000000001" (clocks_event_reasons.active) -> 1."""
     if value in MISSING:
         return None
@@ -88,41 +88,41 @@ class QueryField(NamedTuple):
 
 # The --query-gpu fields we gather. One table so the command and the parser cannot drift.
 QUERY_FIELDS: list[QueryField] = [
-    QueryField("index", "index", _int),
-    QueryField("uuid", "uuid", _text),
-    QueryField("name", "name", _text),
-    QueryField("pci.bus_id", "bus_id", _text),
-    QueryField("compute_cap", "compute_cap", _text),
-    QueryField("driver_version", "driver_version", _text),
+    QueryField("index", "index", read_int),
+    QueryField("uuid", "uuid", read_text),
+    QueryField("name", "name", read_text),
+    QueryField("pci.bus_id", "bus_id", read_text),
+    QueryField("compute_cap", "compute_cap", read_text),
+    QueryField("driver_version", "driver_version", read_text),
     QueryField("persistence_mode", "persistence", _enabled),
-    QueryField("power.limit", "power_limit", _number),
-    QueryField("power.default_limit", "power_default", _number),
-    QueryField("power.min_limit", "power_min", _number),
-    QueryField("power.max_limit", "power_max", _number),
-    QueryField("enforced.power.limit", "power_enforced", _number),
-    QueryField("clocks.applications.graphics", "app_clock_sm", _int),
-    QueryField("clocks.applications.memory", "app_clock_mem", _int),
-    QueryField("clocks.default_applications.graphics", "default_app_clock_sm", _int),
-    QueryField("clocks.default_applications.memory", "default_app_clock_mem", _int),
-    QueryField("clocks.sm", "clock_sm", _int, shown_as=("clocks.current.sm",)),
-    QueryField("clocks.mem", "clock_mem", _int, shown_as=("clocks.current.memory",)),
-    QueryField("clocks.max.graphics", "max_clock_sm", _int),
-    QueryField("clocks.max.memory", "max_clock_mem", _int),
-    QueryField("pcie.link.gen.current", "pcie_gen_current", _int),
-    QueryField("pcie.link.gen.max", "pcie_gen_max", _int),
-    QueryField("pcie.link.width.current", "pcie_width_current", _int),
-    QueryField("pcie.link.width.max", "pcie_width_max", _int),
+    QueryField("power.limit", "power_limit", read_number),
+    QueryField("power.default_limit", "power_default", read_number),
+    QueryField("power.min_limit", "power_min", read_number),
+    QueryField("power.max_limit", "power_max", read_number),
+    QueryField("enforced.power.limit", "power_enforced", read_number),
+    QueryField("clocks.applications.graphics", "app_clock_sm", read_int),
+    QueryField("clocks.applications.memory", "app_clock_mem", read_int),
+    QueryField("clocks.default_applications.graphics", "default_app_clock_sm", read_int),
+    QueryField("clocks.default_applications.memory", "default_app_clock_mem", read_int),
+    QueryField("clocks.sm", "clock_sm", read_int, shown_as=("clocks.current.sm",)),
+    QueryField("clocks.mem", "clock_mem", read_int, shown_as=("clocks.current.memory",)),
+    QueryField("clocks.max.graphics", "max_clock_sm", read_int),
+    QueryField("clocks.max.memory", "max_clock_mem", read_int),
+    QueryField("pcie.link.gen.current", "pcie_gen_current", read_int),
+    QueryField("pcie.link.gen.max", "pcie_gen_max", read_int),
+    QueryField("pcie.link.width.current", "pcie_width_current", read_int),
+    QueryField("pcie.link.width.max", "pcie_width_max", read_int),
     # Health, for verify. The old field name: every driver knows it; new ones print the new name.
-    QueryField("clocks_throttle_reasons.active", "clock_events_active", _bitmask,
+    QueryField("clocks_throttle_reasons.active", "clock_events_active", read_bitmask,
                shown_as=("clocks_event_reasons.active",)),
     QueryField("ecc.mode.current", "ecc_enabled", _enabled),
-    QueryField("ecc.errors.uncorrected.volatile.total", "ecc_uncorrected", _int),  # since the driver loaded
+    QueryField("ecc.errors.uncorrected.volatile.total", "ecc_uncorrected", read_int),  # since the driver loaded
     QueryField("retired_pages.pending", "retired_pages_pending", _yes),  # pre-Ampere page retirement
     QueryField("remapped_rows.pending", "remap_pending", _yes),  # Ampere and newer: row remapping
     QueryField("remapped_rows.failure", "remap_failure", _yes),
     # NVSwitch systems (HGX): the GPU's registration with the fabric nvidia-fabricmanager sets up (drivers 5xx).
-    QueryField("fabric.state", "fabric_state", _text),
-    QueryField("fabric.status", "fabric_status", _text),
+    QueryField("fabric.state", "fabric_state", read_text),
+    QueryField("fabric.status", "fabric_status", read_text),
 ]
 # Without these a row cannot name its GPU: it is reported as lost, not tuned.
 IDENTITY = ("index", "uuid", "name", "bus_id")

@@ -1,0 +1,194 @@
+"""What an active run's samples show, per GPU: one finding per cause (core/checks.py's Finding), pure.
+
+"Under load" is a sample at LOADED_UTIL% utilization or more: the ramp up and down, and a GPU the load did not
+reach, are not judged as loaded. Each rule is what a user's failure looked like:
+- lost: a GPU that stops answering mid-run ("[GPU is lost]", or no row after some instant): the V100 box's
+  brownout, GPUs off the bus under DDP.
+- power: transients above the cap. The cap is enforced as an average, so boost peaks pass it; pinned clocks
+  (application or locked) are what cut them. Judged on power.draw.instant where the driver has it (the draw
+  it averages hides them); p99 against the cap, the peak said beside it.
+- power brake: the PSU asked the GPU to draw less (clock event reason 0x80): the supply is at its limit.
+- clocks: below the clocks the node has set (application, or locked on GeForce) under load, with no power or
+  thermal reason active: a GPU that does not hold what it was told.
+- thermal: a thermal slowdown under load (0x20 SW, 0x40 HW thermal).
+- PCIe: the link below its maximum generation or width under load (at idle a lower generation is power saving;
+  under load it is a riser or slot that did not train).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from provision.capabilities.active.sampler import Sample
+from provision.capabilities.gpu.clock_events import THERMAL
+from provision.capabilities.gpu.model import GpuFacts
+from provision.core import pci
+from provision.core.checks import CRITICAL, WARNING, Finding
+
+LOADED_UTIL = 50  # %: at or above, a sample is under load
+POWER_REASONS = 0x4 | 0x8 | 0x80  # SW power cap, HW slowdown, HW power brake: clocks held down by power
+POWER_BRAKE = 0x80
+OVER_CAP = 1.05  # p99 above the cap by more than 5%: transients, not the meter's noise
+CLOCK_SHORT = 0.95  # SM clock median under load below 95% of the set clock
+LOST_GAP_S = 2.0  # a GPU with no row for this long before the run's last sample is gone
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the node has set on a GPU before the run (its facts): the cap, the clocks, the link's maximum."""
+
+    uuid: str
+    label: str  # "GPU2"
+    bus_id: str
+    cap: float | None = None  # enforced power limit, W
+    sm_clock: int | None = None  # the SM clock it should hold under load: locked minimum, else application clock
+    clock_rule: str = ""  # "application clocks 1005 MHz", "locked clocks 2100,2100"
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+
+
+def target_of(gpu: GpuFacts) -> Target:
+    """A GPU's facts before the run as the judge needs them."""
+    locked = gpu.locked.get("sm", "default")
+    if locked != "default":
+        sm, rule = int(locked.split(",")[0]), f"locked clocks {locked} MHz"
+    elif gpu.app_clock_sm is not None:
+        sm, rule = gpu.app_clock_sm, f"application clocks {gpu.app_clock_sm} MHz"
+    else:
+        sm, rule = None, ""
+    return Target(gpu.uuid, gpu.label, gpu.bus_id, gpu.power_enforced or gpu.power_limit, sm, rule,
+                  gpu.pcie_gen_max, gpu.pcie_width_max)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100), nearest rank: a value that was sampled."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))  # ceil(n * q / 100), at least the first
+    return ordered[int(rank) - 1]
+
+
+def judge(targets: list[Target], samples: dict[str, list[Sample]], duration: float) -> list[Finding]:
+    """Findings for every GPU of `targets` from its samples (sampler.by_gpu), in the targets' order."""
+    end = max((s.t for rows in samples.values() for s in rows), default=0.0)
+    found: list[Finding] = []
+    for target in targets:
+        rows = samples.get(target.uuid, [])
+        lost = _lost(target, rows, end, duration)
+        if lost:
+            found.append(lost)
+            continue  # what it did before it went is said in its own finding
+        loaded = [s for s in rows if s.util is not None and s.util >= LOADED_UTIL]
+        if not loaded:
+            continue  # the run says a GPU the load never reached, with the load's own report
+        found += [f for f in (_brake(target, loaded), _power(target, loaded), _thermal(target, loaded),
+                              _clocks(target, loaded), _pcie(target, loaded)) if f]
+    return found
+
+
+def _about(target: Target) -> tuple[str, ...]:
+    return (pci.slot(target.bus_id) or target.bus_id,)
+
+
+def _name(target: Target) -> str:
+    return f"{target.label} ({pci.address(target.bus_id) or target.bus_id})"
+
+
+def _peaks(rows: list[Sample]) -> list[float]:
+    return [p for s in rows if (p := s.peak_power) is not None]
+
+
+def _lost(target: Target, rows: list[Sample], end: float, duration: float) -> Finding | None:
+    gone = next((s for s in rows if s.lost), None)
+    last = rows[-1].t if rows else None
+    if gone is None and last is not None and end - last < LOST_GAP_S:
+        return None
+    when = gone.t if gone else last
+    before = [s for s in rows if not s.lost]
+    peak = max(_peaks(before), default=None)
+    said = (f"{gone.lost} at +{when:.1f} s" if gone else
+            f"no answer after +{when:.1f} s of {duration:g} s" if when is not None else "never answered the sampler")
+    drew = f"; its last peak {peak:.0f} W" + (f" against a {target.cap:.0f} W cap" if target.cap else "") \
+        if peak is not None else ""
+    return Finding(
+        f"{_name(target)} answering through the load", f"{_name(target)} lost under load: {said}{drew}",
+        "the load took it off the bus: drain the node and reboot it; a brownout (peaks the PSUs cannot carry) is "
+        "the usual cause: pin the clocks (gpu.clocks) as well as the power limit, then run verify --active again; "
+        "the kernel log's Xid 79 names the same GPU",
+        about=_about(target), severity=CRITICAL)
+
+
+def _brake(target: Target, loaded: list[Sample]) -> Finding | None:
+    braked = [s for s in loaded if s.reasons is not None and s.reasons & POWER_BRAKE]
+    if not braked:
+        return None
+    return Finding(
+        f"{_name(target)} under load without a power brake",
+        f"{_name(target)}: HW Power Brake Slowdown in {len(braked)} of {len(loaded)} samples under load, from "
+        f"+{braked[0].t:.1f} s",
+        "the power supply asked the GPUs to draw less: the node's load is at its PSUs' limit; pin the clocks and "
+        "lower the power limit (gpu.clocks, gpu.power_limit), or check the PSUs (verify's BMC checks)",
+        about=_about(target), severity=CRITICAL)
+
+
+def _power(target: Target, loaded: list[Sample]) -> Finding | None:
+    peaks = _peaks(loaded)
+    if not peaks or not target.cap:
+        return None
+    p99, peak = percentile(peaks, 99), max(peaks)
+    if p99 <= target.cap * OVER_CAP:
+        return None
+    instant = all(s.power_instant is not None for s in loaded)
+    return Finding(
+        f"{_name(target)} drawing at most its {target.cap:.0f} W cap under load",
+        f"{_name(target)}: p99 {p99:.0f} W, peak {peak:.0f} W over {len(peaks)} samples"
+        + ("" if instant else " (power.draw: this driver has no instant reading)"),
+        "the cap is enforced as an average: boost transients pass it; pin the clocks (gpu.clocks: application "
+        "clocks, or locked clocks on GeForce) to cut the peaks, as the V100 box needed",
+        about=_about(target), severity=WARNING)
+
+
+def _thermal(target: Target, loaded: list[Sample]) -> Finding | None:
+    hot = [s for s in loaded if s.reasons is not None and s.reasons & THERMAL]
+    if not hot:
+        return None
+    top = max((s.temp for s in loaded if s.temp is not None), default=None)
+    return Finding(
+        f"{_name(target)} under load without a thermal slowdown",
+        f"{_name(target)}: thermal slowdown in {len(hot)} of {len(loaded)} samples under load, from "
+        f"+{hot[0].t:.1f} s" + (f"; up to {top} C" if top is not None else ""),
+        "check its airflow (fans, blanking panels, a blocked intake), then its thermal paste or pads",
+        about=_about(target), severity=WARNING)
+
+
+def _clocks(target: Target, loaded: list[Sample]) -> Finding | None:
+    if target.sm_clock is None:
+        return None
+    free = [s for s in loaded if s.sm is not None and not (s.reasons or 0) & (POWER_REASONS | THERMAL)]
+    if not free:
+        return None
+    median = percentile([float(s.sm or 0) for s in free], 50)
+    if median >= target.sm_clock * CLOCK_SHORT:
+        return None
+    return Finding(
+        f"{_name(target)} at its {target.clock_rule} under load",
+        f"{_name(target)}: SM clock median {median:.0f} MHz over {len(free)} samples under load with no power or "
+        "thermal reason active",
+        "the GPU does not hold the clocks it was set to: read `nvidia-smi -q -d CLOCK,PERFORMANCE` on the node "
+        "during a load; then `provision apply` to set them again",
+        about=_about(target), severity=WARNING)
+
+
+def _pcie(target: Target, loaded: list[Sample]) -> Finding | None:
+    short = [s for s in loaded
+             if (target.pcie_gen_max and s.pcie_gen is not None and s.pcie_gen < target.pcie_gen_max)
+             or (target.pcie_width_max and s.pcie_width is not None and s.pcie_width < target.pcie_width_max)]
+    if len(short) * 2 <= len(loaded):  # most of the load: a link that retrains down, not one sample between
+        return None
+    worst = min(short, key=lambda s: ((s.pcie_gen or 0), (s.pcie_width or 0)))
+    return Finding(
+        f"{_name(target)}'s PCIe link at Gen{target.pcie_gen_max} x{target.pcie_width_max} under load",
+        f"{_name(target)}: Gen{worst.pcie_gen} x{worst.pcie_width} in {len(short)} of {len(loaded)} samples "
+        "under load",
+        "the link trained below its maximum: reseat the card, or replace its riser or cable; then verify --active "
+        "again (no_pcie_errors_on_the_gpu_links_since_boot says whether it also logs errors)",
+        about=_about(target), severity=WARNING)

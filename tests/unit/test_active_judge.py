@@ -1,0 +1,103 @@
+"""verify --active's sampler and judge (capabilities/active/): nvidia-smi's -lms rows read back per GPU, and one
+finding per cause from them: a GPU lost mid-run, transients above the cap, the power brake, heat, clocks below
+what was set, a PCIe link trained down under load. The rows are written as --query-gpu prints them
+(csv,nounits, the header once, ", " between cells, [N/A] and [GPU is lost] where the driver says so)."""
+
+from __future__ import annotations
+
+from provision.capabilities.active import judge, sampler
+from provision.capabilities.gpu.model import GpuFacts
+from provision.core.checks import CRITICAL, WARNING
+
+HEADER = ("timestamp, uuid, pci.bus_id, power.draw [W], power.draw.instant [W], enforced.power.limit [W], "
+          "clocks.current.sm [MHz], clocks.current.memory [MHz], temperature.gpu, clocks_event_reasons.active, "
+          "pcie.link.gen.current, pcie.link.width.current, utilization.gpu [%]")
+V100 = [GpuFacts(index=i, uuid=f"GPU-v100-{i}", name="Tesla V100-SXM2-16GB", bus_id=f"00000000:{0x1a + i:02X}:00.0",
+                 power_limit=200.0, power_enforced=200.0, app_clock_sm=1005, app_clock_mem=877, pcie_gen_max=3,
+                 pcie_width_max=16) for i in range(2)]
+
+
+def row(t: float, gpu: int, power="190.00", instant="[N/A]", sm="1005", reasons="0x0000000000000002", gen="3",
+        width="16", util="100", temp="61", uuid=None) -> str:
+    stamp = f"2026/11/25 17:00:{t:06.3f}"
+    cells = [stamp, uuid or f"GPU-v100-{gpu}", f"00000000:{0x1a + gpu:02X}:00.0", power, instant, "200.00", sm, "877",
+             temp, reasons, gen, width, util]
+    return ", ".join(cells)
+
+
+def run_of(rows: list[str]) -> list:
+    return judge.judge([judge.target_of(g) for g in V100], sampler.by_gpu(sampler.parse("\n".join([HEADER, *rows]))),
+                       duration=10)
+
+
+def test_the_sampler_reads_rows_by_column_name_with_na_and_a_repeated_header():
+    text = "\n".join([HEADER, row(0.0, 0, instant="231.40"), row(0.0, 1, power="[N/A]"), HEADER,
+                      row(0.1, 0, util="[N/A]"), "Unable to determine the device handle for GPU0000:1B:00.0: Unknown"])
+    samples = sampler.parse(text)
+    assert [(s.uuid, s.t) for s in samples] == [("GPU-v100-0", 0.0), ("GPU-v100-1", 0.0), ("GPU-v100-0", 0.1)]
+    first = samples[0]
+    assert (first.power, first.power_instant, first.peak_power, first.cap, first.sm, first.mem, first.temp,
+            first.reasons, first.pcie_gen, first.pcie_width, first.util) == \
+        (190.0, 231.4, 231.4, 200.0, 1005, 877, 61, 2, 3, 16, 100)
+    assert samples[1].power is None and samples[1].peak_power is None and samples[2].util is None
+    assert sampler.command(100)[-2:] == ["-lms", "100"] and sampler.command()[2] == "--format=csv,nounits"
+
+
+def test_a_steady_node_at_its_pinned_clocks_and_cap_has_nothing_to_say():
+    rows = [row(t / 10, g, instant="195.00") for t in range(100) for g in (0, 1)]
+    assert run_of(rows) == []
+
+
+def test_boost_transients_above_the_cap_are_one_warning_naming_the_peak_and_the_fix():
+    rows = [row(t / 10, g, instant="262.00" if t % 3 == 0 and g == 1 else "198.00", sm="1530", reasons="0x4")
+            for t in range(100) for g in (0, 1)]
+    [finding] = run_of(rows)
+    assert finding.severity == WARNING and finding.about == ("0000:1b:00",)
+    assert finding.found == "GPU1 (0000:1b:00.0): p99 262 W, peak 262 W over 100 samples"
+    assert "pin the clocks" in finding.fix and "average" in finding.fix
+
+
+def test_a_gpu_lost_mid_run_is_one_critical_finding_and_nothing_else_of_it():
+    rows = [row(t / 10, g, instant="290.00") for t in range(40) for g in (0, 1)]
+    rows += [row(4.0, 0, *(["[GPU is lost]"] * 2))] + [row(t / 10, 1, instant="199.00") for t in range(41, 100)]
+    findings = run_of(rows)
+    lost = [f for f in findings if f.severity == CRITICAL]
+    assert [f.about for f in lost] == [("0000:1a:00",)]
+    assert lost[0].found == "GPU0 (0000:1a:00.0) lost under load: GPU is lost at +4.0 s; its last peak 290 W " \
+                            "against a 200 W cap"
+    assert "Xid 79" in lost[0].fix and "pin the clocks" in lost[0].fix
+    silent = [row(t / 10, g) for t in range(100) for g in (0, 1) if g == 1 or t < 30]  # GPU0's rows stop
+    [gone] = run_of(silent)
+    assert gone.found == "GPU0 (0000:1a:00.0) lost under load: no answer after +2.9 s of 10 s; its last peak " \
+                         "190 W against a 200 W cap"
+
+
+def test_the_power_brake_heat_slow_clocks_and_a_narrow_link_are_each_their_own_finding():
+    brake = run_of([row(t / 10, g, reasons="0x0000000000000088" if g == 0 else "0x2") for t in range(50)
+                    for g in (0, 1)])
+    assert [(f.severity, f.found) for f in brake] == [
+        (CRITICAL, "GPU0 (0000:1a:00.0): HW Power Brake Slowdown in 50 of 50 samples under load, from +0.0 s")]
+    hot = run_of([row(t / 10, 1, reasons="0x48", temp="89") for t in range(50)] +
+                 [row(t / 10, 0) for t in range(50)])
+    assert [f.found for f in hot] == ["GPU1 (0000:1b:00.0): thermal slowdown in 50 of 50 samples under load, from "
+                                      "+0.0 s; up to 89 C"]
+    slow = run_of([row(t / 10, g, sm="810" if g == 0 else "1005") for t in range(50) for g in (0, 1)])
+    assert [f.found for f in slow] == ["GPU0 (0000:1a:00.0): SM clock median 810 MHz over 50 samples under load "
+                                       "with no power or thermal reason active"]
+    assert slow[0].expected == "GPU0 (0000:1a:00.0) at its application clocks 1005 MHz under load"
+    riser = run_of([row(t / 10, g, width="8" if g == 1 else "16") for t in range(50) for g in (0, 1)])
+    assert [f.found for f in riser] == ["GPU1 (0000:1b:00.0): Gen3 x8 in 50 of 50 samples under load"]
+
+
+def test_idle_samples_are_not_judged_as_load():
+    idle = [row(t / 10, g, gen="1", util="0", sm="135", instant="290.00") for t in range(50) for g in (0, 1)]
+    assert run_of(idle) == []  # a link at Gen1 and any power at idle: power saving, not a finding
+
+
+def test_locked_clocks_are_the_target_on_geforce():
+    geforce = GpuFacts(index=0, uuid="GPU-4090", name="NVIDIA GeForce RTX 4090", bus_id="00000000:01:00.0",
+                       locked={"sm": "2100,2100"})
+    target = judge.target_of(geforce)
+    assert (target.sm_clock, target.clock_rule) == (2100, "locked clocks 2100,2100 MHz")
+    assert judge.target_of(GpuFacts(index=1, uuid="u", name="n", bus_id="b")).sm_clock is None
+    assert judge.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0 and judge.percentile([5.0], 99) == 5.0
