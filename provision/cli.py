@@ -358,8 +358,12 @@ LOCK_COLORS = {"no lock": "green", "removed": "yellow", "left alone": "red", "un
                    "collector's directory).")
 @click.option("-v", "--verbose", is_flag=True, help="Every check: the consequences' own words, and the checks that "
               "passed or did not apply, and why.")
+@click.option("--active", is_flag=True, help="Also load every GPU for --duration and judge the node under load "
+              "(refuses a node with GPU processes or Slurm jobs; changes no setting).")
+@click.option("--duration", type=click.FloatRange(5, 3600), default=60, show_default=True, metavar="SECONDS",
+              help="How long --active loads each node.")
 def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout, identity_file,
-           playbook, templates, junitxml, drain, resume, prometheus, verbose):
+           playbook, templates, junitxml, drain, resume, prometheus, verbose, active, duration):
     """Check every host is as the INVENTORY intends and healthy; change nothing.
 
     Each host is read once (the facts batch of apply); then the shipped
@@ -373,6 +377,12 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     One cause, one finding: a check that fails only because of another
     finding (a GPU off the bus fails nvidia-smi's exit code, the layout,
     the Xid log and the tasks that use it) is listed under it.
+
+    With --active, every GPU of each host is loaded for --duration first
+    (provision's load program with torch, or active.load_command), sampled
+    at 10 Hz, and the host judged as the load left it: a GPU lost, power
+    above the cap, the power brake, heat, clocks below those set, a PCIe
+    link trained down, a GPU slower than its peers.
 
     \b
     Exit codes: 0 every host passed; 1 some check failed; 2 bad input;
@@ -388,7 +398,8 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     progress = run_progress(as_json)
     options = RunOptions(forks=forks, command="verify", progress=progress, reading="verify", local=local)
     try:
-        verdicts, done = verify_command(target, tasks, options, ssh, junitxml, drain, resume)
+        verdicts, done = verify_command(target, tasks, options, ssh, junitxml, drain, resume,
+                                        duration if active else None)
     finally:
         progress.close()
     if prometheus:

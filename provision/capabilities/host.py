@@ -22,6 +22,7 @@ from provision.capabilities.system.cpu import CpuFacts
 from provision.capabilities.system.daemons import DaemonProcess
 from provision.capabilities.topology.topo import TopologyFacts
 from provision.core.facts import FileFacts, SystemFacts
+from provision.capabilities.active.settings import ActiveSettings
 from provision.capabilities.driver.settings import DriverSettings
 from provision.capabilities.gpu.settings import GpuSettings
 from provision.capabilities.launcher.settings import LauncherSettings
@@ -66,6 +67,7 @@ class HostSettings(Block):
     nccl: NcclSettings | None = setting(None, "a mapping (see the nccl block)")
     launcher: LauncherSettings | None = setting(None, "a mapping (see the launcher block)")
     slurm: SlurmSettings | None = setting(None, "a mapping (see the slurm block)")
+    active: ActiveSettings | None = setting(None, "a mapping (see the active block)")
     custom: dict = setting({}, "any mapping (not validated)")
 
 

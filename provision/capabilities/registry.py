@@ -57,6 +57,7 @@ CHECKS = (
     "provision.capabilities.nccl.checks_rdma",
     "provision.capabilities.slurm.checks",
     "provision.capabilities.topology.checks",
+    "provision.capabilities.active.checks",
 )
 
 

@@ -89,13 +89,16 @@ def with_bmc_record(tasks: list[Task]) -> list[Task]:
     return tasks if any(isinstance(task, record) for task in tasks) else [*tasks, record()]
 
 
+NOT_APPLIED = ("custom", "active")  # blocks no task applies, by design: custom is free-form, active is verify's
+
+
 def unapplied_blocks(tasks: list[Task], hosts: list, playbook: str) -> list[str]:
     """One warning per typed inventory block that some selected host sets and no task of the playbook applies
     (before --tags): accepted and validated, yet nothing on the hosts would change for it."""
     used = set().union(*(task.blocks() for task in tasks))
     anywhere = set().union(*(cls.settings_blocks for cls in TASK_TYPES.values()))
     warnings = []
-    for block in (b for b in BLOCKS if b != "custom" and b not in used):
+    for block in (b for b in BLOCKS if b not in NOT_APPLIED and b not in used):
         setting = [host.name for host in hosts if getattr(host.settings, block) is not None]
         if setting:
             named = ", ".join(setting[:3]) + (f" and {len(setting) - 3} more" if len(setting) > 3 else "")

@@ -3,6 +3,7 @@ drain the failed Slurm nodes or resume those verify drained that now pass (comma
 
 from __future__ import annotations
 
+from provision.commands import active as active_run
 from provision.commands.drain import slurm_actions, tell_slurm
 from provision.commands.run import Target, engine_for
 from provision.core.connection import SSHOptions
@@ -13,13 +14,16 @@ from provision.verify.backend import testinfra_host
 
 
 def verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, junitxml: str | None = None,
-           drain: bool = False, resume: bool = False) -> tuple[list[Verdict], list[dict]]:
-    """A verdict per selected host (unreachable ones too), and what was told to Slurm."""
+           drain: bool = False, resume: bool = False, active: float | None = None) -> tuple[list[Verdict], list[dict]]:
+    """A verdict per selected host (unreachable ones too), and what was told to Slurm. active: seconds of load
+    on each host before it is judged (commands/active.py)."""
     engine = engine_for(target, tasks, options, ssh)
     states = []
     try:
         states = engine.read_facts(target.hosts, keep_open=True)
-        nodes = [Node(s.host.name, s.host, s.facts, tasks, testinfra_host(s.host.name, s.conn), target.inventory_path)
+        runs = active_run.load_each(engine, states, active, options.forks) if active is not None else {}
+        nodes = [Node(s.host.name, s.host, s.facts, tasks, testinfra_host(s.host.name, s.conn), target.inventory_path,
+                      active=runs.get(s.host.name))
                  for s in states if s.facts is not None and s.conn is not None]
         checked = run_checks(nodes, junitxml)
         told = tell_slurm(slurm_actions(states, checked, drain, resume), states) if drain or resume else []

@@ -13,7 +13,7 @@ from provision.lab.layout import DEFAULT_GPUS, DEFAULT_NICS, DRIVER_VERSION
 
 # NodeSpec fields added after labs were first made, with their defaults: a lab's layout names one only where it
 # differs, so that a lab made before the field existed (its state has none) is still the same lab.
-LATER_FIELDS = {"provision": False, "driver": True}
+LATER_FIELDS = {"provision": False, "driver": True, "psu_watts": None}
 
 
 @dataclass
@@ -31,6 +31,7 @@ class NodeSpec:
     numa_nodes: int = 1
     torch: bool = True  # the lab's Python layer (pylayer.py) under the node's disk: torch for its python3
     provision: bool = False  # the lab's provision layer (pylayer.py) above it: this checkout for its python3
+    psu_watts: int | None = None  # the power supply's budget for the GPUs: past it under load, a GPU drops off
 
     @property
     def gpu_count(self) -> int:

@@ -27,6 +27,9 @@ GPUs and NICs come from, first match wins:
         python3, with /usr/local/bin/provision, so the node runs `provision verify --local` (a Slurm
         HealthCheckProgram): the lab's provision layer (pylayer.py), rebuilt when the code changes.
         Default false (--nodes N too): building it takes about 15 s.
+  PSU   custom.lab.psu_watts: N is what the node's power supplies give its GPUs: under a load (the GPU
+        simulator's `load`, verify --active's stand-in) whose transients add up past it, a GPU falls off the
+        bus (Xid 79), as on the V100 box. Default: no limit.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from provision.lab.system import LabError
 MODELS = ("v100-sxm2-16gb", "rtx-3090", "rtx-4090", "h100-80gb-hbm3")
 MODEL_HINTS = (("v100", "v100-sxm2-16gb", 4), ("3090", "rtx-3090", 1), ("4090", "rtx-4090", 7),
                ("h100", "h100-80gb-hbm3", 8))
-LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes", "torch", "provision", "driver")
+LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes", "torch", "provision", "driver", "psu_watts")
 # The default lab rehearses the basement V100 fix: persistence on, 200 W.
 DEFAULT_VARS = {"gpu": {"persistence": True, "power_limit": 200}}
 NIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
@@ -84,7 +87,8 @@ def _node_for(host, index: int) -> NodeSpec:
                     nics=_nics(host, lab, where), driver_version=driver or DRIVER_VERSION,
                     persistenced=bool(lab.get("persistenced", False)), rdma=_rdma(lab, where),
                     numa_nodes=_numa_nodes(lab, where), torch=_flag(lab, "torch", pylayer.wanted(), where),
-                    provision=_flag(lab, "provision", False, where), driver=_flag(lab, "driver", True, where))
+                    provision=_flag(lab, "provision", False, where), driver=_flag(lab, "driver", True, where),
+                    psu_watts=_psu_watts(lab, where))
 
 
 def _gpus(host, lab: dict, where: str) -> list[dict]:
@@ -134,6 +138,13 @@ def _numa_nodes(lab: dict, where: str) -> int:
     if not isinstance(nodes, int) or isinstance(nodes, bool) or not 1 <= nodes <= 8:
         raise LabError(f"{where}.numa_nodes must be 1..8; got {nodes!r}", 2)
     return nodes
+
+
+def _psu_watts(lab: dict, where: str) -> int | None:
+    watts = lab.get("psu_watts")
+    if watts is not None and (not isinstance(watts, int) or isinstance(watts, bool) or not 50 <= watts <= 20000):
+        raise LabError(f"{where}.psu_watts must be a number of watts, 50..20000; got {watts!r}", 2)
+    return watts
 
 
 def _flag(lab: dict, key: str, default: bool, where: str) -> bool:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from provision.capabilities.active.run import ActiveRun
 from provision.capabilities.host import HostFacts
 from provision.capabilities.registry import check_files
 from provision.core.checks import CRITICAL, CheckFailed
@@ -44,6 +45,7 @@ class Node:
     host: object  # testinfra.host.Host over provision's connection (verify/backend.py)
     inventory_path: str = "INVENTORY"  # for the "what to do" lines
     notes: list[str] = field(default_factory=list)  # note(): said, never failed
+    active: ActiveRun | None = None  # verify --active: the load's run on this node (capabilities/active/run.py)
 
     def __repr__(self) -> str:  # pytest shows it in ids and failures
         return self.name

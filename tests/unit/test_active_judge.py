@@ -101,3 +101,13 @@ def test_locked_clocks_are_the_target_on_geforce():
     assert (target.sm_clock, target.clock_rule) == (2100, "locked clocks 2100,2100 MHz")
     assert judge.target_of(GpuFacts(index=1, uuid="u", name="n", bus_id="b")).sm_clock is None
     assert judge.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0 and judge.percentile([5.0], 99) == 5.0
+
+
+def test_transients_on_every_gpu_are_one_finding_naming_each():
+    rows = [row(t / 10, g, instant="270.00" if t % 3 == 0 else "198.00", sm="1098", reasons="0x4")
+            for t in range(60) for g in (0, 1)]
+    [finding] = run_of(rows)
+    assert finding.expected == "every GPU drawing at most its cap under load (2 did not)"
+    assert finding.about == ("0000:1a:00", "0000:1b:00")
+    assert finding.found == ("GPU0 (0000:1a:00.0): p99 270 W, peak 270 W over 60 samples; "
+                             "GPU1 (0000:1b:00.0): p99 270 W, peak 270 W over 60 samples")

@@ -68,28 +68,44 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def judge(targets: list[Target], samples: dict[str, list[Sample]], duration: float) -> list[Finding]:
-    """Findings for every GPU of `targets` from its samples (sampler.by_gpu), in the targets' order."""
+    """Findings for every GPU of `targets` from its samples (sampler.by_gpu), in the targets' order. No sample at
+    all is no judgement (the run says why: the check's own finding)."""
+    if not samples:
+        return []
     end = max((s.t for rows in samples.values() for s in rows), default=0.0)
     found: list[Finding] = []
+    over_cap: list[Finding] = []
+    gone: list[Finding] = []
     for target in targets:
         rows = samples.get(target.uuid, [])
         lost = _lost(target, rows, end, duration)
         if lost:
-            found.append(lost)
+            gone.append(lost)
             continue  # what it did before it went is said in its own finding
         loaded = [s for s in rows if s.util is not None and s.util >= LOADED_UTIL]
         if not loaded:
             continue  # the run says a GPU the load never reached, with the load's own report
-        found += [f for f in (_brake(target, loaded), _power(target, loaded), _thermal(target, loaded),
-                              _clocks(target, loaded), _pcie(target, loaded)) if f]
-    return found
+        over_cap += [f for f in (_power(target, loaded),) if f]
+        found += [f for f in (_brake(target, loaded), _thermal(target, loaded), _clocks(target, loaded),
+                              _pcie(target, loaded)) if f]
+    return gone + _one_for_all(over_cap) + found  # the GPUs lost first: the gravest
 
 
-def _about(target: Target) -> tuple[str, ...]:
+def _one_for_all(over_cap: list[Finding]) -> list[Finding]:
+    """Transients past the cap on several GPUs are one cause (the clocks are not pinned): one finding."""
+    if len(over_cap) < 2:
+        return over_cap
+    first = over_cap[0]
+    return [Finding(f"every GPU drawing at most its cap under load ({len(over_cap)} did not)",
+                    "; ".join(f.found for f in over_cap), first.fix,
+                    about=tuple(a for f in over_cap for a in f.about), severity=first.severity)]
+
+
+def about(target: Target) -> tuple[str, ...]:
     return (pci.slot(target.bus_id) or target.bus_id,)
 
 
-def _name(target: Target) -> str:
+def name(target: Target) -> str:
     return f"{target.label} ({pci.address(target.bus_id) or target.bus_id})"
 
 
@@ -110,11 +126,11 @@ def _lost(target: Target, rows: list[Sample], end: float, duration: float) -> Fi
     drew = f"; its last peak {peak:.0f} W" + (f" against a {target.cap:.0f} W cap" if target.cap else "") \
         if peak is not None else ""
     return Finding(
-        f"{_name(target)} answering through the load", f"{_name(target)} lost under load: {said}{drew}",
+        f"{name(target)} answering through the load", f"{name(target)} lost under load: {said}{drew}",
         "the load took it off the bus: drain the node and reboot it; a brownout (peaks the PSUs cannot carry) is "
         "the usual cause: pin the clocks (gpu.clocks) as well as the power limit, then run verify --active again; "
         "the kernel log's Xid 79 names the same GPU",
-        about=_about(target), severity=CRITICAL)
+        about=about(target), severity=CRITICAL)
 
 
 def _brake(target: Target, loaded: list[Sample]) -> Finding | None:
@@ -122,12 +138,12 @@ def _brake(target: Target, loaded: list[Sample]) -> Finding | None:
     if not braked:
         return None
     return Finding(
-        f"{_name(target)} under load without a power brake",
-        f"{_name(target)}: HW Power Brake Slowdown in {len(braked)} of {len(loaded)} samples under load, from "
+        f"{name(target)} under load without a power brake",
+        f"{name(target)}: HW Power Brake Slowdown in {len(braked)} of {len(loaded)} samples under load, from "
         f"+{braked[0].t:.1f} s",
         "the power supply asked the GPUs to draw less: the node's load is at its PSUs' limit; pin the clocks and "
         "lower the power limit (gpu.clocks, gpu.power_limit), or check the PSUs (verify's BMC checks)",
-        about=_about(target), severity=CRITICAL)
+        about=about(target), severity=CRITICAL)
 
 
 def _power(target: Target, loaded: list[Sample]) -> Finding | None:
@@ -139,12 +155,12 @@ def _power(target: Target, loaded: list[Sample]) -> Finding | None:
         return None
     instant = all(s.power_instant is not None for s in loaded)
     return Finding(
-        f"{_name(target)} drawing at most its {target.cap:.0f} W cap under load",
-        f"{_name(target)}: p99 {p99:.0f} W, peak {peak:.0f} W over {len(peaks)} samples"
+        f"{name(target)} drawing at most its {target.cap:.0f} W cap under load",
+        f"{name(target)}: p99 {p99:.0f} W, peak {peak:.0f} W over {len(peaks)} samples"
         + ("" if instant else " (power.draw: this driver has no instant reading)"),
         "the cap is enforced as an average: boost transients pass it; pin the clocks (gpu.clocks: application "
         "clocks, or locked clocks on GeForce) to cut the peaks, as the V100 box needed",
-        about=_about(target), severity=WARNING)
+        about=about(target), severity=WARNING)
 
 
 def _thermal(target: Target, loaded: list[Sample]) -> Finding | None:
@@ -153,11 +169,11 @@ def _thermal(target: Target, loaded: list[Sample]) -> Finding | None:
         return None
     top = max((s.temp for s in loaded if s.temp is not None), default=None)
     return Finding(
-        f"{_name(target)} under load without a thermal slowdown",
-        f"{_name(target)}: thermal slowdown in {len(hot)} of {len(loaded)} samples under load, from "
+        f"{name(target)} under load without a thermal slowdown",
+        f"{name(target)}: thermal slowdown in {len(hot)} of {len(loaded)} samples under load, from "
         f"+{hot[0].t:.1f} s" + (f"; up to {top} C" if top is not None else ""),
         "check its airflow (fans, blanking panels, a blocked intake), then its thermal paste or pads",
-        about=_about(target), severity=WARNING)
+        about=about(target), severity=WARNING)
 
 
 def _clocks(target: Target, loaded: list[Sample]) -> Finding | None:
@@ -170,12 +186,12 @@ def _clocks(target: Target, loaded: list[Sample]) -> Finding | None:
     if median >= target.sm_clock * CLOCK_SHORT:
         return None
     return Finding(
-        f"{_name(target)} at its {target.clock_rule} under load",
-        f"{_name(target)}: SM clock median {median:.0f} MHz over {len(free)} samples under load with no power or "
+        f"{name(target)} at its {target.clock_rule} under load",
+        f"{name(target)}: SM clock median {median:.0f} MHz over {len(free)} samples under load with no power or "
         "thermal reason active",
         "the GPU does not hold the clocks it was set to: read `nvidia-smi -q -d CLOCK,PERFORMANCE` on the node "
         "during a load; then `provision apply` to set them again",
-        about=_about(target), severity=WARNING)
+        about=about(target), severity=WARNING)
 
 
 def _pcie(target: Target, loaded: list[Sample]) -> Finding | None:
@@ -186,9 +202,9 @@ def _pcie(target: Target, loaded: list[Sample]) -> Finding | None:
         return None
     worst = min(short, key=lambda s: ((s.pcie_gen or 0), (s.pcie_width or 0)))
     return Finding(
-        f"{_name(target)}'s PCIe link at Gen{target.pcie_gen_max} x{target.pcie_width_max} under load",
-        f"{_name(target)}: Gen{worst.pcie_gen} x{worst.pcie_width} in {len(short)} of {len(loaded)} samples "
+        f"{name(target)}'s PCIe link at Gen{target.pcie_gen_max} x{target.pcie_width_max} under load",
+        f"{name(target)}: Gen{worst.pcie_gen} x{worst.pcie_width} in {len(short)} of {len(loaded)} samples "
         "under load",
         "the link trained below its maximum: reseat the card, or replace its riser or cable; then verify --active "
         "again (no_pcie_errors_on_the_gpu_links_since_boot says whether it also logs errors)",
-        about=_about(target), severity=WARNING)
+        about=about(target), severity=WARNING)

@@ -106,6 +106,8 @@ def check_no_gpu_is_lost(node):
              f"drain {node.name} and reboot it (a GPU off the bus comes back only with a reset or a boot: under "
              f"Slurm, scontrol reboot ASAP nextstate=RESUME {node.name}); if it falls off again, reseat the card "
              "and check its riser and power cables",
+             # lost under verify --active's load: that finding says why (the peaks, the fix) and this follows
+             because=tuple(f"gpus_hold_up_under_load:{pci.slot(lost.bus_id)}" for lost in nvidia.lost if lost.bus_id),
              about=tuple(pci.slot(lost.bus_id) for lost in nvidia.lost if lost.bus_id))
 
 

@@ -131,19 +131,26 @@ IDENTITY = ("index", "uuid", "name", "bus_id")
 QUERY_FORMAT = "--format=csv,nounits"  # with a header: the parser maps cells by column name, never by position
 QUERY_GPU_ARGV = ["nvidia-smi", "--query-gpu=" + ",".join(f.name for f in QUERY_FIELDS), QUERY_FORMAT]
 NOT_A_FIELD = "is not a valid field to query"
-# The query as the facts batch runs it (POSIX sh). A driver that does not know a field refuses the whole
-# query ('Field "remapped_rows.pending" is not a valid field to query.', no rows, exit 2): ask again
-# without that field, until it answers. Each field is dropped at most once, so this ends.
-QUERY_GPU_SNIPPET = (
-    f"f={shlex.quote(','.join(f.name for f in QUERY_FIELDS))}; "
-    "while :; do "
-    f"out=$(nvidia-smi --query-gpu=\"$f\" {QUERY_FORMAT} 2>&1); rc=$?; "
-    f"case $out in *'{NOT_A_FIELD}'*) ;; *) break;; esac; "
-    "bad=${out#*'Field \"'}; bad=${bad%%'\"'*}; "
-    "case ,$f, in *,\"$bad\",*) ;; *) break;; esac; "
-    "f=,$f,; f=${f%%,\"$bad\",*},${f#*,\"$bad\",}; f=${f#,}; f=${f%,}; "
-    "done; printf '%s\\n' \"$out\"; (exit $rc)"
-)
+def query_gpu_snippet(fields: list[str] | tuple[str, ...]) -> str:
+    """`nvidia-smi --query-gpu=FIELDS` as POSIX sh, leaving the fields this driver answered in $f, its output in
+    $out and its exit status in $rc. A driver that does not know a field refuses the whole query ('Field
+    "remapped_rows.pending" is not a valid field to query.', no rows, exit 2): ask again without that field,
+    until it answers. Each field is dropped at most once, so this ends."""
+    return (
+        f"f={shlex.quote(','.join(fields))}; "
+        "while :; do "
+        f"out=$(nvidia-smi --query-gpu=\"$f\" {QUERY_FORMAT} 2>&1); rc=$?; "
+        f"case $out in *'{NOT_A_FIELD}'*) ;; *) break;; esac; "
+        "bad=${out#*'Field \"'}; bad=${bad%%'\"'*}; "
+        "case ,$f, in *,\"$bad\",*) ;; *) break;; esac; "
+        "f=,$f,; f=${f%%,\"$bad\",*},${f#*,\"$bad\",}; f=${f#,}; f=${f%,}; "
+        "done"
+    )
+
+
+# The query as the facts batch runs it.
+QUERY_GPU_SNIPPET = (query_gpu_snippet([f.name for f in QUERY_FIELDS])
+                     + "; printf '%s\\n' \"$out\"; (exit $rc)")
 SUPPORTED_CLOCKS_ARGV = [
     "nvidia-smi",
     "--query-supported-clocks=gpu_uuid,memory,graphics",

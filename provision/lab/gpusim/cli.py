@@ -54,6 +54,9 @@ Usage (gpusim: `python -m provision.lab.gpusim`, `python provision/lab/gpusim`, 
   gpusim install DIR                     DIR/nvidia-smi, DIR/nvidia-persistenced and DIR/dmesg: wrappers that run
                                          this package (from where it was imported: a checkout or a zipapp)
   gpusim show                            the state as JSON
+  gpusim load --seconds N                every GPU on the bus under load for N seconds (load_model.py: clocks,
+                                         power with its transients, heat); the config's psu_watts browns out
+                                         (load.py); prints provision's load program's JSON line
 
 Environment
   NVIDIA_SIM_CONFIG   config JSON (default /etc/nvidia-sim/config.json); none: the driver is not loaded
@@ -104,6 +107,7 @@ from .dmesg import dmesg_main
 from .env import env_path, pidfile_path
 from .errors import RC_INVALID, RC_SIM, SimError
 from .faults import cmd_fault
+from .load import cmd_load
 from .kernel import boot, empty_ring, is_version, load_driver, write_proc_driver
 from .persistenced import persistenced_main
 from .smi import smi_main
@@ -222,7 +226,7 @@ def cmd_show(args: list) -> int:
 
 
 COMMANDS = {"init": cmd_init, "reboot": cmd_reboot, "fault": cmd_fault, "set-driver": cmd_set_driver,
-            "install": cmd_install, "show": cmd_show}
+            "install": cmd_install, "show": cmd_show, "load": cmd_load}
 PROGRAMS = {"nvidia-smi": smi_main, "nvidia-persistenced": persistenced_main, "dmesg": dmesg_main}
 
 

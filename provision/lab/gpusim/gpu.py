@@ -7,6 +7,7 @@ import time
 from functools import cached_property
 from typing import Optional
 
+from . import load_model
 from .models import Clocks, MODELS
 from .state import is_persistent, sync_daemon
 
@@ -83,9 +84,25 @@ class Gpu:
         """(memory, graphics) applications clocks; None on GPUs without them."""
         return tuple(self.record["app_clocks"]) if self.record["app_clocks"] else self.model.default_app_clocks
 
+    @cached_property
+    def under_load(self) -> Optional[dict]:
+        """This GPU's readings while a load runs (load_model.py); None at idle or off the bus."""
+        load = load_model.running(self.host.state)
+        if load is None or self.lost:
+            return None
+        return load_model.reading(self.record, self.power_limit, load, time.time())
+
+    @property
+    def utilization(self) -> int:
+        return 100 if self.under_load else 0
+
     @property
     def clocks(self) -> Clocks:
-        """Idle clocks, pulled into the locked ranges: locked clocks apply even with no work running."""
+        """Idle clocks, pulled into the locked ranges: locked clocks apply even with no work running. Under a
+        load, the load model's."""
+        if self.under_load:
+            sm, mem = self.under_load["sm"], self.under_load["mem"]
+            return Clocks(sm, sm, mem, self.model.max_clocks.video)
         idle = self.model.idle_clocks
         graphics = clamp(idle.graphics, self.record["locked_gpu"])
         memory = clamp(idle.memory, self.record["locked_mem"])
@@ -115,6 +132,8 @@ class Gpu:
     @property
     def event_reasons(self) -> int:
         """The active clock event reasons (NVML bits): Idle, unless a hardware fault holds others active."""
+        if self.under_load:
+            return self.record["forced_reasons"] | self.under_load["reasons"]
         return self.record["forced_reasons"] or REASON_IDLE
 
     def event_reason_us(self, bit: int) -> int:
@@ -131,6 +150,8 @@ class Gpu:
         if self.record["forced_reasons"] & REASON_HW_THERMAL:
             t = self.model.thermal
             return (t.slowdown if t.tlimit_total is None else t.tlimit_total - t.slowdown) + random.randint(0, 1)
+        if self.under_load:
+            return self.under_load["temp"]
         return self.model.idle_temp + random.randint(0, 1)
 
     @cached_property
@@ -139,10 +160,21 @@ class Gpu:
 
     @cached_property
     def power_draw(self) -> float:
+        if self.under_load:
+            return self.under_load["power"]
         return round(self.model.idle_power * random.uniform(0.995, 1.01), 2)
 
     @cached_property
+    def power_instant(self) -> float:
+        """power.draw.instant: under a load, the transients the averaged draw hides."""
+        if self.under_load:
+            return self.under_load["power_instant"]
+        return self.power_draw
+
+    @cached_property
     def power_average(self) -> float:
+        if self.under_load:
+            return self.under_load["power"]
         return round(self.model.idle_power * random.uniform(0.995, 1.01), 2)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Optional
 
 from .errors import (Exit, HELP_HINT, INVALID_COMBINATION, NO_DEVICES, NO_DRIVER, RC_GPU_LOST, RC_INVALID, RC_NOT_FOUND,
@@ -53,10 +54,12 @@ SMI_OPTIONS = {  # name: (spellings, takes a value)
     "rmc": (("-rmc", "--reset-memory-clocks"), False),
     "lmcd": (("-lmcd", "--lock-memory-clocks-deferred"), True),
     "rmcd": (("-rmcd", "--reset-memory-clocks-deferred"), False),
+    "loop": (("-l", "--loop"), True),  # seconds; with --query-gpu only (others: not simulated)
+    "loop_ms": (("-lms", "--loop-ms"), True),
 }
 SPELLINGS = {spelling: name for name, (spellings, _) in SMI_OPTIONS.items() for spelling in spellings}
 # Real options and subcommands the simulator does not model: say so rather than pretend.
-UNSIMULATED = {"-B", "--list-excluded-gpus", "-col", "--columns", "-l", "--loop", "-lms", "--loop-ms", "-u", "--unit",
+UNSIMULATED = {"-B", "--list-excluded-gpus", "-col", "--columns", "-u", "--unit",
                "--dtd", "--debug", "-e", "--ecc-config", "-p", "--reset-ecc-errors", "-c", "--compute-mode", "--gom",
                "-r", "--gpu-reset", "-vm", "--virt-mode", "-cc", "--cuda-clocks", "-am", "--accounting-mode", "-caa",
                "--clear-accounted-apps", "--auto-boost-default", "--auto-boost-permission", "-mig",
@@ -190,8 +193,46 @@ def smi_subcommand(host: Host, argv: list) -> tuple:
     raise SimError(f"nvidia-smi {' '.join(argv)} is not simulated")
 
 
+def loop_seconds(argv: list) -> Optional[float]:
+    """-l SECONDS or -lms MS: the interval of a looping --query-gpu; None when not looping."""
+    if argv and argv[0] in ("topo", "nvlink"):
+        return None
+    opts = parse_smi_args(argv)
+    if "loop" not in opts and "loop_ms" not in opts:
+        return None
+    if "query_gpu" not in opts:
+        raise SimError("nvidia-smi -l/-lms is simulated with --query-gpu only")
+    try:
+        seconds = float(opts["loop"]) if "loop" in opts else float(opts["loop_ms"]) / 1000
+    except ValueError:
+        raise Exit(f"ERROR: Invalid value for the loop interval. {HELP_HINT}\n", RC_INVALID) from None
+    return max(seconds, 0.01)
+
+
+def smi_loop(argv: list, seconds: float) -> int:
+    """A query each interval until killed, as nvidia-smi -lms does: the CSV header once, then the rows; a GPU
+    that falls off the bus meanwhile prints its error line in place of its row."""
+    header = None if "noheader" not in " ".join(argv) else ""  # "": nothing to drop
+    while True:
+        try:
+            text, _, _ = smi_output(argv)
+        except Exit as stop:
+            text = stop.text
+        lines = text.splitlines(keepends=True)
+        if header is None:
+            header = next((line for line in lines if not line.startswith("Unable to determine")), "")
+        else:
+            lines = [line for line in lines if line != header]
+        sys.stdout.write("".join(lines))
+        sys.stdout.flush()
+        time.sleep(seconds)
+
+
 def smi_main(argv: list) -> int:
     try:
+        seconds = loop_seconds(argv)
+        if seconds is not None:
+            return smi_loop(argv, seconds)
         text, rc, target = smi_output(argv)
     except Exit as stop:
         text, rc, target = stop.text, stop.rc, None

@@ -1,0 +1,66 @@
+"""verify --active's check: the node held up under the load (judge.py on the samples, and the load's own report).
+The passive checks then judge the node as the load left it (the engine reads it again after the run): a GPU
+lost, an Xid, AER errors; a GPU the load took off the bus is this check's finding, theirs follow from it."""
+
+from __future__ import annotations
+
+import pytest
+
+from provision.capabilities.active import judge
+from provision.capabilities.active.run import NOT_APPLICABLE
+from provision.core.checks import CRITICAL, WARNING, Finding, fail_each, note
+
+SLOW_GPU = 0.8  # a GPU below 80% of the node's median throughput
+
+
+def check_gpus_hold_up_under_load(node):
+    run = getattr(node, "active", None)
+    if run is None:
+        pytest.skip("not asked: `provision verify --active` loads the node")
+    if run.refused:
+        note(node, f"not loaded: {run.refused}")
+        pytest.skip(f"refused: {run.refused}")
+    if run.error:
+        fail_each([Finding("an active run on the node", run.error,
+                           "run `provision facts` on the node: it says what nvidia-smi answers")])
+    if run.load_rc == NOT_APPLICABLE:
+        pytest.skip(f"not applicable: {run.load.get('error') or 'the load found nothing to load'}")
+    found = judge.judge(run.targets, run.samples, run.seconds)
+    if not run.samples:
+        found.append(Finding("the GPUs sampled through the load", "nvidia-smi -lms recorded nothing",
+                             "run `nvidia-smi --query-gpu=timestamp,power.draw --format=csv -lms 100` on the node: "
+                             "it says why"))
+    found += _load_findings(run, {f.about for f in found if f.severity == CRITICAL})
+    fail_each(found)
+
+
+def _load_findings(run, judged: set) -> list[Finding]:
+    """What the load itself says: a GPU whose thread failed (unless the judge already has it lost), a GPU well
+    below the node's median, a load that printed no report."""
+    by_uuid = {t.uuid: t for t in run.targets}
+    gpus = run.load.get("gpus")
+    if not isinstance(gpus, list):
+        said = (run.load.get("error") or run.load_stderr.strip().splitlines()[-1:] or ["no output"])
+        return [Finding("the load to run and report", f"the load exited {run.load_rc}: {' '.join(said)}",
+                        "run it by hand on the node to see why (active.python, active.load_command)")]
+    found = []
+    for gpu in gpus:
+        target = by_uuid.get(gpu.get("uuid", ""))
+        about = judge.about(target) if target else ()
+        if gpu.get("error") and about not in judged:
+            found.append(Finding(f"the load to run on {judge.name(target) if target else gpu.get('uuid')}",
+                                 f"it stopped: {gpu['error']}", "read the kernel log's Xid lines for this GPU "
+                                 "(verify's no_xid_errors_since_boot)", about=about, severity=CRITICAL))
+    rates = [g["tflops"] for g in gpus if not g.get("error") and isinstance(g.get("tflops"), (int, float))]
+    if len(rates) >= 2:
+        median = judge.percentile(rates, 50)
+        for gpu in gpus:
+            target = by_uuid.get(gpu.get("uuid", ""))
+            rate = gpu.get("tflops")
+            if isinstance(rate, (int, float)) and not gpu.get("error") and rate < median * SLOW_GPU:
+                found.append(Finding(
+                    f"{judge.name(target) if target else gpu.get('uuid')} near the node's median {median:g} TFLOP/s",
+                    f"{rate:g} TFLOP/s", "a GPU held back: its clocks, power or PCIe findings above say why; "
+                    "none: compare it with `nvidia-smi -q -d PERFORMANCE` during a load",
+                    about=judge.about(target) if target else (), severity=WARNING))
+    return found

@@ -1,0 +1,114 @@
+"""One node's active run: the sh that runs on it (refuse when GPU processes run; the sampler in the background;
+the load; the sampler stopped; everything printed in sections) and what comes back, read into an ActiveRun.
+
+The load is provision's program (load_program.py, sent on stdin to the node's Python) or the inventory's
+active.load_command. Both get `--seconds N` and print one JSON line. The node's temporary files go with the run
+(trap on exit, INT and TERM), and the sampler with them: an interrupted run leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from provision.capabilities.active import sampler
+from provision.capabilities.active.judge import Target
+from provision.capabilities.active.sampler import Sample
+from provision.capabilities.gpu import smi
+
+PROGRAM = Path(__file__).with_name("load_program.py")
+NOT_APPLICABLE = 3  # the load program's exit: nothing to load here (no torch, no CUDA)
+MARK = "@@provision-active "  # section lines: busy, unreadable, samples, load RC, stderr
+
+
+@dataclass
+class ActiveRun:
+    """What the active run found on one node (the capabilities' checks judge it: active/checks.py)."""
+
+    seconds: float
+    targets: list[Target] = field(default_factory=list)  # the GPUs as set before the run
+    refused: str = ""  # why the node was not loaded: its GPUs or Slurm were busy
+    error: str = ""  # the run could not be made (no nvidia-smi answer, the connection, a timeout)
+    samples: dict[str, list[Sample]] = field(default_factory=dict)
+    load_rc: int | None = None
+    load: dict = field(default_factory=dict)  # the load's JSON line
+    load_stderr: str = ""
+
+
+def python_for(settings_python: str | None, torchrun: str | None) -> str:
+    """The node's Python with torch: the setting; else the python3 beside an absolute torchrun; else python3."""
+    if settings_python:
+        return settings_python
+    if torchrun and torchrun.startswith("/"):
+        return str(Path(torchrun).with_name("python3"))
+    return "python3"
+
+
+def load_argv(load_command: list[str] | None, python: str, seconds: float) -> tuple[list[str], str | None]:
+    """(the load's argv, its stdin): the inventory's command, or provision's program on the Python's stdin."""
+    if load_command:
+        return [*load_command, "--seconds", f"{seconds:g}"], None
+    return [python, "-", "--seconds", f"{seconds:g}"], PROGRAM.read_text()
+
+
+def node_script(load: list[str], interval_ms: int) -> str:
+    """The sh run on the node. The compute-apps query first: any process on a GPU and the node is not touched."""
+    return "\n".join([
+        "set -u",
+        f"apps=$(nvidia-smi --query-compute-apps=pid,process_name,gpu_uuid --format=csv,noheader </dev/null 2>&1) "
+        f"|| {{ echo '{MARK}unreadable'; printf '%s\\n' \"$apps\"; exit 0; }}",
+        f"[ -z \"$apps\" ] || {{ echo '{MARK}busy'; printf '%s\\n' \"$apps\"; exit 0; }}",
+        "d=$(mktemp -d \"${TMPDIR:-/tmp}/provision-active.XXXXXX\") || exit 90",
+        "s=''",
+        "trap '[ -z \"$s\" ] || kill \"$s\" 2>/dev/null; rm -rf \"$d\"' EXIT",
+        "trap 'exit 130' INT TERM HUP",
+        smi.query_gpu_snippet(sampler.SAMPLE_FIELDS) + " </dev/null",
+        f"nvidia-smi --query-gpu=\"$f\" {smi.QUERY_FORMAT} -lms {int(interval_ms)} </dev/null >\"$d/samples\" 2>&1 &",
+        "s=$!",
+        f"{shlex.join(load)} >\"$d/load\" 2>\"$d/err\"",
+        "rc=$?",
+        "sleep 1",  # the ramp down, sampled
+        "kill \"$s\" 2>/dev/null; wait \"$s\" 2>/dev/null; s=''",
+        f"echo '{MARK}samples'; cat \"$d/samples\"",
+        f"echo \"{MARK}load $rc\"; cat \"$d/load\"",
+        f"echo '{MARK}stderr'; tail -c 4000 \"$d/err\"",
+    ])
+
+
+def parse(text: str, seconds: float, targets: list[Target]) -> ActiveRun:
+    """The node script's output into an ActiveRun."""
+    run = ActiveRun(seconds, targets)
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith(MARK):
+            words = line[len(MARK):].split()
+            current = words[0] if words else ""
+            sections[current] = []
+            if current == "load" and len(words) > 1 and words[1].lstrip("-").isdigit():
+                run.load_rc = int(words[1])
+        elif current is not None:
+            sections[current].append(line)
+    if "busy" in sections:
+        run.refused = "processes run on its GPUs: " + "; ".join(sections["busy"][:4])
+    elif "unreadable" in sections:
+        run.error = "nvidia-smi could not list the GPUs' processes: " + " ".join(sections["unreadable"][-2:])
+    elif "samples" not in sections:
+        run.error = "the run ended before it reported: " + (" ".join(text.splitlines()[-2:]) or "no output")
+    run.samples = sampler.by_gpu(sampler.parse("\n".join(sections.get("samples", []))))
+    run.load = _json_line(sections.get("load", []))
+    run.load_stderr = "\n".join(sections.get("stderr", []))
+    return run
+
+
+def _json_line(lines: list[str]) -> dict:
+    for line in reversed(lines):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return {}

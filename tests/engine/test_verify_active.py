@@ -1,0 +1,54 @@
+"""provision verify --active on this machine with simulated GPUs (--local's path: no SSH): the basement's 4x V100
+with 900 W of power supply for its GPUs (the simulator's psu_watts), the load the simulator's stand-in
+(active.load_command: `gpusim load`, load_model.py). Pinned clocks hold; the power limit alone lets the boost
+transients brown the supply out, and verify names the GPU it lost as the cause of the passive checks' failures."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import yaml
+from simnode import GPUSIM, needs_root
+
+pytestmark = needs_root()
+
+V100_FIX = {"persistence": True, "power_limit": 200, "clocks": {"mem": 877, "sm": 1005}}
+
+
+def weak_supply(node, watts: int = 900) -> None:
+    config = json.loads((node.root / "sim-config.json").read_text())
+    (node.root / "sim-config.json").write_text(json.dumps({**config, "psu_watts": watts}))
+
+
+def inventory(node, gpu: dict) -> str:
+    data = {"all": {"hosts": {"node1": {"connection": "local", "gpu": gpu,
+                                        "active": {"load_command": [sys.executable, str(GPUSIM), "load"]}}}}}
+    path = node.root / "active.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def verify_active(node, path: str):
+    ran = node.provision("verify", path, "--playbook", node.playbook(), "--active", "--duration", "5", "--json")
+    return ran.exit_code, json.loads(ran.output[ran.output.index("{"):])["hosts"][0]
+
+
+def test_pinned_clocks_hold_under_load_and_the_power_limit_alone_loses_a_gpu(v100_node):
+    weak_supply(v100_node)
+    fixed = inventory(v100_node, V100_FIX)
+    assert v100_node.apply(fixed).exit_code == 0
+    code, host = verify_active(v100_node, fixed)
+    assert code == 0 and host["failures"] == [], host["failures"]
+    assert "gpus_hold_up_under_load" in host["passed"]
+
+    assert v100_node.smi("-rac").returncode == 0  # the clocks unpinned: the 200 W cap alone is left
+    code, host = verify_active(v100_node, inventory(v100_node, {"persistence": True, "power_limit": 200}))
+    assert code == 1
+    lost, transients = host["findings"][:2]
+    assert lost["check"] == "gpus_hold_up_under_load" and lost["severity"] == "critical"
+    assert "lost under load" in lost["found"] and "200 W cap" in lost["found"]
+    assert "no_gpu_is_lost" in {c["check"] for c in lost["consequences"]}
+    assert transients["expected"].startswith("every GPU drawing at most its cap under load")
+    assert "p99 270 W" in transients["found"] and transients["severity"] == "warning"
+    assert "Xid" in (v100_node.root / "kern.log").read_text()

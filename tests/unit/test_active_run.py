@@ -1,0 +1,132 @@
+"""One node's active run (capabilities/active/run.py, commands/active.py): the sh that runs on the node, what it
+prints read back, the Python chosen for the load, and the refusals (GPU processes, Slurm jobs) before any load."""
+
+from __future__ import annotations
+
+import subprocess
+from types import SimpleNamespace
+
+from provision.capabilities.active import run
+from provision.capabilities.active.judge import Target
+from provision.capabilities.active.settings import ActiveSettings
+from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
+from provision.capabilities.host import HostFacts, HostSettings
+from provision.capabilities.slurm.facts import SlurmNodeState
+from provision.commands import active
+from provision.core.connection import CommandResult
+
+TARGETS = [Target("GPU-0", "GPU0", "00000000:01:00.0", cap=200.0)]
+M = run.MARK
+
+
+def test_the_node_script_is_valid_sh_and_quotes_the_load_once():
+    argv, stdin = run.load_argv(["/opt/site burn", "--all"], "python3", 30)
+    assert argv == ["/opt/site burn", "--all", "--seconds", "30"] and stdin is None
+    script = run.node_script(argv, 100)
+    assert "'/opt/site burn' --all --seconds 30" in script and "-lms 100" in script
+    assert subprocess.run(["sh", "-n", "-c", script], capture_output=True).returncode == 0
+    argv, stdin = run.load_argv(None, "/opt/venv/bin/python3", 5)
+    assert argv == ["/opt/venv/bin/python3", "-", "--seconds", "5"] and "import torch" in stdin
+
+
+def test_the_python_with_torch_is_the_setting_else_beside_torchrun_else_python3():
+    assert run.python_for("/opt/py/bin/python", "/opt/venv/bin/torchrun") == "/opt/py/bin/python"
+    assert run.python_for(None, "/opt/venv/bin/torchrun") == "/opt/venv/bin/python3"
+    assert run.python_for(None, "torchrun") == "python3" and run.python_for(None, None) == "python3"
+
+
+def test_what_the_node_printed_reads_back_into_a_run():
+    text = "\n".join([
+        f"{M}samples",
+        "timestamp, uuid, power.draw [W], utilization.gpu [%]",
+        "2026/11/25 17:00:00.000, GPU-0, 190.00, 100",
+        "2026/11/25 17:00:00.100, GPU-0, 191.00, 100",
+        f"{M}load 0",
+        "some warning the load printed first",
+        '{"seconds": 5, "gpus": [{"index": 0, "uuid": "GPU-0", "tflops": 78.1, "error": ""}]}',
+        f"{M}stderr",
+        "a line on stderr"])
+    found = run.parse(text, 5, TARGETS)
+    assert found.load_rc == 0 and found.load["gpus"][0]["tflops"] == 78.1 and found.load_stderr == "a line on stderr"
+    assert [s.power for s in found.samples["GPU-0"]] == [190.0, 191.0] and not found.refused and not found.error
+    busy = run.parse(f"{M}busy\n4242, python, GPU-0\n", 5, TARGETS)
+    assert busy.refused == "processes run on its GPUs: 4242, python, GPU-0" and busy.samples == {}
+    cut = run.parse("", 5, TARGETS)
+    assert cut.error == "the run ended before it reported: no output"
+
+
+class FakeConnection:
+    def __init__(self, stdout: str = ""):
+        self.stdout, self.ran = stdout, []
+
+    def run(self, argv, *, sudo=False, stdin=None, timeout=None):
+        self.ran.append((argv, stdin, timeout))
+        return CommandResult(argv, 0, self.stdout)
+
+
+def state(slurm: SlurmNodeState | None = None, gpus: int = 1, settings: HostSettings | None = None):
+    nvidia = NvidiaFacts(state="ok", gpus=[GpuFacts(index=i, uuid=f"GPU-{i}", name="Tesla V100-SXM2-16GB",
+                                                    bus_id=f"00000000:{i + 1:02X}:00.0") for i in range(gpus)])
+    return SimpleNamespace(host=SimpleNamespace(name="v100-1", settings=settings or HostSettings()),
+                           facts=HostFacts(nvidia=nvidia, slurm_node=slurm), conn=FakeConnection())
+
+
+def test_a_node_with_slurm_jobs_or_no_gpu_is_refused_before_anything_runs_on_it():
+    for words in (("ALLOCATED",), ("MIXED", "DRAIN"), ("COMPLETING",)):
+        busy = state(SlurmNodeState(name="v100-1", states=words))
+        found = active.one(busy, 5)
+        assert found.refused == f"Slurm has jobs on it (State={'+'.join(words)})" and busy.conn.ran == []
+    empty = state(gpus=0)
+    assert active.one(empty, 5).refused.startswith("no GPU was read") and empty.conn.ran == []
+    idle = state(SlurmNodeState(name="v100-1", states=("IDLE",)),
+                 settings=HostSettings(active=ActiveSettings(load_command=["/usr/local/sbin/burn"], interval_ms=50)))
+    active.one(idle, 5)
+    [(argv, stdin, timeout)] = idle.conn.ran
+    assert argv[:2] == ["sh", "-c"] and "/usr/local/sbin/burn --seconds 5" in argv[2] and "-lms 50" in argv[2]
+    assert stdin is None and timeout == 5 + active.SLACK_S
+
+
+def checked(found: run.ActiveRun):
+    """check_gpus_hold_up_under_load's verdict: the CheckFailed, "skip: why", or None."""
+    import pytest
+
+    from provision.capabilities.active.checks import check_gpus_hold_up_under_load
+    from provision.core.checks import CheckFailed
+
+    node = SimpleNamespace(active=found, notes=[])
+    try:
+        check_gpus_hold_up_under_load(node)
+    except CheckFailed as failed:
+        return failed
+    except pytest.skip.Exception as skipped:
+        return f"skip: {skipped.msg}", node.notes
+    return None
+
+
+def test_the_check_skips_what_was_not_loaded_and_fails_a_slow_or_failed_gpu():
+    assert checked(run.ActiveRun(5, refused="Slurm has jobs on it (State=ALLOCATED)")) == (
+        "skip: refused: Slurm has jobs on it (State=ALLOCATED)", ["not loaded: Slurm has jobs on it (State=ALLOCATED)"])
+    no_torch = run.ActiveRun(5, TARGETS, load_rc=run.NOT_APPLICABLE, load={"error": "no torch in this Python"})
+    assert checked(no_torch)[0] == "skip: not applicable: no torch in this Python"
+    targets = [Target(f"GPU-{i}", f"GPU{i}", f"00000000:{i + 1:02X}:00.0") for i in range(4)]
+    gpus = [{"uuid": "GPU-0", "tflops": 80.0, "error": ""}, {"uuid": "GPU-1", "tflops": 52.0, "error": ""},
+            {"uuid": "GPU-2", "tflops": 0.0, "error": "RuntimeError: CUDA error: an illegal memory access"},
+            {"uuid": "GPU-3", "tflops": 79.0, "error": ""}]
+    failed = checked(run.ActiveRun(5, targets, load_rc=1, load={"gpus": gpus}))
+    assert [(f.found, f.about) for f in failed.findings] == [
+        ("nvidia-smi -lms recorded nothing", ()),
+        ("it stopped: RuntimeError: CUDA error: an illegal memory access", ("0000:03:00",)),
+        ("52 TFLOP/s", ("0000:02:00",))]
+    assert failed.findings[2].expected == "GPU1 (0000:02:00.0) near the node's median 79 TFLOP/s"
+    silent = checked(run.ActiveRun(5, targets, load_rc=2, load_stderr="Traceback ...\nImportError: no module x"))
+    assert silent.findings[1].found == "the load exited 2: ImportError: no module x"
+
+
+def test_the_active_block_is_checked_like_every_block():
+    import pytest
+    from pydantic import ValidationError
+
+    assert ActiveSettings.model_validate({}).interval_ms == 100
+    for wrong in ({"interval_ms": 5}, {"python": "python3; rm -rf /"}, {"load_command": "burn"}, {"lod": 1}):
+        with pytest.raises(ValidationError):
+            ActiveSettings.model_validate(wrong)
