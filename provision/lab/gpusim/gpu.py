@@ -7,7 +7,7 @@ import time
 from functools import cached_property
 from typing import Optional
 
-from . import load_model
+from .load_model import reading as load_reading, running as load_running
 from .models import Clocks, MODELS
 from .state import is_persistent, sync_daemon
 
@@ -87,10 +87,10 @@ class Gpu:
     @cached_property
     def under_load(self) -> Optional[dict]:
         """This GPU's readings while a load runs (load_model.py); None at idle or off the bus."""
-        load = load_model.running(self.host.state)
+        load = load_running(self.host.state)
         if load is None or self.lost:
             return None
-        return load_model.reading(self.record, self.power_limit, load, time.time())
+        return load_reading(self.record, self.power_limit, load, time.time())
 
     @property
     def utilization(self) -> int:
