@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from provision.capabilities.active import run
+from provision.capabilities.active import during, run
 from provision.capabilities.active.judge import target_of
 from provision.capabilities.active.settings import ActiveSettings
 from provision.core.run import Engine, HostState
@@ -18,9 +18,13 @@ SLACK_S = 180  # the run's timeout beyond the load's seconds: connecting, sampli
 def load_each(engine: Engine, states: list[HostState], seconds: float, forks: int) -> dict[str, run.ActiveRun]:
     """Host name -> its active run; every state re-read afterwards (state.facts as the load left the node)."""
     ready = [s for s in states if s.facts is not None and s.conn is not None]
+    before = {s.host.name: s.facts.kernel_log for s in ready if s.facts is not None}
     with ThreadPoolExecutor(max_workers=max(1, min(forks, len(ready) or 1))) as pool:
         runs = dict(zip([s.host.name for s in ready], pool.map(lambda s: one(s, seconds), ready)))
         list(pool.map(lambda s: engine.read_into(s, lock=False), ready))
+    for state in ready:
+        if state.facts is not None and not runs[state.host.name].refused:
+            runs[state.host.name].during = during.new_events(before[state.host.name], state.facts.kernel_log)
     return runs
 
 

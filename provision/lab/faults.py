@@ -12,7 +12,7 @@ from provision.lab.system import LabError
 
 # The simulator's `fault GPU KIND` (KIND without "gpu-").
 GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "gpu-init-failed", "pcie-degraded", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
-              "gpu-pcie-errors", "gpu-nvlink-down", "gpu-nvlink-errors")
+              "gpu-pcie-errors", "gpu-nvlink-down", "gpu-nvlink-errors", "gpu-bad-riser")
 NVLINK_FAULTS = ("gpu-nvlink-down", "gpu-nvlink-errors")  # these name a link: --link L (default 0)
 FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", *rdma.RDMA_FAULTS, "peermem-unloaded", *bmc.FAULTS, "sshd-down",
           "clear")  # ib-*: --port HCA

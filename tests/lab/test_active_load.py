@@ -114,3 +114,24 @@ def test_the_basement_fix_holds_under_load_and_without_the_clocks_a_gpu_falls_of
     assert "no_gpu_is_lost" in under, finding  # the passive checks' view of the same GPU, under this finding
     assert not [f for f in verdict["findings"] if f["check"] == "no_gpu_is_lost"]
     assert "Xid" in on_node("dmesg") and "79" in on_node("dmesg")
+
+
+def test_a_bad_riser_logs_only_under_load_and_is_named_by_its_bus(active_lab):
+    lab("reboot", NODE)  # the GPU the last test lost is back, its kernel log new
+    fixed = inventory(FIXED)
+    applied = run("-m", "provision", "apply", str(fixed))
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    lab("fault", NODE, "gpu-bad-riser", "--gpu", "1")
+    try:
+        at_rest = run("-m", "provision", "verify", str(fixed), "--json")
+        assert at_rest.returncode == 0, at_rest.stdout  # nothing to see at rest
+        code, verdict = verify_active(fixed)
+        assert code == 1
+        [finding] = verdict["findings"]
+        assert finding["check"] == "no_pcie_errors_on_the_gpu_links_since_boot", verdict["findings"]
+        assert "0000:11:00" in finding["found"] and "RxErr" in finding["found"]
+        [during] = finding["consequences"]
+        assert during["check"] == CHECK and during["about"] == ["0000:11:00"]
+        assert "during the load: aer corrected" in during["found"]
+    finally:
+        lab("fault", NODE, "clear")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from provision.capabilities.active import judge
+from provision.capabilities.active import during, judge
 from provision.capabilities.active.run import NOT_APPLICABLE
 from provision.core.checks import CRITICAL, WARNING, Finding, fail_each, note
 
@@ -31,6 +31,8 @@ def check_gpus_hold_up_under_load(node):
                              "run `nvidia-smi --query-gpu=timestamp,power.draw --format=csv -lms 100` on the node: "
                              "it says why"))
     found += _load_findings(run, {f.about for f in found if f.severity == CRITICAL})
+    lost = {f.about for f in found if f.severity == CRITICAL}
+    found += [f for f in during.findings(run.during) if f.about not in lost]  # a lost GPU's Xid 79 is said
     fail_each(found)
 
 

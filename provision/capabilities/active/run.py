@@ -35,6 +35,7 @@ class ActiveRun:
     load_rc: int | None = None
     load: dict = field(default_factory=dict)  # the load's JSON line
     load_stderr: str = ""
+    during: list = field(default_factory=list)  # kernel events logged during the load (during.py)
 
 
 def python_for(settings_python: str | None, torchrun: str | None) -> str:

@@ -12,9 +12,9 @@ from .models import MODELS
 from .state import healthy, open_state, require_config
 
 FAULTS = ("off-bus", "gone", "init-failed", "pcie-degraded", "ecc", "power-brake", "thermal", "pcie-errors", "nvlink-down",
-          "nvlink-errors", "clear")
+          "nvlink-errors", "bad-riser", "clear")
 FAULT_USAGE = ("usage: gpusim fault GPU off-bus|gone|init-failed|pcie-degraded|ecc|power-brake|thermal|pcie-errors|nvlink-down|"
-               "nvlink-errors|clear [--width N] [--gen N] [--remap-failure] [--link L]")
+               "nvlink-errors|bad-riser|clear [--width N] [--gen N] [--remap-failure] [--link L]")
 FAULT_OPTIONS = {"pcie-degraded": {"--width": True, "--gen": True}, "ecc": {"--remap-failure": False},
                  "nvlink-down": {"--link": True}, "nvlink-errors": {"--link": True}}
 # What one nvlink-errors fault adds to a link's Replay, Recovery and CRC Errors (inferred, gpu_models.md): each
@@ -41,7 +41,7 @@ def parse_fault_options(kind: str, args: list) -> dict:
         if name not in allowed or (allowed[name] and not rest):
             raise SimError(f"unknown fault {' '.join([kind, *args])!r}: off-bus, gone, init-failed, pcie-degraded "
                            "[--width N] [--gen N], ecc [--remap-failure], power-brake, thermal, pcie-errors, "
-                           "nvlink-down [--link L], nvlink-errors [--link L], clear")
+                           "nvlink-down [--link L], nvlink-errors [--link L], bad-riser, clear")
         options[name] = rest.pop(0) if allowed[name] else True
     return options
 
@@ -78,6 +78,8 @@ def cmd_fault(args: list) -> int:
             aer_corrected_error(state, record)
         elif kind == "nvlink-down":
             record["nvlink_down"] = sorted({*record["nvlink_down"], nvlink_of(record, extra.get("--link"))})
+        elif kind == "bad-riser":  # nothing at rest: load.py logs its errors while a load runs
+            record["bad_riser"] = True
         elif kind == "nvlink-errors":
             link = str(nvlink_of(record, extra.get("--link")))
             counts = record["nvlink_errors"].get(link, [0, 0, 0])

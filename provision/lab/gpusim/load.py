@@ -1,8 +1,10 @@
-"""gpusim load --seconds N: the lab's stand-in for provision's load program, and the power supply that browns
-out under it (the model: load_model.py). The power supply: config "psu_watts" (custom.lab.psu_watts), the budget of
-the node's GPUs, checked at each transient while the load runs: when the GPUs' instant draws add up past it
-three transients in a row, the GPU drawing most falls off the bus (Xid 79), as on the V100 box, and the load goes on with the others. Prints the
-load program's JSON line (a lost GPU's thread failed with a CUDA error), exit 1 when a GPU was lost."""
+"""gpusim load --seconds N: the lab's stand-in for provision's load program (the model: load_model.py), and
+what goes wrong under it:
+- the power supply: config "psu_watts" (custom.lab.psu_watts), the budget of the node's GPUs, checked at each
+  transient while the load runs: when the GPUs' instant draws add up past it three transients in a row, the
+  GPU drawing most falls off the bus (Xid 79), as on the V100 box, and the load goes on with the others;
+- a bad riser (fault bad-riser): its GPU's link logs a corrected AER error a second under load, none at rest.
+Prints the load program's JSON line (a lost GPU's thread failed with a CUDA error), exit 1 when a GPU was lost."""
 
 from __future__ import annotations
 
@@ -12,12 +14,13 @@ import time
 from typing import Optional
 
 from .errors import SimError
-from .faults import fall_off_bus
+from .faults import aer_corrected_error, fall_off_bus
 from .load_model import PEAK_TFLOPS, SLOT_S, SPIKE_EVERY, cap_of, reading, running
 from .models import MODELS
 from .state import open_state, require_config
 
 TRIP_AFTER = 3  # transients over the budget in a row before the supply drops a GPU (about a second)
+RISER_EVERY_S = 1.0  # a bad riser's corrected error under load, one a second
 
 def on_bus(state: dict) -> list:
     return [r for r in state["gpus"] if not r.get("gone") and not r.get("off_bus")]
@@ -65,6 +68,11 @@ def cmd_load(args: list) -> int:
             now = time.time()
             brownout(state, config, now)
             load = running(state, now)
+            if load is not None and now - load.get("riser_at", load["started"]) >= RISER_EVERY_S:
+                load["riser_at"] = now
+                for record in on_bus(state):
+                    if record.get("bad_riser"):
+                        aer_corrected_error(state, record)
             if load is not None:
                 for record in on_bus(state):
                     if record["uuid"] in clocks:

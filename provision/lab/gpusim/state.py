@@ -153,6 +153,7 @@ def healthy() -> dict:
         "reasons_since": {},  # hex bit -> since when (time.time()): the fault, or the last driver load
         "nvlink_down": [],  # NVLink links that no longer train (a bad bridge or board): <inactive>
         "nvlink_errors": {},  # link ("2") -> [replay, recovery, CRC] errors since the driver loaded
+        "bad_riser": False,  # its link logs corrected AER errors under load only (read with .get: newer key)
     }
 
 

@@ -1,0 +1,47 @@
+"""What the kernel logged during an active run: the Xid, fallen-off-bus and PCIe AER events of the node's kernel
+log read after the load that were not in the one read before it (health/kernlog.py parses both). A riser that
+goes bad only under heavy traffic shows here, and only here: at rest its link is clean."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from provision.capabilities.health import kernlog
+from provision.capabilities.health.facts import KernelLogFacts
+from provision.core.checks import CRITICAL, WARNING, Finding
+
+KINDS = ("xid", "fallen-off-bus", "aer-corrected", "aer-uncorrected")
+# The passive checks judge the same lines since boot: where one failed, this finding is listed under it.
+LEADS = ("no_pcie_errors_on_the_gpu_links_since_boot", "no_xid_errors_since_boot")
+
+
+def events(log: KernelLogFacts | None) -> list[kernlog.KernelEvent]:
+    if log is None or log.source is None:
+        return []
+    return [e for e in kernlog.parse(kernlog.last_boot("\n".join(log.lines))) if e.kind in KINDS]
+
+
+def new_events(before: KernelLogFacts | None, after: KernelLogFacts | None) -> list[kernlog.KernelEvent]:
+    """The events of `after` whose lines `before` did not hold (each line carries its own time stamp)."""
+    seen = {e.line for e in events(before)}
+    return [e for e in events(after) if e.line not in seen]
+
+
+def findings(new: list[kernlog.KernelEvent]) -> list[Finding]:
+    """One finding per device that logged during the load, its events counted by what they say."""
+    by_device: dict[str, Counter] = {}
+    for event in new:
+        what = f"Xid {event.xid}" if event.kind == "xid" else event.kind.replace("-", " ")
+        detail = f" ({event.detail.split(',')[0].strip()})" if event.kind.startswith("aer") and event.detail else ""
+        by_device.setdefault(event.bus_id or "", Counter())[what + detail] += 1
+    found = []
+    for device, counted in by_device.items():
+        grave = any(not what.startswith("aer corrected") for what in counted)
+        said = "; ".join(f"{what} x{n}" if n > 1 else what for what, n in counted.items())
+        found.append(Finding(
+            f"no kernel error on {device or 'the node'} during the load",
+            f"{device or 'the node'} during the load: {said}",
+            "errors that come only under load are a riser, cable or slot going bad: reseat the card and its riser, "
+            "try another slot, then verify --active again; an Xid: its own finding names what to do",
+            because=LEADS, about=(device,) if device else (), severity=CRITICAL if grave else WARNING))
+    return found
