@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from provision.capabilities.active import during, run
+from provision.capabilities.active import during, history, run
 from provision.capabilities.active.judge import target_of
 from provision.capabilities.active.settings import ActiveSettings
 from provision.core.run import Engine, HostState
@@ -23,9 +23,19 @@ def load_each(engine: Engine, states: list[HostState], seconds: float, forks: in
         runs = dict(zip([s.host.name for s in ready], pool.map(lambda s: one(s, seconds), ready)))
         list(pool.map(lambda s: engine.read_into(s, lock=False), ready))
     for state in ready:
-        if state.facts is not None and not runs[state.host.name].refused:
-            runs[state.host.name].during = during.new_events(before[state.host.name], state.facts.kernel_log)
+        found = runs[state.host.name]
+        if state.facts is not None and not found.refused:
+            found.during = during.new_events(before[state.host.name], state.facts.kernel_log)
+        found.last_good = history.last_good(state.host.name)
     return runs
+
+
+def remember_good(runs: dict[str, run.ActiveRun], passed: set[str]) -> None:
+    """Each host that passed with its load run to the end: this run is its last good one (history.py)."""
+    for host, found in runs.items():
+        rates = history.rates(found.load)
+        if host in passed and rates and not found.refused:
+            history.record(host, rates)
 
 
 def one(state: HostState, seconds: float) -> run.ActiveRun:

@@ -9,7 +9,7 @@ from provision.commands.run import Target, engine_for
 from provision.core.connection import SSHOptions
 from provision.core.plan import Task
 from provision.core.run import RunOptions
-from provision.verify import UNREACHABLE, Node, Verdict, run_checks
+from provision.verify import PASS, UNREACHABLE, Node, Verdict, run_checks
 from provision.verify.backend import testinfra_host
 
 
@@ -26,6 +26,7 @@ def verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptio
                       active=runs.get(s.host.name))
                  for s in states if s.facts is not None and s.conn is not None]
         checked = run_checks(nodes, junitxml)
+        active_run.remember_good(runs, {host for host, v in checked.items() if v.status == PASS})
         told = tell_slurm(slurm_actions(states, checked, drain, resume), states) if drain or resume else []
     finally:
         engine.close(states)

@@ -205,3 +205,23 @@ def test_a_rebooted_node_comes_back_to_idle_by_itself(slurm_lab):
              lambda: on(slurm_lab, NODES[1], "pgrep -x slurmd && pgrep -u munge -x munged", ok=False), timeout=60)
     wait_for("the rebooted node idle again", lambda: idle_nodes(slurm_lab), timeout=120)
     assert on(slurm_lab, HEAD, f"srun -N1 -w {NODES[1]} hostname").strip() == NODES[1]
+
+
+def test_verify_active_leaves_a_node_with_a_job_alone_and_loads_the_idle_one(slurm_lab):
+    busy, idle = NODES
+    job = on(slurm_lab, HEAD, f"sbatch --parsable -w {busy} -N1 --wrap 'sleep 300'").strip()
+    try:
+        wait_for("the job running on its node",
+                 lambda: on(slurm_lab, HEAD, f"squeue -h -j {job} -o %T", ok=False).strip() == "RUNNING")
+        code, result = verify(slurm_lab, "--active", "--duration", "5", "--limit", f"{busy},{idle}")
+        assert code == 0, result
+        hosts = {h["host"]: h for h in result["hosts"]}
+        check = "gpus_hold_up_under_load"
+        assert f"{check}: refused: Slurm has jobs on it (State=ALLOCATED)" in hosts[busy]["skipped"] or any(
+            s.startswith(f"{check}: refused: Slurm has jobs on it (State=") for s in hosts[busy]["skipped"])
+        assert any(n.startswith("not loaded: Slurm has jobs on it") for n in hosts[busy]["notes"])
+        assert not any(s.startswith(f"{check}: refused") for s in hosts[idle]["skipped"])  # loaded (or n/a: no torch)
+        assert on(slurm_lab, HEAD, f"squeue -h -j {job} -o %T", ok=False).strip() == "RUNNING"  # untouched
+    finally:
+        on(slurm_lab, HEAD, f"scancel {job}", ok=False)
+    wait_for("both nodes idle again", lambda: idle_nodes(slurm_lab), timeout=60)

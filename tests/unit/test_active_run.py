@@ -130,3 +130,22 @@ def test_the_active_block_is_checked_like_every_block():
     for wrong in ({"interval_ms": 5}, {"python": "python3; rm -rf /"}, {"load_command": "burn"}, {"lod": 1}):
         with pytest.raises(ValidationError):
             ActiveSettings.model_validate(wrong)
+
+
+def test_a_gpu_slower_than_its_last_good_run_is_found_and_a_passing_run_becomes_the_last_good(tmp_path,
+                                                                                               monkeypatch):
+    from provision.capabilities.active import history
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert history.last_good("v100-1") == {}
+    gpus = [{"uuid": "GPU-0", "tflops": 78.0, "error": ""}, {"uuid": "GPU-1", "tflops": 0.0, "error": "lost"}]
+    active.remember_good({"v100-1": run.ActiveRun(5, load={"gpus": gpus})}, passed={"v100-1"})
+    active.remember_good({"v100-2": run.ActiveRun(5, load={"gpus": gpus})}, passed=set())  # failed: not kept
+    assert history.last_good("v100-1") == {"GPU-0": 78.0} and history.last_good("v100-2") == {}
+    assert [p.name for p in (tmp_path / "provision" / "active").iterdir()] == ["v100-1.json"]  # no temp file left
+    slower = [{"uuid": "GPU-0", "tflops": 60.0, "error": ""}]
+    failed = checked(run.ActiveRun(5, [Target("GPU-0", "GPU0", "00000000:01:00.0")], load_rc=0,
+                                   load={"gpus": slower}, last_good=history.last_good("v100-1")))
+    [_no_samples, finding] = failed.findings  # (no samples given here: the sampler's own finding first)
+    assert finding.expected == "GPU0 (0000:01:00.0) near its last good run's 78 TFLOP/s"
+    assert finding.found == "60 TFLOP/s (77% of it)" and finding.about == ("0000:01:00",)

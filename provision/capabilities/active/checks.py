@@ -11,6 +11,7 @@ from provision.capabilities.active.run import NOT_APPLICABLE
 from provision.core.checks import CRITICAL, WARNING, Finding, fail_each, note
 
 SLOW_GPU = 0.8  # a GPU below 80% of the node's median throughput
+SLOWER_THAN_BEFORE = 0.85  # a GPU below 85% of its own last good run
 
 
 def check_gpus_hold_up_under_load(node):
@@ -53,6 +54,15 @@ def _load_findings(run, judged: set) -> list[Finding]:
             found.append(Finding(f"the load to run on {judge.name(target) if target else gpu.get('uuid')}",
                                  f"it stopped: {gpu['error']}", "read the kernel log's Xid lines for this GPU "
                                  "(verify's no_xid_errors_since_boot)", about=about, severity=CRITICAL))
+    for gpu in gpus:
+        target = by_uuid.get(gpu.get("uuid", ""))
+        before, rate = run.last_good.get(gpu.get("uuid", "")), gpu.get("tflops")
+        if before and isinstance(rate, (int, float)) and not gpu.get("error") and rate < before * SLOWER_THAN_BEFORE:
+            found.append(Finding(
+                f"{judge.name(target) if target else gpu.get('uuid')} near its last good run's {before:g} TFLOP/s",
+                f"{rate:g} TFLOP/s ({rate / before:.0%} of it)",
+                "what changed since: its clocks, power or PCIe findings above; a driver or firmware update; its "
+                "cooling", about=judge.about(target) if target else (), severity=WARNING))
     rates = [g["tflops"] for g in gpus if not g.get("error") and isinstance(g.get("tflops"), (int, float))]
     if len(rates) >= 2:
         median = judge.percentile(rates, 50)

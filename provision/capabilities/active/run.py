@@ -36,6 +36,7 @@ class ActiveRun:
     load: dict = field(default_factory=dict)  # the load's JSON line
     load_stderr: str = ""
     during: list = field(default_factory=list)  # kernel events logged during the load (during.py)
+    last_good: dict[str, float] = field(default_factory=dict)  # UUID -> TFLOP/s of the last good run (history.py)
 
 
 def python_for(settings_python: str | None, torchrun: str | None) -> str:
