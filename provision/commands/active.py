@@ -1,12 +1,16 @@
 """verify --active: on every host read, in parallel, one active run (capabilities/active/run.py: refused where
-GPU processes or Slurm jobs are on it), then the host read again, so the passive checks judge the node as the
-load left it. A host lost during the run is reported unreachable by that read; the others go on."""
+GPU processes or Slurm jobs are on it), then iperf3 on the ports NCCL will use between the loaded nodes of each
+training group (fabric.py), then the host read again, so the passive checks judge the node as the load left
+it. A host lost during the run is reported unreachable by that read; the others go on."""
 
 from __future__ import annotations
 
+import shlex
 from concurrent.futures import ThreadPoolExecutor
 
-from provision.capabilities.active import during, history, run
+from provision.capabilities.active import during, fabric, history, run
+from provision.capabilities.nccl.interfaces import select
+from provision.core.cluster import launcher_group
 from provision.capabilities.active.judge import target_of
 from provision.capabilities.active.settings import ActiveSettings
 from provision.core.run import Engine, HostState
@@ -21,6 +25,7 @@ def load_each(engine: Engine, states: list[HostState], seconds: float, forks: in
     before = {s.host.name: s.facts.kernel_log for s in ready if s.facts is not None}
     with ThreadPoolExecutor(max_workers=max(1, min(forks, len(ready) or 1))) as pool:
         runs = dict(zip([s.host.name for s in ready], pool.map(lambda s: one(s, seconds), ready)))
+        measure_fabric(ready, runs, seconds)
         list(pool.map(lambda s: engine.read_into(s, lock=False), ready))
     for state in ready:
         found = runs[state.host.name]
@@ -59,3 +64,89 @@ def one(state: HostState, seconds: float) -> run.ActiveRun:
     if found.error and result.stderr.strip():
         found.error += f" ({result.stderr.strip().splitlines()[-1]})"
     return found
+
+
+FABRIC_SECONDS = 10  # each port test, at most (--duration when shorter)
+MARK = "@@provision-iperf "
+
+
+def measure_fabric(states: list[HostState], runs: dict[str, run.ActiveRun], seconds: float) -> None:
+    """iperf3 on every port NCCL will use, in a ring over each training group's loaded nodes (fabric.py); the
+    findings and notes go to each node's run."""
+    loaded = [s for s in states if s.facts is not None and s.conn is not None and s.host.name in runs
+              and not runs[s.host.name].refused and not runs[s.host.name].error and s.host.settings.nccl]
+    groups: dict[str, list[str]] = {}
+    for state in loaded:
+        groups.setdefault(launcher_group(state.host), []).append(state.host.name)
+    by_name = {s.host.name: s for s in loaded}
+    used = {s.host.name: select(s.host.settings.nccl.socket_ifname if s.host.settings.nccl else None,
+                                s.facts.interfaces).used
+            for s in loaded if s.facts is not None and s.facts.interfaces is not None}
+    expected = {s.host.name: (s.host.settings.active or ActiveSettings()).expected_port_mbps for s in loaded}
+    planned = fabric.plan(groups, used, expected)
+    for host, notes in planned.notes.items():
+        runs[host].fabric_notes += notes
+    if not planned.tests:
+        return
+    secs = min(FABRIC_SECONDS, seconds)
+    servers: dict[str, list[fabric.PortTest]] = {}
+    clients: dict[str, list[fabric.PortTest]] = {}
+    for test in planned.tests:
+        servers.setdefault(test.server, []).append(test)
+        clients.setdefault(test.client, []).append(test)
+    missing = {}
+    with ThreadPoolExecutor(max_workers=max(1, len(by_name))) as pool:
+        started = dict(zip(servers, pool.map(lambda h: _serve(by_name[h], servers[h], secs), servers)))
+        missing = {h: why for h, why in started.items() if why}
+        ran = dict(zip(clients, pool.map(
+            lambda h: _measure(by_name[h], [t for t in clients[h] if t.server not in missing], secs), clients)))
+    results = [r for host_results in ran.values() for r in host_results]
+    results += [fabric.PortResult(t, error=f"{t.server}: {missing[t.server]}") for t in planned.tests
+                if t.server in missing]
+    for host, findings in fabric.judge(results).items():
+        runs[host].fabric += findings
+
+
+def _serve(state: HostState, tests: list[fabric.PortTest], seconds: float) -> str:
+    """One iperf3 server per test on this host, daemonized, each for one client; "" or why they could not start."""
+    lines = ["command -v iperf3 >/dev/null || { echo 'iperf3 is not installed (apt install iperf3)'; exit 3; }"]
+    lines += [shlex.join(["iperf3", "-s", "-1", "-D", "-B", t.server_address, "-p", str(t.port),
+                          "--idle-timeout", str(int(seconds) + 60)]) + " || exit 1" for t in tests]
+    assert state.conn is not None
+    try:
+        done = state.conn.run(["sh", "-c", "\n".join(lines)], timeout=60)
+    except Exception as exc:
+        return f"could not start iperf3: {exc}"
+    return "" if done.rc == 0 else (done.stdout.strip() or done.stderr.strip() or f"iperf3 -s exited {done.rc}")
+
+
+def _measure(state: HostState, tests: list[fabric.PortTest], seconds: float) -> list[fabric.PortResult]:
+    """This host's client tests, at once (each on its own port), after a moment for the servers to listen."""
+    if not tests:
+        return []
+    lines = ["command -v iperf3 >/dev/null || { echo 'iperf3 is not installed (apt install iperf3)'; exit 3; }",
+             "d=$(mktemp -d) || exit 1", "trap 'rm -rf \"$d\"' EXIT", "sleep 1"]
+    lines += [shlex.join(["iperf3", "-c", t.server_address, "-B", t.client_address, "-p", str(t.port),
+                          "-t", f"{seconds:g}", "-J"]) + f' >"$d/{t.port}" 2>&1 &' for t in tests]
+    lines.append("wait")
+    lines += [f"echo '{MARK}{t.port}'; cat \"$d/{t.port}\"" for t in tests]
+    assert state.conn is not None
+    try:
+        done = state.conn.run(["sh", "-c", "\n".join(lines)], timeout=seconds + 90)
+    except Exception as exc:
+        return [fabric.PortResult(t, error=f"the test was cut off: {exc}") for t in tests]
+    if done.rc == 3:
+        return [fabric.PortResult(t, error=f"{t.client}: {done.stdout.strip()}") for t in tests]
+    outputs: dict[str, list[str]] = {}
+    current = None
+    for line in done.stdout.splitlines():
+        if line.startswith(MARK):
+            current = line[len(MARK):].strip()
+            outputs[current] = []
+        elif current is not None:
+            outputs[current].append(line)
+    results = []
+    for t in tests:
+        mbps, error = fabric.iperf3_mbps("\n".join(outputs.get(str(t.port), [])))
+        results.append(fabric.PortResult(t, mbps, error))
+    return results

@@ -70,6 +70,7 @@ def clear(node: Node, faults: list[str]) -> str:
         if fault.startswith("nic-slow ") and node.init_pid() is not None:
             nic = fault.split()[1]
             node.exec(["umount", f"/sys/class/net/{nic}/speed"], check=False)
+            netns.shape(node.net, node.spec.name, node.spec.index, node.spec.nics.index(nic), nic, netns.VETH_MBPS)
     for gpu in range(node.spec.gpu_count):
         node.gpusim("fault", str(gpu), "clear")
     for k in range(len(node.spec.nics)):
@@ -98,6 +99,8 @@ def after_boot(node: Node, faults: list[str]) -> None:
 
 def slow_link(node: Node, nic: str) -> None:
     """The node's kernel reports its fabric NIC at 1000 Mb/s: a file bound over the interface's speed in the
-    node's own /sys (its mount namespace; a veth itself always says 10000)."""
+    node's own /sys (its mount namespace; a veth itself always says 10000); and the link carries what such a
+    port would (shaped: netns.py)."""
     speed = f"/run/lab-{nic}-speed"
     node.exec(["sh", "-c", f"echo {SLOW_NIC_MBPS} > {speed} && mount --bind {speed} /sys/class/net/{nic}/speed"])
+    netns.shape(node.net, node.spec.name, node.spec.index, node.spec.nics.index(nic), nic, SLOW_NIC_MBPS)

@@ -8,6 +8,11 @@ others get the first free one. Addresses are private and lab-only:
   fabric NIC k 10.(214+k).<slot>.0/24 bridge plab<slot>-f<k>, node i at .(10+i) (no host address: rails)
 
 Nodes get no default route: nothing they send leaves these bridges.
+
+Fabric links are shaped (tc tbf, both ways: the host end's egress into the node, the node end's out of it) to
+1/LINK_SCALE of the speed the NIC reports, so a measured rate sees what the speed file says and stays within
+what one machine's CPUs can move for every node at once: a "10GbE" port (speed 10000) carries 100 Mbit/s, one
+on the "1GbE" switch (nic-slow) 10 Mbit/s.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from provision.lab.system import LabError, run
 MAX_SLOTS = 32
 MAX_NODES = 244  # .11 .. .254
 MAX_NICS = 4  # 10.214 .. 10.217
+LINK_SCALE = 100  # a fabric link carries 1/100 of its reported speed (above)
+VETH_MBPS = 10000  # what a veth's speed file says
 PREFIX = "plab"
 
 
@@ -92,6 +99,17 @@ def add_node(net: LabNet, name: str, index: int, nics: list[str]) -> None:
     for k, nic in enumerate(nics):
         inside += [f"addr add {net.fabric_address(k, index)}/24 dev {nic}", f"link set {nic} up"]
     batch(inside, netns=ns)
+    for k, nic in enumerate(nics):
+        shape(net, name, index, k, nic, VETH_MBPS)
+
+
+def shape(net: LabNet, name: str, index: int, k: int, nic: str, mbps: int) -> None:
+    """Fabric NIC k (`nic` inside the node) at 1/LINK_SCALE of `mbps`, both ways."""
+    rate_mbit = max(1, mbps // LINK_SCALE)
+    burst = max(16000, rate_mbit * 1_000_000 // 8 // 100)  # bytes: 10 ms at the rate, at least ten frames
+    tbf = ["root", "tbf", "rate", f"{rate_mbit}mbit", "burst", str(burst), "latency", "50ms"]
+    run(["tc", "qdisc", "replace", "dev", net.host_veth(index, k), *tbf])
+    run(["ip", "netns", "exec", net.netns(name), "tc", "qdisc", "replace", "dev", nic, *tbf])
 
 
 def set_cable(net: LabNet, index: int, nic: int, plugged: bool) -> None:

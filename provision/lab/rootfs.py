@@ -23,7 +23,8 @@ from provision.lab.system import LabError, remove_tree, run
 
 SUITE = "bookworm"
 PACKAGES = ("openssh-server", "sudo", "iproute2", "kmod", "python3", "systemd", "ca-certificates",
-            "ipmitool", "openipmi")  # the BMC: ipmitool, and OpenIPMI's BMC simulator ipmi_sim (bmc.py)
+            "ipmitool", "openipmi",  # the BMC: ipmitool, and OpenIPMI's BMC simulator ipmi_sim (bmc.py)
+            "iperf3")  # verify --active measures each NCCL port between nodes with it
 IMAGE_REVISION = 2  # bump when customize() changes: a new cache key, a fresh image
 # The lab's own apt repository (aptrepo.py), as every node sees it: a read-only bind mount (Node.create).
 APT_SOURCES = f"deb [trusted=yes] file:{APT_REPO_IN_NODE} ./\n"
@@ -33,7 +34,8 @@ APT_SOURCES = f"deb [trusted=yes] file:{APT_REPO_IN_NODE} ./\n"
 # node boot (see nodeinit.py).
 STOCK_UNITS = ("getty@tty1.service", "ssh.service", "e2scrub_reap.service", "systemd-pstore.service",
                "apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer", "fstrim.timer",
-               "ipmievd.service")  # ipmitool's event daemon: it needs /dev/ipmi0, which no node has
+               "ipmievd.service",  # ipmitool's event daemon: it needs /dev/ipmi0, which no node has
+               "iperf3.service")  # a standing iperf3 server: verify --active starts its own, for one test each
 
 SSHD_CONFIG = """\
 # provision lab: key-only root logins, no PAM (no logind/systemd in a lab node).

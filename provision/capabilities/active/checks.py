@@ -24,7 +24,10 @@ def check_gpus_hold_up_under_load(node):
     if run.error:
         fail_each([Finding("an active run on the node", run.error,
                            "run `provision facts` on the node: it says what nvidia-smi answers")])
+    for words in run.fabric_notes:
+        note(node, words)
     if run.load_rc == NOT_APPLICABLE:
+        fail_each(run.fabric)  # the ports were measured all the same
         pytest.skip(f"not applicable: {run.load.get('error') or 'the load found nothing to load'}")
     found = judge.judge(run.targets, run.samples, run.seconds)
     if not run.samples:
@@ -34,7 +37,7 @@ def check_gpus_hold_up_under_load(node):
     found += _load_findings(run, {f.about for f in found if f.severity == CRITICAL})
     lost = {f.about for f in found if f.severity == CRITICAL}
     found += [f for f in during.findings(run.during) if f.about not in lost]  # a lost GPU's Xid 79 is said
-    fail_each(found)
+    fail_each(found + run.fabric)
 
 
 def _load_findings(run, judged: set) -> list[Finding]:

@@ -15,5 +15,8 @@ class ActiveSettings(Block):
     load_command: list[str] | None = setting(
         None, 'an argument list, e.g. ["/usr/local/sbin/site-burn"]',
         "runs instead of provision's load program, given --seconds N; it prints the same JSON line")
+    expected_port_mbps: float | None = setting(
+        None, "a number of Mb/s > 0", "what iperf3 should reach on each NCCL port (default: 90% of its link speed)",
+        gt=0)
     interval_ms: int = setting(100, "an integer, 20..1000 (ms)", "the sampler's interval: 100 is 10 Hz", ge=20,
                                le=1000)
