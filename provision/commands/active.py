@@ -26,9 +26,12 @@ def load_each(engine: Engine, states: list[HostState], seconds: float, forks: in
     with ThreadPoolExecutor(max_workers=max(1, min(forks, len(ready) or 1))) as pool:
         runs = dict(zip([s.host.name for s in ready], pool.map(lambda s: one(s, seconds), ready)))
         measure_fabric(ready, runs, seconds)
-        list(pool.map(lambda s: engine.read_into(s, lock=False), ready))
-    for state in ready:
+        reread = list(pool.map(lambda s: engine.read_into(s, lock=False), ready))
+    for state, answered in zip(ready, reread):
         found = runs[state.host.name]
+        if not answered:  # lost during the run: reported unreachable, with why, not judged on what it was
+            state.facts = None
+            continue
         if state.facts is not None and not found.refused:
             found.during = during.new_events(before[state.host.name], state.facts.kernel_log)
         found.last_good = history.last_good(state.host.name)

@@ -149,3 +149,20 @@ def test_a_gpu_slower_than_its_last_good_run_is_found_and_a_passing_run_becomes_
     [_no_samples, finding] = failed.findings  # (no samples given here: the sampler's own finding first)
     assert finding.expected == "GPU0 (0000:01:00.0) near its last good run's 78 TFLOP/s"
     assert finding.found == "60 TFLOP/s (77% of it)" and finding.about == ("0000:01:00",)
+
+
+def test_a_host_lost_during_the_run_is_left_unread_so_verify_reports_it_unreachable(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    answering, lost = state(gpus=1), state(gpus=1)
+    lost.host = SimpleNamespace(name="v100-2", settings=HostSettings())
+    seen = []
+
+    class Engine:
+        def read_into(self, st, lock):
+            seen.append((st.host.name, lock))
+            return st is answering
+
+    runs = active.load_each(Engine(), [answering, lost], 5, forks=2)
+    assert sorted(seen) == [("v100-1", False), ("v100-2", False)]  # read again without the lock
+    assert answering.facts is not None and lost.facts is None
+    assert set(runs) == {"v100-1", "v100-2"} and runs["v100-1"].error  # the fake node printed nothing
