@@ -22,7 +22,7 @@ SLACK_S = 180  # the run's timeout beyond the load's seconds: connecting, sampli
 def load_each(engine: Engine, states: list[HostState], seconds: float, forks: int) -> dict[str, run.ActiveRun]:
     """Host name -> its active run; every state re-read afterwards (state.facts as the load left the node)."""
     ready = [s for s in states if s.facts is not None and s.conn is not None]
-    before = {s.host.name: s.facts.kernel_log for s in ready if s.facts is not None}
+    before = {s.host.name: s.facts for s in ready if s.facts is not None}
     with ThreadPoolExecutor(max_workers=max(1, min(forks, len(ready) or 1))) as pool:
         runs = dict(zip([s.host.name for s in ready], pool.map(lambda s: one(s, seconds), ready)))
         measure_fabric(ready, runs, seconds)
@@ -33,7 +33,8 @@ def load_each(engine: Engine, states: list[HostState], seconds: float, forks: in
             state.facts = None
             continue
         if state.facts is not None and not found.refused:
-            found.during = during.new_events(before[state.host.name], state.facts.kernel_log)
+            found.during = during.new_events(before[state.host.name].kernel_log, state.facts.kernel_log)
+            found.grown = during.grown(before[state.host.name], state.facts)
         found.last_good = history.last_good(state.host.name)
     return runs
 

@@ -15,10 +15,8 @@ RISER = ["[   80.{:06d}] pcieport 0000:00:02.0: AER: Corrected error received: 0
          "[   80.{:06d}] nvidia 0000:11:00.0: AER:    [ 0] RxErr                 "]
 XID = "[   81.500000] NVRM: Xid (PCI:0000:31:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 
-
 def log(lines: list[str]) -> KernelLogFacts:
     return KernelLogFacts(source="dmesg", lines=lines)
-
 
 def test_only_the_lines_the_load_added_count_one_finding_per_device():
     riser = [line.format(n) for n in (1, 2) for line in RISER]
@@ -30,3 +28,24 @@ def test_only_the_lines_the_load_added_count_one_finding_per_device():
     assert found[0].because == during.LEADS
     assert during.new_events(log(BEFORE + riser), log(BEFORE + riser)) == []
     assert during.new_events(None, KernelLogFacts(source=None, message="no dmesg")) == []
+
+def test_gpu_error_counters_that_grew_during_the_load_are_one_finding_per_gpu():
+
+    from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
+    from provision.capabilities.gpu.nvlink import NvlinkFacts, NvlinkGpu
+    from provision.capabilities.host import HostFacts
+
+    def facts(ecc: int, replay: int) -> HostFacts:
+        gpus = [GpuFacts(index=i, uuid=f"GPU-{i}", name="Tesla V100-SXM2-16GB", bus_id=f"00000000:{i + 1:02X}:00.0",
+                         ecc_uncorrected=ecc if i == 0 else 0) for i in range(2)]
+        links = [NvlinkGpu(i, "Tesla V100-SXM2-16GB", f"GPU-{i}",
+                           errors={0: {"Replay Errors": replay if i == 1 else 0, "CRC Errors": 0, "Data Tx": 12}})
+                 for i in range(2)]
+        return HostFacts(nvidia=NvidiaFacts(state="ok", gpus=gpus), nvlink=NvlinkFacts(gpus=links))
+
+    assert during.grown(facts(1, 3), facts(1, 3)) == []  # counted before the load: not the load's
+    ecc, nvlink = during.grown(facts(0, 3), facts(2, 8))
+    assert (ecc.about, ecc.found, ecc.severity) == (("0000:01:00",), "0000:01:00 during the load: uncorrectable "
+                                                    "ECC errors +2", CRITICAL)
+    assert (nvlink.found, nvlink.severity) == ("0000:02:00 during the load: NVLink 0 Replay Errors +5", WARNING)
+    assert nvlink.because == during.COUNTER_LEADS

@@ -36,7 +36,7 @@ def check_gpus_hold_up_under_load(node):
                              "it says why"))
     found += _load_findings(run, {f.about for f in found if f.severity == CRITICAL})
     lost = {f.about for f in found if f.severity == CRITICAL}
-    found += [f for f in during.findings(run.during) if f.about not in lost]  # a lost GPU's Xid 79 is said
+    found += [f for f in during.findings(run.during) + run.grown if f.about not in lost]  # a lost GPU's Xid 79
     fail_each(found + run.fabric)
 
 

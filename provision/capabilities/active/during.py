@@ -1,6 +1,9 @@
-"""What the kernel logged during an active run: the Xid, fallen-off-bus and PCIe AER events of the node's kernel
-log read after the load that were not in the one read before it (health/kernlog.py parses both). A riser that
-goes bad only under heavy traffic shows here, and only here: at rest its link is clean."""
+"""What went wrong during an active run, from the node read before the load and after it:
+- the kernel log: the Xid, fallen-off-bus and PCIe AER events of the log read after that the one before did not
+  hold (health/kernlog.py parses both). A riser that goes bad only under heavy traffic shows here, and only
+  here: at rest its link is clean;
+- the GPUs' counters: uncorrectable ECC errors (since the driver loaded) and NVLink error counters that grew.
+The passive checks judge the same lines and counters since boot: where one failed, these are listed under it."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from collections import Counter
 
 from provision.capabilities.health import kernlog
 from provision.capabilities.health.facts import KernelLogFacts
+from provision.core import pci
 from provision.core.checks import CRITICAL, WARNING, Finding
 
 KINDS = ("xid", "fallen-off-bus", "aer-corrected", "aer-uncorrected")
@@ -25,6 +29,36 @@ def new_events(before: KernelLogFacts | None, after: KernelLogFacts | None) -> l
     """The events of `after` whose lines `before` did not hold (each line carries its own time stamp)."""
     seen = {e.line for e in events(before)}
     return [e for e in events(after) if e.line not in seen]
+
+
+COUNTER_LEADS = ("gpu_memory_has_no_uncorrectable_errors", "nvlink_has_no_errors")
+
+
+def counters(facts) -> dict[tuple[str, str], int]:
+    """(GPU UUID, what) -> count: uncorrectable ECC errors, and each NVLink link's error counters."""
+    found = {(g.uuid, "uncorrectable ECC errors"): g.ecc_uncorrected for g in facts.nvidia.gpus
+             if g.ecc_uncorrected is not None}
+    for gpu in facts.nvlink.gpus if facts.nvlink else []:
+        for link, counted in gpu.errors.items():
+            found |= {(gpu.uuid or "", f"NVLink {link} {name}"): n for name, n in counted.items()
+                      if n is not None and name.lower().endswith("errors")}
+    return found
+
+
+def grown(before, after) -> list[Finding]:
+    """One finding per GPU whose counters grew between the two reads."""
+    was, now = counters(before), counters(after)
+    slots = {g.uuid: pci.slot(g.bus_id) or g.bus_id for g in after.nvidia.gpus}
+    by_gpu: dict[str, list[str]] = {}
+    for (uuid, what), n in now.items():
+        if n > was.get((uuid, what), 0):
+            by_gpu.setdefault(uuid, []).append(f"{what} +{n - was.get((uuid, what), 0)}")
+    return [Finding(f"no GPU error counted on {slots.get(uuid, uuid)} during the load",
+                    f"{slots.get(uuid, uuid)} during the load: {', '.join(said)}",
+                    "the checks these counters fail say what to do (memory: drain and reset the GPU; NVLink: the "
+                    "bridge or baseboard)", because=COUNTER_LEADS, about=(slots.get(uuid, uuid),),
+                    severity=CRITICAL if any("ECC" in s for s in said) else WARNING)
+            for uuid, said in by_gpu.items()]
 
 
 def findings(new: list[kernlog.KernelEvent]) -> list[Finding]:

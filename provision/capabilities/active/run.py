@@ -36,6 +36,7 @@ class ActiveRun:
     load: dict = field(default_factory=dict)  # the load's JSON line
     load_stderr: str = ""
     during: list = field(default_factory=list)  # kernel events logged during the load (during.py)
+    grown: list = field(default_factory=list)  # findings: GPU error counters that grew during it (during.py)
     last_good: dict[str, float] = field(default_factory=dict)  # UUID -> TFLOP/s of the last good run (history.py)
     fabric: list = field(default_factory=list)  # findings of the port tests filed under this node (fabric.py)
     fabric_notes: list[str] = field(default_factory=list)  # ports not tested, and why
