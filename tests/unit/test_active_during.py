@@ -15,8 +15,10 @@ RISER = ["[   80.{:06d}] pcieport 0000:00:02.0: AER: Corrected error received: 0
          "[   80.{:06d}] nvidia 0000:11:00.0: AER:    [ 0] RxErr                 "]
 XID = "[   81.500000] NVRM: Xid (PCI:0000:31:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 
+
 def log(lines: list[str]) -> KernelLogFacts:
     return KernelLogFacts(source="dmesg", lines=lines)
+
 
 def test_only_the_lines_the_load_added_count_one_finding_per_device():
     riser = [line.format(n) for n in (1, 2) for line in RISER]
@@ -28,6 +30,7 @@ def test_only_the_lines_the_load_added_count_one_finding_per_device():
     assert found[0].because == during.LEADS
     assert during.new_events(log(BEFORE + riser), log(BEFORE + riser)) == []
     assert during.new_events(None, KernelLogFacts(source=None, message="no dmesg")) == []
+
 
 def test_gpu_error_counters_that_grew_during_the_load_are_one_finding_per_gpu():
 
