@@ -1,14 +1,17 @@
 """verify --active: on every host read, in parallel, one active run (capabilities/active/run.py: refused where
 GPU processes or Slurm jobs are on it), then iperf3 on the ports NCCL will use between the loaded nodes of each
-training group (fabric.py), then the host read again, so the passive checks judge the node as the load left
-it. A host lost during the run is reported unreachable by that read; the others go on."""
+training group (fabric.py), then the group's all-reduce through its own torchrun wrapper (collective.py), then
+the host read again, so the passive checks judge the node as the load left it. A host lost during the run is
+reported unreachable by that read; the others go on."""
 
 from __future__ import annotations
 
 import shlex
+import time
 from concurrent.futures import ThreadPoolExecutor
 
-from provision.capabilities.active import during, fabric, history, run
+from provision.capabilities.active import collective, during, fabric, history, run
+from provision.capabilities.launcher.tasks import allreduce_path, wrapper_path
 from provision.capabilities.nccl.interfaces import select
 from provision.core.cluster import launcher_group
 from provision.capabilities.active.judge import target_of
@@ -26,6 +29,7 @@ def load_each(engine: Engine, states: list[HostState], seconds: float, forks: in
     with ThreadPoolExecutor(max_workers=max(1, min(forks, len(ready) or 1))) as pool:
         runs = dict(zip([s.host.name for s in ready], pool.map(lambda s: one(s, seconds), ready)))
         measure_fabric(ready, runs, seconds)
+        all_reduce(ready, runs)
         reread = list(pool.map(lambda s: engine.read_into(s, lock=False), ready))
     for state, answered in zip(ready, reread):
         found = runs[state.host.name]
@@ -154,3 +158,61 @@ def _measure(state: HostState, tests: list[fabric.PortTest], seconds: float) -> 
         mbps, error = fabric.iperf3_mbps("\n".join(outputs.get(str(t.port), [])))
         results.append(fabric.PortResult(t, mbps, error))
     return results
+
+
+ALLREDUCE_ARGS = ["--mib", "4", "--iterations", "5", "--timeout", "120"]
+
+
+def loaded_groups(states: list[HostState], runs: dict[str, run.ActiveRun], launcher: bool = False
+                  ) -> dict[str, list[HostState]]:
+    """Training group -> its nodes that were loaded (and have an nccl block, and with launcher: a launcher)."""
+    groups: dict[str, list[HostState]] = {}
+    for state in states:
+        found = runs.get(state.host.name)
+        if (state.facts is None or state.conn is None or found is None or found.refused or found.error
+                or not state.host.settings.nccl or (launcher and not state.host.settings.launcher)):
+            continue
+        groups.setdefault(launcher_group(state.host), []).append(state)
+    return groups
+
+
+def used_ports(state: HostState) -> list:
+    nccl = state.host.settings.nccl
+    interfaces = state.facts.interfaces if state.facts is not None else None
+    return select(nccl.socket_ifname if nccl else None, interfaces).used if interfaces is not None else []
+
+
+def all_reduce(states: list[HostState], runs: dict[str, run.ActiveRun]) -> None:
+    """Each training group of two or more loaded nodes: provision-allreduce through the group's wrapper on every
+    one of them at once; a finding, filed under the group's first node, when it fails or falls short."""
+    for group, members in loaded_groups(states, runs, launcher=True).items():
+        if len(members) < 2:
+            continue
+        used = {s.host.name: used_ports(s) for s in members}
+        setting = {s.host.name: (s.host.settings.active or ActiveSettings()).expected_port_mbps for s in members}
+        gbs, rule = collective.expected(used, setting)
+        result = collective.Collective(group, [s.host.name for s in members], gbs, rule)
+        rendezvous = {"PROVISION_NNODES": str(len(members)), "PROVISION_RDZV_HOST": members[0].host.address,
+                      "PROVISION_RDZV_ID": f"provision-active-{group}-{time.time_ns()}"}
+        with ThreadPoolExecutor(max_workers=len(members)) as pool:
+            outputs = dict(zip(result.hosts, pool.map(lambda s: _run_allreduce(s, rendezvous, used[s.host.name]),
+                                                      members)))
+        wrapper = wrapper_path(members[0].host)
+        said = collective.finding(collective.read(outputs, result), wrapper)
+        if said:
+            runs[members[0].host.name].fabric.append(said)
+
+
+def _run_allreduce(state: HostState, rendezvous: dict[str, str], ports: list) -> str:
+    wrapper, program = wrapper_path(state.host), allreduce_path(state.host)
+    env = {**rendezvous, "GLOO_SOCKET_IFNAME": ",".join(p.name for p in ports)} if ports else dict(rendezvous)
+    script = (f"[ -x {shlex.quote(wrapper)} ] && [ -x {shlex.quote(program)} ] || "
+              f"{{ echo {shlex.quote(f'{wrapper} or {program} is not there: provision apply writes them')}; exit 3; }}"
+              f"\nexec env {shlex.join([f'{k}={v}' for k, v in env.items()])} "
+              f"{shlex.join([wrapper, program, *ALLREDUCE_ARGS])} 2>&1")
+    assert state.conn is not None
+    try:
+        done = state.conn.run(["sh", "-c", script], timeout=300)
+    except Exception as exc:
+        return f"the all-reduce was cut off: {exc}"
+    return done.stdout + done.stderr

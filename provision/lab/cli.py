@@ -148,8 +148,8 @@ def fault(node, kind, gpu, nic, link, port, lab_dir):
                        Replay, Recovery and CRC Errors counted on link
                        --link (nvidia-smi nvlink -e); a reboot zeroes them
       gpu-bad-riser    the GPU's riser goes bad under heavy traffic: its link
-                       logs corrected AER errors while a load runs (verify
-                       --active), none at rest; until clear
+                       logs corrected AER errors while a load runs (verify's
+                       active run), none at rest; until clear
       nic-down         a fabric cable is pulled (the node sees NO-CARRIER)
       nic-slow         a fabric port is cabled to the 1GbE switch: its speed
                        reads 1000 Mb/s, across reboots until clear

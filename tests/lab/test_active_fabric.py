@@ -29,7 +29,8 @@ INVENTORY = {"all": {"children": {"rtx3090": {
     "vars": {"gpu": {"persistence": True, "power_limit": 300},
              "nccl": {"socket_ifname": "ens803f", "socket_nthreads": 1, "expected_link_speed_mbps": 10000},
              "active": {"load_command": ["/usr/lib/provision-lab/gpusim", "load"], "expected_port_mbps": 90},
-             "custom": {"lab": {"torch": False, "gpus": [{"model": "rtx-3090", "count": 1}],
+             "launcher": {"nproc_per_node": "gpu"},
+             "custom": {"lab": {"torch": True, "gpus": [{"model": "rtx-3090", "count": 1}],
                                 "nics": ["ens803f0", "ens803f1"]}}}}}}}
 
 

@@ -64,3 +64,27 @@ def test_a_node_whose_port_is_short_both_ways_is_named_and_a_short_link_names_bo
     pair = fabric.judge(results(hosts[:2], {("rtx3090-1", "rtx3090-2", "ens803f1"): 9.4}))
     assert list(pair) == ["rtx3090-1"] and "the link between them" in pair["rtx3090-1"][0].fix
     assert fabric.judge(results(hosts, {})) == {}
+
+
+def test_the_groups_all_reduce_is_read_from_every_node_and_held_to_its_ports():
+    from provision.capabilities.active import collective
+
+    ports = {f"rtx3090-{n}": blade(n) for n in range(1, 5)}
+    gbs, rule = collective.expected(ports, {h: 90.0 for h in ports})
+    assert gbs == 180 * collective.ALLREDUCE_EFFICIENCY / 8000 and rule.endswith("the ports of rtx3090-1, which has "
+                                                                                 "the least")
+    assert collective.expected(ports, {})[0] == 18000 * collective.ALLREDUCE_EFFICIENCY / 8000
+    line = ("rank {r} of 4 on lab-rtx3090-{n} (local rank 0): gloo via GLOO_SOCKET_IFNAME=ens803f0,ens803f1: "
+            "all_reduce sum 10, 4 MiB in {ms} ms (bus bandwidth {bw} GB/s)")
+    outputs = {f"rtx3090-{n}": line.format(r=n - 1, n=n, ms=350.1, bw=bw) for n, bw in
+               ((1, "0.01797"), (2, "0.01801"), (3, "0.009012"), (4, "0.018"))}
+    outputs["rtx3090-1"] += "\nall_reduce ok: 4 processes on 4 node(s) (lab-rtx3090-1, ...), backend gloo"
+    result = collective.read(outputs, collective.Collective("rtx3090", list(ports), 0.01125, "the rule"))
+    assert (result.busbw_gbs, result.slowest, result.backend, result.error) == (0.009012, "rtx3090-3", "gloo", "")
+    finding = collective.finding(result, "/usr/local/bin/rtx3090-torchrun")
+    assert finding.found == "0.00901 GB/s (gloo; slowest rank on rtx3090-3)" and finding.about == ("rtx3090",)
+    result.busbw_gbs = 0.0179
+    assert collective.finding(result, "w") is None
+    broken = collective.read({"rtx3090-1": "torch.distributed.DistStoreError: timed out"},
+                             collective.Collective("rtx3090", ["rtx3090-1"], 0.01, "r"))
+    assert collective.finding(broken, "w").found == "it failed: torch.distributed.DistStoreError: timed out"
