@@ -1,6 +1,6 @@
 """verify --active on the four 3090 blades (issue 27, lab test b): a lab of its own, four nodes of one RTX 3090
 with two fabric ports each (ens803f0, ens803f1), their links shaped to 1/100 of their speed (lab/netns.py: a
-"10GbE" port carries 100 Mbit/s, so the inventory says active.expected_port_mbps: 90). iperf3 measures every port
+"10GbE" port carries 100 Mbit/s, so the inventory says active.expected_port_mbps: 80, TCP through the shaper reaching 87-94). iperf3 measures every port
 NCCL will use in a ring over the blades: all of them carry what they should; with one blade's port on the 1GbE
 switch (`lab fault ... nic-slow`: its speed file and its link), the ring names that blade and that port.
 
@@ -28,7 +28,7 @@ INVENTORY = {"all": {"children": {"rtx3090": {
     "hosts": {name: {} for name in BLADES},
     "vars": {"gpu": {"persistence": True, "power_limit": 300},
              "nccl": {"socket_ifname": "ens803f", "socket_nthreads": 1, "expected_link_speed_mbps": 10000},
-             "active": {"load_command": ["/usr/lib/provision-lab/gpusim", "load"], "expected_port_mbps": 90},
+             "active": {"load_command": ["/usr/lib/provision-lab/gpusim", "load"], "expected_port_mbps": 80},
              "launcher": {"nproc_per_node": "gpu"},
              "custom": {"lab": {"torch": True, "gpus": [{"model": "rtx-3090", "count": 1}],
                                 "nics": ["ens803f0", "ens803f1"]}}}}}}}
@@ -87,13 +87,16 @@ def test_every_port_carries_what_it_should_and_a_slow_one_is_named_by_blade_and_
         assert code == 1
         failed = {h for h, v in hosts.items() if v["failures"]}
         assert failed == {"lab-rtx3090-3"}, {h: hosts[h]["failures"] for h in failed}
-        [finding] = hosts["lab-rtx3090-3"]["findings"]
+        [finding] = hosts["lab-rtx3090-3"]["findings"]  # one cause, one finding: the port
         assert finding["check"] == "nccl_interfaces_are_up_at_speed"  # its speed file says 1000 Mb/s already
-        [measured] = [c for c in finding["consequences"] if c["check"] == "gpus_hold_up_under_load"]
-        assert measured["expected"].startswith("lab-rtx3090-3 ens803f1 carrying 90 Mb/s each way")
+        measured, paced = [c for c in finding["consequences"] if c["check"] == "gpus_hold_up_under_load"]
+        assert paced["expected"].startswith("all-reduce bus bandwidth across the rtx3090 group (4 nodes)")
+        print(f"with the slow port: {paced['found']}")
+        assert measured["expected"].startswith("lab-rtx3090-3 ens803f1 carrying 80 Mb/s each way")
         assert "lab-rtx3090-2 -> lab-rtx3090-3" in measured["found"] and "lab-rtx3090-3 -> lab-rtx3090-4" in \
             measured["found"]
         assert measured["about"] == ["ens803f1"]
     finally:
         lab("fault", "lab-rtx3090-3", "clear")
-    assert verify_active()[0] == 0
+    code, hosts = verify_active()
+    assert code == 0, {h: v["failures"] for h, v in hosts.items() if v["failures"]}

@@ -30,7 +30,7 @@ CHECK = "gpus_hold_up_under_load"
 FIXED = {"persistence": True, "power_limit": 200, "clocks": {"mem": 877, "sm": 1005}}
 INVENTORY = {"all": {"hosts": {"v100-1": {
     "gpu": FIXED,
-    "active": {"load_command": ["/usr/lib/provision-lab/gpusim", "load"]},
+    "active": {"load_command": ["/usr/lib/provision-lab/gpusim", "load"], "power_budget_watts": 900},
     "custom": {"lab": {"torch": False, "gpus": [{"model": "v100-sxm2-16gb", "count": 4}], "psu_watts": 900}}}}}}
 
 
@@ -109,6 +109,7 @@ def test_the_basement_fix_holds_under_load_and_without_the_clocks_a_gpu_falls_of
     assert len(lost) == 1, verdict["findings"]
     [finding] = lost
     assert "lost under load" in finding["found"] and "peak" in finding["found"] and "200 W cap" in finding["found"]
+    assert "past the 900 W active.power_budget_watts gives them" in finding["found"]
     assert "pin the clocks" in finding["next_step"]
     under = {c["check"] for c in finding["consequences"]}
     assert "no_gpu_is_lost" in under, finding  # the passive checks' view of the same GPU, under this finding

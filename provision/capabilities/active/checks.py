@@ -29,7 +29,10 @@ def check_gpus_hold_up_under_load(node):
     if run.load_rc == NOT_APPLICABLE:
         fail_each(run.fabric)  # the ports were measured all the same
         pytest.skip(f"not applicable: {run.load.get('error') or 'the load found nothing to load'}")
-    found = judge.judge(run.targets, run.samples, run.seconds)
+    judged = judge.judge(run.targets, run.samples, run.seconds, run.power_budget)
+    for words in judged.notes:
+        note(node, words)
+    found = judged.findings
     if not run.samples:
         found.append(Finding("the GPUs sampled through the load", "nvidia-smi -lms recorded nothing",
                              "run `nvidia-smi --query-gpu=timestamp,power.draw --format=csv -lms 100` on the node: "

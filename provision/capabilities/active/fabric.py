@@ -10,8 +10,8 @@ is one test, and the finding names both ends.
 What a port should carry: `active.expected_port_mbps` where the inventory says (a port known to carry less: a
 shared uplink; the lab, whose links are shaped to 1/100 of their speed), else its link speed (the slower end's,
 /sys/class/net/NAME/speed) x PORT_EFFICIENCY: one TCP stream of iperf3 reaches 9.4 Gb/s of a clean 10GbE port at
-1500 MTU (the Ethernet, IP and TCP headers of each frame), so less than 90% of the speed is a port that does
-not carry what it says.
+1500 MTU (the Ethernet, IP and TCP headers of each frame); 85% leaves room for a busy CPU, so less is a port
+that does not carry what it says.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from provision.core.checks import WARNING, Finding
 
-PORT_EFFICIENCY = 0.90
+PORT_EFFICIENCY = 0.85
 # A port whose speed file already says it is slow fails the passive check; what was measured follows from it.
 LEADS = ("nccl_interfaces_are_up_at_speed",)
 SHORT = 1.0  # a test below its expectation (the efficiency is the margin)

@@ -4,9 +4,11 @@
 reach, are not judged as loaded. Each rule is what a user's failure looked like:
 - lost: a GPU that stops answering mid-run ("[GPU is lost]", or no row after some instant): the V100 box's
   brownout, GPUs off the bus under DDP.
-- power: transients above the cap. The cap is enforced as an average, so boost peaks pass it; pinned clocks
-  (application or locked) are what cut them. Judged on power.draw.instant where the driver has it (the draw
-  it averages hides them); p99 against the cap, the peak said beside it.
+- power: transients above the cap. The cap is enforced as an average, so boost peaks pass it on every
+  unpinned GPU; pinned clocks (application or locked) cut them. A note (p99 and peak against the cap, on
+  power.draw.instant where the driver has it: the averaged draw hides them); a finding where the GPUs' draws at
+  one instant add up past what the inventory says the supplies give them (active.power_budget_watts), or in
+  the finding of a GPU the supply dropped.
 - power brake: the PSU asked the GPU to draw less (clock event reason 0x80): the supply is at its limit.
 - clocks: below the clocks the node has set (application, or locked on GeForce) under load, with no power or
   thermal reason active: a GPU that does not hold what it was told.
@@ -17,7 +19,7 @@ reach, are not judged as loaded. Each rule is what a user's failure looked like:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from provision.capabilities.active.sampler import Sample
 from provision.capabilities.gpu.clock_events import THERMAL
@@ -67,14 +69,21 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[int(rank) - 1]
 
 
-def judge(targets: list[Target], samples: dict[str, list[Sample]], duration: float) -> list[Finding]:
-    """Findings for every GPU of `targets` from its samples (sampler.by_gpu), in the targets' order. No sample at
-    all is no judgement (the run says why: the check's own finding)."""
+@dataclass
+class Judged:
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # said, not failed: transients past a cap, where no harm came
+
+
+def judge(targets: list[Target], samples: dict[str, list[Sample]], duration: float,
+          budget: float | None = None) -> Judged:
+    """Findings for every GPU of `targets` from its samples (sampler.by_gpu), in the targets' order; budget:
+    active.power_budget_watts, what the node's supplies give its GPUs. No sample at all is no judgement (the run
+    says why: the check's own finding)."""
+    judged = Judged()
     if not samples:
-        return []
+        return judged
     end = max((s.t for rows in samples.values() for s in rows), default=0.0)
-    found: list[Finding] = []
-    over_cap: list[Finding] = []
     gone: list[Finding] = []
     for target in targets:
         rows = samples.get(target.uuid, [])
@@ -85,20 +94,39 @@ def judge(targets: list[Target], samples: dict[str, list[Sample]], duration: flo
         loaded = [s for s in rows if s.util is not None and s.util >= LOADED_UTIL]
         if not loaded:
             continue  # the run says a GPU the load never reached, with the load's own report
-        over_cap += [f for f in (_power(target, loaded),) if f]
-        found += [f for f in (_brake(target, loaded), _thermal(target, loaded), _clocks(target, loaded),
-                              _pcie(target, loaded)) if f]
-    return gone + _one_for_all(over_cap) + found  # the GPUs lost first: the gravest
+        judged.notes += [n for n in (_transients(target, loaded),) if n]
+        judged.findings += [f for f in (_brake(target, loaded), _thermal(target, loaded), _clocks(target, loaded),
+                                        _pcie(target, loaded)) if f]
+    over = _over_budget(samples, budget)
+    if over and gone:  # the supply dropped them: said in their own findings
+        gone = [replace(f, found=f"{f.found}; the GPUs' instant draws added up to {over[0]:.0f} W at +{over[1]:.1f} s, "
+                                 f"past the {budget:g} W active.power_budget_watts gives them") for f in gone]
+    elif over:
+        judged.findings.insert(0, Finding(
+            f"the GPUs' instant draws within the {budget:g} W the supplies give them (active.power_budget_watts)",
+            f"{over[0]:.0f} W at +{over[1]:.1f} s",
+            "a brownout waiting to happen (a GPU falls off the bus when the supply sags): pin the clocks "
+            "(gpu.clocks, or locked clocks on GeForce) as well as the power limit: the cap is enforced as an "
+            "average, boost transients pass it", severity=WARNING))
+    judged.findings = gone + judged.findings  # the GPUs lost first: the gravest
+    return judged
 
 
-def _one_for_all(over_cap: list[Finding]) -> list[Finding]:
-    """Transients past the cap on several GPUs are one cause (the clocks are not pinned): one finding."""
-    if len(over_cap) < 2:
-        return over_cap
-    first = over_cap[0]
-    return [Finding(f"every GPU drawing at most its cap under load ({len(over_cap)} did not)",
-                    "; ".join(f.found for f in over_cap), first.fix,
-                    about=tuple(a for f in over_cap for a in f.about), severity=first.severity)]
+def _over_budget(samples: dict[str, list[Sample]], budget: float | None) -> tuple[float, float] | None:
+    """(the highest sum of the GPUs' instant draws at one instant, when) where it passed the budget."""
+    if not budget:
+        return None
+    instants: dict[int, dict[str, float]] = {}
+    for uuid, rows in samples.items():
+        for row in rows:
+            if row.peak_power is not None:  # one sampler round prints every GPU within milliseconds
+                draws = instants.setdefault(round(row.t * 20), {})
+                draws[uuid] = max(draws.get(uuid, 0.0), row.peak_power)
+    if not instants:
+        return None
+    when = max(instants, key=lambda k: sum(instants[k].values()))
+    total = sum(instants[when].values())
+    return (total, when / 20) if total > budget else None
 
 
 def about(target: Target) -> tuple[str, ...]:
@@ -146,7 +174,9 @@ def _brake(target: Target, loaded: list[Sample]) -> Finding | None:
         about=about(target), severity=CRITICAL)
 
 
-def _power(target: Target, loaded: list[Sample]) -> Finding | None:
+def _transients(target: Target, loaded: list[Sample]) -> str | None:
+    """A note where the GPU's instant draw passed its cap: the cap is an average, and boost transients pass it
+    on every unpinned GPU; harm comes where a supply cannot carry them (active.power_budget_watts says)."""
     peaks = _peaks(loaded)
     if not peaks or not target.cap:
         return None
@@ -154,13 +184,9 @@ def _power(target: Target, loaded: list[Sample]) -> Finding | None:
     if p99 <= target.cap * OVER_CAP:
         return None
     instant = all(s.power_instant is not None for s in loaded)
-    return Finding(
-        f"{name(target)} drawing at most its {target.cap:.0f} W cap under load",
-        f"{name(target)}: p99 {p99:.0f} W, peak {peak:.0f} W over {len(peaks)} samples"
-        + ("" if instant else " (power.draw: this driver has no instant reading)"),
-        "the cap is enforced as an average: boost transients pass it; pin the clocks (gpu.clocks: application "
-        "clocks, or locked clocks on GeForce) to cut the peaks, as the V100 box needed",
-        about=about(target), severity=WARNING)
+    return (f"{name(target)}: power p99 {p99:.0f} W, peak {peak:.0f} W under load against its {target.cap:.0f} W "
+            "cap (transients the averaged cap lets through; pinned clocks cut them)"
+            + ("" if instant else "; power.draw: this driver has no instant reading"))
 
 
 def _thermal(target: Target, loaded: list[Sample]) -> Finding | None:

@@ -29,6 +29,7 @@ class ActiveRun:
 
     seconds: float
     targets: list[Target] = field(default_factory=list)  # the GPUs as set before the run
+    power_budget: float | None = None  # active.power_budget_watts
     refused: str = ""  # why the node was not loaded: its GPUs or Slurm were busy
     error: str = ""  # the run could not be made (no nvidia-smi answer, the connection, a timeout)
     samples: dict[str, list[Sample]] = field(default_factory=dict)
