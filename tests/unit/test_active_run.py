@@ -115,9 +115,9 @@ def test_the_check_skips_what_was_not_loaded_and_fails_a_slow_or_failed_gpu():
     failed = checked(run.ActiveRun(5, targets, load_rc=1, load={"gpus": gpus}))
     assert [(f.found, f.about) for f in failed.findings] == [
         ("nvidia-smi -lms recorded nothing", ()),
-        ("it stopped: RuntimeError: CUDA error: an illegal memory access", ("0000:03:00",)),
-        ("52 TFLOP/s", ("0000:02:00",))]
-    assert failed.findings[2].expected == "GPU1 (0000:02:00.0) near the node's median 79 TFLOP/s"
+        ("52 TFLOP/s", ("0000:02:00",)),
+        ("it stopped: RuntimeError: CUDA error: an illegal memory access", ("0000:03:00",))]
+    assert failed.findings[1].expected == "GPU1 (0000:02:00.0) near the node's median 79 TFLOP/s"
     silent = checked(run.ActiveRun(5, targets, load_rc=2, load_stderr="Traceback ...\nImportError: no module x"))
     assert silent.findings[1].found == "the load exited 2: ImportError: no module x"
 

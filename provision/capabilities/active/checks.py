@@ -45,40 +45,35 @@ def check_gpus_hold_up_under_load(node):
 
 def _load_findings(run, judged: set) -> list[Finding]:
     """What the load itself says: a GPU whose thread failed (unless the judge already has it lost), a GPU well
-    below the node's median, a load that printed no report."""
-    by_uuid = {t.uuid: t for t in run.targets}
+    below the node's median or its own last good run (the median first: one GPU unlike its peers), a load that
+    printed no report."""
     gpus = run.load.get("gpus")
     if not isinstance(gpus, list):
         said = (run.load.get("error") or run.load_stderr.strip().splitlines()[-1:] or ["no output"])
         return [Finding("the load to run and report", f"the load exited {run.load_rc}: {' '.join(said)}",
                         "run it by hand on the node to see why (active.python, active.load_command)")]
+    by_uuid = {t.uuid: t for t in run.targets}
+    rates = {g.get("uuid", ""): g["tflops"] for g in gpus
+             if not g.get("error") and isinstance(g.get("tflops"), (int, float))}
+    median = judge.percentile(list(rates.values()), 50) if len(rates) >= 2 else None
     found = []
     for gpu in gpus:
-        target = by_uuid.get(gpu.get("uuid", ""))
-        about = judge.about(target) if target else ()
+        uuid = gpu.get("uuid", "")
+        target = by_uuid.get(uuid)
+        who, about = (judge.name(target), judge.about(target)) if target else (str(uuid), ())
+        rate, before = rates.get(uuid), run.last_good.get(uuid)
         if gpu.get("error") and about not in judged:
-            found.append(Finding(f"the load to run on {judge.name(target) if target else gpu.get('uuid')}",
-                                 f"it stopped: {gpu['error']}", "read the kernel log's Xid lines for this GPU "
-                                 "(verify's no_xid_errors_since_boot)", about=about, severity=CRITICAL))
-    for gpu in gpus:
-        target = by_uuid.get(gpu.get("uuid", ""))
-        before, rate = run.last_good.get(gpu.get("uuid", "")), gpu.get("tflops")
-        if before and isinstance(rate, (int, float)) and not gpu.get("error") and rate < before * SLOWER_THAN_BEFORE:
-            found.append(Finding(
-                f"{judge.name(target) if target else gpu.get('uuid')} near its last good run's {before:g} TFLOP/s",
-                f"{rate:g} TFLOP/s ({rate / before:.0%} of it)",
-                "what changed since: its clocks, power or PCIe findings above; a driver or firmware update; its "
-                "cooling", about=judge.about(target) if target else (), severity=WARNING))
-    rates = [g["tflops"] for g in gpus if not g.get("error") and isinstance(g.get("tflops"), (int, float))]
-    if len(rates) >= 2:
-        median = judge.percentile(rates, 50)
-        for gpu in gpus:
-            target = by_uuid.get(gpu.get("uuid", ""))
-            rate = gpu.get("tflops")
-            if isinstance(rate, (int, float)) and not gpu.get("error") and rate < median * SLOW_GPU:
-                found.append(Finding(
-                    f"{judge.name(target) if target else gpu.get('uuid')} near the node's median {median:g} TFLOP/s",
-                    f"{rate:g} TFLOP/s", "a GPU held back: its clocks, power or PCIe findings above say why; "
-                    "none: compare it with `nvidia-smi -q -d PERFORMANCE` during a load",
-                    about=judge.about(target) if target else (), severity=WARNING))
+            found.append(Finding(f"the load to run on {who}", f"it stopped: {gpu['error']}",
+                                 "read the kernel log's Xid lines for this GPU (verify's no_xid_errors_since_boot)",
+                                 about=about, severity=CRITICAL))
+        elif rate is not None and median is not None and rate < median * SLOW_GPU:
+            found.append(Finding(f"{who} near the node's median {median:g} TFLOP/s", f"{rate:g} TFLOP/s",
+                                 "a GPU held back: its clocks, power or PCIe findings above say why; none: compare "
+                                 "it with `nvidia-smi -q -d PERFORMANCE` during a load", about=about,
+                                 severity=WARNING))
+        elif rate is not None and before and rate < before * SLOWER_THAN_BEFORE:
+            found.append(Finding(f"{who} near its last good run's {before:g} TFLOP/s",
+                                 f"{rate:g} TFLOP/s ({rate / before:.0%} of it)",
+                                 "what changed since: its clocks, power or PCIe findings above; a driver or firmware "
+                                 "update; its cooling", about=about, severity=WARNING))
     return found
