@@ -29,8 +29,8 @@ def load_each(engine: Engine, states: list[HostState], seconds: float, forks: in
     before = {s.host.name: s.facts for s in ready if s.facts is not None}
     with ThreadPoolExecutor(max_workers=max(1, min(forks, len(ready) or 1))) as pool:
         runs = dict(zip([s.host.name for s in ready], pool.map(lambda s: one(s, seconds), ready)))
-        measure_fabric(ready, runs, seconds)
-        all_reduce(ready, runs)
+        carried = fabric.measured(measure_fabric(ready, runs, seconds))
+        all_reduce(ready, runs, carried)
         reread = list(pool.map(lambda s: engine.read_into(s, lock=False), ready))
     for state, answered in zip(ready, reread):
         found = runs[state.host.name]
@@ -80,9 +80,10 @@ FABRIC_SECONDS = 10  # each port test, at most (--duration when shorter)
 MARK = "@@provision-iperf "
 
 
-def measure_fabric(states: list[HostState], runs: dict[str, run.ActiveRun], seconds: float) -> None:
+def measure_fabric(states: list[HostState], runs: dict[str, run.ActiveRun], seconds: float
+                   ) -> list[fabric.PortResult]:
     """iperf3 on every port NCCL will use, in a ring over each training group's loaded nodes (fabric.py); the
-    findings and notes go to each node's run."""
+    findings and notes go to each node's run; the results come back."""
     loaded = [s for s in states if s.facts is not None and s.conn is not None and s.host.name in runs
               and not runs[s.host.name].refused and not runs[s.host.name].error and s.host.settings.nccl]
     groups: dict[str, list[str]] = {}
@@ -97,7 +98,7 @@ def measure_fabric(states: list[HostState], runs: dict[str, run.ActiveRun], seco
     for host, notes in planned.notes.items():
         runs[host].fabric_notes += notes
     if not planned.tests:
-        return
+        return []
     secs = min(FABRIC_SECONDS, seconds)
     servers: dict[str, list[fabric.PortTest]] = {}
     clients: dict[str, list[fabric.PortTest]] = {}
@@ -115,6 +116,7 @@ def measure_fabric(states: list[HostState], runs: dict[str, run.ActiveRun], seco
                 if t.server in missing]
     for host, findings in fabric.judge(results).items():
         runs[host].fabric += findings
+    return results
 
 
 def _serve(state: HostState, tests: list[fabric.PortTest], seconds: float) -> str:
@@ -184,7 +186,8 @@ def used_ports(state: HostState) -> list:
     return select(nccl.socket_ifname if nccl else None, interfaces).used if interfaces is not None else []
 
 
-def all_reduce(states: list[HostState], runs: dict[str, run.ActiveRun]) -> None:
+def all_reduce(states: list[HostState], runs: dict[str, run.ActiveRun], carried: dict[str, dict[str, float]]
+               ) -> None:
     """Each training group of two or more loaded nodes: provision-allreduce through the group's wrapper on every
     one of them at once; a finding, filed under the group's first node, when it fails or falls short."""
     for group, members in loaded_groups(states, runs, launcher=True).items():
@@ -192,7 +195,7 @@ def all_reduce(states: list[HostState], runs: dict[str, run.ActiveRun]) -> None:
             continue
         used = {s.host.name: used_ports(s) for s in members}
         setting = {s.host.name: (s.host.settings.active or ActiveSettings()).expected_port_mbps for s in members}
-        gbs, rule = collective.expected(used, setting)
+        gbs, rule = collective.expected(used, setting, carried)
         result = collective.Collective(group, [s.host.name for s in members], gbs, rule)
         rendezvous = {"PROVISION_NNODES": str(len(members)), "PROVISION_RDZV_HOST": members[0].host.address,
                       "PROVISION_RDZV_ID": f"provision-active-{group}-{time.time_ns()}"}

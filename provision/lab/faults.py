@@ -70,7 +70,7 @@ def clear(node: Node, faults: list[str]) -> str:
         if fault.startswith("nic-slow ") and node.init_pid() is not None:
             nic = fault.split()[1]
             node.exec(["umount", f"/sys/class/net/{nic}/speed"], check=False)
-            netns.shape(node.net, node.spec.name, node.spec.index, node.spec.nics.index(nic), nic, netns.VETH_MBPS)
+            node.shape_link(nic, netns.VETH_MBPS)
     for gpu in range(node.spec.gpu_count):
         node.gpusim("fault", str(gpu), "clear")
     for k in range(len(node.spec.nics)):
@@ -103,4 +103,4 @@ def slow_link(node: Node, nic: str) -> None:
     port would (shaped: netns.py)."""
     speed = f"/run/lab-{nic}-speed"
     node.exec(["sh", "-c", f"echo {SLOW_NIC_MBPS} > {speed} && mount --bind {speed} /sys/class/net/{nic}/speed"])
-    netns.shape(node.net, node.spec.name, node.spec.index, node.spec.nics.index(nic), nic, SLOW_NIC_MBPS)
+    node.shape_link(nic, SLOW_NIC_MBPS)

@@ -239,6 +239,10 @@ class Node:
                 pass
         return found
 
+    def shape_link(self, nic: str, mbps: int) -> None:
+        """Its fabric NIC `nic` carrying what a port of `mbps` would, scaled as every lab link is (netns.shape)."""
+        netns.shape(self.net, self.spec.name, self.spec.index, self.spec.nics.index(nic), nic, mbps)
+
     def exec(self, argv: list[str], check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
         """Run argv inside the running node: its namespaces, its root, its environment."""
         pid = self.init_pid()

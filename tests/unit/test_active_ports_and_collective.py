@@ -1,5 +1,6 @@
-"""The fabric part of verify --active (capabilities/active/fabric.py): the ring of port tests over a training
-group, what each port is held to, iperf3's JSON, and which node or link a slow result names."""
+"""The fabric part of verify --active (capabilities/active/fabric.py, collective.py): the ring of port tests over
+a training group, what each port is held to (the inventory's figure, else its best peer of the same speed),
+iperf3's JSON, which node or link a slow result names, and the group's all-reduce held to what the ports carry."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ def test_a_ring_is_one_test_per_node_and_port():
     first = planned.tests[0]
     assert (first.client, first.server, first.ifname, first.client_address, first.server_address, first.port) == \
         ("rtx3090-1", "rtx3090-2", "ens803f0", "10.214.0.11", "10.214.0.12", 5201)
-    assert (first.expected_mbps, first.rule) == (8500.0, "85% of its 10000 Mb/s link")
+    assert (first.expected_mbps, first.speed_mbps) == (None, 10000)  # held to its peers (judge)
     slow_end = fabric.plan({"g": hosts[:2]}, {hosts[0]: blade(1), hosts[1]: blade(2, (10000, 1000))}, {})
-    assert slow_end.tests[1].expected_mbps == 850.0  # the slower end's speed
+    assert slow_end.tests[1].speed_mbps == 1000  # the slower end's speed: its peers are the 1000 Mb/s ports
     said = fabric.plan({"g": hosts[:2]}, {hosts[0]: blade(1), hosts[1]: blade(2)}, {hosts[0]: 90.0})
     assert (said.tests[0].expected_mbps, said.tests[0].rule) == (90.0, "active.expected_port_mbps")
     lonely = fabric.plan({"g": hosts[:2]}, {hosts[0]: blade(1), hosts[1]: blade(2)[:1]}, {})
@@ -43,9 +44,22 @@ def test_iperf3_json_reads_the_received_rate_or_its_error():
     assert fabric.iperf3_mbps("iperf3: error - unable to bind") == (None, "iperf3: error - unable to bind")
 
 
-def results(hosts, slow: dict[tuple[str, str], float], expected=90.0) -> list:
-    planned = fabric.plan({"g": hosts}, {h: blade(n) for n, h in enumerate(hosts, 1)}, {h: expected for h in hosts})
+def results(hosts, slow: dict[tuple[str, str, str], float], expected: float | None = 90.0) -> list:
+    setting = {h: expected for h in hosts} if expected else {}
+    planned = fabric.plan({"g": hosts}, {h: blade(n) for n, h in enumerate(hosts, 1)}, setting)
     return [fabric.PortResult(t, slow.get((t.client, t.server, t.ifname), 94.0)) for t in planned.tests]
+
+
+def test_without_a_figure_a_port_is_held_to_its_best_peer_of_the_same_speed():
+    hosts = [f"rtx3090-{n}" for n in range(1, 5)]
+    slow = {("rtx3090-2", "rtx3090-3", "ens803f1"): 9.4, ("rtx3090-3", "rtx3090-4", "ens803f1"): 9.4}
+    found = fabric.judge(results(hosts, slow, expected=None))
+    [finding] = found["rtx3090-3"]
+    assert finding.expected == ("rtx3090-3 ens803f1 carrying 66 Mb/s each way (70% of the best 10000 Mb/s port "
+                                "measured in the group, 94 Mb/s)")
+    assert list(found) == ["rtx3090-3"] and fabric.judge(results(hosts, {}, expected=None)) == {}
+    carried = fabric.measured(results(hosts, slow, expected=None))
+    assert carried["rtx3090-3"] == {"ens803f0": 94.0, "ens803f1": 9.4} and carried["rtx3090-1"]["ens803f1"] == 94.0
 
 
 def test_a_node_whose_port_is_short_both_ways_is_named_and_a_short_link_names_both_ends():
@@ -70,10 +84,13 @@ def test_the_groups_all_reduce_is_read_from_every_node_and_held_to_its_ports():
     from provision.capabilities.active import collective
 
     ports = {f"rtx3090-{n}": blade(n) for n in range(1, 5)}
-    gbs, rule = collective.expected(ports, {h: 90.0 for h in ports})
-    assert gbs == 180 * collective.ALLREDUCE_EFFICIENCY / 8000 and rule.endswith("the ports of rtx3090-1, which has "
-                                                                                 "the least")
-    assert collective.expected(ports, {})[0] == 17000 * collective.ALLREDUCE_EFFICIENCY / 8000
+    carried = {h: {"ens803f0": 94.0, "ens803f1": 93.0} for h in ports} | {"rtx3090-3": {"ens803f0": 94.0,
+                                                                                       "ens803f1": 9.4}}
+    gbs, rule = collective.expected(ports, {}, carried)
+    assert gbs == 103.4 * collective.ALLREDUCE_EFFICIENCY / 8000
+    assert rule == "35% of the 103 Mb/s the ports of rtx3090-3 carry, the least"
+    assert collective.expected(ports, {h: 90.0 for h in ports}, {})[0] == 180 * collective.ALLREDUCE_EFFICIENCY / 8000
+    assert collective.expected(ports, {}, {})[0] is None  # nothing measured, nothing set: not judged
     line = ("rank {r} of 4 on lab-rtx3090-{n} (local rank 0): gloo via GLOO_SOCKET_IFNAME=ens803f0,ens803f1: "
             "all_reduce sum 10, 4 MiB in {ms} ms (bus bandwidth {bw} GB/s)")
     outputs = {f"rtx3090-{n}": line.format(r=n - 1, n=n, ms=350.1, bw=bw) for n, bw in

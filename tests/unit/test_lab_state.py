@@ -52,6 +52,9 @@ class FakeNode:
     def gpusim(self, *args):
         return self.exec(["gpusim", *args])
 
+    def shape_link(self, nic, mbps):
+        self.commands.append(["shape", nic, str(mbps)])
+
 
 def test_a_boot_ends_some_faults_and_sets_a_slow_port_up_again():
     node = FakeNode()
@@ -60,7 +63,8 @@ def test_a_boot_ends_some_faults_and_sets_a_slow_port_up_again():
     faults.after_boot(node, recorded)
     assert recorded == ["nic-slow ens803f1", "gpu-gone GPU 2", "nic-down ens803f0"]
     assert node.commands == [["sh", "-c", "echo 1000 > /run/lab-ens803f1-speed && "
-                              "mount --bind /run/lab-ens803f1-speed /sys/class/net/ens803f1/speed"]]
+                              "mount --bind /run/lab-ens803f1-speed /sys/class/net/ens803f1/speed"],
+                             ["shape", "ens803f1", "1000"]]  # and its link carries what such a port would
 
 
 def test_a_fault_out_of_range_or_unknown_is_refused_before_anything_is_done():

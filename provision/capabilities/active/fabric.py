@@ -7,21 +7,21 @@ per port, not N^2. A node's port is in two tests; when both fall short, the port
 names it; when one does, the link between the two nodes (a cable, a switch port) is named. With two nodes there
 is one test, and the finding names both ends.
 
-What a port should carry: `active.expected_port_mbps` where the inventory says (a port known to carry less: a
-shared uplink; the lab, whose links are shaped to 1/100 of their speed), else its link speed (the slower end's,
-/sys/class/net/NAME/speed) x PORT_EFFICIENCY: one TCP stream of iperf3 reaches 9.4 Gb/s of a clean 10GbE port at
-1500 MTU (the Ethernet, IP and TCP headers of each frame); 85% leaves room for a busy CPU, so less is a port
-that does not carry what it says.
+What a port should carry: `active.expected_port_mbps` where the inventory says it (the figure a site knows its
+ports reach); else PEER_SHARE of the best port of the same link speed measured in the group. The speed file
+alone is no promise of throughput (a lab's shaped links, a VM, a shared uplink; whether a port negotiated the
+speed the inventory expects is the passive check's, nccl_interfaces_are_up_at_speed), but ports of one speed
+on one switch carry alike: one far below its best peer is a cable, a switch port or a NIC.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from provision.core.checks import WARNING, Finding
 
-PORT_EFFICIENCY = 0.85
+PEER_SHARE = 0.7  # a port below 70% of the best of its speed in the group
 # A port whose speed file already says it is slow fails the passive check; what was measured follows from it.
 LEADS = ("nccl_interfaces_are_up_at_speed",)
 SHORT = 1.0  # a test below its expectation (the efficiency is the margin)
@@ -38,8 +38,9 @@ class PortTest:
     client_address: str
     server_address: str
     port: int
-    expected_mbps: float | None  # None: neither a setting nor a link speed to hold it to
+    expected_mbps: float | None  # active.expected_port_mbps; None: held to its peers (judge)
     rule: str  # how expected_mbps was had, in words
+    speed_mbps: int | None = None  # the slower end's link speed: its peers are the ports of the same speed
 
 
 @dataclass
@@ -82,16 +83,11 @@ def plan(groups: dict[str, list[str]], used: dict[str, list], expected_setting: 
                         f"{mine.name} not tested against {server}: it has no {mine.name} with an IPv4 address")
                     continue
                 setting = expected_setting.get(client) or expected_setting.get(server)
-                speeds = [s for s in (mine.speed_mbps, other.speed_mbps) if s]
-                if setting:
-                    expected, rule = float(setting), "active.expected_port_mbps"
-                elif speeds:
-                    expected = min(speeds) * PORT_EFFICIENCY
-                    rule = f"{PORT_EFFICIENCY:.0%} of its {min(speeds)} Mb/s link"
-                else:
-                    expected, rule = None, "no link speed to hold it to"
+                speeds = [sp for sp in (mine.speed_mbps, other.speed_mbps) if sp]
                 found.tests.append(PortTest(client, server, mine.name, str(ipv4(mine)), str(ipv4(other)),
-                                            FIRST_PORT + k, expected, rule))
+                                            FIRST_PORT + k, float(setting) if setting else None,
+                                            "active.expected_port_mbps" if setting else "",
+                                            min(speeds) if speeds else None))
     return found
 
 
@@ -112,8 +108,27 @@ def short(result: PortResult) -> bool:
     return result.mbps is not None and expected is not None and result.mbps < expected * SHORT
 
 
+def held_to_peers(results: list[PortResult]) -> list[PortResult]:
+    """The results, each test without a figure of its own held to PEER_SHARE of the best one measured among the
+    tests of its link speed."""
+    best: dict[int | None, float] = {}
+    for result in results:
+        if result.mbps is not None:
+            best[result.test.speed_mbps] = max(best.get(result.test.speed_mbps, 0.0), result.mbps)
+    held = []
+    for result in results:
+        test, top = result.test, best.get(result.test.speed_mbps)
+        if test.expected_mbps is None and top:
+            speed = f"{test.speed_mbps} Mb/s " if test.speed_mbps else ""
+            test = replace(test, expected_mbps=top * PEER_SHARE,
+                           rule=f"{PEER_SHARE:.0%} of the best {speed}port measured in the group, {top:.0f} Mb/s")
+        held.append(PortResult(test, result.mbps, result.error))
+    return held
+
+
 def judge(results: list[PortResult]) -> dict[str, list[Finding]]:
     """Host -> the fabric findings filed under it: a port of that node, or a link it is the sending end of."""
+    results = held_to_peers(results)
     found: dict[str, list[Finding]] = {}
     by_port: dict[tuple[str, str], list[PortResult]] = {}
     for result in results:
@@ -136,7 +151,7 @@ def judge(results: list[PortResult]) -> dict[str, list[Finding]]:
                 severity=WARNING))
         elif short(result):
             found.setdefault(test.client, []).append(Finding(
-                f"{test.client} {test.ifname} -> {test.server} {test.ifname} at {test.expected_mbps:g} Mb/s "
+                f"{test.client} {test.ifname} -> {test.server} {test.ifname} at {test.expected_mbps:.0f} Mb/s "
                 f"({test.rule})", f"{result.mbps:.0f} Mb/s",
                 f"the link between them: the cables of both {test.ifname} ports and their switch ports (a port "
                 "cabled to a slower switch?); `ethtool` on both", because=LEADS, about=(test.ifname,),
@@ -144,10 +159,22 @@ def judge(results: list[PortResult]) -> dict[str, list[Finding]]:
     return found
 
 
+def measured(results: list[PortResult]) -> dict[str, dict[str, float]]:
+    """Host -> port -> the slower of its two directions as measured (what the port carries, both ways)."""
+    rates: dict[str, dict[str, float]] = {}
+    for result in results:
+        if result.mbps is None:
+            continue
+        for host in (result.test.client, result.test.server):
+            ports = rates.setdefault(host, {})
+            ports[result.test.ifname] = min(ports.get(result.test.ifname, result.mbps), result.mbps)
+    return rates
+
+
 def _port_finding(host: str, ifname: str, tests: list[PortResult]) -> Finding:
     said = "; ".join(f"{r.test.client} -> {r.test.server} {r.mbps:.0f} Mb/s" for r in tests)
     expected = tests[0].test.expected_mbps or 0
-    return Finding(f"{host} {ifname} carrying {expected:g} Mb/s each way ({tests[0].test.rule})", said,
+    return Finding(f"{host} {ifname} carrying {expected:.0f} Mb/s each way ({tests[0].test.rule})", said,
                    f"{host}'s {ifname}: its cable and switch port (cabled to a slower switch, a damaged cable); "
                    f"`ethtool {ifname}` on {host}; every NCCL collective runs at this port's pace",
                    because=LEADS, about=(ifname,), severity=WARNING)

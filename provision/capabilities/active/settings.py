@@ -19,7 +19,7 @@ class ActiveSettings(Block):
         None, "a number of watts > 0", "what the node's power supplies give its GPUs: their instant draws added up "
         "past it under load are a finding (a brownout waiting to happen)", gt=0)
     expected_port_mbps: float | None = setting(
-        None, "a number of Mb/s > 0", "what iperf3 should reach on each NCCL port (default: 85% of its link speed)",
+        None, "a number of Mb/s > 0", "what iperf3 should reach on each NCCL port (default: 70% of the best port of its speed in the group)",
         gt=0)
     interval_ms: int = setting(100, "an integer, 20..1000 (ms)", "the sampler's interval: 100 is 10 Hz", ge=20,
                                le=1000)
