@@ -84,16 +84,11 @@ def measure_fabric(states: list[HostState], runs: dict[str, run.ActiveRun], seco
                    ) -> list[fabric.PortResult]:
     """iperf3 on every port NCCL will use, in a ring over each training group's loaded nodes (fabric.py); the
     findings and notes go to each node's run; the results come back."""
-    loaded = [s for s in states if s.facts is not None and s.conn is not None and s.host.name in runs
-              and not runs[s.host.name].refused and not runs[s.host.name].error and s.host.settings.nccl]
-    groups: dict[str, list[str]] = {}
-    for state in loaded:
-        groups.setdefault(launcher_group(state.host), []).append(state.host.name)
-    by_name = {s.host.name: s for s in loaded}
-    used = {s.host.name: select(s.host.settings.nccl.socket_ifname if s.host.settings.nccl else None,
-                                s.facts.interfaces).used
-            for s in loaded if s.facts is not None and s.facts.interfaces is not None}
-    expected = {s.host.name: (s.host.settings.active or ActiveSettings()).expected_port_mbps for s in loaded}
+    members = loaded_groups(states, runs)
+    groups = {group: [s.host.name for s in hosts] for group, hosts in members.items()}
+    by_name = {s.host.name: s for hosts in members.values() for s in hosts}
+    used = {name: used_ports(state) for name, state in by_name.items()}
+    expected = {name: (s.host.settings.active or ActiveSettings()).expected_port_mbps for name, s in by_name.items()}
     planned = fabric.plan(groups, used, expected)
     for host, notes in planned.notes.items():
         runs[host].fabric_notes += notes

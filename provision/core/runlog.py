@@ -15,9 +15,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 
+def state_home() -> Path:
+    """provision's state on this machine: $XDG_STATE_HOME/provision (default ~/.local/state/provision)."""
+    return Path(os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")) / "provision"
+
+
 def default_path() -> Path:
-    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return Path(state) / "provision" / "runs.jsonl"
+    return state_home() / "runs.jsonl"
 
 
 class RunLog:

@@ -4,25 +4,18 @@ with two fabric ports each (ens803f0, ens803f1), their links shaped to 1/100 of 
 NCCL will use in a ring over the blades: all of them carry what they should; with one blade's port on the 1GbE
 switch (`lab fault ... nic-slow`: its speed file and its link), the ring names that blade and that port.
 
-Its own lab (PROVISION_FABRIC_LAB_DIR, default /var/lib/provision-lab/fabric), made and taken down here.
+Its own lab (conftest's lab_alone: the e2e lab's directory with -fabric), made and taken down here.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
-from provision.lab.system import mounts_under
-
 pytestmark = pytest.mark.lab
 
-LAB_DIR = Path(os.environ.get("PROVISION_FABRIC_LAB_DIR", "/var/lib/provision-lab/fabric"))
 BLADES = [f"rtx3090-{n}" for n in range(1, 5)]
 INVENTORY = {"all": {"children": {"rtx3090": {
     "hosts": {name: {} for name in BLADES},
@@ -34,56 +27,30 @@ INVENTORY = {"all": {"children": {"rtx3090": {
                                 "nics": ["ens803f0", "ens803f1"]}}}}}}}
 
 
-def run(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=600,
-                          stdin=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "1000"})
-
-
-def lab(*args: str) -> str:
-    proc = run("-m", "provision.lab.cli", *args, "--dir", str(LAB_DIR))
-    assert proc.returncode == 0, f"lab {' '.join(args)}: {proc.stdout}{proc.stderr}"
-    return proc.stdout
-
-
 @pytest.fixture(scope="module")
-def blades(tmp_path_factory):
-    if not sys.platform.startswith("linux") or os.geteuid() != 0:
-        pytest.skip("the lab needs root on Linux (namespaces, bridges, mounts)")
-    from provision.lab.aptrepo import ensure_repo
-    from provision.lab.rootfs import ensure_image
-    from provision.lab.system import LabError
-
-    try:
-        ensure_repo(ensure_image(log=lambda message: None), log=lambda message: None)
-    except LabError as exc:
-        pytest.skip(f"the lab's image or apt repository cannot be built here (Debian mirror?): {exc}")
+def blades(lab_alone, tmp_path_factory):
     spec = tmp_path_factory.mktemp("fabric") / "blades.yaml"
     spec.write_text(yaml.safe_dump(INVENTORY))
-    lab("down")
-    try:
-        lab("up", "--like", str(spec))
-        applied = run("-m", "provision", "apply", str(LAB_DIR / "inventory.yaml"))
+    with lab_alone("fabric", lambda cluster: cluster.lab("up", "--like", str(spec))) as cluster:
+        applied = cluster.provision("apply", str(cluster.inventory))
         assert applied.returncode == 0, applied.stdout + applied.stderr
-        yield LAB_DIR
-    finally:
-        lab("down")
-    assert mounts_under(LAB_DIR) == []
+        yield cluster
 
 
-def verify_active() -> tuple[int, dict[str, dict]]:
-    proc = run("-m", "provision", "verify", str(LAB_DIR / "inventory.yaml"), "--active", "--duration", "5", "--json")
+def verify_active(cluster) -> tuple[int, dict[str, dict]]:
+    proc = cluster.provision("verify", str(cluster.inventory), "--active", "--duration", "5", "--json")
     assert proc.stdout.strip(), proc.stderr
     return proc.returncode, {h["host"]: h for h in json.loads(proc.stdout)["hosts"]}
 
 
 def test_every_port_carries_what_it_should_and_a_slow_one_is_named_by_blade_and_port(blades):
-    code, hosts = verify_active()
+    code, hosts = verify_active(blades)
     assert code == 0, {h: v["failures"] for h, v in hosts.items() if v["failures"]}
     assert all("gpus_hold_up_under_load" in v["passed"] for v in hosts.values())
 
-    lab("fault", "lab-rtx3090-3", "nic-slow", "--nic", "ens803f1")
+    blades.lab("fault", "lab-rtx3090-3", "nic-slow", "--nic", "ens803f1")
     try:
-        code, hosts = verify_active()
+        code, hosts = verify_active(blades)
         assert code == 1
         failed = {h for h, v in hosts.items() if v["failures"]}
         assert failed == {"lab-rtx3090-3"}, {h: hosts[h]["failures"] for h in failed}
@@ -97,6 +64,6 @@ def test_every_port_carries_what_it_should_and_a_slow_one_is_named_by_blade_and_
             measured["found"]
         assert measured["about"] == ["ens803f1"]
     finally:
-        lab("fault", "lab-rtx3090-3", "clear")
-    code, hosts = verify_active()
+        blades.lab("fault", "lab-rtx3090-3", "clear")
+    code, hosts = verify_active(blades)
     assert code == 0, {h: v["failures"] for h, v in hosts.items() if v["failures"]}

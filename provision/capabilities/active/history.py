@@ -13,10 +13,11 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from provision.core.runlog import state_home
+
 
 def directory() -> Path:
-    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return Path(state) / "provision" / "active"
+    return state_home() / "active"
 
 
 def _file(host: str) -> Path:
