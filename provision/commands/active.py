@@ -6,17 +6,19 @@ reported unreachable by that read; the others go on."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from provision.capabilities.active import collective, during, fabric, history, run
-from provision.capabilities.launcher.tasks import allreduce_path, wrapper_path
+from provision.capabilities.launcher.tasks import allreduce_path, processes_per_node, wrapper_path
 from provision.capabilities.nccl.interfaces import select
 from provision.core.cluster import launcher_group
 from provision.capabilities.active.judge import target_of
 from provision.capabilities.active.settings import ActiveSettings
+from provision.core.connection import LocalConnection
 from provision.core.run import Engine, HostState
 
 SLURM_BUSY = {"ALLOCATED", "MIXED", "COMPLETING"}  # a job runs, or is ending, on the node
@@ -58,22 +60,40 @@ def one(state: HostState, seconds: float) -> run.ActiveRun:
     targets = [target_of(gpu) for gpu in facts.nvidia.gpus]
     slurm = facts.slurm_node
     if slurm is not None and SLURM_BUSY & set(slurm.states):
-        return run.ActiveRun(seconds, targets, refused=f"Slurm has jobs on it (State={'+'.join(slurm.states)})")
+        others = _other_jobs(state, slurm.name)
+        if others:
+            return run.ActiveRun(seconds, targets, refused=f"Slurm has jobs on it (State={'+'.join(slurm.states)}"
+                                                           f"{others}")
     if not targets:
         return run.ActiveRun(seconds, targets, refused="no GPU was read (the checks above say why)")
     active = settings.active or ActiveSettings()
     python = run.python_for(active.python, settings.launcher.torchrun if settings.launcher else None)
-    argv, stdin = run.load_argv(active.load_command, python, seconds)
+    argv, stdin = run.load_argv(active.load_command, python, seconds, active.dcgm_diag)
     try:
         result = state.conn.run(["sh", "-c", run.node_script(argv, active.interval_ms)], stdin=stdin,
-                                timeout=seconds + SLACK_S)
+                                timeout=run.load_seconds(seconds, active.dcgm_diag) + SLACK_S)
     except Exception as exc:  # the host lost mid-run: its re-read says unreachable; this says when
         return run.ActiveRun(seconds, targets, error=f"the run was cut off: {exc}")
-    found = run.parse(result.stdout, seconds, targets)
+    found = run.parse(result.stdout, seconds, targets, active.dcgm_diag)
     found.power_budget = active.power_budget_watts
     if found.error and result.stderr.strip():
         found.error += f" ({result.stderr.strip().splitlines()[-1]})"
     return found
+
+
+def _other_jobs(state: HostState, node: str) -> str:
+    """"" where the only job on the node is the one this verify runs in (the sbatch script for active runs: the
+    run is local, inside its own allocation); else what to say of the others ("; jobs 12, 13" or just ")")."""
+    own = os.environ.get("SLURM_JOB_ID", "")
+    if not own or not isinstance(state.conn, LocalConnection) or not node:
+        return ")"
+    assert state.conn is not None
+    # %A: the job id, one per element of an array, as SLURM_JOB_ID is
+    listed = state.conn.run(["squeue", "--noheader", "--nodelist", node, "--format", "%A"], timeout=30)
+    if listed.rc != 0:
+        return f"; squeue could not say which: {(listed.stderr or listed.stdout).strip()[:200]})"
+    others = sorted(set(listed.stdout.split()) - {own})
+    return f"; jobs {', '.join(others)} beside this one)" if others else ""
 
 
 FABRIC_SECONDS = 10  # each port test, at most (--duration when shorter)
@@ -183,33 +203,84 @@ def used_ports(state: HostState) -> list:
 
 def all_reduce(states: list[HostState], runs: dict[str, run.ActiveRun], carried: dict[str, dict[str, float]]
                ) -> None:
-    """Each training group of two or more loaded nodes: provision-allreduce through the group's wrapper on every
-    one of them at once; a finding, filed under the group's first node, when it fails or falls short."""
+    """Each training group's loaded nodes with a launcher (collective.py): every node's own all-reduce where it
+    starts two processes or more; then the group's at once where it has two nodes or more, and pairwise along
+    a ring of them when that falls short. Findings go to the nodes' runs."""
     for group, members in loaded_groups(states, runs, launcher=True).items():
+        # what the port tests filed under each node (fabric.py): a slow port or link follows into what it paces
+        ported = {s.host.name: next((f for f in runs[s.host.name].fabric if f.about), None) for s in members}
+        wrappers = {s.host.name: wrapper_path(s.host) for s in members}
+        within = [r for r in (_within(s) for s in members) if r]
+        for host, own in collective.node_findings(within, wrappers).items():
+            runs[host].fabric.append(own)
         if len(members) < 2:
             continue
         used = {s.host.name: used_ports(s) for s in members}
         setting = {s.host.name: (s.host.settings.active or ActiveSettings()).expected_port_mbps for s in members}
-        gbs, rule = collective.expected(used, setting, carried)
-        result = collective.Collective(group, [s.host.name for s in members], gbs, rule)
-        rendezvous = {"PROVISION_NNODES": str(len(members)), "PROVISION_RDZV_HOST": members[0].host.address,
-                      "PROVISION_RDZV_ID": f"provision-active-{group}-{time.time_ns()}"}
-        with ThreadPoolExecutor(max_workers=len(members)) as pool:
-            outputs = dict(zip(result.hosts, pool.map(lambda s: _run_allreduce(s, rendezvous, used[s.host.name]),
-                                                      members)))
-        wrapper = wrapper_path(members[0].host)
-        said = collective.finding(collective.read(outputs, result), wrapper)
-        if said:
-            # a port the tests above named sets the group's pace: filed under that node, following from it
-            named = next(((s.host.name, f) for s in members for f in runs[s.host.name].fabric if f.about), None)
-            if named:
-                host, port = named
-                said = replace(said, because=(*fabric.LEADS, *(f"{collective.CHECK}:{a}" for a in port.about)))
-            runs[named[0] if named else members[0].host.name].fabric.append(said)
+        result = _across(group, members, used, setting, carried)
+        paired = _pairwise(group, members, used, setting, carried) if result.short() else {}
+        for host, finding in paired.items():
+            leads = ported[host]
+            runs[host].fabric.append(replace(finding, because=_following(leads)) if leads else finding)
+        said = collective.finding(result, wrappers[members[0].host.name])
+        if not said:
+            continue
+        # filed under the node whose port the tests named, else the node the pairs named, else the first
+        port = next(((h, f) for h, f in ported.items() if f), None)
+        node = next((h for h, f in paired.items() if f.about == (h,)), None)
+        if port:
+            runs[port[0]].fabric.append(replace(said, because=_following(port[1])))
+        elif node:
+            runs[node].fabric.append(replace(said, because=(f"{collective.CHECK}:{node}",)))
+        else:
+            runs[members[0].host.name].fabric.append(said)
 
 
-def _run_allreduce(state: HostState, rendezvous: dict[str, str], ports: list) -> str:
+def _following(port) -> tuple[str, ...]:
+    return (*fabric.LEADS, *(f"{collective.CHECK}:{a}" for a in port.about))
+
+
+def _within(state: HostState) -> collective.Collective | None:
+    """This node's own all-reduce (its processes only, rendezvous on itself), where it starts two or more."""
+    assert state.facts is not None
+    nproc, _ = processes_per_node(state.host, state.facts)
+    if nproc is None or not nproc.isdigit() or int(nproc) < 2:
+        return None
+    model = state.facts.nvidia.gpus[0].name if state.facts.nvidia.gpus else "no GPU"
+    name = state.host.name
+    result = collective.Collective(name, [name], None, "", kind=f"{nproc} processes on {model}")
+    env = {"PROVISION_NNODES": "1", "PROVISION_NODE_RANK": "0", "PROVISION_RDZV_HOST": "127.0.0.1",
+           "PROVISION_RDZV_ID": f"provision-active-{name}-{time.time_ns()}"}
+    return collective.read({name: _run_allreduce(state, env)}, result)
+
+
+def _across(group: str, members: list[HostState], used, setting, carried) -> collective.Collective:
+    """These nodes' all-reduce, all at once through the wrapper, held to what their ports carry."""
+    gbs, rule = collective.expected({s.host.name: used[s.host.name] for s in members}, setting, carried)
+    result = collective.Collective(group, [s.host.name for s in members], gbs, rule)
+    rendezvous = {"PROVISION_NNODES": str(len(members)), "PROVISION_RDZV_HOST": members[0].host.address,
+                  "PROVISION_RDZV_ID": f"provision-active-{group}-{time.time_ns()}"}
+    with ThreadPoolExecutor(max_workers=len(members)) as pool:
+        outputs = pool.map(lambda k: _run_allreduce(members[k], {**rendezvous, "PROVISION_NODE_RANK": str(k)}),
+                           range(len(members)))
+        return collective.read(dict(zip(result.hosts, outputs)), result)
+
+
+def _pairwise(group: str, members: list[HostState], used, setting, carried) -> dict:
+    """The ring's pairs of the group (three nodes or more), a round of disjoint pairs at a time: host -> finding."""
+    by_name = {s.host.name: s for s in members}
+    results: list[collective.Collective] = []
+    for pairs in collective.rounds(list(by_name)):
+        with ThreadPoolExecutor(max_workers=len(pairs)) as pool:
+            results += pool.map(lambda pair: _across(f"{group}: {pair[0]} and {pair[1]}",
+                                                     [by_name[pair[0]], by_name[pair[1]]], used, setting, carried),
+                                pairs)
+    return collective.pair_findings(results)
+
+
+def _run_allreduce(state: HostState, rendezvous: dict[str, str]) -> str:
     wrapper, program = wrapper_path(state.host), allreduce_path(state.host)
+    ports = used_ports(state)
     env = {**rendezvous, "GLOO_SOCKET_IFNAME": ",".join(p.name for p in ports)} if ports else dict(rendezvous)
     script = (f"[ -x {shlex.quote(wrapper)} ] && [ -x {shlex.quote(program)} ] || "
               f"{{ echo {shlex.quote(f'{wrapper} or {program} is not there: provision apply writes them')}; exit 3; }}"

@@ -14,6 +14,7 @@ itself, and each command must be listed in WHERE with the place it runs:
              /etc, /usr/local, /run and /var are overlays: what the command writes never reaches the host
   geforce    the same on a simulated RTX 4090
   benchmark  as written but at one node, one repeat, without the peers (their venv is not a test's to make)
+  active-benchmark  the verify --active benchmark, as written but at two nodes (the fewest with a fabric)
   offline    run as written in the repository (they read the shipped inventories, contact no host); the
              output the README pastes under them is what they print
   inventory  the inventory loading benchmark, as written but at 200 hosts, one run of each (ansible-inventory
@@ -88,6 +89,7 @@ WHERE = {
     "ssh -F /var/lib/provision-lab/slurm/ssh_config lab-gpu-1 "
     "sbatch --wait /usr/local/bin/gpu-torchrun.sbatch /usr/local/bin/provision-allreduce": "slurm",
     "sudo .venv/bin/python benchmarks/apply_scale.py --sizes 1,8,32": "benchmark",
+    "sudo .venv/bin/python benchmarks/active_scale.py --sizes 4,32": "active-benchmark",
     ".venv/bin/python benchmarks/inventory_load.py": "inventory",
     "provision inventory -i inventories/ansible-style --graph": "offline",
     "provision inventory -i inventories/ansible-style --host gpu04": "offline",
@@ -354,6 +356,17 @@ def pasted_under(command: str) -> str:
     """The output the README shows in the ```text block under `command`."""
     after = README.read_text().split(f"    {command}\n", 1)[1]
     return after.split("```text\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.lab
+def test_the_active_benchmark_runs_at_two_nodes():
+    needs_root_on_linux()
+    for command in commands_for("active-benchmark"):
+        small = re.sub(r"--sizes [0-9,]+", "--sizes 2", command.removeprefix("sudo "))
+        lab = "/var/lib/provision-lab/readme-bench-active"
+        out = ok(run(f"{small} --dir {lab}".replace(".venv/bin/python", sys.executable), REPO), command)
+        [row] = [line for line in out.splitlines() if line.startswith("2 | ")]
+        assert row.endswith("| 2/2"), row  # both nodes loaded, their ports and all-reduce measured, passed
 
 
 @pytest.mark.lab

@@ -55,3 +55,51 @@ def test_pinned_clocks_hold_under_load_and_the_power_limit_alone_loses_a_gpu(v10
     assert "no_gpu_is_lost" in {c["check"] for c in lost["consequences"]}
     assert any("power p99 270 W" in n for n in host["notes"])  # the others' transients: said, not failed
     assert "Xid" in (v100_node.root / "kern.log").read_text()
+
+
+# dcgmi diag as the load (active.dcgm_diag): a stand-in dcgmi that loads the simulated GPUs (gpusim load) and
+# reports DCGM 4.x's JSON with GPU2's memory test failed, as dcgmi/Diag.cpp writes it.
+FAKE_DCGMI = """\
+import json, subprocess, sys
+if sys.argv[1:] != ["diag", "-r", "2", "-j"]:
+    sys.exit("usage: dcgmi diag -r 2 -j")
+subprocess.run([sys.executable, {gpusim!r}, "load", "--seconds", "3"], stdout=subprocess.DEVNULL)
+results = [{{"entity_group": "GPU", "entity_group_id": 1, "entity_id": i, "status": "Pass"}} for i in range(4)]
+results[2] = {{**results[2], "status": "Fail", "warnings": [{{"warning": "A double-bit ECC error was detected on GPU 2.",
+              "error_id": 3, "error_category": 3, "error_severity": 6}}]}}
+print(json.dumps({{"DCGM Diagnostic": {{"test_categories": [{{"category": "Hardware", "tests": [
+    {{"name": "memory", "results": results, "test_summary": {{"status": "Fail"}}}}]}}]}},
+    "metadata": {{"version": "4.2.3"}}}}, indent=4))
+sys.exit(226)
+"""
+
+
+def test_dcgmi_diag_as_the_load_files_its_failed_test_under_the_gpu_and_is_not_applicable_without_dcgmi(
+        v100_node, tmp_path, monkeypatch):
+    import os
+    import shutil
+
+    import pytest
+
+    if shutil.which("dcgmi"):
+        pytest.skip("a real dcgmi is on PATH: the stand-in would not be the one run")
+    data = {"all": {"hosts": {"node1": {"connection": "local", "gpu": V100_FIX, "active": {"dcgm_diag": 2}}}}}
+    path = v100_node.root / "dcgm.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert v100_node.apply(str(path)).exit_code == 0
+    code, host = verify_active(v100_node, str(path))  # no dcgmi here: not applicable, said
+    assert code == 0 and host["failures"] == [], host["failures"]
+    [skipped] = [s for s in host["skipped"] if s.startswith("gpus_hold_up_under_load")]
+    assert "not applicable: dcgmi is not installed on the node" in skipped, skipped
+
+    fake = tmp_path / "dcgm-bin"
+    fake.mkdir()
+    (fake / "dcgmi").write_text(f"#!{sys.executable}\n" + FAKE_DCGMI.format(gpusim=str(GPUSIM)))
+    (fake / "dcgmi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    code, host = verify_active(v100_node, str(path))
+    assert code == 1
+    [finding] = host["findings"]
+    assert finding["check"] == "gpus_hold_up_under_load" and finding["severity"] == "critical"
+    assert finding["found"].startswith("GPU2 (") and "memory failed: A double-bit ECC error" in finding["found"]
+    assert "nvidia-smi -r -i 2" in finding["next_step"]

@@ -2,7 +2,8 @@
 with two fabric ports each (ens803f0, ens803f1), their links shaped to 1/100 of their speed (lab/netns.py: a
 "10GbE" port carries 100 Mbit/s, so the inventory says active.expected_port_mbps: 80, TCP through the shaper reaching 87-94). iperf3 measures every port
 NCCL will use in a ring over the blades: all of them carry what they should; with one blade's port on the 1GbE
-switch (`lab fault ... nic-slow`: its speed file and its link), the ring names that blade and that port.
+switch (`lab fault ... nic-slow`: its speed file and its link), the ring names that blade and that port, the
+group's all-reduce falls short, and the pairwise all-reduces name the blade.
 
 Its own lab (conftest's lab_alone: the e2e lab's directory with -fabric), made and taken down here.
 """
@@ -56,9 +57,12 @@ def test_every_port_carries_what_it_should_and_a_slow_one_is_named_by_blade_and_
         assert failed == {"lab-rtx3090-3"}, {h: hosts[h]["failures"] for h in failed}
         [finding] = hosts["lab-rtx3090-3"]["findings"]  # one cause, one finding: the port
         assert finding["check"] == "nccl_interfaces_are_up_at_speed"  # its speed file says 1000 Mb/s already
-        measured, paced = [c for c in finding["consequences"] if c["check"] == "gpus_hold_up_under_load"]
+        measured, paired, paced = [c for c in finding["consequences"] if c["check"] == "gpus_hold_up_under_load"]
         assert paced["expected"].startswith("all-reduce bus bandwidth across the rtx3090 group (4 nodes)")
-        print(f"with the slow port: {paced['found']}")
+        print(f"with the slow port: {paced['found']}; pairwise: {paired['found']}")
+        # the group fell short, so the pairs ran: both of the blade's pairs short, its neighbours' others clean
+        assert paired["expected"].startswith("lab-rtx3090-3 in an all-reduce with each of its neighbours at")
+        assert "with lab-rtx3090-2: " in paired["found"] and "with lab-rtx3090-4: " in paired["found"]
         assert measured["expected"].startswith("lab-rtx3090-3 ens803f1 carrying 80 Mb/s each way")
         assert "lab-rtx3090-2 -> lab-rtx3090-3" in measured["found"] and "lab-rtx3090-3 -> lab-rtx3090-4" in \
             measured["found"]

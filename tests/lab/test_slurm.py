@@ -199,6 +199,29 @@ def test_slurm_runs_the_health_check_itself_draining_and_resuming(slurm_lab, tmp
     print(f"provision verify of the 3 nodes from this machine: {time.monotonic() - started:.1f} s")
 
 
+def test_the_sbatch_script_for_active_runs_loads_each_node_inside_its_own_job(slurm_lab, tmp_path):
+    """provision-verify-active.sbatch, submitted on a node: each node of the job runs its health check with
+    --active; the node is ALLOCATED by that job, and verify knows it as its own (squeue names no other job),
+    so it loads the GPUs (the simulator's load) instead of refusing."""
+    tree = yaml.safe_load(slurm_lab.inventory.read_text())
+    for group in tree["all"]["children"].values():
+        group["vars"]["slurm"]["health_check_interval"] = 300
+        group["vars"]["active"] = {"load_command": ["/usr/lib/provision-lab/gpusim", "load"]}
+    inventory = tmp_path / "active.yaml"
+    inventory.write_text(yaml.safe_dump(tree))
+    code, result = slurm_lab.apply(inventory=inventory)
+    assert code == 0, result
+    wait_for("both nodes idle under the new slurm.conf", lambda: idle_nodes(slurm_lab))
+    started = time.monotonic()
+    job = on(slurm_lab, NODES[0], f"cd /tmp && sbatch --wait --parsable -N{len(NODES)} "
+                                  "/usr/local/sbin/provision-verify-active.sbatch --duration 5").strip()
+    print(f"sbatch --wait of verify --active on {len(NODES)} nodes (5 s load): {time.monotonic() - started:.1f} s")
+    for node in NODES:
+        [host] = json.loads(on(slurm_lab, node, "cat /run/provision/verify-active.json"))["hosts"]
+        assert host["status"] == "pass" and "gpus_hold_up_under_load" in host["passed"], (job, host)
+    wait_for("both nodes idle again", lambda: idle_nodes(slurm_lab), timeout=60)
+
+
 def test_a_rebooted_node_comes_back_to_idle_by_itself(slurm_lab):
     slurm_lab.lab("reboot", NODES[1])  # a power cycle: every process of the node is gone
     wait_for("slurmd and munged (as munge) started by the node's boot",

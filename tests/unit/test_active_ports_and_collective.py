@@ -105,3 +105,53 @@ def test_the_groups_all_reduce_is_read_from_every_node_and_held_to_its_ports():
     broken = collective.read({"rtx3090-1": "torch.distributed.DistStoreError: timed out"},
                              collective.Collective("rtx3090", ["rtx3090-1"], 0.01, "r"))
     assert collective.finding(broken, "w").found == "it failed: torch.distributed.DistStoreError: timed out"
+
+
+def test_the_ring_of_pairs_runs_in_rounds_where_no_node_is_twice():
+    from provision.capabilities.active import collective
+    assert collective.rounds(["a", "b"]) == []  # the group's own run is the pair
+    assert collective.rounds(["a", "b", "c", "d"]) == [[("a", "b"), ("c", "d")], [("b", "c"), ("d", "a")]]
+    for n in range(3, 12):
+        hosts = [f"n{k}" for k in range(n)]
+        rounds = collective.rounds(hosts)
+        pairs = [pair for round_ in rounds for pair in round_]
+        assert len(pairs) == n and len(rounds) == (2 if n % 2 == 0 else 3)  # O(N) pairs, a constant of rounds
+        assert all(len({h for pair in round_ for h in pair}) == 2 * len(round_) for round_ in rounds)
+        assert sorted(h for pair in pairs for h in pair) == sorted(hosts * 2)  # each node in two pairs
+
+
+def pair(a: str, b: str, gbs: float | None, error: str = ""):
+    from provision.capabilities.active import collective
+    return collective.Collective(f"g: {a} and {b}", [a, b], 0.0112 * 0.7, "the rule", gbs, a, "gloo", error)
+
+
+def test_pairwise_names_the_node_whose_pairs_all_fall_short_else_the_link():
+    from provision.capabilities.active import collective
+    assert collective.pair_findings([pair("b1", "b2", 0.011), pair("b3", "b4", 0.011)]) == {}
+    link_only = [pair("b1", "b2", 0.011), pair("b3", "b4", 0.011), pair("b2", "b3", 0.0017), pair("b4", "b1", 0.011)]
+    [(host, link)] = collective.pair_findings(link_only).items()  # b2 and b3 are clean with their other neighbours
+    assert host == "b2" and link.about == ("b2+b3",) and "the link between b2 and b3" in link.fix
+    ring = [pair("b1", "b2", 0.011), pair("b3", "b4", 0.0016), pair("b2", "b3", 0.0017), pair("b4", "b1", 0.011)]
+    [(host, node)] = collective.pair_findings(ring).items()
+    assert host == "b3" and node.about == ("b3",)
+    assert node.found == "with b4: 0.0016 GB/s (gloo); with b2: 0.0017 GB/s (gloo)"
+    assert node.expected.startswith("b3 in an all-reduce with each of its neighbours at 0.00784 GB/s (the rule)")
+    failed = [pair("b1", "b2", 0.011), pair("b3", "b4", None, "DistStoreError"), pair("b2", "b3", None, "timed out"),
+              pair("b4", "b1", 0.011)]
+    assert collective.pair_findings(failed)["b3"].found == "with b4: failed: DistStoreError; with b2: failed: timed out"
+
+
+def test_a_nodes_own_all_reduce_is_held_to_the_best_node_of_its_kind():
+    from provision.capabilities.active import collective
+
+    def own(host: str, gbs: float | None, kind: str = "4 processes on Tesla V100-SXM2-32GB", error: str = ""):
+        return collective.Collective(host, [host], None, "", gbs, host, "nccl", error, kind)
+
+    results = [own("v1", 120.0), own("v2", 131.0), own("v3", 40.0), own("p1", 9.0, "8 processes on RTX 4090"),
+               own("v4", None, error="NCCL WARN NET/Socket")]
+    found = collective.node_findings(results, {r.hosts[0]: "/usr/local/bin/v100-torchrun" for r in results})
+    assert sorted(found) == ["v3", "v4"]  # p1 has no peer of its kind: nothing to hold it to
+    assert found["v3"].expected == ("all-reduce bus bandwidth within v3 at 91.7 GB/s (70% of the best node of its "
+                                    "kind (4 processes on Tesla V100-SXM2-32GB) in the group, v2 at 131 GB/s)")
+    assert found["v3"].found == "40 GB/s (nccl)" and found["v4"].found == "it failed: NCCL WARN NET/Socket"
+    assert "PROVISION_NNODES=1 PROVISION_RDZV_HOST=127.0.0.1 /usr/local/bin/v100-torchrun" in found["v4"].fix

@@ -166,3 +166,32 @@ def test_a_host_lost_during_the_run_is_left_unread_so_verify_reports_it_unreacha
     assert sorted(seen) == [("v100-1", False), ("v100-2", False)]  # read again without the lock
     assert answering.facts is not None and lost.facts is None
     assert set(runs) == {"v100-1", "v100-2"} and runs["v100-1"].error  # the fake node printed nothing
+
+
+def test_inside_its_own_slurm_job_a_node_is_loaded_unless_another_job_is_on_it(monkeypatch):
+    """The sbatch script for active runs: verify runs --local inside its job, so the node is ALLOCATED by that
+    job; squeue on the node says whether any other job is there too."""
+    from provision.core.connection import LocalConnection
+
+    class Local(LocalConnection):
+        def __init__(self, jobs: str):
+            super().__init__("v100-1")
+            self.jobs, self.ran = jobs, []
+
+        def _run(self, argv, stdin, timeout):
+            self.ran.append(argv)
+            return CommandResult(argv, 0, self.jobs if argv[0] == "squeue" else "")
+
+    monkeypatch.setenv("SLURM_JOB_ID", "41")
+    settings = HostSettings(active=ActiveSettings(load_command=["/usr/local/sbin/burn"]))
+    alone = state(SlurmNodeState(name="v100-1", states=("ALLOCATED",)), settings=settings)
+    alone.conn = Local("41\n")
+    assert active.one(alone, 5).refused == ""
+    assert alone.conn.ran[0] == ["squeue", "--noheader", "--nodelist", "v100-1", "--format", "%A"]
+    assert alone.conn.ran[1][:2] == ["sh", "-c"]  # loaded
+    shared = state(SlurmNodeState(name="v100-1", states=("MIXED",)), settings=settings)
+    shared.conn = Local("41\n77\n")
+    assert active.one(shared, 5).refused == "Slurm has jobs on it (State=MIXED; jobs 77 beside this one)"
+    assert len(shared.conn.ran) == 1
+    remote = state(SlurmNodeState(name="v100-1", states=("ALLOCATED",)), settings=settings)  # over SSH: not ours
+    assert active.one(remote, 5).refused == "Slurm has jobs on it (State=ALLOCATED)" and remote.conn.ran == []

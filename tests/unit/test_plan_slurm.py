@@ -4,6 +4,7 @@ restarts only when a file it reads changed after it started."""
 from __future__ import annotations
 
 import base64
+import os
 import subprocess
 import textwrap
 from pathlib import Path
@@ -266,16 +267,18 @@ def render_health_check(tmp_path, **settings) -> Path:
     context = {"host": SimpleNamespace(name="blade-1"), "interval": 60, "verdict": str(verdict),
                "verdict_dir": str(verdict.parent), "inventory": "/etc/provision/inventory.yaml",
                "provision": str(bin_dir / "provision"), "prometheus": settings.get("prometheus"),
-               "also": str(bin_dir / "site-check") if settings.get("also") else None}
+               "also": str(bin_dir / "site-check") if settings.get("also") else None,
+               "active_verdict": str(verdict.parent / "verify-active.json"),
+               "active_sbatch": "/usr/local/sbin/provision-verify-active.sbatch"}
     script = tmp_path / "provision-health-check"
     script.write_text(render(templates_dir(), HEALTH_CHECK_TEMPLATE, context))
     return script
 
 
-def run_health_check(script: Path, **env) -> tuple[int, list[str]]:
+def run_health_check(script: Path, *args: str, **env) -> tuple[int, list[str]]:
     log = script.parent / "log"
     log.unlink(missing_ok=True)
-    proc = subprocess.run(["sh", str(script)], env={"PATH": f"{script.parent / 'bin'}:/usr/bin:/bin",
+    proc = subprocess.run(["sh", str(script), *args], env={"PATH": f"{script.parent / 'bin'}:/usr/bin:/bin",
                                                     "LOG": str(log), **env}, capture_output=True, text=True)
     return proc.returncode, log.read_text().splitlines() if log.exists() else []
 
@@ -302,3 +305,38 @@ def test_a_chained_site_checker_that_fails_drains_the_node_and_holds_its_resume(
     assert code == 1 and not any(line.startswith("scontrol update") for line in said)
     code, said = run_health_check(script, VERIFY_RC="1")  # ours fails: verify drains (its own reason)
     assert code == 1 and not any(line.startswith("scontrol update") for line in said)
+
+
+def test_the_active_sbatch_script_runs_the_health_check_with_active_on_each_node_of_its_job(tmp_path):
+    """The sbatch script for active runs: srun (a stand-in running its command here, once per "node") starts the
+    health check with --active and the script's arguments; each node's verdict goes to its own file, not the
+    periodic check's, and is printed after a header; the job fails when a node does."""
+    from provision.capabilities.slurm.tasks import ACTIVE_SBATCH_TEMPLATE
+    from provision.capabilities.system.files import render
+    from provision.core.resources import templates_dir
+
+    check = render_health_check(tmp_path)
+    check.chmod(0o755)  # as apply writes it
+    (tmp_path / "run" / "health-check.json").parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "run" / "health-check.json").write_text("periodic\n")
+    srun = tmp_path / "bin" / "srun"
+    srun.write_text('#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\n"$@"\n')
+    srun.chmod(0o755)
+    verdict = tmp_path / "run" / "verify-active.json"
+    text = render(templates_dir(), ACTIVE_SBATCH_TEMPLATE, {"path": "/usr/local/sbin/provision-verify-active.sbatch",
+                                                            "check": str(check), "verdict": str(verdict),
+                                                            "partition": "gpu"})
+    assert "#SBATCH --exclusive" in text and "#SBATCH --partition=gpu" in text
+    sbatch = tmp_path / "provision-verify-active.sbatch"
+    sbatch.write_text(text)
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "LOG": str(tmp_path / "log"), "SLURM_JOB_ID": "41",
+           "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_NODELIST": "blade-1"}
+    proc = subprocess.run(["bash", str(sbatch), "--duration", "30"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "log").read_text().splitlines() == [
+        "provision verify /etc/provision/inventory.yaml --local --limit blade-1 --drain --resume --json --active "
+        "--duration 30"]
+    assert verdict.read_text() == "{}\n" and (tmp_path / "run" / "health-check.json").read_text() == "periodic\n"
+    assert proc.stdout.splitlines()[1:] == [f"== {os.uname().nodename.split('.')[0]}: exit 0", "{}"]
+    failed = subprocess.run(["bash", str(sbatch)], env={**env, "VERIFY_RC": "1"}, capture_output=True, text=True)
+    assert failed.returncode == 1 and ": exit 1" in failed.stdout

@@ -1,4 +1,5 @@
-"""verify --active's check: the node held up under the load (judge.py on the samples, and the load's own report).
+"""verify --active's check: the node held up under the load (judge.py on the samples, and the load's own report:
+provision's load program's per-GPU TFLOP/s, or dcgmi diag's tests where it was the load, dcgm.py).
 The passive checks then judge the node as the load left it (the engine reads it again after the run): a GPU
 lost, an Xid, AER errors; a GPU the load took off the bus is this check's finding, theirs follow from it."""
 
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from provision.capabilities.active import during, judge
+from provision.capabilities.active import dcgm, during, judge
 from provision.capabilities.active.run import NOT_APPLICABLE
 from provision.core.checks import CRITICAL, WARNING, Finding, fail_each, note
 
@@ -26,9 +27,10 @@ def check_gpus_hold_up_under_load(node):
                            "run `provision facts` on the node: it says what nvidia-smi answers")])
     for words in run.fabric_notes:
         note(node, words)
-    if run.load_rc == NOT_APPLICABLE:
+    why = _not_applicable(run)
+    if why:
         fail_each(run.fabric)  # the ports were measured all the same
-        pytest.skip(f"not applicable: {run.load.get('error') or 'the load found nothing to load'}")
+        pytest.skip(f"not applicable: {why}")
     judged = judge.judge(run.targets, run.samples, run.seconds, run.power_budget)
     for words in judged.notes:
         note(node, words)
@@ -37,10 +39,26 @@ def check_gpus_hold_up_under_load(node):
         found.append(Finding("the GPUs sampled through the load", "nvidia-smi -lms recorded nothing",
                              "run `nvidia-smi --query-gpu=timestamp,power.draw --format=csv -lms 100` on the node: "
                              "it says why"))
-    found += _load_findings(run, {f.about for f in found if f.severity == CRITICAL})
+    if run.dcgm is not None:  # dcgmi's tests; no TFLOP/s to hold to the node's median or the last good run
+        said = dcgm.judged(run.dcgm, run.targets, {f.about for f in found if f.severity == CRITICAL})
+        for words in said.notes:
+            note(node, words)
+        found += said.findings
+    else:
+        found += _load_findings(run, {f.about for f in found if f.severity == CRITICAL})
     lost = {f.about for f in found if f.severity == CRITICAL}
     found += [f for f in during.findings(run.during) + run.grown if f.about not in lost]  # a lost GPU's Xid 79
     fail_each(found + run.fabric)
+
+
+def _not_applicable(run) -> str:
+    """Why there was nothing to load, or "": provision's program exits NOT_APPLICABLE (no torch, no CUDA); dcgmi
+    is not installed or reaches no host engine (its own exit codes are DCGM's, so 3 means nothing there)."""
+    if run.dcgm is not None:
+        return run.dcgm.not_applicable
+    if run.load_rc == NOT_APPLICABLE:
+        return run.load.get("error") or "the load found nothing to load"
+    return ""
 
 
 def _load_findings(run, judged: set) -> list[Finding]:

@@ -1,7 +1,10 @@
 """The collective part of an active run: the training group's own all-reduce (provision-allreduce, which apply
-writes beside the torchrun wrapper) started through the wrapper on every loaded node at once, so the launch path
-is what is tested: the wrapper, its NCCL environment file, the rendezvous. NCCL on GPUs, gloo where torch has
-no CUDA (the lab), told to use the interfaces NCCL would (GLOO_SOCKET_IFNAME, round-robin over them).
+writes beside the torchrun wrapper) started through the wrapper, so the launch path is what is tested: the
+wrapper, its NCCL environment file, the rendezvous. NCCL on GPUs, gloo where torch has no CUDA (the lab), told to
+use the interfaces NCCL would (GLOO_SOCKET_IFNAME, round-robin over them). Three shapes, as GCM's check-nccl runs
+them: within each node (its processes only: the GPUs' own links), across the whole group at once, and, when the
+group falls short, pairwise along a ring of its nodes (N pairs, in two or three rounds of disjoint pairs) to name
+the node or the link that sets its pace.
 
 Bus bandwidth as nccl-tests define it: size / time x 2 (n - 1) / n for n processes, the slowest rank's. What it
 should reach: what the ports NCCL uses carry on the node with the least (each port: active.expected_port_mbps
@@ -37,6 +40,11 @@ class Collective:
     slowest: str = ""  # its node
     backend: str = ""
     error: str = ""
+    kind: str = ""  # within a node: its processes and GPU model; nodes of one kind are each other's peers
+
+    def short(self) -> bool:
+        return bool(self.error) or (self.expected_gbs is not None and self.busbw_gbs is not None
+                                    and self.busbw_gbs < self.expected_gbs)
 
 
 def expected(used: dict[str, list], setting: dict[str, float | None], carried: dict[str, dict[str, float]]
@@ -87,3 +95,91 @@ def finding(result: Collective, wrapper: str) -> Finding | None:
         "the port tests name a slow port or link where there is one; else the NCCL environment (nccl.conf: "
         "NCCL_SOCKET_IFNAME, NCCL_SOCKET_NTHREADS) and the CPUs that drive the ports",
         about=(result.group,), severity=WARNING)
+
+
+PEER_SHARE = 0.7  # a node's own all-reduce below 70% of the best of its kind in the group (as fabric.py's ports)
+
+
+def rounds(hosts: list[str]) -> list[list[tuple[str, str]]]:
+    """The ring's pairs (each node with the next, the last with the first) in rounds no node is in twice: two
+    rounds for an even ring, three for an odd one. Fewer than three nodes: none (the group's run is the pair)."""
+    if len(hosts) < 3:
+        return []
+    pairs = [(host, hosts[(i + 1) % len(hosts)]) for i, host in enumerate(hosts)]
+    if len(hosts) % 2 == 0:
+        return [pairs[0::2], pairs[1::2]]
+    return [pairs[0:-1:2], pairs[1::2], pairs[-1:]]
+
+
+def held_to_peers(results: list[Collective]) -> list[Collective]:
+    """Each node's own all-reduce held to PEER_SHARE of the best of its kind (processes, GPU model) in the group."""
+    best: dict[str, Collective] = {}
+    for result in results:
+        top = best.get(result.kind)
+        if result.busbw_gbs is not None and (top is None or (top.busbw_gbs or 0) < result.busbw_gbs):
+            best[result.kind] = result
+    for result in results:
+        top = best.get(result.kind)
+        if top is not None and top is not result and top.busbw_gbs:
+            result.expected_gbs = top.busbw_gbs * PEER_SHARE
+            result.rule = (f"{PEER_SHARE:.0%} of the best node of its kind ({result.kind}) in the group, "
+                           f"{top.hosts[0]} at {top.busbw_gbs:.3g} GB/s")
+    return results
+
+
+def node_findings(results: list[Collective], wrapper: dict[str, str]) -> dict[str, Finding]:
+    """Host -> the finding of its own all-reduce (its processes only), where it failed or fell short of its peers."""
+    found = {}
+    for result in held_to_peers(results):
+        host = result.hosts[0]
+        if result.error:
+            found[host] = Finding(f"an all-reduce of {host}'s own {result.kind} through {wrapper[host]}",
+                                  f"it failed: {result.error}",
+                                  f"run `PROVISION_NNODES=1 PROVISION_RDZV_HOST=127.0.0.1 {wrapper[host]} "
+                                  "provision-allreduce` on it: its output says which GPU or setting stops it",
+                                  about=(host,), severity=WARNING)
+        elif result.short():
+            found[host] = Finding(f"all-reduce bus bandwidth within {host} at {result.expected_gbs:.3g} GB/s "
+                                  f"({result.rule})", f"{result.busbw_gbs:.3g} GB/s ({result.backend})",
+                                  "the links between its GPUs: `nvidia-smi topo -m` and `nvidia-smi nvlink -s` "
+                                  "against a good node's; a GPU on a PCIe link below its width", about=(host,),
+                                  severity=WARNING)
+    return found
+
+
+def pair_findings(results: list[Collective]) -> dict[str, Finding]:
+    """Host -> the pairwise finding filed under it: a node whose pairs all fell short is the one (named alone); a
+    pair that fell short where neither end is named that way names the link between the two."""
+    found: dict[str, Finding] = {}
+    hosts = list(dict.fromkeys(h for result in results for h in result.hosts))
+    for host in hosts:
+        mine = [r for r in results if host in r.hosts]
+        if len(mine) >= 2 and all(r.short() for r in mine):
+            found[host] = Finding(
+                f"{host} in an all-reduce with each of its neighbours at {_expected(mine)}",
+                "; ".join(f"with {_other(r, host)}: {_said(r)}" for r in mine),
+                f"{host}'s ports NCCL uses and its NCCL environment (nccl.conf: NCCL_SOCKET_IFNAME, "
+                "NCCL_SOCKET_NTHREADS); the port tests name a slow port where there is one; a failed run's "
+                "output says which setting stops it",
+                about=(host,), severity=WARNING)
+    for result in results:
+        if result.short() and not any(h in found for h in result.hosts):
+            first, other = result.hosts
+            found.setdefault(first, Finding(
+                f"an all-reduce of {first} and {other} at {_expected([result])}", _said(result),
+                f"the link between {first} and {other}: their ports' cables and switch ports; both nodes' other "
+                "pairs are clean", about=(f"{first}+{other}",), severity=WARNING))
+    return found
+
+
+def _other(result: Collective, host: str) -> str:
+    return next(h for h in result.hosts if h != host)
+
+
+def _said(result: Collective) -> str:
+    return f"failed: {result.error}" if result.error else f"{result.busbw_gbs:.3g} GB/s ({result.backend})"
+
+
+def _expected(results: list[Collective]) -> str:
+    figures = sorted({f"{r.expected_gbs:.3g} GB/s ({r.rule})" for r in results if r.expected_gbs is not None})
+    return "; ".join(figures) or "completing"

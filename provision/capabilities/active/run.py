@@ -2,7 +2,8 @@
 the load; the sampler stopped; everything printed in sections) and what comes back, read into an ActiveRun.
 
 The load is provision's program (load_program.py, sent on stdin to the node's Python) or the inventory's
-active.load_command. Both get `--seconds N` and print one JSON line. The node's temporary files go with the run
+active.load_command. Both get `--seconds N` and print one JSON line. Or `dcgmi diag -r N -j` (active.dcgm_diag):
+its level sets its length, and what it prints is dcgm.py's to read. The node's temporary files go with the run
 (trap on exit, INT and TERM), and the sampler with them: an interrupted run leaves nothing behind.
 """
 
@@ -13,7 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from provision.capabilities.active import sampler
+from provision.capabilities.active import dcgm, sampler
 from provision.capabilities.active.judge import Target
 from provision.capabilities.active.sampler import Sample
 from provision.capabilities.gpu import smi
@@ -41,6 +42,7 @@ class ActiveRun:
     last_good: dict[str, float] = field(default_factory=dict)  # UUID -> TFLOP/s of the last good run (history.py)
     fabric: list = field(default_factory=list)  # findings of the port tests filed under this node (fabric.py)
     fabric_notes: list[str] = field(default_factory=list)  # ports not tested, and why
+    dcgm: dcgm.Diag | None = None  # what dcgmi diag reported, where it was the load (active.dcgm_diag)
 
 
 def python_for(settings_python: str | None, torchrun: str | None) -> str:
@@ -52,11 +54,20 @@ def python_for(settings_python: str | None, torchrun: str | None) -> str:
     return "python3"
 
 
-def load_argv(load_command: list[str] | None, python: str, seconds: float) -> tuple[list[str], str | None]:
-    """(the load's argv, its stdin): the inventory's command, or provision's program on the Python's stdin."""
+def load_argv(load_command: list[str] | None, python: str, seconds: float, dcgm_diag: int | None = None
+              ) -> tuple[list[str], str | None]:
+    """(the load's argv, its stdin): dcgmi diag at the level asked, the inventory's command, or provision's
+    program on the Python's stdin."""
+    if dcgm_diag:
+        return dcgm.argv(dcgm_diag), None
     if load_command:
         return [*load_command, "--seconds", f"{seconds:g}"], None
     return [python, "-", "--seconds", f"{seconds:g}"], PROGRAM.read_text()
+
+
+def load_seconds(seconds: float, dcgm_diag: int | None = None) -> float:
+    """How long the load may run: --duration, or as long as dcgmi's level takes at most (it sets its own)."""
+    return float(dcgm.LIMIT_S[dcgm_diag]) if dcgm_diag else seconds
 
 
 def node_script(load: list[str], interval_ms: int) -> str:
@@ -83,8 +94,8 @@ def node_script(load: list[str], interval_ms: int) -> str:
     ])
 
 
-def parse(text: str, seconds: float, targets: list[Target]) -> ActiveRun:
-    """The node script's output into an ActiveRun."""
+def parse(text: str, seconds: float, targets: list[Target], dcgm_diag: int | None = None) -> ActiveRun:
+    """The node script's output into an ActiveRun; dcgm_diag: the load was dcgmi diag at that level."""
     run = ActiveRun(seconds, targets)
     sections: dict[str, list[str]] = {}
     current = None
@@ -104,8 +115,12 @@ def parse(text: str, seconds: float, targets: list[Target]) -> ActiveRun:
     elif "samples" not in sections:
         run.error = "the run ended before it reported: " + (" ".join(text.splitlines()[-2:]) or "no output")
     run.samples = sampler.by_gpu(sampler.parse("\n".join(sections.get("samples", []))))
-    run.load = _json_line(sections.get("load", []))
     run.load_stderr = "\n".join(sections.get("stderr", []))
+    if dcgm_diag and "load" in sections:  # dcgmi's JSON spans lines; its length is what was sampled
+        run.dcgm = dcgm.read(dcgm_diag, "\n".join(sections["load"]), run.load_rc, run.load_stderr)
+        run.seconds = round(max((s.t for rows in run.samples.values() for s in rows), default=seconds), 1)
+    else:
+        run.load = _json_line(sections.get("load", []))
     return run
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from provision.core.settings import SHELL_WORD, Block, setting
+from pydantic import model_validator
+
+from provision.core.settings import SHELL_WORD, Block, refuse, setting
 
 
 class ActiveSettings(Block):
     """What load to run, and with which Python. Without the block: provision's own load program (torch) in the
-    Python beside the launcher's torchrun, else python3."""
+    Python beside the launcher's torchrun, else python3. load_command or dcgm_diag runs another load."""
 
     python: str | None = setting(None, "a command on PATH or an absolute path, e.g. /opt/venv/bin/python",
                                  "the Python with torch (default: beside launcher.torchrun, else python3)",
@@ -15,6 +17,9 @@ class ActiveSettings(Block):
     load_command: list[str] | None = setting(
         None, 'an argument list, e.g. ["/usr/local/sbin/site-burn"]',
         "runs instead of provision's load program, given --seconds N; it prints the same JSON line")
+    dcgm_diag: int | None = setting(
+        None, "1, 2, 3 or 4: the level of `dcgmi diag -r N`", "runs `dcgmi diag -r N -j` as the load (DCGM "
+        "installed, nv-hostengine running); its level sets how long, its failed tests are findings", ge=1, le=4)
     power_budget_watts: float | None = setting(
         None, "a number of watts > 0", "what the node's power supplies give its GPUs: their instant draws added up "
         "past it under load are a finding (a brownout waiting to happen)", gt=0)
@@ -23,3 +28,10 @@ class ActiveSettings(Block):
         gt=0)
     interval_ms: int = setting(100, "an integer, 20..1000 (ms)", "the sampler's interval: 100 is 10 Hz", ge=20,
                                le=1000)
+
+    @model_validator(mode="after")
+    def _one_load(self) -> ActiveSettings:
+        if self.load_command and self.dcgm_diag is not None:
+            raise refuse("load_command and dcgm_diag are two loads; the node runs one",
+                         "keep dcgm_diag for `dcgmi diag -r N -j`, or load_command for your own")
+        return self

@@ -140,6 +140,9 @@ class MungeKey(Task):
 CONFIG_TEMPLATES = {"slurm.conf": "slurm.conf.j2", "gres.conf": "gres.conf.j2", "cgroup.conf": "cgroup.conf.j2"}
 HEALTH_CHECK = "/usr/local/sbin/provision-health-check"  # slurm.conf's HealthCheckProgram (slurm.health_check_interval)
 HEALTH_CHECK_TEMPLATE = "provision-health-check.sh.j2"
+ACTIVE_SBATCH = "/usr/local/sbin/provision-verify-active.sbatch"  # the health check with --active, as a job
+ACTIVE_SBATCH_TEMPLATE = "provision-verify-active.sbatch.j2"
+ACTIVE_VERDICT = "/run/provision/verify-active.json"
 NODE_INVENTORY = "/etc/provision/inventory.yaml"  # what the health check verifies the node against
 VERDICT = "/run/provision/health-check.json"
 
@@ -172,7 +175,8 @@ class SlurmConfig(Task):
     settings_blocks = frozenset({"slurm"})
 
     def template_names(self):
-        return [("task", template) for template in [*CONFIG_TEMPLATES.values(), HEALTH_CHECK_TEMPLATE]]
+        return [("task", template) for template in [*CONFIG_TEMPLATES.values(), HEALTH_CHECK_TEMPLATE,
+                                                     ACTIVE_SBATCH_TEMPLATE]]
 
     @staticmethod
     def health_checked(host) -> bool:
@@ -186,7 +190,7 @@ class SlurmConfig(Task):
         if host.settings.slurm is None:
             return []
         return ([f"{host.settings.slurm.conf_dir}/{name}" for name in CONFIG_TEMPLATES]
-                + ([HEALTH_CHECK, NODE_INVENTORY] if self.health_checked(host) else []))
+                + ([HEALTH_CHECK, ACTIVE_SBATCH, NODE_INVENTORY] if self.health_checked(host) else []))
 
     def plan(self, host, facts):
         plan = Plan()
@@ -213,8 +217,12 @@ class SlurmConfig(Task):
                      "verdict_dir": VERDICT.rsplit("/", 1)[0], "inventory": NODE_INVENTORY,
                      "provision": host.settings.slurm.provision_command,
                      "prometheus": host.settings.slurm.health_check_prometheus,
-                     "also": host.settings.slurm.health_check_also}
+                     "also": host.settings.slurm.health_check_also, "active_verdict": ACTIVE_VERDICT,
+                     "active_sbatch": ACTIVE_SBATCH}
+            active = {"path": ACTIVE_SBATCH, "check": HEALTH_CHECK, "verdict": ACTIVE_VERDICT,
+                      "partition": clusters.partition_of(host)}
             plan_rendered(plan, self.templates, [(HEALTH_CHECK, HEALTH_CHECK_TEMPLATE, "0755")], check, facts)
+            plan_rendered(plan, self.templates, [(ACTIVE_SBATCH, ACTIVE_SBATCH_TEMPLATE, "0755")], active, facts)
             plan_written(plan, FileWrite(NODE_INVENTORY, node_inventory(everyone)), facts)
         return plan
 
