@@ -82,22 +82,23 @@ FLOOR = textwrap.dedent("""\
 """)
 
 
-def apply(lab: Lab, inventory: Path, forks: int, log: Path, *extra: str) -> tuple[float, dict]:
-    seconds, proc = peers.timed([sys.executable, "-m", "provision", "apply", str(inventory), "--ssh-config",
+def apply(lab: Lab, inventory: Path, forks: int, log: Path, *extra: str) -> tuple[float, float, dict]:
+    """(wall seconds, control CPU seconds, the --json report)."""
+    seconds, cpu, proc = peers.timed([sys.executable, "-m", "provision", "apply", str(inventory), "--ssh-config",
                                  str(lab.ssh_config_path), "--playbook", str(PLAYBOOK), "--templates", str(TEMPLATES),
                                  "--json", "-f", str(forks), "--log", str(log), *extra])
     if proc.returncode != 0:
         raise SystemExit(f"apply {' '.join(extra)} exited {proc.returncode}: {proc.stderr[-2000:]}")
-    return seconds, json.loads(proc.stdout)
+    return seconds, cpu, json.loads(proc.stdout)
 
 
-def floor(lab: Lab, addresses: list[str], command: str = "true") -> float:
-    """Wall time of the floor, a fresh interpreter like the CLI's."""
-    seconds, proc = peers.timed([sys.executable, "-c", FLOOR, str(lab.ssh_config_path),
+def floor(lab: Lab, addresses: list[str], command: str = "true") -> tuple[float, float]:
+    """Wall time and control CPU of the floor, a fresh interpreter like the CLI's."""
+    seconds, cpu, proc = peers.timed([sys.executable, "-c", FLOOR, str(lab.ssh_config_path),
                                  str(lab.dir / "known_hosts"), command, *addresses])
     if proc.returncode != 0:
         raise SystemExit(f"floor failed: {proc.stderr[-2000:]}")
-    return seconds
+    return seconds, cpu
 
 
 def facts_batch(inventory: Path) -> str:
@@ -107,25 +108,31 @@ def facts_batch(inventory: Path) -> str:
     return FACTS.script(new_token(), reads=Reads.union(t.reads(host) for t in tasks))
 
 
-def median(measure, repeat: int) -> float:
-    return statistics.median(measure() for _ in range(repeat))
+def medians(runs: list[tuple]) -> tuple:
+    """Each column's median of runs of (seconds, cpu, ...)."""
+    return tuple(statistics.median(column) for column in zip(*runs))
+
+
+def median(measure, repeat: int) -> tuple[float, float]:
+    """(seconds, control CPU) medians of repeat runs."""
+    return medians([measure()[:2] for _ in range(repeat)])
 
 
 def measure_provision(lab: Lab, nodes: list[dict], inventory: Path, workdir: Path, repeat: int) -> dict:
     size, log = len(nodes), workdir / "runs.jsonl"
     row = {}
     peers.expect_unconverged(lab, nodes)  # a fresh lab: nothing done yet
-    row["first"], first = apply(lab, inventory, size, log)
+    row["first"], row["first_cpu"], first = apply(lab, inventory, size, log)
     peers.expect_converged(lab, nodes, "provision")
     row["commands_first"] = max(h["commands"] for h in first["hosts"])
     noop = [apply(lab, inventory, size, log) for _ in range(repeat)]
-    if any(h["counts"]["changed"] for _, result in noop for h in result["hosts"]):
-        raise SystemExit(f"a provision no-op changed something: {noop[0][1]}")
-    row["noop"] = statistics.median(s for s, _ in noop)
-    row["commands_noop"] = max(h["commands"] for h in noop[0][1]["hosts"])
+    if any(h["counts"]["changed"] for _, _, result in noop for h in result["hosts"]):
+        raise SystemExit(f"a provision no-op changed something: {noop[0][2]}")
+    row["noop"], row["noop_cpu"] = medians([run[:2] for run in noop])
+    row["commands_noop"] = max(h["commands"] for h in noop[0][2]["hosts"])
     checks = [apply(lab, inventory, size, log, "--check") for _ in range(repeat)]
-    row["check"] = statistics.median(s for s, _ in checks)
-    row["commands_check"] = max(h["commands"] for h in checks[0][1]["hosts"])
+    row["check"], row["check_cpu"] = medians([run[:2] for run in checks])
+    row["commands_check"] = max(h["commands"] for h in checks[0][2]["hosts"])
     peers.expect_boot_reapplies(lab, nodes[0], "provision")
     return row
 
@@ -133,19 +140,21 @@ def measure_provision(lab: Lab, nodes: list[dict], inventory: Path, workdir: Pat
 def measure_floors(lab: Lab, nodes: list[dict], inventory: Path, repeat: int) -> dict:
     addresses = [n["address"] for n in nodes]
     batch = facts_batch(inventory)
-    return {"floor": median(lambda: floor(lab, addresses), repeat),
-            "floor_smi": median(lambda: floor(lab, addresses, peers.SMI_QUERY), repeat),
-            "floor_facts": median(lambda: floor(lab, addresses, batch), repeat)}
+    row = {}
+    for key, command in (("floor", "true"), ("floor_smi", peers.SMI_QUERY), ("floor_facts", batch)):
+        row[key], row[f"{key}_cpu"] = median(lambda: floor(lab, addresses, command), repeat)
+    return row
 
 
 def measure_peer(name: str, run, lab: Lab, nodes: list[dict], inventory: Path, workdir: Path, repeat: int) -> dict:
     """Reset the nodes, then the peer's first converge (checked on the nodes) and its no-op (median)."""
     reset_s = peers.reset(lab, nodes)
-    first = run(inventory, nodes, workdir, first=True)
+    first, first_cpu = run(inventory, nodes, workdir, first=True)
     peers.expect_converged(lab, nodes, name)
-    noop = median(lambda: run(inventory, nodes, workdir, first=False), repeat)
+    noop, noop_cpu = median(lambda: run(inventory, nodes, workdir, first=False), repeat)
     peers.expect_boot_reapplies(lab, nodes[0], name)
-    return {f"{name}_first": first, f"{name}_noop": noop, f"{name}_reset": reset_s}
+    return {f"{name}_first": first, f"{name}_noop": noop, f"{name}_reset": reset_s, f"{name}_first_cpu": first_cpu,
+            f"{name}_noop_cpu": noop_cpu}
 
 
 def measure(size: int, lab_dir: Path, repeat: int, venv: Path | None) -> dict:
@@ -183,21 +192,33 @@ def ratio(row: dict, key: str, base: str) -> str:
     return f"{row[key] / row[base]:.2f}x"
 
 
+def per_host_ms(row: dict, key: str) -> str:
+    """Control CPU per host, in ms."""
+    return f"{row[key] / row['nodes'] * 1000:.0f}"
+
+
 def provision_table(rows: list[dict]) -> str:
     head = ("nodes", "lab up s", "first s", "no-op s", "--check s", "floor s", "no-op/floor", "floor+smi s",
-            "no-op/floor+smi", "floor+facts s", "no-op/floor+facts", "cmds/host first", "no-op", "check")
+            "no-op/floor+smi", "floor+facts s", "no-op/floor+facts", "cmds/host first", "no-op", "check",
+            "control CPU ms/host: first", "no-op", "--check", "floor+smi", "no-op/floor+smi CPU")
     return table(head, [[str(r["nodes"]), *(seconds(r, k) for k in ("lab_up", "first", "noop", "check", "floor")),
                          ratio(r, "noop", "floor"), seconds(r, "floor_smi"), ratio(r, "noop", "floor_smi"),
                          seconds(r, "floor_facts"), ratio(r, "noop", "floor_facts"),
-                         str(r["commands_first"]), str(r["commands_noop"]), str(r["commands_check"])] for r in rows])
+                         str(r["commands_first"]), str(r["commands_noop"]), str(r["commands_check"]),
+                         *(per_host_ms(r, k) for k in ("first_cpu", "noop_cpu", "check_cpu", "floor_smi_cpu")),
+                         ratio(r, "noop_cpu", "floor_smi_cpu")] for r in rows])
 
 
 def peers_table(rows: list[dict]) -> str:
     head = ("nodes", "floor+smi s", "provision first s", "no-op s", "Ansible first s", "no-op s", "pyinfra first s",
-            "no-op s", "provision no-op/floor+smi", "pyinfra no-op/provision", "Ansible no-op/provision")
+            "no-op s", "provision no-op/floor+smi", "pyinfra no-op/provision", "pyinfra first/provision",
+            "Ansible no-op/provision", "control CPU ms/host first: provision", "Ansible", "pyinfra",
+            "no-op: provision", "Ansible", "pyinfra")
     keys = ("floor_smi", "first", "noop", "ansible_first", "ansible_noop", "pyinfra_first", "pyinfra_noop")
+    cpu = ("first_cpu", "ansible_first_cpu", "pyinfra_first_cpu", "noop_cpu", "ansible_noop_cpu", "pyinfra_noop_cpu")
     return table(head, [[str(r["nodes"]), *(seconds(r, k) for k in keys), ratio(r, "noop", "floor_smi"),
-                         ratio(r, "pyinfra_noop", "noop"), ratio(r, "ansible_noop", "noop")] for r in rows])
+                         ratio(r, "pyinfra_noop", "noop"), ratio(r, "pyinfra_first", "first"),
+                         ratio(r, "ansible_noop", "noop"), *(per_host_ms(r, k) for k in cpu)] for r in rows])
 
 
 def main() -> None:

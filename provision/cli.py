@@ -12,13 +12,10 @@ from pathlib import Path
 import click
 
 from provision import __version__
-from provision.commands import adhoc as adhoc_command
-from provision.commands import facts as facts_command
-from provision.commands.apply import apply as apply_command
+from provision.commands.apply import apply as apply_command  # the other commands: imported where they run
 from provision.commands.playbook import load_playbook, select_tasks, unapplied_blocks, with_bmc_record
 from provision.commands.run import Target, connector
 from provision.commands.run import default_sources, select_hosts as target_hosts
-from provision.commands.verify import verify as verify_command
 from provision.core.connection import SSHOptions
 from provision.core.errors import InputError, ProvisionError
 from provision.core.resources import playbook_path, templates_dir
@@ -295,6 +292,7 @@ def facts(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     progress = run_progress(as_json)
     try:
+        from provision.commands import facts as facts_command
         states = facts_command.read(target, RunOptions(forks=forks, command="facts", progress=progress,
                                                        reading="facts"), ssh)
     finally:
@@ -401,6 +399,7 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     progress = run_progress(as_json)
     options = RunOptions(forks=forks, command="verify", progress=progress, reading="verify", local=local)
     try:
+        from provision.commands.verify import verify as verify_command
         verdicts, done = verify_command(target, tasks, options, ssh, junitxml, drain, resume,
                                         duration if active else None)
     finally:
@@ -430,6 +429,7 @@ def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
     options = RunOptions(check=check, forks=opts["forks"], sudo_password=password, command=command,
                          progress=progress, notice=progress.notice)
     try:
+        from provision.commands import adhoc as adhoc_command
         results, stopped, warnings = adhoc_command.adhoc(target, change, option, opts["gpu"], bool(inventory),
                                                          options, ssh_options(opts))
     finally:
@@ -490,6 +490,7 @@ def _mhz_range(value, option: str) -> list[int]:
 def list_clocks(opts: dict) -> None:
     inventory = InventoryArgs(opts["inventory"])
     target = select_hosts(inventory, not inventory, opts["limit"])
+    from provision.commands import adhoc as adhoc_command
     states = adhoc_command.read_gpus(target, RunOptions(forks=opts["forks"], command="clocks --list"),
                                      ssh_options(opts))
     models = report.clock_models([s.facts for s in states if s.facts])

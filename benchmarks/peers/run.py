@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -136,13 +137,17 @@ def _run(argv: list[str]) -> str:
     return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
 
 
-def timed(argv: list[str], **kwargs) -> tuple[float, subprocess.CompletedProcess]:
+def timed(argv: list[str], **kwargs) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall seconds, control CPU seconds, the process): the CPU is the command's and every process it waited
+    for (the ssh clients Ansible starts), user + system: what the control machine spends on the run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, **kwargs)
-    return time.monotonic() - start, proc
+    wall, after = time.monotonic() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc
 
 
-def ansible(venv: Path, inventory: Path, nodes: list[dict], workdir: Path, first: bool) -> float:
+def ansible(venv: Path, inventory: Path, nodes: list[dict], workdir: Path, first: bool) -> tuple[float, float]:
     """One ansible-playbook run, timed; PeerError unless every host reports ok, and changes on the first run
     only. SSH connections are shared within the run (ControlPersist, Ansible's default) but not across runs:
     each run gets a fresh control directory, and its masters are closed after the timing."""
@@ -150,8 +155,8 @@ def ansible(venv: Path, inventory: Path, nodes: list[dict], workdir: Path, first
     env = {**os.environ, "ANSIBLE_CONFIG": str(HERE / "ansible" / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control), "ANSIBLE_LOCAL_TEMP": str(workdir / "ansible-tmp")}
     try:
-        seconds, proc = timed([str(venv / "bin" / "ansible-playbook"), "-i", str(inventory), "-f", str(len(nodes)),
-                               "site.yaml"], cwd=HERE / "ansible", env=env)
+        seconds, cpu, proc = timed([str(venv / "bin" / "ansible-playbook"), "-i", str(inventory), "-f", str(len(nodes)),
+                                    "site.yaml"], cwd=HERE / "ansible", env=env)
     finally:
         for socket in control.iterdir():
             subprocess.run(["ssh", "-o", f"ControlPath={socket}", "-O", "exit", "peer"], capture_output=True)
@@ -160,14 +165,14 @@ def ansible(venv: Path, inventory: Path, nodes: list[dict], workdir: Path, first
     counts = {host: dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", line)) for host, line in recap.items()}
     _expect("ansible", proc, counts, lambda c: c["unreachable"] == 0 and c["failed"] == 0,
             lambda c: c["changed"] > 0 if first else c["changed"] == 0, first, nodes)
-    return seconds
+    return seconds, cpu
 
 
-def pyinfra(venv: Path, inventory: Path, nodes: list[dict], workdir: Path, first: bool) -> float:
+def pyinfra(venv: Path, inventory: Path, nodes: list[dict], workdir: Path, first: bool) -> tuple[float, float]:
     """One pyinfra run (--json results on stdout), timed; PeerError unless every host succeeded, with changes on
     the first run only (an operation that changed nothing is "no_change"; one that did, "success")."""
-    seconds, proc = timed([str(venv / "bin" / "pyinfra"), str(inventory), str(HERE / "pyinfra" / "deploy.py"),
-                           "-y", "--parallel", str(len(nodes)), "--json"], cwd=workdir)
+    seconds, cpu, proc = timed([str(venv / "bin" / "pyinfra"), str(inventory), str(HERE / "pyinfra" / "deploy.py"),
+                                "-y", "--parallel", str(len(nodes)), "--json"], cwd=workdir)
     try:
         results = json.loads(proc.stdout)["results"]
     except (ValueError, KeyError):
@@ -178,7 +183,7 @@ def pyinfra(venv: Path, inventory: Path, nodes: list[dict], workdir: Path, first
                   "failed": h in results["failed_hosts"]} for h in hosts}
     _expect("pyinfra", proc, counts, lambda c: not c["error"] and not c["failed"],
             lambda c: c["changed"] > 0 if first else c["changed"] == 0, first, nodes)
-    return seconds
+    return seconds, cpu
 
 
 def _expect(tool, proc, counts: dict[str, dict], ok, changes, first: bool, nodes: list[dict]) -> None:

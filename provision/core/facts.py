@@ -44,6 +44,7 @@ class FactSection:
     read_by: frozenset[str] = PURPOSES  # the commands that read it (health sections: verify only)
     gpu: bool = False  # reads the NVIDIA stack: not read again after a task that changed only files and units
     keep: str = ""  # a shell variable its output is kept in, for a later section (nvidia-smi runs once)
+    on_request: bool = False  # apply reads it only for a task that asks (Task.fact_sections): few tasks need it
 
     def text(self) -> str:
         return self.snippet() if callable(self.snippet) else self.snippet
@@ -65,13 +66,15 @@ class Reads:
     paths: tuple[str, ...] = ()
     units: tuple[UnitRef, ...] = ()
     packages: tuple[str, ...] = ()
+    sections: tuple[str, ...] = ()  # the on-request sections a task needs (FactSection.on_request)
 
     @staticmethod
     def union(reads: Iterable[Reads]) -> Reads:
         reads = list(reads)
         return Reads(tuple(sorted({p for r in reads for p in r.paths})),
                      tuple(sorted({u for r in reads for u in r.units})),
-                     tuple(sorted({p for r in reads for p in r.packages})))
+                     tuple(sorted({p for r in reads for p in r.packages})),
+                     tuple(sorted({s for r in reads for s in r.sections})))
 
 
 def build_script(token: str, sections: dict[str, FactSection]) -> str:
@@ -132,7 +135,8 @@ class FactRegistry:
             raise ValueError(f"{purpose!r}: not one of {sorted(PURPOSES)}")
         chosen = {"lock": FactSection("lock", shlex.join(lock))} if lock else {}
         chosen.update((s.name, s) for r in self.readers for s in r.sections
-                      if purpose in s.read_by and (gpu or not s.gpu))
+                      if purpose in s.read_by and (gpu or not s.gpu)
+                      and (purpose != "apply" or not s.on_request or s.name in reads.sections))
         if reads.packages:
             chosen["packages"] = FactSection("packages", packages_snippet(list(reads.packages)))
         for path in reads.paths:

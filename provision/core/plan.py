@@ -53,6 +53,9 @@ class Change:
     # What the commands' words mean for the user and what to do (a setter's "not supported"): given what they
     # printed, or their error; None when there is nothing to add. Callable[[str], str | None].
     explain: Any = None
+    # Another change of the same task whose commands carry this one's too (one nvidia-smi call for every GPU):
+    # this one runs nothing itself, that one's error is its error, and its own verify still judges it.
+    runs_with: Change | None = None
 
 
 @dataclass
@@ -120,9 +123,16 @@ class Task:
         """Debian packages whose installed version the plan needs (also gathered in the one batch)."""
         return []
 
+    def fact_sections(self, host: "Host") -> list[str]:
+        """The on-request sections of the batch the plan needs (FactSection.on_request: apply reads them only
+        for a task that asks)."""
+        return []
+
     def reads(self, host: "Host") -> Reads:
-        """All the plan needs read beyond the fact sections: its files, units and packages, in one batch."""
-        return Reads(tuple(self.file_paths(host)), tuple(self.unit_names(host)), tuple(self.package_names(host)))
+        """All the plan needs read beyond the fact sections: its files, units, packages and on-request sections,
+        in one batch."""
+        return Reads(tuple(self.file_paths(host)), tuple(self.unit_names(host)), tuple(self.package_names(host)),
+                     tuple(self.fact_sections(host)))
 
     def template_names(self) -> list[tuple[str, str]]:
         """(playbook key, template file name) of each template it renders: checked to exist at load."""

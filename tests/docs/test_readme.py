@@ -376,5 +376,8 @@ def test_the_benchmark_runs_at_one_node():
         small = re.sub(r"--sizes [0-9,]+", "--sizes 1 --repeat 1 --no-peers", command.removeprefix("sudo "))
         lab = "/var/lib/provision-lab/readme-bench"
         out = ok(run(f"{small} --dir {lab}".replace(".venv/bin/python", sys.executable), REPO), command)
-        [row] = [line for line in out.splitlines() if line.startswith("1 | ")]
-        assert row.endswith("| 1 | 1"), row  # a no-op and --check: one command per host
+        [row] = [line.split(" | ") for line in out.splitlines() if line.startswith("1 | ")]
+        head = out.splitlines()[0].split(" | ")
+        commands = row[head.index("cmds/host first") + 1:head.index("cmds/host first") + 3]
+        assert commands == ["1", "1"], row  # a no-op and --check: one command per host
+        assert float(row[head.index("no-op/floor+smi CPU")].rstrip("x")) > 0, row  # the control CPU, measured

@@ -53,3 +53,20 @@ def test_a_batch_cut_off_by_a_lost_host_says_which_changes_ran_and_which_did_not
     assert lost == "lost the connection to cut: Socket is closed"
     assert errors == ["unknown whether it ran: the host was lost during it (lost the connection to cut: "
                       "Socket is closed)"] * 4
+
+
+def test_a_change_run_with_another_has_its_outcome_and_runs_nothing_itself(tmp_path):
+    """One nvidia-smi call for every GPU (gpu/tasks.py one_call_for_every_gpu): the others' changes carry no
+    command; the call's error, and what it printed, are theirs too."""
+    from provision.core.apply import apply_changes
+    from provision.core.plan import Change
+
+    conn = LocalConnection("here")
+    failing = Change("GPU0", "power limit", "250", "200", commands=[["sh", "-c", "echo 'Not supported'; exit 3"]])
+    others = [Change(f"GPU{i}", "power limit", "250", "200", runs_with=failing) for i in (1, 2)]
+    errors, printed, lost = apply_changes(conn, [failing, *others])
+    assert conn.commands_run == 1 and lost is None
+    assert errors[0] == errors[1] == errors[2] and errors[0].endswith("exited 3: Not supported")
+    ok = Change("GPU0", "power limit", "250", "200", commands=[["sh", "-c", "echo 'All done.'"]])
+    errors, printed, _ = apply_changes(conn, [ok, Change("GPU1", "power limit", "250", "200", runs_with=ok)])
+    assert errors == [None, None] and printed == ["All done.", "All done."]

@@ -153,9 +153,17 @@ def test_the_snippet_reads_a_built_tree_with_posix_sh(tmp_path):
     assert facts.gpu_minors == {"0000:3b:00.0": 0}
 
 
+def test_apply_reads_the_cpus_and_daemons_only_for_a_task_that_asks():
+    plain = FACTS.sections("apply")
+    assert "cpu" not in plain and "daemons" not in plain  # no selected task reads them: not run on the node
+    asked = FACTS.sections("apply", reads=gather.Reads(sections=("cpu",)))
+    assert "cpu" in asked and "daemons" not in asked
+    assert {"cpu", "daemons"} <= set(FACTS.sections("verify")) and {"cpu", "daemons"} <= set(FACTS.sections("facts"))
+
+
 def test_the_batch_reads_this_machine():
     token = gather.new_token()
-    script = FACTS.script(token)
+    script = FACTS.script(token, reads=gather.Reads(sections=("cpu",)))
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}).stdout
     facts = FACTS.parse(gather.split_sections(token, out))
     online = Path("/sys/devices/system/cpu/online")

@@ -77,9 +77,15 @@ def test_the_basement_v100_fix_sets_application_clocks_on_every_gpu_then_nothing
     plan = ApplicationClocks().plan(host_with({"clocks": {"mem": 877, "sm": 1005}}), facts_with(*v100s))
     assert [(c.target, c.before, c.after) for c in plan.changes] == [
         (f"GPU{i}", "877,1312", "877,1005 (-ac)") for i in range(4)]
-    assert plan.changes[0].commands == [["nvidia-smi", "-i", v100s[0].uuid, "-eow", "-ac", "877,1005"]]
+    # every GPU to the same pair: ONE nvidia-smi without -i (every GPU); each GPU keeps its change and check
+    assert plan.changes[0].commands == [["nvidia-smi", "-eow", "-ac", "877,1005"]]
+    assert all(c.commands == [] and c.runs_with is plan.changes[0] for c in plan.changes[1:])
     done = [replace(g, app_clock_mem=877, app_clock_sm=1005) for g in v100s]
-    assert plan.changes[0].verify(facts_with(*done)) is None
+    assert all(c.verify(facts_with(*done)) is None for c in plan.changes)
+    assert plan.changes[3].verify(facts_with(*done[:3], v100s[3])).startswith("GPU3 application clocks read 877,1312, not")
+    two = ApplicationClocks().plan(host_with({"clocks": {"mem": 877, "sm": 1005}}), facts_with(*done[:2], *v100s[2:]))
+    assert [c.commands for c in two.changes] == [  # not every GPU: one call per GPU, each by its UUID
+        [["nvidia-smi", "-i", g.uuid, "-eow", "-ac", "877,1005"]] for g in v100s[2:]]
     again = ApplicationClocks().plan(host_with({"clocks": {"mem": 877, "sm": 1005}}), facts_with(*done))
     assert again.changes == [] and len(again.unchanged) == 4
 

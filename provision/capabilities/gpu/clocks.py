@@ -19,7 +19,7 @@ from provision.capabilities.gpu import setter_words, tuning
 from provision.capabilities.gpu.facts import clock_records_dir
 from provision.capabilities.gpu.model import ClockPair
 from provision.core.plan import Change, Item, OK, Plan, Task
-from provision.capabilities.gpu.tasks import find_gpu, smi, targets_per_gpu, unless_persistent
+from provision.capabilities.gpu.tasks import find_gpu, one_call_for_every_gpu, smi, targets_per_gpu, unless_persistent
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
@@ -53,6 +53,7 @@ class ApplicationClocks(Task):
                 explain=setter_words.explain,
                 verify=lambda f, uuid=gpu.uuid, target=target: _check_app_clocks(f, uuid, target),
             ))
+        plan.changes = one_call_for_every_gpu(plan.changes, facts)
         return plan
 
 

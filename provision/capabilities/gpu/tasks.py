@@ -126,6 +126,27 @@ def smi(gpu: GpuFacts, *args: str) -> list[str]:
     return ["nvidia-smi", "-i", gpu.uuid, *args]
 
 
+def one_call_for_every_gpu(changes: list[Change], facts: HostFacts) -> list[Change]:
+    """Setters that give every GPU of the host the same value as ONE nvidia-smi call without -i, which applies a
+    setter to every GPU (its help gives -i "a specific GPU": a list of GPUs is not relied on for setters). Each
+    GPU keeps its change, its item and its own check on the re-read; an nvidia-smi start is the costly part of a
+    setter (NVML's initialisation, on every GPU). Anything else (a GPU lost, one left out, a value of its own,
+    a setter with more to it) stays one call per GPU."""
+    gpus = facts.nvidia.gpus
+    if len(changes) < 2 or facts.nvidia.lost or len(changes) != len(gpus):
+        return changes
+    if any(len(c.commands) != 1 or c.commands[0][:2] != ["nvidia-smi", "-i"] for c in changes):
+        return changes
+    if {c.commands[0][2] for c in changes} != {g.uuid for g in gpus} or len({
+            tuple(c.commands[0][3:]) for c in changes}) != 1:
+        return changes
+    first = changes[0]
+    first.commands = [["nvidia-smi", *first.commands[0][3:]]]
+    for change in changes[1:]:
+        change.commands, change.runs_with = [], first
+    return changes
+
+
 def _asks_for(gpu_settings, setting: str) -> bool:
     if getattr(gpu_settings, setting) is not None:
         return True
@@ -226,13 +247,12 @@ class Persistence(Task):
                         or (None if f.nvidia.persistenced_running else "nvidia-persistenced is not running")),
                 ))
             to_change = [(g, w) for g, w in to_change if not w]
-        for gpu, want in to_change:
-            plan.changes.append(Change(
-                target=gpu.label, what="persistence mode",
-                before=on_off(gpu.persistence), after=on_off(want),
-                commands=[smi(gpu, "-pm", "1" if want else "0")], explain=setter_words.explain,
-                verify=lambda f, uuid=gpu.uuid, want=want: _check_persistence(f, [uuid], want),
-            ))
+        plan.changes += one_call_for_every_gpu([Change(
+            target=gpu.label, what="persistence mode",
+            before=on_off(gpu.persistence), after=on_off(want),
+            commands=[smi(gpu, "-pm", "1" if want else "0")], explain=setter_words.explain,
+            verify=lambda f, uuid=gpu.uuid, want=want: _check_persistence(f, [uuid], want),
+        ) for gpu, want in to_change], facts)
         return plan
 
 
@@ -287,6 +307,7 @@ class PowerLimit(Task):
                 commands=[smi(gpu, "-pl", f"{target:g}")], explain=setter_words.explain,
                 verify=lambda f, uuid=gpu.uuid, target=target: _check_power(f, uuid, target),
             ))
+        plan.changes = one_call_for_every_gpu(plan.changes, facts)
         return plan
 
 

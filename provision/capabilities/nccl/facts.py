@@ -80,13 +80,15 @@ IB_PORT_FILES = ("state", "phys_state", "rate", "link_layer", *(f"counters/{name
 # address), then per interface its operstate, speed in Mb/s (empty or -1 where the link is down or has none)
 # and PCI device, and the RDMA port it rides on where it has one (an IPoIB ib0 on an InfiniBand port, the netdev of
 # a RoCE port: its device's infiniband/HCA, and dev_port, 0 for the HCA's port 1, as rdma-core's ibdev2netdev
-# pairs them), then, where there is an RDMA device, its ports (NCCL_IB_HCA names them): their directories
+# pairs them; read with the shell's own `read` and `cd -P`, no process per file), then, where there is an RDMA
+# device, its ports (NCCL_IB_HCA names them): their directories
 # (echo, a shell builtin) and one grep for every port's state, rate, link layer and error counters, "PATH:VALUE"
 # a line (a file that is missing or cannot be read prints nothing: -s). parse_network reads them.
 NET_SNIPPET = (
     "j=$(ip -j addr show 2>/dev/null) && echo \"ip $j\"; "
-    "for d in /sys/class/net/*; do printf 'sys %s %s %s %s\\n' \"${d##*/}\" \"$(cat \"$d/operstate\" 2>/dev/null)\" "
-    "\"$(cat \"$d/speed\" 2>/dev/null || echo -)\" \"$(readlink -f \"$d/device\" 2>/dev/null || echo -)\"; "
+    "for d in /sys/class/net/*; do o=; read -r o 2>/dev/null <\"$d/operstate\"; "
+    "v=-; read -r v 2>/dev/null <\"$d/speed\" || v=-; l=-; [ -e \"$d/device\" ] && l=$(cd -P \"$d/device\" && pwd); "
+    "printf 'sys %s %s %s %s\\n' \"${d##*/}\" \"$o\" \"${v:--}\" \"${l:--}\"; "
     "for h in \"$d\"/device/infiniband/*; do [ -e \"$h\" ] && { p=0; read p 2>/dev/null <\"$d/dev_port\"; "
     "echo \"ibdev ${d##*/} ${h##*/} $p\"; }; done; done; "
     f"[ -d {IB_CLASS} ] && {{ echo ibports {IB_CLASS}/*/ports/*; "

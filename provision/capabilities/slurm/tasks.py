@@ -186,6 +186,9 @@ class SlurmConfig(Task):
     def peer_hosts(self, host, everyone):
         return clusters.slurm_cluster(host, everyone) if host.settings.slurm else []
 
+    def fact_sections(self, host):
+        return ["cpu"] if host.settings.slurm else []  # slurm.conf's node lines, cgroup.conf, gres.conf's Cores
+
     def file_paths(self, host):
         if host.settings.slurm is None:
             return []
@@ -264,6 +267,9 @@ class SlurmDaemons(Task):
 
     def unit_names(self, host):
         return [UnitRef(d.unit) for d in host_daemons(host)] if host.settings.slurm else []
+
+    def fact_sections(self, host):
+        return ["daemons"] if host.settings.slurm else []  # their start times, against the files they read
 
     def file_paths(self, host):
         return sorted({p for d in host_daemons(host) for p in daemon_files(host, d)}) if host.settings.slurm else []

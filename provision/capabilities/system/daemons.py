@@ -16,11 +16,14 @@ from provision.core.text import number
 DAEMONS = ("munged", "slurmd", "slurmctld")  # the process names provision restarts when their files change
 
 # "clock TICKS UPTIME NOW", then "proc NAME PID USER STARTTIME_TICKS" per process.
+# One pass over /proc with the shell's own `read` (pgrep, once per daemon, scanned every process again and
+# forked for it); a process's name is its comm, as pgrep -x matches it (the names here are under 15 characters).
 DAEMONS_SNIPPET = (
-    "echo \"clock $(getconf CLK_TCK) $(cut -d' ' -f1 /proc/uptime) $(date +%s.%N)\"; "
-    f"for n in {' '.join(DAEMONS)}; do for p in $(pgrep -x \"$n\" 2>/dev/null); do "
-    "s=$(cat \"/proc/$p/stat\" 2>/dev/null) || continue; s=${s##*) }; "
-    "echo \"proc $n $p $(stat -c %U \"/proc/$p\") $(echo \"$s\" | cut -d' ' -f20)\"; done; done; true"
+    "u=; read -r u _ 2>/dev/null </proc/uptime; echo \"clock $(getconf CLK_TCK) ${u:--} $(date +%s.%N)\"; "
+    "for p in /proc/[0-9]*; do c=; read -r c 2>/dev/null <\"$p/comm\" || continue; "
+    f"case $c in {'|'.join(DAEMONS)}) ;; *) continue;; esac; "
+    "s=; read -r s 2>/dev/null <\"$p/stat\" || continue; set -- ${s##*) }; shift 19; "
+    "echo \"proc $c ${p#/proc/} $(stat -c %U \"$p\") $1\"; done; true"
 )
 
 

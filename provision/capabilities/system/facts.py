@@ -14,5 +14,6 @@ def parse(sections: dict[str, Section], facts) -> None:
         facts.daemons = daemons.parse_daemons(sections["daemons"].output)
 
 
-READER = FactReader((FactSection("cpu", cpu.CPU_SNIPPET),  # CPUs, memory, cgroup layout, each GPU's local CPUs
-                     FactSection("daemons", daemons.DAEMONS_SNIPPET)), parse)
+# Apply reads them only for the tasks that ask (the Slurm tasks: slurm.conf's node lines, the daemons' restarts).
+READER = FactReader((FactSection("cpu", cpu.CPU_SNIPPET, on_request=True),  # CPUs, memory, cgroups, GPUs' CPUs
+                     FactSection("daemons", daemons.DAEMONS_SNIPPET, on_request=True)), parse)
