@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import shlex
 from pathlib import Path
 
@@ -13,15 +14,22 @@ from provision.core.plan import Change, FileWrite, Item, OK, Plan, Task
 
 
 def render(templates: Path, src: str, context: dict) -> str:
+    return _environment(str(templates)).get_template(src).render(**context)
+
+
+@functools.lru_cache(maxsize=16)
+def _environment(templates: str) -> jinja2.Environment:
+    """One environment per templates directory, so each template is compiled once per run, not once per host
+    and task (jinja caches compiled templates per environment, and checks the file's mtime before reusing one)."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates)),
+        loader=jinja2.FileSystemLoader(templates),
         undefined=jinja2.StrictUndefined,  # a missing variable is an error, not an empty string
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
     )
     env.filters["shquote"] = lambda value: shlex.quote(str(value))  # a value in a shell script: one word
-    return env.get_template(src).render(**context)
+    return env
 
 
 def unified_diff(path: str, old: str, new: str) -> str:
