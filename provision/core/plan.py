@@ -89,6 +89,10 @@ class Task:
     name: ClassVar[str] = ""
     tags: ClassVar[frozenset[str]] = frozenset()
     changes_gpus: ClassVar[bool] = False  # its changes touch GPU state: the re-read after them asks nvidia-smi
+    # Tasks of one group, one after another in the playbook, plan only from what none of the others changes (each
+    # GPU setter its own setting; each file task its own files): they are applied in a row and the host is read
+    # again once after them, each change checked on that read (core/run.py). "": read again after this task.
+    reread_group: ClassVar[str] = ""
     settings_blocks: ClassVar[frozenset[str]] = frozenset()  # the inventory blocks it applies (besides `when:`)
     templates: Path | None = None  # the templates folder (--templates, else shipped): set by load_playbook
     cluster: "Cluster | None" = None  # the whole inventory and the facts read: set by the engine before planning

@@ -22,7 +22,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from provision.core import hostlock
 from provision.core.apply import apply_changes
@@ -97,12 +97,22 @@ class HostState:
 NOT_VERIFIED = "not verified: the host was lost before it was read again"
 
 
+@dataclass
+class Applied:
+    """A task's changes applied on a host, waiting for the re-read that checks them (Engine._settle)."""
+
+    task: Task
+    items: list[Item]  # its unchanged and refused items
+    applied: list[tuple[Any, str | None]]  # each Change with its error (None: it ran)
+    printed: list[str]  # what each change's commands printed
+
+
 class HostLost(Exception):
     """The host stopped answering in the middle of a task's changes; `task` says what was done before."""
 
-    def __init__(self, task: TaskResult, reason: str):
+    def __init__(self, task: TaskResult, reason: str, recorded: bool = False):
         super().__init__(reason)
-        self.task, self.reason = task, reason
+        self.task, self.reason, self.recorded = task, reason, recorded  # recorded: already in the host's result
 
 
 class Engine:
@@ -206,25 +216,72 @@ class Engine:
 
     def apply_host(self, state: HostState) -> None:
         """The tasks in order. A stop lets the task in flight finish and starts no other; a host lost in the
-        middle of a task is unreachable, with what that task changed before, and starts no other."""
+        middle of a task is unreachable, with what that task changed before, and starts no other. The tasks of
+        one re-read group in a row (Task.reread_group) share the re-read after them."""
         result = state.result
-        for i, task in enumerate(self.tasks):
-            if self.stop:
-                if i == 0:  # locked and read again, nothing changed: the host was not started
-                    result.status, result.message = NOT_STARTED, self.stop.words()
+        pending: list[Applied | TaskResult] = []  # from the first applied task on: waiting for the re-read
+        begun = 0  # the tasks begun so far: those after them are not started when the host is lost
+        try:
+            for i, task in enumerate(self.tasks):
+                if pending and not self._joins(state, pending, task):
+                    self._settle(state, pending)
+                if self.stop:
+                    self._settle(state, pending)
+                    if i == 0:  # locked and read again, nothing changed: the host was not started
+                        result.status, result.message = NOT_STARTED, self.stop.words()
+                    else:
+                        self._not_started(state, self.tasks[i:], self.stop.words())
+                    return
+                begun = i + 1
+                self.options.progress(Event("applied", self._done, self._total, state.host.name, task.name))
+                plan = task.plan(state.host, state.facts)  # re-plan: earlier tasks may have changed facts
+                outcome = self.report_or_apply(state, task, plan)
+                if pending or isinstance(outcome, Applied):  # recorded in order, after the re-read
+                    pending.append(outcome)
                 else:
-                    self._not_started(state, self.tasks[i:], self.stop.words())
-                return
-            self.options.progress(Event("applied", self._done, self._total, state.host.name, task.name))
-            plan = task.plan(state.host, state.facts)  # re-plan: earlier tasks may have changed facts
-            try:
-                task_result = self.report_or_apply(state, task, plan)
-            except HostLost as lost:
-                result.status, result.message = UNREACHABLE, f"lost during {task.name}: {lost.reason}"
+                    self._record(state, outcome)
+            self._settle(state, pending)
+        except HostLost as lost:
+            result.status, result.message = UNREACHABLE, f"lost during {lost.task.name}: {lost.reason}"
+            for earlier in pending:  # applied before the task it was lost in, never read again: unverified
+                self._record(state, self._checked(state, earlier, lost.reason) if isinstance(earlier, Applied)
+                             else earlier)
+            if not lost.recorded:
                 self._record(state, lost.task)
-                self._not_started(state, self.tasks[i + 1:], "not started: the host was lost")
-                return
+            self._not_started(state, self.tasks[begun:], "not started: the host was lost")
+
+    def _joins(self, state: HostState, pending: list[Applied | TaskResult], task: Task) -> bool:
+        """Whether task may be planned on the facts as they were before the pending tasks changed the host: the
+        same re-read group, and none of the files it reads written by them."""
+        applied = [p for p in pending if isinstance(p, Applied)]
+        written = {c.write.path for p in applied for c, _ in p.applied if c.write}
+        group = applied[0].task.reread_group
+        return bool(group) and task.reread_group == group and not written & set(task.reads(state.host).paths)
+
+    def _settle(self, state: HostState, pending: list[Applied | TaskResult]) -> None:
+        """Read the host again once for the pending tasks and record each in order, its changes checked on that
+        read; the list is emptied. Lost during the read: each applied one is recorded as changed, unverified,
+        and HostLost raised."""
+        waiting, pending[:] = list(pending), []
+        done = [p for p in waiting if isinstance(p, Applied)]
+        if not done:
+            for outcome in waiting:
+                self._record(state, cast(TaskResult, outcome))
+            return
+        lost = None
+        try:
+            gpu = any(p.task.changes_gpus for p in done)
+            fresh = self.extensions.facts.parse(self.read(state.conn, state.reads, gpu=gpu))
+            if not gpu:  # not read again: these tasks changed files and units only
+                fresh.nvidia = state.facts.nvidia
+            state.facts = fresh
+        except Unreachable as exc:
+            lost = str(exc)
+        results = [self._checked(state, p, lost) if isinstance(p, Applied) else p for p in waiting]
+        for task_result in results:
             self._record(state, task_result)
+        if lost is not None:
+            raise HostLost(self._checked(state, done[-1], lost), lost, recorded=True)
 
     def _record(self, state: HostState, task_result: TaskResult) -> None:
         state.result.tasks.append(task_result)
@@ -235,7 +292,9 @@ class Engine:
         for task in tasks:
             self._record(state, TaskResult(task.name, NOT_STARTED, message=why))
 
-    def report_or_apply(self, state: HostState, task: Task, plan: Plan) -> TaskResult:
+    def report_or_apply(self, state: HostState, task: Task, plan: Plan) -> TaskResult | Applied:
+        """The task's result where nothing is applied (skipped, failed, --check, nothing to change); else its
+        changes applied, as the Applied that _settle checks after the re-read."""
         if plan.skipped:
             return TaskResult(task.name, SKIPPED, message=plan.skipped)
         if plan.failed or plan.problems:
@@ -247,20 +306,21 @@ class Engine:
         if not plan.changes:
             return TaskResult(task.name, task_status(items), items)
         errors, printed, lost = apply_changes(state.conn, plan.changes, self.options.keep_backups)
-        applied = list(zip(plan.changes, errors))
-        if lost is None:
-            try:
-                fresh = self.extensions.facts.parse(self.read(state.conn, state.reads, gpu=task.changes_gpus))
-                if not task.changes_gpus:  # not read again: this task changed files and units only
-                    fresh.nvidia = state.facts.nvidia
-                state.facts = fresh
-            except Unreachable as exc:
-                lost = str(exc)
+        applied = Applied(task, items, list(zip(plan.changes, errors)), printed)
         if lost is not None:  # what ran is changed, unverified; the rest failed with why
+            raise HostLost(self._checked(state, applied, lost), lost)
+        return applied
+
+    @staticmethod
+    def _checked(state: HostState, applied: Applied, lost: str | None) -> TaskResult:
+        """The task's result: each change checked on the facts read after it (its own check, the setter's words);
+        the host lost before that read: what ran is changed and unverified, what failed says why."""
+        items = list(applied.items)
+        if lost is not None:
             items += [Item(c.target, FAILED if error else CHANGED, c.what, c.before, c.after, error or NOT_VERIFIED,
-                           c.diff) for c, error in applied]
-            raise HostLost(TaskResult(task.name, task_status(items), items), lost)
-        for (change, error), said in zip(applied, printed):
+                           c.diff) for c, error in applied.applied]
+            return TaskResult(applied.task.name, task_status(items), items)
+        for (change, error), said in zip(applied.applied, applied.printed):
             words = error  # what the commands said: their error, or what they printed when they exited 0
             if error is None and change.verify is not None:
                 wrong = change.verify(state.facts)
@@ -269,7 +329,7 @@ class Engine:
                 error = change.explain(words) or error
             status = FAILED if error else CHANGED
             items.append(Item(change.target, status, change.what, change.before, change.after, error or "", change.diff))
-        return TaskResult(task.name, task_status(items), items)
+        return TaskResult(applied.task.name, task_status(items), items)
 
     def release_lock(self, state: HostState, timeout: float = 30) -> None:
         """Give the host's lock back (best effort: a lost host's lock goes stale, for the next run to take)."""

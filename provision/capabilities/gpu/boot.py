@@ -114,6 +114,7 @@ class BootConf(Task):
     """Writes CONF from the inventory's gpu settings, resolved per GPU (playbook: `task: gpu-boot-conf`)."""
 
     name = "gpu-boot-conf"
+    reread_group = "files"  # plans from its own files: applied in a row with the others, read again once
     tags = frozenset({"gpu", "boot"})
     settings_blocks = frozenset({"gpu"})
 

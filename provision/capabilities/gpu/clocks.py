@@ -31,6 +31,7 @@ class ApplicationClocks(Task):
     """gpu.clocks: {mem, sm[, nearest]} -> nvidia-smi -ac MEM,SM; "default" -> -rac."""
 
     name = "gpu-clocks"
+    reread_group = "gpu-settings"  # each plans from its own setting: applied in a row, read again once
     tags = frozenset({"gpu", "clocks"})
     settings_blocks = frozenset({"gpu"})
     changes_gpus = True
@@ -70,6 +71,7 @@ class LockedClocks(Task):
     """gpu.locked_clocks: {sm: [MIN, MAX], mem: [MIN, MAX]} -> -lgc / -lmc (Hopper: -lmcd); "default" resets."""
 
     name = "gpu-locked-clocks"
+    reread_group = "gpu-settings"  # each plans from its own setting: applied in a row, read again once
     tags = frozenset({"gpu", "clocks"})
     settings_blocks = frozenset({"gpu"})
     changes_gpus = True

@@ -207,6 +207,7 @@ class Persistence(Task):
     """
 
     name = "gpu-persistence"
+    reread_group = "gpu-settings"  # each plans from its own setting: applied in a row, read again once
     tags = frozenset({"gpu", "persistence"})
     settings_blocks = frozenset({"gpu"})
     changes_gpus = True
@@ -291,6 +292,7 @@ class PowerLimit(Task):
     """Software power limit per GPU, within the GPU's own min..max; `default` restores the default."""
 
     name = "gpu-power-limit"
+    reread_group = "gpu-settings"  # each plans from its own setting: applied in a row, read again once
     tags = frozenset({"gpu", "power"})
     settings_blocks = frozenset({"gpu"})
     changes_gpus = True

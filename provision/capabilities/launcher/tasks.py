@@ -56,6 +56,7 @@ class TorchrunLauncher(Task):
     """Playbook: `task: torchrun-launcher` (no parameters)."""
 
     name = "torchrun-launcher"
+    reread_group = "files"  # plans from its own files: applied in a row with the others, read again once
     tags = frozenset({"launcher"})
     settings_blocks = frozenset({"launcher"})
 

@@ -18,6 +18,7 @@ class NcclFiles(Task):
     """Playbook: `task: nccl-files` (no parameters)."""
 
     name = "nccl-files"
+    reread_group = "files"  # plans from its own files: applied in a row with the others, read again once
     tags = frozenset({"nccl"})
     settings_blocks = frozenset({"nccl"})
 

@@ -109,6 +109,7 @@ class TemplateFile(Task):
     systemd_reload (true for unit files: `systemctl daemon-reload` after a change, where systemd runs)."""
 
     name = "template"
+    reread_group = "files"  # plans from its own files: applied in a row with the others, read again once
     tags = frozenset({"files"})
     PARAMS = ("src", "dest", "mode", "owner", "group", "when", "systemd_reload")
 
