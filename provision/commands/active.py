@@ -60,10 +60,10 @@ def one(state: HostState, seconds: float) -> run.ActiveRun:
     targets = [target_of(gpu) for gpu in facts.nvidia.gpus]
     slurm = facts.slurm_node
     if slurm is not None and SLURM_BUSY & set(slurm.states):
-        others = _other_jobs(state, slurm.name)
-        if others:
+        others = _jobs_beside_own(state, slurm.name)
+        if others != "":
             return run.ActiveRun(seconds, targets, refused=f"Slurm has jobs on it (State={'+'.join(slurm.states)}"
-                                                           f"{others}")
+                                                           f"{'; ' + others if others else ''})")
     if not targets:
         return run.ActiveRun(seconds, targets, refused="no GPU was read (the checks above say why)")
     active = settings.active or ActiveSettings()
@@ -81,19 +81,19 @@ def one(state: HostState, seconds: float) -> run.ActiveRun:
     return found
 
 
-def _other_jobs(state: HostState, node: str) -> str:
-    """"" where the only job on the node is the one this verify runs in (the sbatch script for active runs: the
-    run is local, inside its own allocation); else what to say of the others ("; jobs 12, 13" or just ")")."""
+def _jobs_beside_own(state: HostState, node: str) -> str | None:
+    """Inside its own Slurm job (the sbatch script for active runs: verify runs --local in the allocation), what
+    squeue says of other jobs on the node: "" for none, else their ids or why squeue could not say. None where
+    verify does not run inside a job on this node: every job on it is another's."""
     own = os.environ.get("SLURM_JOB_ID", "")
     if not own or not isinstance(state.conn, LocalConnection) or not node:
-        return ")"
-    assert state.conn is not None
+        return None
     # %A: the job id, one per element of an array, as SLURM_JOB_ID is
     listed = state.conn.run(["squeue", "--noheader", "--nodelist", node, "--format", "%A"], timeout=30)
     if listed.rc != 0:
-        return f"; squeue could not say which: {(listed.stderr or listed.stdout).strip()[:200]})"
+        return f"squeue could not say which: {(listed.stderr or listed.stdout).strip()[:200]}"
     others = sorted(set(listed.stdout.split()) - {own})
-    return f"; jobs {', '.join(others)} beside this one)" if others else ""
+    return f"jobs {', '.join(others)} beside this one" if others else ""
 
 
 FABRIC_SECONDS = 10  # each port test, at most (--duration when shorter)
@@ -210,7 +210,8 @@ def all_reduce(states: list[HostState], runs: dict[str, run.ActiveRun], carried:
         # what the port tests filed under each node (fabric.py): a slow port or link follows into what it paces
         ported = {s.host.name: next((f for f in runs[s.host.name].fabric if f.about), None) for s in members}
         wrappers = {s.host.name: wrapper_path(s.host) for s in members}
-        within = [r for r in (_within(s) for s in members) if r]
+        with ThreadPoolExecutor(max_workers=len(members)) as pool:  # each node on its own: all at once
+            within = [r for r in pool.map(_within, members) if r]
         for host, own in collective.node_findings(within, wrappers).items():
             runs[host].fabric.append(own)
         if len(members) < 2:

@@ -36,9 +36,10 @@ def apply_changes(conn: Connection, changes: list[Change], keep_backups: int = 3
             errors[i] = apply_change(conn, change, keep_backups)
         except Unreachable as exc:
             lost, errors[i] = str(exc), f"unknown whether it ran: the host was lost during it ({exc})"
+    index = {id(change): i for i, change in enumerate(changes)}
     for i, change in enumerate(changes):  # one call for several targets: its outcome is each one's
-        carrier = next((j for j, other in enumerate(changes) if other is change.runs_with), None)
-        if carrier is not None:
+        carrier = index.get(id(change.runs_with))
+        if change.runs_with is not None and carrier is not None:
             errors[i], printed[i] = errors[i] or errors[carrier], printed.get(carrier, "")
     return [errors[i] for i in range(len(changes))], [printed.get(i, "") for i in range(len(changes))], lost
 

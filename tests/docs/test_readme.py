@@ -358,13 +358,17 @@ def pasted_under(command: str) -> str:
     return after.split("```text\n", 1)[1].split("```", 1)[0]
 
 
+def run_small(command: str, sizes: str, lab: str) -> str:
+    """A README benchmark as written, with its --sizes replaced (and what follows them), in its own lab."""
+    small = re.sub(r"--sizes [0-9,]+", f"--sizes {sizes}", command.removeprefix("sudo "))
+    return ok(run(f"{small} --dir {lab}".replace(".venv/bin/python", sys.executable), REPO), command)
+
+
 @pytest.mark.lab
 def test_the_active_benchmark_runs_at_two_nodes():
     needs_root_on_linux()
     for command in commands_for("active-benchmark"):
-        small = re.sub(r"--sizes [0-9,]+", "--sizes 2", command.removeprefix("sudo "))
-        lab = "/var/lib/provision-lab/readme-bench-active"
-        out = ok(run(f"{small} --dir {lab}".replace(".venv/bin/python", sys.executable), REPO), command)
+        out = run_small(command, "2", "/var/lib/provision-lab/readme-bench-active")
         [row] = [line for line in out.splitlines() if line.startswith("2 | ")]
         assert row.endswith("| 2/2"), row  # both nodes loaded, their ports and all-reduce measured, passed
 
@@ -373,9 +377,7 @@ def test_the_active_benchmark_runs_at_two_nodes():
 def test_the_benchmark_runs_at_one_node():
     needs_root_on_linux()
     for command in commands_for("benchmark"):
-        small = re.sub(r"--sizes [0-9,]+", "--sizes 1 --repeat 1 --no-peers", command.removeprefix("sudo "))
-        lab = "/var/lib/provision-lab/readme-bench"
-        out = ok(run(f"{small} --dir {lab}".replace(".venv/bin/python", sys.executable), REPO), command)
+        out = run_small(command, "1 --repeat 1 --no-peers", "/var/lib/provision-lab/readme-bench")
         [row] = [line.split(" | ") for line in out.splitlines() if line.startswith("1 | ")]
         head = out.splitlines()[0].split(" | ")
         commands = row[head.index("cmds/host first") + 1:head.index("cmds/host first") + 3]

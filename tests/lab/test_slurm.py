@@ -162,15 +162,22 @@ def test_verify_drains_a_failed_node_and_resumes_only_what_it_drained(slurm_lab)
     assert code == 0, result
 
 
-def test_slurm_runs_the_health_check_itself_draining_and_resuming(slurm_lab, tmp_path):
+def apply_with(slurm_lab, inventory: Path, interval: int, **blocks) -> None:
+    """The lab's inventory with slurm.health_check_interval and the given blocks in every group, applied, the
+    nodes idle again under the slurm.conf it wrote."""
     tree = yaml.safe_load(slurm_lab.inventory.read_text())
     for group in tree["all"]["children"].values():
-        group["vars"]["slurm"]["health_check_interval"] = 10
-    inventory = tmp_path / "health-check.yaml"
+        group["vars"]["slurm"]["health_check_interval"] = interval
+        group["vars"].update(blocks)
     inventory.write_text(yaml.safe_dump(tree))
     code, result = slurm_lab.apply(inventory=inventory)
     assert code == 0, result
     wait_for("both nodes idle under the new slurm.conf", lambda: idle_nodes(slurm_lab))
+
+
+def test_slurm_runs_the_health_check_itself_draining_and_resuming(slurm_lab, tmp_path):
+    inventory = tmp_path / "health-check.yaml"
+    apply_with(slurm_lab, inventory, 10)
     started = time.monotonic()
     on(slurm_lab, NODES[0], "/usr/local/sbin/provision-health-check")  # what slurmd runs, timed by hand once
     print(f"one health check on a node: {time.monotonic() - started:.1f} s")
@@ -203,15 +210,8 @@ def test_the_sbatch_script_for_active_runs_loads_each_node_inside_its_own_job(sl
     """provision-verify-active.sbatch, submitted on a node: each node of the job runs its health check with
     --active; the node is ALLOCATED by that job, and verify knows it as its own (squeue names no other job),
     so it loads the GPUs (the simulator's load) instead of refusing."""
-    tree = yaml.safe_load(slurm_lab.inventory.read_text())
-    for group in tree["all"]["children"].values():
-        group["vars"]["slurm"]["health_check_interval"] = 300
-        group["vars"]["active"] = {"load_command": ["/usr/lib/provision-lab/gpusim", "load"]}
-    inventory = tmp_path / "active.yaml"
-    inventory.write_text(yaml.safe_dump(tree))
-    code, result = slurm_lab.apply(inventory=inventory)
-    assert code == 0, result
-    wait_for("both nodes idle under the new slurm.conf", lambda: idle_nodes(slurm_lab))
+    apply_with(slurm_lab, tmp_path / "active.yaml", 300,
+               active={"load_command": ["/usr/lib/provision-lab/gpusim", "load"]})
     started = time.monotonic()
     job = on(slurm_lab, NODES[0], f"cd /tmp && sbatch --wait --parsable -N{len(NODES)} "
                                   "/usr/local/sbin/provision-verify-active.sbatch --duration 5").strip()
