@@ -377,13 +377,15 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     the Xid log and the tasks that use it) is listed under it.
 
     With --active, every GPU of each host is loaded for --duration first
-    (provision's load program with torch, or active.load_command), sampled
-    at 10 Hz, and the host judged as the load left it: a GPU lost, power
-    past the supplies' budget, the power brake, heat, clocks below those
-    set, a PCIe link trained down, a GPU slower than its peers, kernel errors
-    during the load. Then iperf3 on every port NCCL uses, in a ring over
-    each training group, and the group's all-reduce through its torchrun
-    wrapper. A node with GPU processes or Slurm jobs is left alone.
+    (provision's load program with torch, active.load_command, or dcgmi diag
+    with active.dcgm_diag), sampled at 10 Hz, and the host judged as the load
+    left it: a GPU lost, power past the supplies' budget, the power brake,
+    heat, clocks below those set, a PCIe link trained down, a GPU slower than
+    its peers, kernel errors during the load. Then iperf3 on every port NCCL
+    uses, in a ring over each training group, and the all-reduce through the
+    group's torchrun wrapper: within each node, across the group, and
+    pairwise along a ring when the group falls short. A node with GPU
+    processes or Slurm jobs (other than the job verify runs in) is left alone.
 
     \b
     Exit codes: 0 every host passed; 1 some check failed; 2 bad input;
