@@ -2,12 +2,15 @@
 
 from pathlib import Path
 
-REAL_H100 = Path(__file__).parent / "fixtures" / "real" / "h100-80gb-hbm3"
+REAL = Path(__file__).parent / "fixtures" / "real"
+REAL_H100 = REAL / "h100-80gb-hbm3"
+REAL_H200 = REAL / "h200"
 
 
-def capture(name: str) -> tuple[str, int]:
-    """A verbatim capture without its '$ command' first line and '[exit N]' last line: (output, exit code)."""
-    lines = (REAL_H100 / name).read_text().splitlines()
+def capture(name: str, folder: Path = REAL_H100) -> tuple[str, int]:
+    """A verbatim capture without its '$ command' first line and '[exit N]' last line: (output, exit code).
+    folder: which machine's captures (REAL_H100, the default, or REAL_H200)."""
+    lines = (folder / name).read_text().splitlines()
     assert lines[0].startswith("$ ") and lines[-1].startswith("[exit ")
     return "\n".join(lines[1:-1]) + "\n", int(lines[-1][6:-1])
 
