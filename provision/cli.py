@@ -15,6 +15,7 @@ from provision import __version__
 from provision.commands.apply import apply as apply_command  # the other commands: imported where they run
 from provision.commands.playbook import load_playbook, select_tasks, unapplied_blocks, with_bmc_record
 from provision.commands.run import Target, connector
+from provision.commands.via_slurm import node_arguments
 from provision.commands.run import default_sources, select_hosts as target_hosts
 from provision.core.connection import SSHOptions
 from provision.core.errors import InputError, ProvisionError
@@ -216,9 +217,12 @@ def main():
               help="With --reboot: hosts rebooted at a time; one that does not come back stops the rollout.")
 @click.option("--reboot-timeout", type=click.FloatRange(10, 7200), default=600, show_default=True,
               help="With --reboot: seconds a host has to go down and answer SSH again.")
+@click.option("--via", type=click.Choice(["ssh", "slurm"]), default="ssh", show_default=True,
+              help="slurm: the Slurm compute nodes that take a job apply themselves, through one srun on their "
+                   "controller (provision on each node: slurm.provision_command); the other hosts over SSH.")
 def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout,
           identity_file, check, show_diff, playbook, templates, tags, skip_tags, ask_sudo_pass, lock_wait, log_path,
-          keep_backups, verbose, accept_gpu_changes, accept_bmc_events, reboot, serial, reboot_timeout):
+          keep_backups, verbose, accept_gpu_changes, accept_bmc_events, reboot, serial, reboot_timeout, via):
     """Converge hosts to the INVENTORY: driver, persistence, power limits and clocks, NCCL, Slurm, torchrun.
 
     A driver installed or changed loads at the next boot: the host is
@@ -234,8 +238,16 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     The first Ctrl-C or SIGTERM lets the changes in flight finish and starts
     nothing new (exit 130 or 143); a second abandons them. A lock a lost run
     left on a host is taken over when its run is gone (see `unlock`).
+
+    --via slurm: one srun on the controller runs `provision apply --local`
+    on each compute node that takes a job, with the inventory on stdin;
+    slurm-config and munge-key need the other hosts' facts and are left
+    to a run over SSH (they show as skipped). Drained, down or allocated
+    nodes and the controller itself are applied over SSH.
     """
     target = select_hosts(inventory, local, limit)
+    via_slurm = node_arguments(check, tags, skip_tags, playbook, templates, lock_wait, keep_backups,
+                               accept_gpu_changes, accept_bmc_events, reboot, local) if via == "slurm" else None
     if verbose and target.ignored:
         click.echo(f"{len(target.ignored)} other roles' variables in the inventory, left alone "
                    "(provision inventory -v names them)", err=True)
@@ -259,7 +271,7 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
                          progress=progress, notice=progress.notice, keep_backups=keep_backups, local=local)
     log = RunLog(Path(log_path) if log_path else default_path(), command, target.inventory_path)
     try:
-        applied = apply_command(target, tasks, options, ssh, log, reboot, serial, reboot_timeout)
+        applied = apply_command(target, tasks, options, ssh, log, reboot, serial, reboot_timeout, via_slurm)
     finally:
         progress.close()
     results, outcomes, after = applied.results, applied.reboots, applied.after

@@ -219,12 +219,14 @@ def take_message(output: str) -> tuple[str, str]:
 class Taker:
     """Taking one host's lock in the facts batch (its first section), until it is this run's or the wait is
     over. A lock judged stale (its owner's process is gone, or its lease expired) is taken over with a notice;
-    a live one is waited for, with one notice."""
+    a live one is waited for, with one notice, until the wait is over or the run is stopped (stop: true once
+    a signal asked the run to stop)."""
 
-    TAKEN, AGAIN = "taken", "again"
+    TAKEN, AGAIN, STOPPED = "taken", "again", "stopped"
 
-    def __init__(self, owner: Owner, host: str, wait: float, notice, inventory_path: str = ""):
+    def __init__(self, owner: Owner, host: str, wait: float, notice, inventory_path: str = "", stop=None):
         self.owner, self.host, self.notice, self.inventory_path = owner, host, notice, inventory_path
+        self.stop = stop
         self.deadline, self.waited, self.stale = time.monotonic() + wait, False, ""
         self.wait = wait
 
@@ -247,6 +249,8 @@ class Taker:
         if holder.gone_here() and line != self.stale:
             self.stale = line  # take it over at once: compare-and-swap on the host, against this exact line
             return self.AGAIN
+        if self.stop:  # a signal while waiting: nothing was changed here; the run's stop says so
+            return self.STOPPED
         if time.monotonic() >= self.deadline:
             return (f"another run holds the lock on this host ({holder.said}); if none is running, "
                     f"`provision unlock {self.inventory_path or 'INVENTORY'} --limit {self.host}` removes it")

@@ -154,7 +154,7 @@ class Engine:
         """Read the host's facts into state; with lock, take the host lock in the same command, waiting for it
         (hostlock.Taker). False when the host could not be read or locked (state.result says why)."""
         taker = hostlock.Taker(self.owner, state.host.name, self.options.lock_wait, self.options.notice,
-                               self.inventory_path) if lock else None
+                               self.inventory_path, self.stop) if lock else None
         while True:
             try:
                 sections = self.read(state.conn, state.reads, taker.argv() if taker else None)
@@ -167,6 +167,9 @@ class Engine:
             if outcome == taker.TAKEN:
                 state.locked = True
                 break
+            if outcome == taker.STOPPED:
+                state.result.status, state.result.message = NOT_STARTED, self.stop.words()
+                return False
             if outcome != taker.AGAIN:
                 state.result.message = outcome
                 return False

@@ -10,6 +10,7 @@ import base64
 import json
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from provision.core import hostlock
 from provision.core.runlog import default_path
 from tests.docs.test_readme import commands_for
 
@@ -125,6 +127,89 @@ def test_a_second_apply_changes_nothing_and_restarts_no_daemon(slurm_lab):
     assert changed == []
     assert {n: on(slurm_lab, n, "pgrep -x slurmd || pgrep -x slurmctld; pgrep -x munged")
             for n in [HEAD, *NODES]} == pids
+
+
+def node_runs(lab, node: str) -> list[dict]:
+    """The run log of provision on the node itself (root's default), oldest first."""
+    path = lab.node_file(node, "/root/.local/state/provision/runs.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_apply_via_slurm_has_each_node_apply_itself_through_one_srun(slurm_lab):
+    """--via slurm: one srun on the controller runs provision apply --local on each idle node, with the
+    inventory on stdin; the controller itself goes over SSH. A file removed on one node is written back by that
+    node's own provision (its run log says so); a drained node takes no job and goes over SSH instead."""
+    drifted, steady = NODES[1], NODES[0]
+    on(slurm_lab, drifted, "rm /etc/nccl.conf")
+    before = {n: len(node_runs(slurm_lab, n)) for n in NODES}
+    args = ["apply", str(slurm_lab.inventory), "--ssh-config", str(slurm_lab.ssh_config), "--json", "--via", "slurm"]
+    done = slurm_lab.provision(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (f"--via slurm: 2 node(s) through srun on {HEAD}; {HEAD} over SSH (not a Slurm compute node of "
+            f"{HEAD})") in done.stderr
+    hosts = {h["host"]: h for h in json.loads(done.stdout)["hosts"]}
+    changed = {n: [t["name"] for t in h["tasks"] if t["status"] == "changed"] for n, h in hosts.items()}
+    assert changed == {HEAD: [], steady: [], drifted: ["nccl-files"]}
+    skipped = {t["name"]: t["message"] for t in hosts[drifted]["tasks"] if t["status"] == "skipped"}
+    assert "--local reads this machine only" in skipped["slurm-config"]  # needs every node's facts: over SSH
+    assert on(slurm_lab, drifted, "cat /etc/nccl.conf").strip()
+    for node in NODES:  # each node ran provision itself, on a copy of the inventory srun gave it
+        [run_start] = [r for r in node_runs(slurm_lab, node)[before[node]:] if r["event"] == "start"]
+        assert run_start["command"] == "apply" and run_start["inventory"] == "/dev/fd/3"  # an unlinked copy
+    wait_for("both nodes idle after the srun", lambda: idle_nodes(slurm_lab), timeout=30)
+
+    on(slurm_lab, HEAD, f"scontrol update nodename={steady} state=drain reason='apply via slurm test'")
+    try:
+        again = slurm_lab.provision(*args, "--check")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert (f"--via slurm: 1 node(s) through srun on {HEAD}; {HEAD} over SSH (not a Slurm compute node of "
+                f"{HEAD}); {steady} over SSH (Slurm node {steady} is drain: it takes no job now)") in again.stderr
+        assert [h["status"] for h in json.loads(again.stdout)["hosts"]] == ["ok"] * 3
+    finally:
+        on(slurm_lab, HEAD, f"scontrol update nodename={steady} state=resume")
+    wait_for("both nodes idle again", lambda: idle_nodes(slurm_lab), timeout=30)
+
+
+def test_sigterm_to_apply_via_slurm_stops_each_nodes_run_and_a_plain_rerun_converges(slurm_lab):
+    """A run another machine holds the lock of keeps one node's provision waiting; SIGTERM to the control
+    process goes on to the nodes through scancel: that node stops without changing anything and says so, its
+    own run log ends aborted, and the report comes back (exit 143). The same command again converges."""
+    waiting, steady = NODES[1], NODES[0]
+    on(slurm_lab, waiting, "rm /etc/nccl.conf")
+    other = hostlock.Owner("provision apply by ops@elsewhere pid 77 since 2026-11-26T00:00:00Z", "0a0a0a0a0a0a",
+                           "another-machine", "another-boot", 77, "999")
+    on(slurm_lab, waiting, shlex.join(hostlock.take_argv(other)))  # live: its lease runs 120 s
+    before = len(node_runs(slurm_lab, waiting))
+    args = ["apply", str(slurm_lab.inventory), "--ssh-config", str(slurm_lab.ssh_config), "--json", "--via", "slurm"]
+    proc = subprocess.Popen([sys.executable, "-m", "provision", *args], cwd=REPO, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for("the node's own provision started", lambda: any(
+            r["event"] == "start" for r in node_runs(slurm_lab, waiting)[before:]), timeout=60)
+        time.sleep(3)  # read, planned, and waiting for the lock (up to 60 s)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+        on(slurm_lab, waiting, f"rm -rf {hostlock.LOCK_DIR}")
+    assert proc.returncode == 143, out + err
+    assert "--via slurm: SIGTERM passed on to the nodes of provision-apply-" in err
+    result = json.loads(out)
+    hosts = {h["host"]: h for h in result["hosts"]}
+    assert result["stopped_by"] == "SIGTERM"
+    assert hosts[waiting]["status"] == "not started" and hosts[waiting]["tasks"] == [], hosts[waiting]
+    assert hosts[steady]["status"] == "ok"
+    end = node_runs(slurm_lab, waiting)[-1]
+    assert end["event"] == "end" and end["aborted"] == "SIGTERM"
+    assert on(slurm_lab, waiting, "test -e /etc/nccl.conf || echo absent").strip() == "absent"
+    wait_for("both nodes idle after the stopped srun", lambda: idle_nodes(slurm_lab), timeout=30)
+
+    again = slurm_lab.provision(*args)
+    assert again.returncode == 0, again.stdout + again.stderr
+    changed = {h["host"]: [t["name"] for t in h["tasks"] if t["status"] == "changed"]
+               for h in json.loads(again.stdout)["hosts"]}
+    assert changed == {HEAD: [], steady: [], waiting: ["nccl-files"]}
+    wait_for("both nodes idle again", lambda: idle_nodes(slurm_lab), timeout=30)
 
 
 def node_line(lab, node: str) -> str:

@@ -161,3 +161,26 @@ def test_a_lock_directory_the_user_cannot_write_is_said_not_taken_for_a_holder(t
         assert hostlock.take_message(taken.stdout)[0] == "cannot"
     finally:
         parent.chmod(0o755)
+
+
+def test_a_stop_while_waiting_for_a_live_lock_gives_up_at_once_instead_of_waiting_it_out(tmp_path):
+    lock = tmp_path / "provision.lock"
+    sh(hostlock.take_argv(elsewhere(), lock_dir=str(lock)))  # a live run on another machine holds it
+    said = sh(hostlock.take_argv(Owner.this_run("apply"), lock_dir=str(lock)))
+    notices: list[str] = []
+    stop = []  # falsy: not stopped
+    taker = hostlock.Taker(Owner.this_run("apply"), "node-1", 600, notices.append, "inv.yaml", stop)
+    started = time.monotonic()
+    assert taker.judge(Held(said.returncode, said.stdout)) == taker.AGAIN  # waits (a second), with one notice
+    assert notices == ["node-1: waiting up to 600 s for the host lock, held by provision apply by ops@ci-runner "
+                       "pid 77 since 2026-11-24T08:00:00Z"]
+    stop.append(15)  # SIGTERM arrived
+    assert taker.judge(Held(said.returncode, said.stdout)) == taker.STOPPED
+    assert time.monotonic() - started < 5
+
+
+class Held:
+    """The facts batch's "lock" section as Taker.judge reads it."""
+
+    def __init__(self, rc: int, output: str):
+        self.rc, self.output = rc, output
