@@ -15,7 +15,7 @@ from provision import __version__
 from provision.commands.apply import apply as apply_command  # the other commands: imported where they run
 from provision.commands.playbook import load_playbook, select_tasks, unapplied_blocks, with_bmc_record
 from provision.commands.run import Target, connector
-from provision.commands.via_slurm import node_arguments
+from provision.commands.via_slurm import apply_arguments, verify_arguments
 from provision.commands.run import default_sources, select_hosts as target_hosts
 from provision.core.connection import SSHOptions
 from provision.core.errors import InputError, ProvisionError
@@ -246,8 +246,8 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     nodes and the controller itself are applied over SSH.
     """
     target = select_hosts(inventory, local, limit)
-    via_slurm = node_arguments(check, tags, skip_tags, playbook, templates, lock_wait, keep_backups,
-                               accept_gpu_changes, accept_bmc_events, reboot, local) if via == "slurm" else None
+    via_slurm = apply_arguments(check, tags, skip_tags, playbook, templates, lock_wait, keep_backups,
+                                accept_gpu_changes, accept_bmc_events, reboot, local) if via == "slurm" else None
     if verbose and target.ignored:
         click.echo(f"{len(target.ignored)} other roles' variables in the inventory, left alone "
                    "(provision inventory -v names them)", err=True)
@@ -372,8 +372,11 @@ LOCK_COLORS = {"no lock": "green", "removed": "yellow", "left alone": "red", "un
               "(refuses a node with GPU processes or Slurm jobs; changes no setting).")
 @click.option("--duration", type=click.FloatRange(5, 3600), default=60, show_default=True, metavar="SECONDS",
               help="How long --active loads each node.")
+@click.option("--via", type=click.Choice(["ssh", "slurm"]), default="ssh", show_default=True,
+              help="slurm: the Slurm compute nodes that take a job verify themselves, through one srun on their "
+                   "controller (provision on each node: slurm.provision_command); the other hosts over SSH.")
 def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout, identity_file,
-           playbook, templates, junitxml, drain, resume, prometheus, verbose, active, duration):
+           playbook, templates, junitxml, drain, resume, prometheus, verbose, active, duration, via):
     """Check every host is as the INVENTORY intends and healthy; change nothing.
 
     Each host is read once (the facts batch of apply); then the shipped
@@ -399,6 +402,12 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     pairwise along a ring when the group falls short. A node with GPU
     processes or Slurm jobs (other than the job verify runs in) is left alone.
 
+    --via slurm: one srun on the controller runs `provision verify --local`
+    on each compute node that takes a job, with the inventory on stdin (with
+    --active: each node's load and its own all-reduce, as the sbatch script
+    runs them; the group's all-reduce and iperf3 ring need a run over SSH).
+    The other hosts are verified over SSH.
+
     \b
     Exit codes: 0 every host passed; 1 some check failed; 2 bad input;
     4 some host was unreachable (5 = both).
@@ -407,15 +416,18 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     from provision.verify import FAIL, UNREACHABLE as NOT_REACHED
 
     target = select_hosts(inventory, local, limit)
+    via_slurm = verify_arguments(playbook, templates, local, drain, resume, duration if active else None,
+                                 junitxml) if via == "slurm" else None
     tasks = load_playbook(playbook_path(playbook), templates_dir(templates))
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     progress = run_progress(as_json)
-    options = RunOptions(forks=forks, command="verify", progress=progress, reading="verify", local=local)
+    options = RunOptions(forks=forks, command="verify", progress=progress, reading="verify", local=local,
+                         notice=progress.notice)
     try:
         from provision.commands.verify import verify as verify_command
         verdicts, done = verify_command(target, tasks, options, ssh, junitxml, drain, resume,
-                                        duration if active else None)
+                                        duration if active else None, via_slurm)
     finally:
         progress.close()
     if prometheus:

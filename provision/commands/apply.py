@@ -3,16 +3,15 @@ reboot the hosts whose new driver waits for a boot and apply them again (command
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 from provision.commands.reboot import RebootOutcome, final_results, reboot_and_converge
-from provision.commands.run import Target, connector, engine_for, run_stoppable
+from provision.commands.run import Target, engine_for, run_stoppable
 from provision.commands import via_slurm
-from provision.core.connection import SSHOptions, Unreachable
+from provision.core.connection import SSHOptions
 from provision.core.plan import Task
-from provision.inventory.model import Host
-from provision.core.results import UNREACHABLE, HostResult, signal_name
+from provision.core.plan import FAILED
+from provision.core.results import UNREACHABLE, HostResult, from_json, signal_name
 from provision.core.run import RunOptions
 from provision.core.runlog import RunLog
 
@@ -46,68 +45,24 @@ def apply(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOption
 
 
 def through_slurm(engine, target: Target, ssh: SSHOptions, log: RunLog, arguments: list[str]) -> list[HostResult]:
-    """The compute nodes that take a job through one srun on their controller, the other hosts over SSH at the
-    same time; the results in the inventory's order. A controller that cannot be reached or asked sends
-    every host over SSH, and says so."""
-    controller = via_slurm.controller_of(target.hosts, target.everyone, target.inventory_path)  # bad input: refused before anything
+    """The compute nodes that take a job through one srun on their controller (commands/via_slurm.py), the
+    other hosts over SSH at the same time; the results in the inventory's order, one run log."""
     notice = engine.options.notice
-    conn = connector(False, ssh)(controller)
-    try:
-        conn.open()
-        listed = conn.run(via_slurm.SINFO, timeout=60)
-        if not listed.ok:
-            raise Unreachable(f"sinfo failed there: {listed.output[-300:]}")
-    except Unreachable as exc:
-        conn.close()
-        notice(f"--via slurm: the controller {controller.name} cannot run srun ({exc}): every host over SSH")
-        return run_stoppable(engine, target.hosts)
-    plan = via_slurm.plan_fanout(target.hosts, controller, listed.stdout)
-    ssh_hosts = [h for h in target.hosts if h.name in plan.over_ssh]
-    notice(f"--via slurm: {len(plan.nodes)} node(s) through srun on {controller.name}"
-           + "".join(f"; {name} over SSH ({why})" for name, why in plan.over_ssh.items()))
-    srun: dict[str, HostResult] = {}
-    job = f"provision-apply-{log.run_id}"
-    worker = None
-    if plan.nodes:
-        def work():
-            try:
-                srun.update((r.host, r) for r in via_slurm.apply_through(conn, plan, target.everyone, arguments, job))
-            finally:
-                conn.close()
-        worker = threading.Thread(target=work, name="srun", daemon=True)
-        worker.start()
-    else:
-        conn.close()
+    srun, ssh_hosts = via_slurm.fan_out(target, ssh, "apply", arguments, log.run_id, notice)
     with engine.stop.catching():  # a signal while only srun runs: passed on to the nodes, which stop as we do
         over_ssh = {r.host: r for r in run_stoppable(engine, ssh_hosts)} if ssh_hosts else {}
-        told = False
-        while worker and worker.is_alive():
-            if engine.stop and not told:
-                told = True
-                tell_stop(controller, ssh, job, engine.stop.signum or 15, notice)
-            worker.join(0.2)
-    for result in srun.values():
-        for task in result.tasks:
-            log.task(result.host, task, check=engine.options.check)
-    results = [srun.get(h.name) or over_ssh.get(h.name) or HostResult(
-        h.name, UNREACHABLE, message="srun gave no result (interrupted?)") for h in target.hosts]
+        said = srun.wait(engine.stop, notice) if srun else []
+    nodes = {}
+    for node in said:
+        for result in (from_json(node.data) if node.data is not None else [HostResult(
+                node.host, FAILED if node.ran else UNREACHABLE, message=node.words)]):
+            nodes[result.host] = result
+            for task in result.tasks:
+                log.task(result.host, task, check=engine.options.check)
+    results = [nodes.get(h.name) or over_ssh.get(h.name) or HostResult(h.name, UNREACHABLE, message="no result")
+               for h in target.hosts]
     log.summary(results, check=engine.options.check, aborted=signal_name(engine.stop.signum) if engine.stop else "")
     return results
-
-
-def tell_stop(controller: Host, ssh: SSHOptions, job: str, signum: int, notice) -> None:
-    """The run's signal to the nodes' provision, through scancel on the controller (a connection of its own:
-    the first one carries srun)."""
-    conn = connector(False, ssh)(controller)
-    try:
-        conn.open()
-        said = conn.run(via_slurm.cancel_argv(job, signum), sudo=True, timeout=30)
-        notice(f"--via slurm: {signal_name(signum)} passed on to the nodes of {job}" if said.ok else
-               f"--via slurm: scancel on {controller.name} failed ({said.output[-200:]}): the nodes finish their run")
-    except Unreachable as exc:
-        notice(f"--via slurm: {controller.name} unreachable to pass the stop on ({exc}): the nodes finish their run")
-    finally:
-        conn.close()
 
 
 class SummaryLater(RunLog):

@@ -3,33 +3,48 @@ drain the failed Slurm nodes or resume those verify drained that now pass (comma
 
 from __future__ import annotations
 
+import uuid
+
 from provision.commands import active as active_run
+from provision.commands.via_slurm import fan_out
 from provision.commands.drain import slurm_actions, tell_slurm
 from provision.commands.run import Target, engine_for
 from provision.core.connection import SSHOptions
 from provision.core.plan import Task
 from provision.core.run import RunOptions
+from provision.output import verify_json
 from provision.verify import PASS, UNREACHABLE, Node, Verdict, run_checks
 from provision.verify.backend import testinfra_host
 
 
 def verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, junitxml: str | None = None,
-           drain: bool = False, resume: bool = False, active: float | None = None) -> tuple[list[Verdict], list[dict]]:
+           drain: bool = False, resume: bool = False, active: float | None = None,
+           via_slurm: list[str] | None = None) -> tuple[list[Verdict], list[dict]]:
     """A verdict per selected host (unreachable ones too), and what was told to Slurm. active: seconds of load
-    on each host before it is judged (commands/active.py)."""
+    on each host before it is judged (commands/active.py). via_slurm: the arguments of `provision verify` on
+    each compute node that verifies itself through srun (commands/via_slurm.py); None: every host over SSH."""
     engine = engine_for(target, tasks, options, ssh)
+    srun, hosts = (fan_out(target, ssh, "verify", via_slurm, uuid.uuid4().hex[:12], options.notice)
+                   if via_slurm is not None else (None, target.hosts))
     states = []
+    checked: dict[str, Verdict] = {}
+    told: list[dict] = []
     try:
-        states = engine.read_facts(target.hosts, keep_open=True)
+        states = engine.read_facts(hosts, keep_open=True)
         runs = active_run.load_each(engine, states, active, options.forks) if active is not None else {}
         nodes = [Node(s.host.name, s.host, s.facts, tasks, testinfra_host(s.host.name, s.conn), target.inventory_path,
                       active=runs.get(s.host.name))
                  for s in states if s.facts is not None and s.conn is not None]
-        checked = run_checks(nodes, junitxml)
+        checked = run_checks(nodes, junitxml) if nodes or srun is None else {}
         active_run.remember_good(runs, {host for host, v in checked.items() if v.status == PASS})
         told = tell_slurm(slurm_actions(states, checked, drain, resume), states) if drain or resume else []
     finally:
         engine.close(states)
-    verdicts = [checked.get(s.host.name) or Verdict(s.host.name, UNREACHABLE, s.result.message if s.result else "")
-                for s in states]
-    return verdicts, told
+    for node in srun.wait(engine.stop, options.notice) if srun else []:
+        verdicts, said = (verify_json.from_json(node.data) if node.data is not None
+                          else ([Verdict(node.host, UNREACHABLE, node.words)], []))
+        checked.update((v.host, v) for v in verdicts)
+        told += said
+    unread = {s.host.name: s.result.message if s.result else "" for s in states}
+    return [checked.get(h.name) or Verdict(h.name, UNREACHABLE, unread.get(h.name, "no verdict"))
+            for h in target.hosts], told

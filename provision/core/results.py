@@ -92,6 +92,15 @@ def to_json(results: list[HostResult], check: bool, stopped_by: int | None = Non
     return data | ({"stopped_by": signal_name(stopped_by)} if stopped_by else {})
 
 
+def from_json(data: dict) -> list[HostResult]:
+    """to_json's hosts read back (what `provision apply --json` printed on a node: apply --via slurm)."""
+    return [HostResult(h["host"], h["status"],
+                       [TaskResult(t["name"], t["status"], [Item(**i) for i in t["items"]], t.get("message", ""))
+                        for t in h["tasks"]],
+                       h.get("message", ""), h.get("commands", 0), h.get("seconds", 0.0), h.get("reboot_pending", []))
+            for h in data["hosts"]]
+
+
 def signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name

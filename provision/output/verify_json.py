@@ -17,6 +17,8 @@ A new key may appear within a version; a key renamed or removed, or a meaning ch
 
 from __future__ import annotations
 
+from provision.verify import Failure, Verdict
+
 SCHEMA = "provision-verify/1"
 
 
@@ -40,3 +42,14 @@ def host_json(verdict) -> dict:
 
 def to_json(verdicts: list, slurm: list[dict]) -> dict:
     return {"schema": SCHEMA, "hosts": [host_json(v) for v in verdicts], "slurm": slurm}
+
+
+def from_json(data: dict) -> tuple[list, list[dict]]:
+    """to_json read back (what `provision verify --json` printed on a node: verify --via slurm): the verdicts,
+    and what was told to Slurm."""
+    verdicts = [Verdict(h["host"], h["status"], h.get("message", ""), h.get("passed", []),
+                        [Failure(f["check"], f["expected"], f["found"], f.get("next_step", ""), f.get("because", []),
+                                 f.get("about", []), f["severity"]) for f in h.get("failures", [])],
+                        h.get("skipped", []), h.get("notes", []))
+                for h in data["hosts"]]
+    return verdicts, data.get("slurm", [])

@@ -170,6 +170,34 @@ def test_apply_via_slurm_has_each_node_apply_itself_through_one_srun(slurm_lab):
     wait_for("both nodes idle again", lambda: idle_nodes(slurm_lab), timeout=30)
 
 
+def test_verify_via_slurm_has_each_node_judge_itself_drain_itself_and_a_drained_node_resumed_over_ssh(slurm_lab):
+    """verify --via slurm --drain: each idle node verifies itself inside the srun (the controller over SSH); the
+    one with a port on the slow switch fails, drains itself as its health check would, and says so. After the
+    fix, --resume: the drained node takes no job, so it is verified over SSH and resumed from here."""
+    slow, fine = NODES[1], NODES[0]
+    args = ["verify", str(slurm_lab.inventory), "--ssh-config", str(slurm_lab.ssh_config), "--json", "--via", "slurm"]
+    slurm_lab.lab("fault", slow, "nic-slow", "--nic", "ens803f1")
+    try:
+        done = slurm_lab.provision(*args, "--drain")
+    finally:
+        slurm_lab.lab("fault", slow, "clear")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"--via slurm: 2 node(s) through srun on {HEAD}; {HEAD} over SSH" in done.stderr
+    result = json.loads(done.stdout)
+    hosts = {h["host"]: h for h in result["hosts"]}
+    assert {n: h["status"] for n, h in hosts.items()} == {HEAD: "pass", fine: "pass", slow: "fail"}
+    assert [f["check"] for f in hosts[slow]["findings"]] == ["nccl_interfaces_are_up_at_speed"]
+    assert "slurm_node_is_in_service" in hosts[fine]["passed"]  # allocated by verify's own job: in service
+    assert [(d["host"], d["action"]) for d in result["slurm"]] == [(slow, "drain")]
+    assert node_line(slurm_lab, slow).startswith(f"{slow} drain provision-verify: nccl_interfaces_are_up_at_speed")
+
+    again = slurm_lab.provision(*args, "--resume")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"{slow} over SSH (Slurm node {slow} is drain: it takes no job now)" in again.stderr
+    assert [(d["host"], d["action"]) for d in json.loads(again.stdout)["slurm"]] == [(slow, "resume")]
+    wait_for("the resumed node idle", lambda: node_line(slurm_lab, slow) == f"{slow} idle none", timeout=30)
+
+
 def test_sigterm_to_apply_via_slurm_stops_each_nodes_run_and_a_plain_rerun_converges(slurm_lab):
     """A run another machine holds the lock of keeps one node's provision waiting; SIGTERM to the control
     process goes on to the nodes through scancel: that node stops without changing anything and says so, its

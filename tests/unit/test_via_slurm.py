@@ -15,9 +15,11 @@ import pytest
 
 from provision.commands import via_slurm
 from provision.core.errors import InputError
-from provision.core.plan import CHANGED, FAILED, Item
-from provision.core.results import UNREACHABLE, HostResult, TaskResult, to_json
+from provision.core.plan import CHANGED, Item
+from provision.core.results import HostResult, TaskResult, from_json, to_json
 from provision.inventory.load import load_inventory
+from provision.output import verify_json
+from provision.verify import Failure, Verdict
 
 INVENTORY = """
 all:
@@ -88,7 +90,7 @@ def run_task(nodes, node_name: str, tmp_path: Path, stdin: str = "the inventory\
     fake = tmp_path / "provision"
     fake.write_text('#!/bin/sh\necho "args: $*"\necho "inventory: $(cat "$2")"\n')
     fake.chmod(0o755)
-    script = via_slurm.task_script(nodes, ["--check", "--tags", "gpu"]).replace(
+    script = via_slurm.task_script(nodes, "apply", ["--check", "--tags", "gpu"]).replace(
         'exec "$p" apply', f'exec {fake} apply')
     return subprocess.run(["sh", "-c", script], input=stdin, capture_output=True, text=True,
                           env={"SLURMD_NODENAME": node_name, "PATH": "/usr/bin:/bin"})
@@ -110,7 +112,8 @@ def test_a_node_srun_was_not_asked_for_says_so(hosts, tmp_path):
 
 
 def test_the_srun_command_names_every_node_once_and_waits_no_longer_than_asked(hosts):
-    argv = via_slurm.srun_argv({"node-a": hosts["gpu-1"], "node-b": hosts["gpu-2"]}, ["--check"], "provision-apply-1a2b", wait=30)
+    argv = via_slurm.srun_argv({"node-a": hosts["gpu-1"], "node-b": hosts["gpu-2"]}, "apply", ["--check"],
+                               "provision-apply-1a2b", wait=30)
     assert argv[:8] == ["srun", "--nodelist=node-a,node-b", "--nodes=2", "--ntasks-per-node=1", "--label",
                         "--input=all", "--immediate=30", "--job-name=provision-apply-1a2b"]
     assert argv[-3:-1] == ["sh", "-c"]
@@ -128,35 +131,48 @@ def test_the_nodes_json_comes_back_as_their_results_and_a_silent_node_says_why(h
     result.settle()
     out = labelled(0, via_slurm.MARK + "gpu-1\n" + json.dumps(to_json([result], False), indent=2))
     err = "srun: error: node-b: task 1: Exited with exit code 1\n"
-    results = via_slurm.gather(plan, out, err, 1)
-    assert [r.host for r in results] == ["gpu-1", "gpu-2"]
-    assert results[0] == result
-    assert results[1].status == UNREACHABLE
-    assert results[1].message == ("srun on head did not run provision on it (exit 1): "
-                                  "srun: error: node-b: task 1: Exited with exit code 1")
+    said = via_slurm.gather(plan, out, err, 1, "apply")
+    assert [s.host for s in said] == ["gpu-1", "gpu-2"]
+    assert from_json(said[0].data) == [result]  # every field back, as the node had it
+    assert not said[1].ran and said[1].data is None
+    assert said[1].words == ("srun on head did not run provision on it (exit 1): "
+                             "srun: error: node-b: task 1: Exited with exit code 1")
 
 
-def test_a_node_whose_provision_printed_no_json_failed_with_its_own_words(hosts):
+def test_a_node_whose_provision_printed_no_json_says_so_in_its_own_words(hosts):
     plan = via_slurm.plan_fanout([hosts["gpu-1"]], hosts["head"], SINFO)
     out = labelled(0, via_slurm.MARK + "gpu-1\n")
     err = labelled(0, "sh: 1: /usr/local/bin/provision: not found")
-    [result] = via_slurm.gather(plan, out, err, 127)
-    assert result.status == FAILED
-    assert result.message == ("provision apply on the node gave no report: "
-                              "sh: 1: /usr/local/bin/provision: not found")
+    [said] = via_slurm.gather(plan, out, err, 127, "verify")
+    assert said.ran and said.data is None
+    assert said.words == "provision verify on the node gave no report: sh: 1: /usr/local/bin/provision: not found"
+
+
+def test_a_nodes_verdict_comes_back_whole():
+    failure = Failure("nccl_interfaces_are_up_at_speed", "10000 Mb/s", "ens803f1 1000 Mb/s", "recable it",
+                      ["nic_link"], ["ens803f1"], "error")
+    verdict = Verdict("gpu-1", "fail", "", ["no_gpu_is_lost"], [failure], ["nvlink_has_no_errors: no NVLink"],
+                      ["a note"])
+    told = [{"host": "gpu-1", "node": "node-a", "action": "drain", "said": "drained"}]
+    data = json.loads(json.dumps(verify_json.to_json([verdict], told)))
+    assert verify_json.from_json(data) == ([verdict], told)
 
 
 def test_options_that_cannot_travel_are_refused_and_the_rest_are_passed_on():
-    assert via_slurm.node_arguments(True, "gpu", "", "gpu", None, 60, 3, True, False, False, False) == [
+    assert via_slurm.apply_arguments(True, "gpu", "", "gpu", None, 60, 3, True, False, False, False) == [
         "--check", "--tags", "gpu", "--playbook", "gpu", "--lock-wait", "60", "--keep-backups", "3",
         "--accept-gpu-changes"]
     with pytest.raises(InputError) as refused:
-        via_slurm.node_arguments(False, "", "", "my/site.yaml", "tpl", 60, 3, False, False, True, True)
+        via_slurm.apply_arguments(False, "", "", "my/site.yaml", "tpl", 60, 3, False, False, True, True)
     assert [str(p).split(":")[2] for p in refused.value.problems] == [
         " with --reboot", " with --local", " with --templates tpl", " with --playbook my/site.yaml"]
     assert str(refused.value.problems[0]) == (
         "command line: --via slurm: with --reboot: a node cannot reboot itself from inside its own job step "
         "(hint: leave out --via to reboot over SSH)")
+    assert via_slurm.verify_arguments("gpu", None, False, True, False, 20.0, None) == [
+        "--playbook", "gpu", "--drain", "--active", "--duration", "20"]
+    with pytest.raises(InputError, match="--junitxml out.xml: the JUnit XML is pytest's"):
+        via_slurm.verify_arguments(None, None, False, False, False, None, "out.xml")
 
 
 @pytest.mark.parametrize("everyone", [True, False], ids=["every process of the step", "the task alone"])
@@ -172,7 +188,8 @@ def test_a_signal_to_the_step_reaches_provision_once_and_its_report_still_comes_
     fake.chmod(0o755)
     temp = tmp_path / "tmp"
     temp.mkdir()
-    script = via_slurm.task_script({"node-a": hosts["gpu-1"]}, []).replace('exec "$p" apply', f"exec {fake} apply")
+    script = via_slurm.task_script({"node-a": hosts["gpu-1"]}, "apply", []).replace('exec "$p" apply',
+                                                                                   f"exec {fake} apply")
     proc = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             env={"SLURMD_NODENAME": "node-a", "PATH": "/usr/bin:/bin", "TMPDIR": str(temp)},
                             start_new_session=True)
