@@ -5,6 +5,9 @@ ports, provision on each node), made a Slurm cluster by one apply over SSH. Then
 fresh processes, the wall time and the control process's CPU (user + system, itself and what it waited for):
 
   - no-op apply over SSH, and --via slurm (every node idle: all through one srun; the controller over SSH)
+  - the same with --limit gpu: the compute nodes alone. With the controller in the run, its slurm-config task
+    reads every node's facts over SSH (slurm.conf describes them all), so the control machine still reaches
+    each node; without it, --via slurm reaches the controller alone
   - a drift repaired: /etc/nccl.conf removed on every node, then apply (over SSH; --via slurm)
   - verify over SSH, and --via slurm
 
@@ -110,6 +113,8 @@ def measure(size: int, lab_dir: Path, repeat: int) -> dict:
             for via, extra in (("ssh", []), ("slurm", ["--via", "slurm"])):
                 row[f"noop_{via}"], row[f"noop_{via}_cpu"] = median_of(repeat, lambda: timed(lab, *apply, *extra),
                                                                        lambda: idle(lab, size))
+                row[f"nodes_{via}"], row[f"nodes_{via}_cpu"] = median_of(
+                    repeat, lambda: timed(lab, *apply, *extra, "--limit", "gpu"), lambda: idle(lab, size))
                 row[f"drift_{via}"], row[f"drift_{via}_cpu"] = median_of(repeat, lambda: timed(lab, *apply, *extra),
                                                                          drift)
                 row[f"verify_{via}"], row[f"verify_{via}_cpu"] = median_of(
@@ -133,8 +138,8 @@ def main() -> None:
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print("compute nodes | run | over SSH: wall / control CPU | --via slurm: wall / control CPU\n--- | --- | --- | ---")
     for row in rows:
-        for key, what in (("noop", "no-op apply"), ("drift", "apply, nccl.conf restored on every node"),
-                          ("verify", "verify")):
+        for key, what in (("noop", "no-op apply"), ("nodes", "no-op apply --limit gpu (the compute nodes)"),
+                          ("drift", "apply, nccl.conf restored on every node"), ("verify", "verify")):
             print(f"{row['nodes']} | {what} | {row[f'{key}_ssh']:.2f} s / {row[f'{key}_ssh_cpu']:.2f} s | "
                   f"{row[f'{key}_slurm']:.2f} s / {row[f'{key}_slurm_cpu']:.2f} s")
 

@@ -1,13 +1,15 @@
 """`provision apply|verify --via slurm`: the selected Slurm compute nodes apply or verify themselves. One SSH
 connection to the cluster's controller runs one `srun` over them; on each node `provision apply --local --limit
-ITSELF --json` (or verify) reads the flattened inventory the health check reads (slurm/tasks.py node_inventory), sent once on srun's stdin,
-which srun gives to every task. Their JSON comes back through srun (--label says whose line is whose) and is the
-usual per-host report. The control machine's cost is one connection and one parse per node, whatever the
-node count; the nodes' work runs on their own CPUs.
+ITSELF --json` (or verify) reads the flattened inventory the health check reads (slurm/tasks.py node_inventory),
+sent once on srun's stdin, which srun gives to every task. Their JSON comes back through srun (--label says whose
+line is whose) and is the usual per-host report. For those nodes the control machine's cost is one connection
+and a parse per node; their work runs on their own CPUs.
 
 Only nodes that can take a job now (idle, or mixed: CPUs free) go through srun; the others (drained, down,
 allocated whole) and hosts that are not compute nodes of that controller (the controller itself) go over SSH
-as usual, in the same run, and the run says which went which way."""
+as usual, in the same run, and the run says which went which way. A controller in the run still has its
+slurm.conf planned from every node's facts, read over SSH: --limit the compute nodes to reach the controller
+alone."""
 
 from __future__ import annotations
 

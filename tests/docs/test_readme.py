@@ -21,6 +21,8 @@ itself, and each command must be listed in WHERE with the place it runs:
              from the test extra)
   slurm      tests/lab/test_slurm.py runs the block as written, in order (its lab directory in place of the one
              shown)
+  slurm-via  tests/lab/test_slurm.py runs them as written, on that lab (its directory in place of the one shown)
+  via-slurm-benchmark  the --via slurm benchmark, as written but at two compute nodes, one repeat
   driver     tests/lab/test_driver_install.py runs it as written (its lab directory in place of the one shown)
   lab        a lab that mirrors inventories/basement.yaml (lab marker); the basement's addresses reach
              their lab nodes through ~/.ssh/config, so `provision apply inventories/basement.yaml` runs as
@@ -90,6 +92,9 @@ WHERE = {
     "sbatch --wait /usr/local/bin/gpu-torchrun.sbatch /usr/local/bin/provision-allreduce": "slurm",
     "sudo .venv/bin/python benchmarks/apply_scale.py --sizes 1,8,32": "benchmark",
     "sudo .venv/bin/python benchmarks/active_scale.py --sizes 4,32": "active-benchmark",
+    "sudo .venv/bin/python benchmarks/via_slurm_scale.py --sizes 2,8,16": "via-slurm-benchmark",
+    "provision apply /var/lib/provision-lab/slurm/inventory.yaml --via slurm": "slurm-via",
+    "provision verify /var/lib/provision-lab/slurm/inventory.yaml --via slurm --drain": "slurm-via",
     ".venv/bin/python benchmarks/inventory_load.py": "inventory",
     "provision inventory -i inventories/ansible-style --graph": "offline",
     "provision inventory -i inventories/ansible-style --host gpu04": "offline",
@@ -371,6 +376,18 @@ def test_the_active_benchmark_runs_at_two_nodes():
         out = run_small(command, "2", "/var/lib/provision-lab/readme-bench-active")
         [row] = [line for line in out.splitlines() if line.startswith("2 | ")]
         assert row.endswith("| 2/2"), row  # both nodes loaded, their ports and all-reduce measured, passed
+
+
+@pytest.mark.lab
+def test_the_via_slurm_benchmark_runs_at_two_compute_nodes():
+    needs_root_on_linux()
+    for command in commands_for("via-slurm-benchmark"):
+        out = run_small(command, "2 --repeat 1", "/var/lib/provision-lab/readme-bench-via-slurm")
+        rows = [line.split(" | ") for line in out.splitlines() if line.startswith("2 | ")]
+        assert [r[1] for r in rows] == ["no-op apply", "no-op apply --limit gpu (the compute nodes)",
+                                        "apply, nccl.conf restored on every node", "verify"], out
+        for row in rows:  # each way measured: a wall time and the control process's CPU
+            assert all(re.fullmatch(r"\d+\.\d\d s / \d+\.\d\d s", cell) for cell in row[2:]), row
 
 
 @pytest.mark.lab

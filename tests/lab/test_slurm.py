@@ -31,6 +31,7 @@ SLURM_LAB = Path(__file__).parent / "slurm.yaml"
 # in this test's lab directory: the lab, the apply, the smoke test submitted on a GPU node over the lab's SSH.
 SHOWN_DIR = "/var/lib/provision-lab/slurm"
 README_UP, README_APPLY, README_JOB = commands_for("slurm")
+README_VIA_APPLY, README_VIA_VERIFY = commands_for("slurm-via")  # the --via slurm paragraph, as written
 HEAD, NODES = "lab-head", ["lab-gpu-1", "lab-gpu-2"]
 
 
@@ -142,8 +143,8 @@ def test_apply_via_slurm_has_each_node_apply_itself_through_one_srun(slurm_lab):
     drifted, steady = NODES[1], NODES[0]
     on(slurm_lab, drifted, "rm /etc/nccl.conf")
     before = {n: len(node_runs(slurm_lab, n)) for n in NODES}
-    args = ["apply", str(slurm_lab.inventory), "--ssh-config", str(slurm_lab.ssh_config), "--json", "--via", "slurm"]
-    done = slurm_lab.provision(*args)
+    assert README_VIA_APPLY.endswith(" --via slurm")
+    done = as_written(README_VIA_APPLY + " --json", slurm_lab)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (f"--via slurm: 2 node(s) through srun on {HEAD}; {HEAD} over SSH (not a Slurm compute node of "
             f"{HEAD})") in done.stderr
@@ -152,6 +153,9 @@ def test_apply_via_slurm_has_each_node_apply_itself_through_one_srun(slurm_lab):
     assert changed == {HEAD: [], steady: [], drifted: ["nccl-files"]}
     skipped = {t["name"]: t["message"] for t in hosts[drifted]["tasks"] if t["status"] == "skipped"}
     assert "--local reads this machine only" in skipped["slurm-config"]  # needs every node's facts: over SSH
+    text = as_written(README_VIA_APPLY, slurm_lab)  # as the README shows it: the report in words
+    assert text.returncode == 0 and "3 hosts: 3 ok" in text.stdout, text.stdout + text.stderr
+    args = ["apply", str(slurm_lab.inventory), "--ssh-config", str(slurm_lab.ssh_config), "--json", "--via", "slurm"]
     assert on(slurm_lab, drifted, "cat /etc/nccl.conf").strip()
     for node in NODES:  # each node ran provision itself, on a copy of the inventory srun gave it
         [run_start] = [r for r in node_runs(slurm_lab, node)[before[node]:] if r["event"] == "start"]
@@ -178,7 +182,8 @@ def test_verify_via_slurm_has_each_node_judge_itself_drain_itself_and_a_drained_
     args = ["verify", str(slurm_lab.inventory), "--ssh-config", str(slurm_lab.ssh_config), "--json", "--via", "slurm"]
     slurm_lab.lab("fault", slow, "nic-slow", "--nic", "ens803f1")
     try:
-        done = slurm_lab.provision(*args, "--drain")
+        assert README_VIA_VERIFY.endswith(" --via slurm --drain")
+        done = as_written(README_VIA_VERIFY + " --json", slurm_lab)
     finally:
         slurm_lab.lab("fault", slow, "clear")
     assert done.returncode == 1, done.stdout + done.stderr
