@@ -157,9 +157,9 @@ def test_apply_via_slurm_has_each_node_apply_itself_through_one_srun(slurm_lab):
     assert text.returncode == 0 and "3 hosts: 3 ok" in text.stdout, text.stdout + text.stderr
     args = ["apply", str(slurm_lab.inventory), "--ssh-config", str(slurm_lab.ssh_config), "--json", "--via", "slurm"]
     assert on(slurm_lab, drifted, "cat /etc/nccl.conf").strip()
-    for node in NODES:  # each node ran provision itself, on a copy of the inventory srun gave it
-        [run_start] = [r for r in node_runs(slurm_lab, node)[before[node]:] if r["event"] == "start"]
-        assert run_start["command"] == "apply" and run_start["inventory"] == "/dev/fd/3"  # an unlinked copy
+    for node in NODES:  # each node ran provision itself, twice, on a copy of the inventory srun gave it
+        starts = [r for r in node_runs(slurm_lab, node)[before[node]:] if r["event"] == "start"]
+        assert [(r["command"], r["inventory"]) for r in starts] == [("apply", "/dev/fd/3")] * 2  # an unlinked copy
     wait_for("both nodes idle after the srun", lambda: idle_nodes(slurm_lab), timeout=30)
 
     on(slurm_lab, HEAD, f"scontrol update nodename={steady} state=drain reason='apply via slurm test'")
