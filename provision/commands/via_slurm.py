@@ -32,6 +32,7 @@ from provision.inventory.model import Host
 TAKES_A_JOB = {"idle", "mix"}
 SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%o|%t"]
 MARK = "provision-via-slurm host "  # the first line each task prints: which inventory host it is
+NODE_INVENTORY = "/dev/fd/3"  # the inventory as each node's provision reads it (task_script)
 
 
 @dataclass
@@ -114,7 +115,7 @@ def task_script(nodes: dict[str, Host], command: str, arguments: list[str]) -> s
         "    *) echo \"provision: no inventory host for Slurm node $SLURMD_NODENAME\" >&2; exit 2;;\n"
         "esac\n"
         f"echo \"{MARK}$h\"\n"
-        f"exec \"$p\" {command} /dev/fd/3 --local --limit \"$h\" --json {shlex.join(arguments)}\n"
+        f"exec \"$p\" {command} {NODE_INVENTORY} --local --limit \"$h\" --json {shlex.join(arguments)}\n"
     )
 
 
@@ -150,9 +151,11 @@ class NodeSaid:
     words: str = ""
 
 
-def gather(plan: Fanout, out: str, err: str, rc: int, command: str) -> list[NodeSaid]:
+def gather(plan: Fanout, out: str, err: str, rc: int, command: str, inventory: str) -> list[NodeSaid]:
     """What each node of the srun said, in plan order: its own JSON where it printed some; else why not, in
-    srun's words or its own."""
+    srun's words or its own. The next steps a node gives name the inventory it read (NODE_INVENTORY): they
+    name the user's inventory instead, so that they work from here."""
+    out = out.replace(NODE_INVENTORY, json.dumps(inventory)[1:-1])
     said, errors = by_label(out), by_label(err)
     found: dict[str, NodeSaid] = {}
     for label, lines in said.items():
@@ -176,13 +179,13 @@ class Srun:
     """One srun of `provision COMMAND` over a fan-out's nodes, in a thread of its own while the caller works
     on the other hosts over SSH; a signal to the caller goes on to the nodes (scancel), which stop as it does."""
 
-    def __init__(self, plan: Fanout, conn: Connection, ssh: SSHOptions, everyone: list[Host], command: str,
-                 arguments: list[str], run_id: str):
+    def __init__(self, plan: Fanout, conn: Connection, ssh: SSHOptions, everyone: list[Host], inventory: str,
+                 command: str, arguments: list[str], run_id: str):
         self.plan, self.conn, self.ssh = plan, conn, ssh
         self.job = f"provision-{command}-{run_id}"
         self.argv = srun_argv(plan.nodes, command, arguments, self.job)
         self.stdin = node_inventory(everyone)
-        self.command = command
+        self.command, self.inventory = command, inventory
         self.said: list[NodeSaid] = []
         self.thread = threading.Thread(target=self._run, name="srun", daemon=True)
         self.thread.start()
@@ -190,7 +193,7 @@ class Srun:
     def _run(self) -> None:
         try:
             done = self.conn.run(self.argv, sudo=True, stdin=self.stdin)  # as root: apply sets GPUs
-            self.said = gather(self.plan, done.stdout, done.stderr, done.rc, self.command)
+            self.said = gather(self.plan, done.stdout, done.stderr, done.rc, self.command, self.inventory)
         except Unreachable as exc:
             self.said = [NodeSaid(h.name, words=f"the controller {self.plan.controller.name} was lost during "
                                                 f"srun: {exc}") for h in self.plan.nodes.values()]
@@ -244,7 +247,7 @@ def fan_out(target: Target, ssh: SSHOptions, command: str, arguments: list[str],
     if not plan.nodes:
         conn.close()
         return None, target.hosts
-    srun = Srun(plan, conn, ssh, target.everyone, command, arguments, run_id)
+    srun = Srun(plan, conn, ssh, target.everyone, target.inventory_path, command, arguments, run_id)
     return srun, [h for h in target.hosts if h.name in plan.over_ssh]
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from provision.commands import via_slurm
 from provision.core.errors import InputError
-from provision.core.plan import CHANGED, Item
+from provision.core.plan import CHANGED, FAILED, Item
 from provision.core.results import HostResult, TaskResult, from_json, to_json
 from provision.inventory.load import load_inventory
 from provision.output import verify_json
@@ -131,7 +131,7 @@ def test_the_nodes_json_comes_back_as_their_results_and_a_silent_node_says_why(h
     result.settle()
     out = labelled(0, via_slurm.MARK + "gpu-1\n" + json.dumps(to_json([result], False), indent=2))
     err = "srun: error: node-b: task 1: Exited with exit code 1\n"
-    said = via_slurm.gather(plan, out, err, 1, "apply")
+    said = via_slurm.gather(plan, out, err, 1, "apply", "inv.yaml")
     assert [s.host for s in said] == ["gpu-1", "gpu-2"]
     assert from_json(said[0].data) == [result]  # every field back, as the node had it
     assert not said[1].ran and said[1].data is None
@@ -143,9 +143,19 @@ def test_a_node_whose_provision_printed_no_json_says_so_in_its_own_words(hosts):
     plan = via_slurm.plan_fanout([hosts["gpu-1"]], hosts["head"], SINFO)
     out = labelled(0, via_slurm.MARK + "gpu-1\n")
     err = labelled(0, "sh: 1: /usr/local/bin/provision: not found")
-    [said] = via_slurm.gather(plan, out, err, 127, "verify")
+    [said] = via_slurm.gather(plan, out, err, 127, "verify", "inv.yaml")
     assert said.ran and said.data is None
     assert said.words == "provision verify on the node gave no report: sh: 1: /usr/local/bin/provision: not found"
+
+
+def test_the_next_steps_a_node_gives_name_the_users_inventory_not_the_nodes_copy(hosts):
+    plan = via_slurm.plan_fanout([hosts["gpu-1"]], hosts["head"], SINFO)
+    result = HostResult("gpu-1", FAILED, message="another run holds the lock on this host (...); if none is "
+                        "running, `provision unlock /dev/fd/3 --limit gpu-1` removes it")
+    out = labelled(0, via_slurm.MARK + "gpu-1\n" + json.dumps(to_json([result], False)))
+    [said] = via_slurm.gather(plan, out, "", 1, "apply", 'inventories/my "lab".yaml')
+    assert from_json(said.data)[0].message.endswith(
+        '`provision unlock inventories/my "lab".yaml --limit gpu-1` removes it')
 
 
 def test_a_nodes_verdict_comes_back_whole():
