@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,15 +168,31 @@ def by_cause(failures: list[Failure]) -> list[Cause]:
     return sorted(causes.values(), key=lambda c: position[id(c.failure)])
 
 
+@contextlib.contextmanager
+def no_plugin_autoload():
+    """The suite without the pytest plugins installed beside provision (testinfra's, hypothesis's, a user's):
+    none is the suite's, and loading them, their modules' assertions rewritten, cost verify a second."""
+    before = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"]
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = before
+
+
 def run_checks(nodes: list[Node], junitxml: str | None = None) -> dict[str, Verdict]:
     """Run the suite in-process over the nodes; the verdict per host. pytest's own output is not shown."""
     collector = Collector(nodes)
     if nodes:
         args = [*map(str, check_files()), str(AS_INTENDED), "-c", str(SUITE / "pytest.ini"), "--rootdir", str(SUITE), "-q",
-                "-p", "no:cacheprovider",
-                "-p", "no:pytest11.testinfra",  # its `host` fixture is this machine; ours (Collector.host) is the node
-                *(["--junitxml", junitxml] if junitxml else [])]
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                "-p", "no:cacheprovider", "--assert=plain",  # the checks raise CheckFailed: no assert to rewrite
+                # The verdicts come from the checks' own CheckFailed; pytest's traceback of each failure (every
+                # check file parsed again for each) is only the JUnit XML's text: 32 nodes' checks, 2.9 -> 1.8 s
+                *(["--junitxml", junitxml] if junitxml else ["--tb=no"])]
+        with no_plugin_autoload(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             pytest.main(args, plugins=[collector])
     for node in nodes:
         collector.verdicts[node.name].notes = list(node.notes)
