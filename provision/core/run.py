@@ -131,6 +131,7 @@ class Engine:
         self._lock = threading.Lock()
         self.owner = hostlock.Owner.this_run(options.command)  # the lock owner line of this run, on every host
         self.stop = Stop(options.notice)  # set by the first SIGINT/SIGTERM while in stop.catching()
+        self.abandoned = False  # a second signal: the run log's last word is said; workers that wake log nothing
 
     # -- phase 1: read and plan -------------------------------------------------
 
@@ -288,7 +289,7 @@ class Engine:
 
     def _record(self, state: HostState, task_result: TaskResult) -> None:
         state.result.tasks.append(task_result)
-        if self.log:
+        if self.log and not self.abandoned:
             self.log.task(state.host.name, task_result, check=self.options.check)
 
     def _not_started(self, state: HostState, tasks: list[Task], why: str) -> None:
@@ -362,6 +363,7 @@ class Engine:
     def _abandon(self, states: list[HostState]) -> None:
         """A second signal: give back the locks that can be given within seconds, then close every connection
         (the commands in flight on the hosts may finish or not; the next run reads what they did)."""
+        self.abandoned = True
         releasing = [threading.Thread(target=self.release_lock, args=(s, 10), daemon=True) for s in states]
         for thread in releasing:
             thread.start()
