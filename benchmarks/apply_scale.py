@@ -6,7 +6,7 @@ the same for every tool: persistence mode on, a 200 W power limit and applicatio
 GPU (each changed only where it differs), /etc/nccl.conf, the boot settings file, script and unit
 (provision-gpu-tuning.service), the unit enabled.
 
-- provision: the first converge (a fresh lab), a no-op converge and --check, of the shipped site playbook
+- provision: the first converge (a fresh lab), a no-op converge and --check, and a verify, of the shipped site playbook
   and templates (the inventory: the lab's + clocks and NCCL settings), and the remote commands per host
   (--json). Its nccl-files task also writes /etc/provision/nccl.env (one file more than the peers write)
   and checks the NICs first: the benchmark does what a user's `provision apply` does.
@@ -92,6 +92,16 @@ def apply(lab: Lab, inventory: Path, forks: int, log: Path, *extra: str) -> tupl
     return seconds, cpu, json.loads(proc.stdout)
 
 
+def verify(lab: Lab, inventory: Path, forks: int) -> tuple[float, float]:
+    """(wall seconds, control CPU seconds) of `provision verify` of the converged lab: every check passes."""
+    seconds, cpu, proc = peers.timed([sys.executable, "-m", "provision", "verify", str(inventory), "--ssh-config",
+                                      str(lab.ssh_config_path), "--playbook", str(PLAYBOOK), "--templates",
+                                      str(TEMPLATES), "-f", str(forks)])
+    if proc.returncode != 0:
+        raise SystemExit(f"verify exited {proc.returncode}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return seconds, cpu
+
+
 def floor(lab: Lab, addresses: list[str], command: str = "true") -> tuple[float, float]:
     """Wall time and control CPU of the floor, a fresh interpreter like the CLI's."""
     seconds, cpu, proc = peers.timed([sys.executable, "-c", FLOOR, str(lab.ssh_config_path),
@@ -133,6 +143,7 @@ def measure_provision(lab: Lab, nodes: list[dict], inventory: Path, workdir: Pat
     checks = [apply(lab, inventory, size, log, "--check") for _ in range(repeat)]
     row["check"], row["check_cpu"] = medians([run[:2] for run in checks])
     row["commands_check"] = max(h["commands"] for h in checks[0][2]["hosts"])
+    row["verify"], row["verify_cpu"] = median(lambda: verify(lab, inventory, size), repeat)
     peers.expect_boot_reapplies(lab, nodes[0], "provision")
     return row
 
@@ -209,6 +220,15 @@ def provision_table(rows: list[dict]) -> str:
                          ratio(r, "noop_cpu", "floor_smi_cpu")] for r in rows])
 
 
+def verify_table(rows: list[dict]) -> str:
+    head = ("nodes", "verify s", "floor s", "verify/floor", "floor+facts s", "verify/floor+facts",
+            "control CPU ms/host: verify", "no-op", "verify/no-op CPU")
+    return table(head, [[str(r["nodes"]), seconds(r, "verify"), seconds(r, "floor"), ratio(r, "verify", "floor"),
+                         seconds(r, "floor_facts"), ratio(r, "verify", "floor_facts"),
+                         per_host_ms(r, "verify_cpu"), per_host_ms(r, "noop_cpu"), ratio(r, "verify_cpu", "noop_cpu")]
+                        for r in rows])
+
+
 def peers_table(rows: list[dict]) -> str:
     head = ("nodes", "floor+smi s", "provision first s", "no-op s", "Ansible first s", "no-op s", "pyinfra first s",
             "no-op s", "provision no-op/floor+smi", "pyinfra no-op/provision", "pyinfra first/provision",
@@ -238,6 +258,8 @@ def main() -> None:
         rows.append(measure(size, Path(args.dir), args.repeat, args.peers_venv if args.peers else None))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # kept, should a later size fail
     print(provision_table(rows))
+    print()
+    print(verify_table(rows))
     if versions:
         print()
         print(peers_table(rows))

@@ -395,8 +395,10 @@ def test_the_benchmark_runs_at_one_node():
     needs_root_on_linux()
     for command in commands_for("benchmark"):
         out = run_small(command, "1 --repeat 1 --no-peers", "/var/lib/provision-lab/readme-bench")
-        [row] = [line.split(" | ") for line in out.splitlines() if line.startswith("1 | ")]
+        row, verified = [line.split(" | ") for line in out.splitlines() if line.startswith("1 | ")]  # two tables
         head = out.splitlines()[0].split(" | ")
+        assert out.split("\n\n")[1].startswith("nodes | verify s | floor s | verify/floor"), out
+        assert float(verified[1]) > 0 and verified[3].endswith("x"), verified  # verify, timed against the floor
         commands = row[head.index("cmds/host first") + 1:head.index("cmds/host first") + 3]
         assert commands == ["1", "1"], row  # a no-op and --check: one command per host
         assert float(row[head.index("no-op/floor+smi CPU")].rstrip("x")) > 0, row  # the control CPU, measured
