@@ -320,21 +320,23 @@ class SSHConnection(Connection):
 
 
 def _read_until_exit(channel: paramiko.Channel, deadline: float | None) -> tuple[bytes, bytes, bool]:
-    """stdout and stderr as they arrive (select on the channel: no polling), until the exit status and both
-    streams are in, the channel closes, or the deadline: (stdout, stderr, timed out)."""
+    """stdout and stderr as they arrive (select on the channel: no polling), until both the end of the output
+    (EOF) and the exit status are in, the channel closes, or the deadline: (stdout, stderr, timed out). The
+    exit status alone is not the end: OpenSSH sends it when the command exits, and what the command wrote just
+    before may still be on its way."""
     out, err = bytearray(), bytearray()
     while True:
         if channel.recv_ready():
             out += channel.recv(65536)
         elif channel.recv_stderr_ready():
             err += channel.recv_stderr(65536)
-        elif channel.exit_status_ready() or channel.closed:
+        elif channel.closed or (channel.eof_received and channel.exit_status_ready()):
             return bytes(out), bytes(err), False
         else:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return bytes(out), bytes(err), True
-            if channel.eof_received:  # stdout closed, the exit status still to come: nothing to select on
+            if channel.eof_received:  # the output is all in; the exit status still to come: nothing to select on
                 channel.status_event.wait(remaining)
             else:
                 select.select([channel], [], [], remaining)
