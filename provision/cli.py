@@ -58,6 +58,14 @@ INVENTORY_HELP = ("The inventory, as for ansible-playbook -i: a file (YAML, INI,
                   "ANSIBLE_INVENTORY, ansible.cfg's inventory, /etc/ansible/hosts.")
 
 
+def via_option(verb: str):
+    """--via of apply and verify (commands/via_slurm.py)."""
+    return click.option("--via", type=click.Choice(["ssh", "slurm"]), default="ssh", show_default=True,
+                        help=f"slurm: the Slurm compute nodes that take a job {verb} themselves, through one srun on "
+                             "their controller (provision on each node: slurm.provision_command); the other hosts "
+                             "over SSH.")
+
+
 def inventory_options(func):
     """Options shared by every command that works on hosts. The inventory as the INVENTORY argument, or as
     -i/--inventory (Ansible's way, repeatable): the command gets its sources as `inventory` either way."""
@@ -217,9 +225,7 @@ def main():
               help="With --reboot: hosts rebooted at a time; one that does not come back stops the rollout.")
 @click.option("--reboot-timeout", type=click.FloatRange(10, 7200), default=600, show_default=True,
               help="With --reboot: seconds a host has to go down and answer SSH again.")
-@click.option("--via", type=click.Choice(["ssh", "slurm"]), default="ssh", show_default=True,
-              help="slurm: the Slurm compute nodes that take a job apply themselves, through one srun on their "
-                   "controller (provision on each node: slurm.provision_command); the other hosts over SSH.")
+@via_option("apply")
 def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout,
           identity_file, check, show_diff, playbook, templates, tags, skip_tags, ask_sudo_pass, lock_wait, log_path,
           keep_backups, verbose, accept_gpu_changes, accept_bmc_events, reboot, serial, reboot_timeout, via):
@@ -372,9 +378,7 @@ LOCK_COLORS = {"no lock": "green", "removed": "yellow", "left alone": "red", "un
               "(refuses a node with GPU processes or Slurm jobs; changes no setting).")
 @click.option("--duration", type=click.FloatRange(5, 3600), default=60, show_default=True, metavar="SECONDS",
               help="How long --active loads each node.")
-@click.option("--via", type=click.Choice(["ssh", "slurm"]), default="ssh", show_default=True,
-              help="slurm: the Slurm compute nodes that take a job verify themselves, through one srun on their "
-                   "controller (provision on each node: slurm.provision_command); the other hosts over SSH.")
+@via_option("verify")
 def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_keys, connect_timeout, identity_file,
            playbook, templates, junitxml, drain, resume, prometheus, verbose, active, duration, via):
     """Check every host is as the INVENTORY intends and healthy; change nothing.

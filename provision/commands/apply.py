@@ -48,7 +48,7 @@ def through_slurm(engine, target: Target, ssh: SSHOptions, log: RunLog, argument
     """The compute nodes that take a job through one srun on their controller (commands/via_slurm.py), the
     other hosts over SSH at the same time; the results in the inventory's order, one run log."""
     notice = engine.options.notice
-    srun, ssh_hosts = via_slurm.fan_out(target, ssh, "apply", arguments, log.run_id, notice)
+    srun, ssh_hosts = via_slurm.fan_out(target, ssh, "apply", arguments, engine.owner.run, notice)
     with engine.stop.catching():  # a signal while only srun runs: passed on to the nodes, which stop as we do
         over_ssh = {r.host: r for r in run_stoppable(engine, ssh_hosts)} if ssh_hosts else {}
         said = srun.wait(engine.stop, notice) if srun else []

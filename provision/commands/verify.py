@@ -3,8 +3,6 @@ drain the failed Slurm nodes or resume those verify drained that now pass (comma
 
 from __future__ import annotations
 
-import uuid
-
 from provision.commands import active as active_run
 from provision.commands.via_slurm import fan_out
 from provision.commands.drain import slurm_actions, tell_slurm
@@ -24,7 +22,7 @@ def verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptio
     on each host before it is judged (commands/active.py). via_slurm: the arguments of `provision verify` on
     each compute node that verifies itself through srun (commands/via_slurm.py); None: every host over SSH."""
     engine = engine_for(target, tasks, options, ssh)
-    srun, hosts = (fan_out(target, ssh, "verify", via_slurm, uuid.uuid4().hex[:12], options.notice)
+    srun, hosts = (fan_out(target, ssh, "verify", via_slurm, engine.owner.run, options.notice)
                    if via_slurm is not None else (None, target.hosts))
     states = []
     checked: dict[str, Verdict] = {}

@@ -47,8 +47,7 @@ class Fanout:
 def controller_of(hosts: list[Host], everyone: list[Host], inventory: str) -> Host:
     """The one controller of the selected compute nodes. Bad input (no Slurm compute node selected, two
     clusters, a controller missing from the inventory) is refused before any host is touched."""
-    names = {h.settings.slurm.controller for h in hosts
-             if h.settings.slurm and h.settings.slurm.role_of(h.name) in ("compute", "both")}
+    names = {h.settings.slurm.controller for h in hosts if h.settings.slurm and h.settings.slurm.runs_jobs(h.name)}
     if not names:
         raise InputError([Problem("command line", "", "--via slurm",
                                   "none of the selected hosts is a Slurm compute node (a slurm block, role compute "
@@ -79,7 +78,7 @@ def plan_fanout(hosts: list[Host], controller: Host, sinfo: str) -> Fanout:
     plan = Fanout(controller)
     for host in hosts:
         slurm = host.settings.slurm
-        if not slurm or slurm.controller != controller.name or slurm.role_of(host.name) not in ("compute", "both"):
+        if not slurm or slurm.controller != controller.name or not slurm.runs_jobs(host.name):
             plan.over_ssh[host.name] = "not a Slurm compute node of " + controller.name
             continue
         name, state = listed.get(host.address) or listed.get(host.name) or ("", "")

@@ -40,3 +40,7 @@ class SlurmSettings(Block):
 
     def role_of(self, host_name: str) -> str:
         return self.role or ("controller" if host_name == self.controller else "compute")
+
+    def runs_jobs(self, host_name: str) -> bool:
+        """A compute node (slurmd): role compute or both."""
+        return self.role_of(host_name) in ("compute", "both")
