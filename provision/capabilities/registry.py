@@ -19,7 +19,7 @@ from provision.capabilities.bmc.tasks import BmcEventRecord
 from provision.capabilities.driver.packages import reboot_pending
 from provision.capabilities.driver.tasks import DriverRepository, NouveauBlacklist, NvidiaDriver
 from provision.capabilities.gpu.boot import BootConf
-from provision.capabilities.gpu.clock_cache import remember
+from provision.capabilities.gpu.clock_cache import upkeep
 from provision.capabilities.gpu.clocks import ApplicationClocks, LockedClocks
 from provision.capabilities.gpu.layout_task import GpuLayout
 from provision.capabilities.gpu.tasks import Persistence, PowerLimit
@@ -37,7 +37,7 @@ FACTS = FactRegistry(HostFacts, [gpu_facts.READER, nccl_facts.READER, system_fac
                                  health_facts.READER, slurm_facts.READER, topology_facts.READER,
                                  bmc_facts.READER])
 # What the capabilities add to every run: the batch, the supported-clocks cache, the driver's pending reboot.
-EXTENSIONS = Extensions(FACTS, prepare=remember, reboot_pending=reboot_pending)
+EXTENSIONS = Extensions(FACTS, upkeep=upkeep, reboot_pending=reboot_pending)
 
 # The tasks a playbook may name (`task: NAME`), by name.
 TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (

@@ -127,10 +127,11 @@ class FactRegistry:
             raise ValueError(f"two fact sections share a name: {sorted(n for n in names if names.count(n) > 1)}")
 
     def sections(self, purpose: str = "apply", reads: Reads = Reads(), lock: list[str] | None = None,
-                 gpu: bool = True) -> dict[str, FactSection]:
+                 gpu: bool = True, unlock: list[str] | None = None) -> dict[str, FactSection]:
         """The sections of one batch. With lock (hostlock.take_argv), the first one takes the host lock, so a
-        run costs no extra round trip for it. gpu=False: none that reads the NVIDIA stack (a re-read after a
-        task that changed only files)."""
+        run costs no extra round trip for it; with unlock (hostlock.release_argv), the last one gives it back (the
+        run's last read of the host). gpu=False: none that reads the NVIDIA stack (a re-read after a task that
+        changed only files)."""
         if purpose not in PURPOSES:
             raise ValueError(f"{purpose!r}: not one of {sorted(PURPOSES)}")
         chosen = {"lock": FactSection("lock", shlex.join(lock))} if lock else {}
@@ -147,11 +148,13 @@ class FactRegistry:
                 f"sudo -n base64 {quoted} 2>/dev/null || echo unreadable; }}"))
         for unit in reads.units:
             chosen[f"unit:{unit.key}"] = FactSection(f"unit:{unit.key}", shlex.join(unit.systemctl("is-enabled")))
+        if unlock:
+            chosen["unlock"] = FactSection("unlock", shlex.join(unlock))
         return chosen
 
     def script(self, token: str, purpose: str = "apply", reads: Reads = Reads(), lock: list[str] | None = None,
-               gpu: bool = True) -> str:
-        return build_script(token, self.sections(purpose, reads, lock, gpu))
+               gpu: bool = True, unlock: list[str] | None = None) -> str:
+        return build_script(token, self.sections(purpose, reads, lock, gpu, unlock))
 
     def parse(self, sections: dict[str, Section]) -> Any:
         """The host's facts from a batch's sections."""

@@ -22,6 +22,13 @@ if TYPE_CHECKING:
 OK, CHANGED, FAILED, SKIPPED = "ok", "changed", "failed", "skipped"
 
 
+def overlaps(names: frozenset[str], others: frozenset[str]) -> bool:
+    """Whether two sets of fact names (Task.plans_from, Task.alters) share a fact: "nvidia" holds
+    "nvidia.power_limit", and "*" holds everything."""
+    return any(a == "*" or b == "*" or a == b or a.startswith(b + ".") or b.startswith(a + ".")
+               for a in names for b in others)
+
+
 @dataclass
 class FileWrite:
     """A whole file, written atomically with mode and owner; the old version is kept as a backup."""
@@ -88,11 +95,14 @@ class Task:
 
     name: ClassVar[str] = ""
     tags: ClassVar[frozenset[str]] = frozenset()
-    changes_gpus: ClassVar[bool] = False  # its changes touch GPU state: the re-read after them asks nvidia-smi
-    # Tasks of one group, one after another in the playbook, plan only from what none of the others changes (each
-    # GPU setter its own setting; each file task its own files): they are applied in a row and the host is read
-    # again once after them, each change checked on that read (core/run.py). "": read again after this task.
-    reread_group: ClassVar[str] = ""
+    # What the plan reads that other tasks may change, and what this task's changes change, as fact names: a
+    # HostFacts field, dotted for a part of it ("nvidia.power_limit"), "*" for anything. Tasks in a row where none
+    # plans from what another changes are planned on one read, applied in ONE command, and the host is read again
+    # once after it (core/run.py). The files a task reads (reads().paths) and writes count without being named.
+    # Undeclared: "*" both ways, so the host is read again before and after the task (nothing joins a batch after
+    # a task that alters "*").
+    plans_from: ClassVar[frozenset[str]] = frozenset({"*"})
+    alters: ClassVar[frozenset[str]] = frozenset({"*"})
     settings_blocks: ClassVar[frozenset[str]] = frozenset()  # the inventory blocks it applies (besides `when:`)
     templates: Path | None = None  # the templates folder (--templates, else shipped): set by load_playbook
     cluster: "Cluster | None" = None  # the whole inventory and the facts read: set by the engine before planning
@@ -105,6 +115,10 @@ class Task:
             self.tags = frozenset(tags) | {self.name}
         else:
             self.tags = frozenset(type(self).tags) | {self.name}
+
+    def planned_from(self) -> frozenset[str]:
+        """plans_from, for this task as configured (a template that reads facts plans from them all)."""
+        return self.plans_from
 
     def blocks(self) -> frozenset[str]:
         """The inventory blocks this task applies: its class's, and the one its `when:` names."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import shlex
 
 # Write stdin to $1 atomically: temp file in the same directory, mode and owner
@@ -48,15 +49,36 @@ def write_record_argv(directory: str, name: str, line: str) -> list[str]:
     return ["sh", "-c", WRITE_RECORD, "provision-record", directory, name, line]
 
 
-def command_batch(token: str, command_lists: list[list[list[str]]]) -> str:
+def command_batch(token: str, command_lists: list[list[list[str]]],
+                  inputs: dict[tuple[int, int], str] | None = None) -> str:
     """One sh script for several changes' commands: each change's list runs in order in its own subshell and
     stops at its first failure; changes never stop each other. Each command's output is framed like the
-    facts batch's sections ("@@TOKEN i.j" ... "@@TOKEN i.j rc=N"), for gather.split_sections."""
+    facts batch's sections ("@@TOKEN i.j" ... "@@TOKEN i.j rc=N"), for gather.split_sections.
+    A command given an input (inputs: (i, j) -> a name) reads it on stdin: the inputs travel as the batch's own
+    stdin (batch_stdin), unpacked first into a private directory that is removed when the script ends, however
+    it ends short of SIGKILL; every other command reads /dev/null."""
+    inputs = inputs or {}
     lines = ["exec 2>&1"]
+    if inputs:  # in RAM where /run is writable (a munge key never touches a disk), else $TMPDIR
+        lines += ["stage=$(mktemp -d /run/provision-batch.XXXXXX 2>/dev/null || mktemp -d) || exit 1",
+                  "trap 'rm -rf \"$stage\"' EXIT",
+                  "trap 'exit 1' HUP INT PIPE TERM",
+                  f"awk -v dir=\"$stage\" -v mark={shlex.quote('@@' + token)} "
+                  + shlex.quote('$1 == mark { if (f) close(f); f = dir "/" $2; printf "" > f; next } { print > f }')
+                  + " || exit 1",
+                  'for f in "$stage"/*; do base64 -d < "$f" > "$f.bytes" && rm -f "$f" || exit 1; done']
     for i, commands in enumerate(command_lists):
         steps = []
         for j, argv in enumerate(commands):
             marker = shlex.quote(f"@@{token} {i}.{j}")
-            steps.append(f"echo {marker}; {shlex.join(argv)}; rc=$?; echo; echo {marker} rc=$rc; [ $rc = 0 ] || exit")
-        lines.append("(\n" + "\n".join(steps) + "\n)")
+            given = f'< "$stage"/{shlex.quote(inputs[(i, j)] + ".bytes")}' if (i, j) in inputs else "</dev/null"
+            steps.append(f"echo {marker}; {shlex.join(argv)} {given}; rc=$?; echo; echo {marker} rc=$rc; "
+                         "[ $rc = 0 ] || exit")
+        if steps:  # a change carried by another's command has none (an empty subshell is a syntax error)
+            lines.append("(\n" + "\n".join(steps) + "\n)")
     return "\n".join(lines) + "\n"
+
+
+def batch_stdin(token: str, inputs: dict[str, bytes]) -> str:
+    """The batch's stdin: each input as base64 lines after a "@@TOKEN NAME" line (base64 never holds the token)."""
+    return "".join(f"@@{token} {name}\n" + base64.encodebytes(data).decode() for name, data in inputs.items())

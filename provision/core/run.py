@@ -9,6 +9,13 @@ gathers, so another run's changes in between are seen) and applies its own
 plan; one host failing never stops the others. A host with nothing to
 change, and every host under --check, costs that first command alone.
 
+The changes go in batches (joins): tasks in a row where none plans from
+what another changes are planned on one read and applied in ONE command,
+then the host is read again once and each change checked on that read; the
+last read gives the lock back. A first converge of the GPU settings, their
+boot unit and NCCL's files is four commands: read, read under the lock,
+apply, read again.
+
 A run never strands a host: its lock is given back as soon as the host is
 done, a lease keeps it only while this process lives (hostlock.py), and the
 first Ctrl-C or SIGTERM (stopping.py) lets the changes in flight finish and
@@ -22,15 +29,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable
 
 from provision.core import hostlock
-from provision.core.apply import apply_changes
+from provision.core.apply import Step, apply_changes, run_batch
 from provision.core.cluster import Cluster
 from provision.core.connection import Connection, Privilege, Unreachable
 from provision.core.errors import InputError, Problem, ProvisionError
 from provision.core.facts import FactRegistry, Reads, Section, new_token, split_sections
-from provision.core.plan import CHANGED, FAILED, SKIPPED, Item, Plan, Task
+from provision.core.plan import CHANGED, FAILED, SKIPPED, Item, Plan, Task, overlaps
 from provision.core.results import NOT_STARTED, UNREACHABLE, HostResult, TaskResult, signal_name, task_status
 from provision.core.runlog import RunLog
 from provision.core.stopping import Stop
@@ -58,8 +65,9 @@ class Extensions:
     a step before a host's changes once it is read under its lock, and the reasons a host waits for a reboot."""
 
     facts: FactRegistry
-    # (connection, facts, notice): e.g. cache what every later read would ask nvidia-smi again
-    prepare: Callable[[Connection, Any, Callable[[str], None]], None] = lambda conn, facts, notice: None
+    # Steps (core/apply.py Step) a run that may change the host runs with its first changes, given its facts: a
+    # cache of what every later read would ask nvidia-smi again. Best effort: a failure is a notice.
+    upkeep: Callable[[Any], list[Step]] = lambda facts: []
     reboot_pending: Callable[[Any, Any], list[str]] = lambda host, facts: []  # (host, facts)
 
 
@@ -92,27 +100,43 @@ class HostState:
     started: float = 0.0
     plans: list[tuple[Task, Plan]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # input errors found once its facts were read
+    upkeep: list[Step] = field(default_factory=list)  # run with the host's first changes (Extensions.upkeep)
 
 
 NOT_VERIFIED = "not verified: the host was lost before it was read again"
 
 
 @dataclass
-class Applied:
-    """A task's changes applied on a host, waiting for the re-read that checks them (Engine._settle)."""
+class Planned:
+    """A task's changes, planned with the others of its batch and applied with them in one command
+    (Engine._apply_batch); errors and printed are filled in then, one per change."""
 
     task: Task
     items: list[Item]  # its unchanged and refused items
-    applied: list[tuple[Any, str | None]]  # each Change with its error (None: it ran)
-    printed: list[str]  # what each change's commands printed
+    changes: list[Any]  # Change
+    errors: list[str | None] = field(default_factory=list)  # each change's error (None: it ran)
+    printed: list[str] = field(default_factory=list)  # what each change's commands printed
+
+
+def joins(task: Task, host: Host, batch: list[Planned | TaskResult]) -> bool:
+    """Whether task may be planned on the facts the batch was planned on, and applied with it: it plans from
+    nothing the batch's changes change (Task.plans_from against Task.alters), and reads none of the files they
+    write. Tasks with nothing to change change nothing; after one that may change anything ("*"), nothing joins."""
+    planned = [p for p in batch if isinstance(p, Planned)]
+    if not planned:
+        return True
+    altered = frozenset().union(*(p.task.alters for p in planned))
+    written = {c.write.path for p in planned for c in p.changes if c.write}
+    return "*" not in altered and not overlaps(task.planned_from(), altered) and not written & set(task.reads(host).paths)
 
 
 class HostLost(Exception):
-    """The host stopped answering in the middle of a task's changes; `task` says what was done before."""
+    """The host stopped answering while a batch was applied or read again; its tasks are recorded already.
+    `tasks` names those with changes, `after` is where the tasks not started begin."""
 
-    def __init__(self, task: TaskResult, reason: str, recorded: bool = False):
+    def __init__(self, tasks: str, reason: str, after: int):
         super().__init__(reason)
-        self.task, self.reason, self.recorded = task, reason, recorded  # recorded: already in the host's result
+        self.tasks, self.reason, self.after = tasks, reason, after
 
 
 class Engine:
@@ -183,10 +207,10 @@ class Engine:
         return Privilege(is_root=facts.system.uid == 0, sudo_nopasswd=facts.system.sudo_nopasswd,
                          sudo_password=self.options.sudo_password, become=host.become)
 
-    def read(self, conn: Connection, reads: Reads, lock: list[str] | None = None, gpu: bool = True
-             ) -> dict[str, Section]:
+    def read(self, conn: Connection, reads: Reads, lock: list[str] | None = None, gpu: bool = True,
+             unlock: list[str] | None = None) -> dict[str, Section]:
         token = new_token()
-        script = self.extensions.facts.script(token, self.options.reading, reads, lock, gpu)
+        script = self.extensions.facts.script(token, self.options.reading, reads, lock, gpu, unlock)
         result = conn.run_script(script, timeout=120)
         return split_sections(token, result.stdout)
 
@@ -219,73 +243,70 @@ class Engine:
     # -- phase 2: apply -----------------------------------------------------------
 
     def apply_host(self, state: HostState) -> None:
-        """The tasks in order. A stop lets the task in flight finish and starts no other; a host lost in the
-        middle of a task is unreachable, with what that task changed before, and starts no other. The tasks of
-        one re-read group in a row (Task.reread_group) share the re-read after them."""
+        """The tasks in order, in batches: tasks in a row where none plans from what another changes (_joins) are
+        planned on one read, their changes applied in ONE command, and the host read again once after it, each
+        change checked on that read. A stop starts no new batch (the one in flight finishes); a host lost during a
+        batch is unreachable, with what the batch changed, and starts nothing more."""
         result = state.result
-        pending: list[Applied | TaskResult] = []  # from the first applied task on: waiting for the re-read
-        begun = 0  # the tasks begun so far: those after them are not started when the host is lost
+        batch: list[Planned | TaskResult] = []
+        first = 0  # where the batch begins in self.tasks
         try:
-            for i, task in enumerate(self.tasks):
-                if pending and not self._joins(state, pending, task):
-                    self._settle(state, pending)
-                if self.stop:
-                    self._settle(state, pending)
-                    if i == 0:  # locked and read again, nothing changed: the host was not started
-                        result.status, result.message = NOT_STARTED, self.stop.words()
-                    else:
-                        self._not_started(state, self.tasks[i:], self.stop.words())
-                    return
-                begun = i + 1
-                self.options.progress(Event("applied", self._done, self._total, state.host.name, task.name))
-                plan = task.plan(state.host, state.facts)  # re-plan: earlier tasks may have changed facts
-                outcome = self.report_or_apply(state, task, plan)
-                if pending or isinstance(outcome, Applied):  # recorded in order, after the re-read
-                    pending.append(outcome)
-                else:
-                    self._record(state, outcome)
-            self._settle(state, pending)
+            for i, task in enumerate([*self.tasks, None]):
+                if batch and (task is None or not joins(task, state.host, batch)):
+                    if self.stop:
+                        break
+                    self._apply_batch(state, batch, i, last=task is None)
+                    batch, first = [], i
+                if task is not None:
+                    self.options.progress(Event("applied", self._done, self._total, state.host.name, task.name))
+                    batch.append(self.planned(task, task.plan(state.host, state.facts)))
+            else:
+                return
+            if first == 0:  # read again under the lock, nothing changed: the host was not started
+                result.status, result.message = NOT_STARTED, self.stop.words()
+            else:
+                self._not_started(state, self.tasks[first:], self.stop.words())
         except HostLost as lost:
-            result.status, result.message = UNREACHABLE, f"lost during {lost.task.name}: {lost.reason}"
-            for earlier in pending:  # applied before the task it was lost in, never read again: unverified
-                self._record(state, self._checked(state, earlier, lost.reason) if isinstance(earlier, Applied)
-                             else earlier)
-            if not lost.recorded:
-                self._record(state, lost.task)
-            self._not_started(state, self.tasks[begun:], "not started: the host was lost")
+            result.status, result.message = UNREACHABLE, f"lost during {lost.tasks}: {lost.reason}"
+            self._not_started(state, self.tasks[lost.after:], "not started: the host was lost")
 
-    def _joins(self, state: HostState, pending: list[Applied | TaskResult], task: Task) -> bool:
-        """Whether task may be planned on the facts as they were before the pending tasks changed the host: the
-        same re-read group, and none of the files it reads written by them."""
-        applied = [p for p in pending if isinstance(p, Applied)]
-        written = {c.write.path for p in applied for c, _ in p.applied if c.write}
-        group = applied[0].task.reread_group
-        return bool(group) and task.reread_group == group and not written & set(task.reads(state.host).paths)
-
-    def _settle(self, state: HostState, pending: list[Applied | TaskResult]) -> None:
-        """Read the host again once for the pending tasks and record each in order, its changes checked on that
-        read; the list is emptied. Lost during the read: each applied one is recorded as changed, unverified,
-        and HostLost raised."""
-        waiting, pending[:] = list(pending), []
-        done = [p for p in waiting if isinstance(p, Applied)]
-        if not done:
-            for outcome in waiting:
-                self._record(state, cast(TaskResult, outcome))
-            return
+    def _apply_batch(self, state: HostState, batch: list[Planned | TaskResult], after: int, last: bool) -> None:
+        """Apply the batch's changes in one command, read the host again once (nvidia-smi only when a change is
+        a GPU's; the last batch's read gives the host lock back), and record each task in order, its changes
+        checked on that read. A host lost on the way: what ran is changed and unverified, and HostLost is raised
+        once all are recorded."""
+        planned = [p for p in batch if isinstance(p, Planned)]
         lost = None
-        try:
-            gpu = any(p.task.changes_gpus for p in done)
-            fresh = self.extensions.facts.parse(self.read(state.conn, state.reads, gpu=gpu))
-            if not gpu:  # not read again: these tasks changed files and units only
-                fresh.nvidia = state.facts.nvidia
-            state.facts = fresh
-        except Unreachable as exc:
-            lost = str(exc)
-        results = [self._checked(state, p, lost) if isinstance(p, Applied) else p for p in waiting]
-        for task_result in results:
-            self._record(state, task_result)
+        if planned:
+            changes = [c for p in planned for c in p.changes]
+            errors, printed, lost, upkept = apply_changes(state.conn, changes, self.options.keep_backups, state.upkeep)
+            self._upkept(state, upkept)
+            for p in planned:
+                n = len(p.changes)
+                p.errors, errors = errors[:n], errors[n:]
+                p.printed, printed = printed[:n], printed[n:]
+            if lost is None:
+                gpu = any(overlaps(p.task.alters, frozenset({"nvidia"})) for p in planned)
+                unlock = hostlock.release_argv(self.owner) if last and state.locked else None
+                try:
+                    sections = self.read(state.conn, state.reads, gpu=gpu, unlock=unlock)
+                    if unlock and sections.get("unlock") and sections["unlock"].rc == 0:
+                        state.locked = False  # given back: no other command for it
+                    fresh = self.extensions.facts.parse(sections)
+                    if not gpu:  # not read again: these tasks changed no GPU
+                        fresh.nvidia = state.facts.nvidia
+                    state.facts = fresh
+                except Unreachable as exc:
+                    lost = str(exc)
+        for outcome in batch:
+            self._record(state, self._checked(state, outcome, lost) if isinstance(outcome, Planned) else outcome)
         if lost is not None:
-            raise HostLost(self._checked(state, done[-1], lost), lost, recorded=True)
+            raise HostLost(", ".join(p.task.name for p in planned), lost, after)
+
+    def _upkept(self, state: HostState, error: str | None) -> None:
+        state.upkeep = []
+        if error:
+            self.options.notice(f"{state.host.name}: {error}")
 
     def _record(self, state: HostState, task_result: TaskResult) -> None:
         state.result.tasks.append(task_result)
@@ -296,9 +317,9 @@ class Engine:
         for task in tasks:
             self._record(state, TaskResult(task.name, NOT_STARTED, message=why))
 
-    def report_or_apply(self, state: HostState, task: Task, plan: Plan) -> TaskResult | Applied:
+    def planned(self, task: Task, plan: Plan) -> TaskResult | Planned:
         """The task's result where nothing is applied (skipped, failed, --check, nothing to change); else its
-        changes applied, as the Applied that _settle checks after the re-read."""
+        changes, for the batch to apply."""
         if plan.skipped:
             return TaskResult(task.name, SKIPPED, message=plan.skipped)
         if plan.failed or plan.problems:
@@ -309,22 +330,18 @@ class Engine:
             return TaskResult(task.name, task_status(items), items)
         if not plan.changes:
             return TaskResult(task.name, task_status(items), items)
-        errors, printed, lost = apply_changes(state.conn, plan.changes, self.options.keep_backups)
-        applied = Applied(task, items, list(zip(plan.changes, errors)), printed)
-        if lost is not None:  # what ran is changed, unverified; the rest failed with why
-            raise HostLost(self._checked(state, applied, lost), lost)
-        return applied
+        return Planned(task, items, plan.changes)
 
     @staticmethod
-    def _checked(state: HostState, applied: Applied, lost: str | None) -> TaskResult:
+    def _checked(state: HostState, planned: Planned, lost: str | None) -> TaskResult:
         """The task's result: each change checked on the facts read after it (its own check, the setter's words);
         the host lost before that read: what ran is changed and unverified, what failed says why."""
-        items = list(applied.items)
-        if lost is not None:
-            items += [Item(c.target, FAILED if error else CHANGED, c.what, c.before, c.after, error or NOT_VERIFIED,
-                           c.diff) for c, error in applied.applied]
-            return TaskResult(applied.task.name, task_status(items), items)
-        for (change, error), said in zip(applied.applied, applied.printed):
+        items = list(planned.items)
+        for change, error, said in zip(planned.changes, planned.errors, planned.printed):
+            if lost is not None:
+                items.append(Item(change.target, FAILED if error else CHANGED, change.what, change.before,
+                                  change.after, error or NOT_VERIFIED, change.diff))
+                continue
             words = error  # what the commands said: their error, or what they printed when they exited 0
             if error is None and change.verify is not None:
                 wrong = change.verify(state.facts)
@@ -333,16 +350,18 @@ class Engine:
                 error = change.explain(words) or error
             status = FAILED if error else CHANGED
             items.append(Item(change.target, status, change.what, change.before, change.after, error or "", change.diff))
-        return TaskResult(applied.task.name, task_status(items), items)
+        return TaskResult(planned.task.name, task_status(items), items)
 
-    def release_lock(self, state: HostState, timeout: float = 30) -> None:
-        """Give the host's lock back (best effort: a lost host's lock goes stale, for the next run to take)."""
-        if state.locked and state.conn is not None:
-            state.locked = False
+    def release_lock(self, state: HostState, timeout: float = 30, maybe: bool = False) -> None:
+        """Give the host's lock back (best effort: a lost host's lock goes stale, for the next run to take). With
+        maybe, also where this run may be taking it now: the release removes only this run's own lock. The host
+        counts as locked until the release is done, so that an abandon (_abandon) never takes it for given back."""
+        if (state.locked or maybe) and state.conn is not None:
             try:
                 state.conn.run(hostlock.release_argv(self.owner), timeout=timeout)
             except ProvisionError:
                 pass
+            state.locked = False
 
     def release(self, state: HostState) -> None:
         if state.conn is None:
@@ -364,7 +383,7 @@ class Engine:
         """A second signal: give back the locks that can be given within seconds, then close every connection
         (the commands in flight on the hosts may finish or not; the next run reads what they did)."""
         self.abandoned = True
-        releasing = [threading.Thread(target=self.release_lock, args=(s, 10), daemon=True) for s in states]
+        releasing = [threading.Thread(target=self.release_lock, args=(s, 10, True), daemon=True) for s in states]
         for thread in releasing:
             thread.start()
         for thread in releasing:
@@ -444,10 +463,12 @@ class Engine:
                 # since the first read), then apply. A no-op and --check never lock: one command per host.
                 changes = not self.options.check and any(plan.changes for _, plan in state.plans)
                 if not changes or self.read_into(state, lock=True):
-                    if not self.options.check:  # first: the re-reads after each task find what it keeps
-                        self.extensions.prepare(state.conn, state.facts,
-                                                lambda said: self.options.notice(f"{state.host.name}: {said}"))
+                    if not self.options.check:
+                        state.upkeep = self.extensions.upkeep(state.facts)
                     self.apply_host(state)
+                    if state.upkeep and not self.stop:  # no change went to the host to take it along
+                        errors, _, _ = run_batch(state.conn, [state.upkeep])
+                        self._upkept(state, errors[0])
                     result.reboot_pending = self.extensions.reboot_pending(state.host, state.facts)
             except Unreachable as exc:
                 result.status, result.message = UNREACHABLE, str(exc)

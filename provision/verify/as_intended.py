@@ -30,7 +30,7 @@ def check_as_intended(node, task):
     if plan.failed:
         said(plan.failed_check)[1].append(plan.failed)
     fix = f"provision apply {node.inventory_path} --limit {node.name}" + (
-        " (after a reboot: is provision-gpu-tuning.service enabled?)" if task.changes_gpus else "")
+        " (after a reboot: is provision-gpu-tuning.service enabled?)" if any(name.startswith("nvidia.") for name in task.alters) else "")
     fail_each([Finding(", ".join(expected) or "the inventory's settings applied", "; ".join(found), fix,
                        because=leads(cause), severity=ERROR)
                for cause, (expected, found) in by_cause.items() if found])

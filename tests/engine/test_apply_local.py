@@ -101,7 +101,15 @@ def test_json_output_has_every_gpu_item(v100_node):
     power = next(t for t in host["tasks"] if t["name"] == "gpu-power-limit")
     assert [(i["target"], i["status"], i["before"], i["after"]) for i in power["items"]] == [
         (f"GPU{n}", "changed", "300.00 W", "200.00 W") for n in range(4)]
-    assert host["commands"] >= 1
+    # A first converge, every task with something to change: the read, the read under the host lock, ONE command
+    # with every task's changes (the supported-clocks cache with them), and one re-read that gives the lock back.
+    assert [t["name"] for t in host["tasks"] if t["status"] == "changed"] == [
+        "gpu-layout", "gpu-persistence", "gpu-power-limit", "gpu-clocks", "gpu-boot-conf"]
+    assert host["commands"] == 4
+    assert not os.path.exists("/run/lock/provision.lock")  # given back by that re-read
+    assert len(list(Path(os.environ["PROVISION_CLOCK_CACHE"]).glob("*/GPU-*"))) == 4
+    again = json.loads(v100_node.apply(v100_node.inventory(V100_FIX), "--json").output)
+    assert again["hosts"][0]["status"] == "ok" and again["hosts"][0]["commands"] == 1  # read from the cache
 
 
 def test_settings_file_is_written_atomically_with_a_backup_and_diffed(v100_node):

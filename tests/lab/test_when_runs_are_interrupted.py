@@ -9,6 +9,7 @@ so every host has changes to make.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -121,15 +123,36 @@ def test_sigterm_mid_apply_stops_cleanly_and_a_plain_rerun_converges_with_no_loc
     assert proc.returncode == 0, proc.stdout
 
 
+@contextlib.contextmanager
+def slow_setter(lab, node: str) -> Iterator[Path]:
+    """The node's power-limit setter says it started (the file yielded, seen from here) and takes 5 s: an
+    nvidia-smi earlier on the node's PATH than the driver's, gone afterwards."""
+    started = lab.node_file(node, "/var/tmp/setter-started")
+    shim = lab.node_file(node, "/usr/local/sbin/nvidia-smi")
+    shim.parent.mkdir(parents=True, exist_ok=True)
+    shim.write_text('#!/bin/sh\ncase " $* " in *" -pl "*) touch /var/tmp/setter-started; sleep 5;; esac\n'
+                    'exec /usr/bin/nvidia-smi "$@"\n')
+    shim.chmod(0o755)
+    try:
+        assert lab.ssh(node, "command -v nvidia-smi").stdout.strip() == "/usr/local/sbin/nvidia-smi"
+        yield started
+    finally:
+        shim.unlink()
+        started.unlink(missing_ok=True)
+
+
 def test_a_host_lost_mid_apply_is_unreachable_with_what_it_changed_and_a_plain_rerun_heals_it(basement, moved, tmp_path):
     log = tmp_path / "runs.jsonl"
-    proc = start_apply(basement, moved, log, "--forks", "1")  # RISERS last: the others are done by then
-    wait_for_task(log, RISERS, "gpu-persistence")
-    basement.lab("fault", RISERS, "sshd-down")
-    code, result, err = finish(proc)
+    with slow_setter(basement, RISERS) as setting:
+        proc = start_apply(basement, moved, log, "--forks", "1")  # RISERS last: the others are done by then
+        deadline = time.monotonic() + 120
+        while not setting.exists() and time.monotonic() < deadline:  # its one command of changes is under way
+            time.sleep(0.02)
+        basement.lab("fault", RISERS, "sshd-down")
+        code, result, err = finish(proc)
     assert code == 4, err
     lost = hosts(result)[RISERS]
-    assert lost["status"] == "unreachable" and lost["message"].startswith("lost during ")
+    assert lost["status"] == "unreachable" and lost["message"].startswith("lost during "), lost
     assert all(hosts(result)[node]["status"] == "changed" for node in (V100, *BLADES))
     # What the report says changed is what did change: each GPU at the new limit is a changed item, or one whose
     # command was in flight when the connection closed (said to be unknown); no GPU said changed was not.
@@ -141,7 +164,7 @@ def test_a_host_lost_mid_apply_is_unreachable_with_what_it_changed_and_a_plain_r
     at_new_limit = {f"GPU{i}" for i, watts in enumerate(now) if watts == 390.0}
     assert changed <= at_new_limit <= changed | unknown, (now, power)
     assert lost["counts"]["changed"] >= (1 if changed else 0)
-    assert any(t["status"] == "not started" for t in lost["tasks"])
+    assert unknown  # the setter in flight when the connection went: never "not run", never "changed"
     assert locked(basement, RISERS)  # stranded by the lost connection ...
 
     started = time.monotonic()

@@ -1,4 +1,4 @@
-"""A task's setters go to a host as one command: each change in order, stopping at its own first failure."""
+"""A batch's changes go to a host as one command: each change in order, stopping at its own first failure."""
 
 from __future__ import annotations
 
@@ -64,9 +64,9 @@ def test_a_change_run_with_another_has_its_outcome_and_runs_nothing_itself(tmp_p
     conn = LocalConnection("here")
     failing = Change("GPU0", "power limit", "250", "200", commands=[["sh", "-c", "echo 'Not supported'; exit 3"]])
     others = [Change(f"GPU{i}", "power limit", "250", "200", runs_with=failing) for i in (1, 2)]
-    errors, printed, lost = apply_changes(conn, [failing, *others])
+    errors, printed, lost, _ = apply_changes(conn, [failing, *others])
     assert conn.commands_run == 1 and lost is None
     assert errors[0] == errors[1] == errors[2] and errors[0].endswith("exited 3: Not supported")
     ok = Change("GPU0", "power limit", "250", "200", commands=[["sh", "-c", "echo 'All done.'"]])
-    errors, printed, _ = apply_changes(conn, [ok, Change("GPU1", "power limit", "250", "200", runs_with=ok)])
+    errors, printed, _, _ = apply_changes(conn, [ok, Change("GPU1", "power limit", "250", "200", runs_with=ok)])
     assert errors == [None, None] and printed == ["All done.", "All done."]

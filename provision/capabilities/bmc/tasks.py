@@ -25,6 +25,8 @@ ACCEPT = "--accept-bmc-events"
 class BmcEventRecord(Task):
     name = "bmc-event-record"
     tags = frozenset({"bmc"})
+    plans_from = frozenset()  # its own record
+    alters = frozenset({"bmc.record"})
 
     def file_paths(self, host):
         return [bmc_facts.record_path()] if getattr(host, "accept_bmc_events", False) else []

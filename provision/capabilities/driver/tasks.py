@@ -48,6 +48,8 @@ class NouveauBlacklist(DriverTask):
     """Playbook: `task: nouveau-blacklist`: nouveau never binds the GPUs (driver.blacklist_nouveau, default on)."""
 
     name = "nouveau-blacklist"
+    plans_from = frozenset()  # its own file
+    alters = frozenset({"initramfs"})  # and its file
 
     def not_wanted(self, wanted):
         return "" if wanted.blacklist_nouveau else "driver.blacklist_nouveau is false"
@@ -68,6 +70,8 @@ class DriverRepository(DriverTask):
     then apt-get update (the index of a source that just changed)."""
 
     name = "driver-repository"
+    plans_from = frozenset()  # its own file
+    alters = frozenset({"apt_index"})  # and its file: what apt may install, not what is installed
 
     def not_wanted(self, wanted):
         return "" if wanted.source == "local" else f"driver.source is {wanted.source}"
@@ -88,7 +92,8 @@ class NvidiaDriver(DriverTask):
     newest of driver.branch), from one apt-get that installs, upgrades or downgrades them; held (driver.hold)."""
 
     name = "nvidia-driver"
-    changes_gpus = True  # after it, nvidia-smi may be there, or no longer match the loaded module: read it again
+    plans_from = frozenset({"packages", "held", "driver", "system", "nvidia.gpus"})
+    # alters anything ("*"): packages, modules, units; nvidia-smi may be there, or no longer match the loaded module
 
     def package_names(self, host):
         wanted = host.settings.driver

@@ -29,7 +29,7 @@ from provision.core.errors import Problem
 from provision.capabilities.gpu.model import GpuFacts
 from provision.core.plan import FileWrite, Plan, Task
 from provision.capabilities.system.files import plan_file
-from provision.capabilities.gpu.tasks import cannot_use_gpus, resolve_gpus
+from provision.capabilities.gpu.tasks import GPUS, cannot_use_gpus, resolve_gpus
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
@@ -114,9 +114,10 @@ class BootConf(Task):
     """Writes CONF from the inventory's gpu settings, resolved per GPU (playbook: `task: gpu-boot-conf`)."""
 
     name = "gpu-boot-conf"
-    reread_group = "files"  # plans from its own files: applied in a row with the others, read again once
     tags = frozenset({"gpu", "boot"})
     settings_blocks = frozenset({"gpu"})
+    plans_from = GPUS  # and its own file
+    alters = frozenset()  # its file only
 
     @property
     def path(self) -> str:

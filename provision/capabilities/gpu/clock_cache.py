@@ -30,8 +30,7 @@ import shlex
 
 from provision.capabilities.gpu import smi as gpu_parsers
 from provision.capabilities.gpu.model import GpuFacts
-from provision.core.connection import CommandResult
-from provision.core.errors import ProvisionError
+from provision.core.apply import Step
 
 CACHE_DIR = "/var/cache/provision/supported-clocks"
 FROM_CACHE, FROM_NVIDIA_SMI, NOT_READ = "cache", "nvidia-smi", "none"
@@ -95,16 +94,12 @@ def write_argv(driver_version: str | None) -> list[str] | None:
     return ["sh", "-c", WRITE_SCRIPT, "provision-clock-cache", cache_dir(), driver_version]
 
 
-def remember(conn, facts, notice) -> None:
-    """A run that may change hosts caches the supported clocks nvidia-smi had to list, so the next reads cost
-    one nvidia-smi call. Best effort: a cache that cannot be written is asked again (Extensions.prepare)."""
+def upkeep(facts) -> list[Step]:
+    """A run that may change hosts caches the supported clocks nvidia-smi had to list, so the next reads cost one
+    nvidia-smi call: a step the engine runs with the host's first changes (Extensions.upkeep). Best effort: a cache
+    that cannot be written is asked again."""
     nvidia = facts.nvidia
     argv = write_argv(nvidia.driver_version)
     if nvidia.supported_clocks_source != FROM_NVIDIA_SMI or not argv:
-        return
-    try:
-        outcome = conn.run(argv, sudo=True, stdin=rows(nvidia.gpus), timeout=60)
-    except ProvisionError as exc:  # a sudo that wants a password we were not given
-        outcome = CommandResult(argv, 1, "", str(exc))
-    if not outcome.ok:
-        notice(f"could not cache the supported clocks: {outcome.output}")
+        return []
+    return [Step(argv, "caching the supported clocks", rows(nvidia.gpus).encode())]

@@ -19,7 +19,7 @@ from provision.capabilities.gpu import setter_words, tuning
 from provision.capabilities.gpu.facts import clock_records_dir
 from provision.capabilities.gpu.model import ClockPair
 from provision.core.plan import Change, Item, OK, Plan, Task
-from provision.capabilities.gpu.tasks import find_gpu, one_call_for_every_gpu, smi, targets_per_gpu, unless_persistent
+from provision.capabilities.gpu.tasks import GPUS, find_gpu, one_call_for_every_gpu, smi, targets_per_gpu, unless_persistent
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
@@ -31,10 +31,10 @@ class ApplicationClocks(Task):
     """gpu.clocks: {mem, sm[, nearest]} -> nvidia-smi -ac MEM,SM; "default" -> -rac."""
 
     name = "gpu-clocks"
-    reread_group = "gpu-settings"  # each plans from its own setting: applied in a row, read again once
     tags = frozenset({"gpu", "clocks"})
     settings_blocks = frozenset({"gpu"})
-    changes_gpus = True
+    plans_from = GPUS | {"nvidia.app_clocks"}
+    alters = frozenset({"nvidia.app_clocks"})
 
     def plan(self, host, facts):
         plan = Plan()
@@ -71,10 +71,10 @@ class LockedClocks(Task):
     """gpu.locked_clocks: {sm: [MIN, MAX], mem: [MIN, MAX]} -> -lgc / -lmc (Hopper: -lmcd); "default" resets."""
 
     name = "gpu-locked-clocks"
-    reread_group = "gpu-settings"  # each plans from its own setting: applied in a row, read again once
     tags = frozenset({"gpu", "clocks"})
     settings_blocks = frozenset({"gpu"})
-    changes_gpus = True
+    plans_from = GPUS | {"nvidia.locked_clocks"}  # and the record of them it keeps
+    alters = frozenset({"nvidia.locked_clocks"})
 
     def plan(self, host, facts):
         plan = Plan()

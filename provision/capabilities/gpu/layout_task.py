@@ -18,7 +18,7 @@ from provision.core import remote
 from provision.capabilities.gpu import layout
 from provision.capabilities.gpu.model import LostGpu
 from provision.core.plan import FAILED, Change, Item, OK, Plan, Task
-from provision.capabilities.gpu.tasks import cannot_use_gpus
+from provision.capabilities.gpu.tasks import GPUS, cannot_use_gpus
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
@@ -32,6 +32,8 @@ class GpuLayout(Task):
     name = "gpu-layout"
     tags = frozenset({"gpu", "layout"})
     settings_blocks = frozenset({"gpu"})
+    plans_from = GPUS | {"gpu_layout"}
+    alters = frozenset({"gpu_layout"})  # its record
 
     def plan(self, host, facts):
         plan = Plan()

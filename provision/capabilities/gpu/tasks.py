@@ -27,6 +27,9 @@ from provision.capabilities.system.files import plan_file
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
 
+# What every GPU task plans from (Task.plans_from): the GPUs nvidia-smi lists, and what a driver not ready waits for.
+GPUS = frozenset({"nvidia.gpus", "driver", "packages", "system"})
+
 SETTING_WORDS = {"persistence": "persistence mode", "power_limit": "power limit", "clocks": "application clocks",
                  "locked_clocks": "locked clocks"}
 
@@ -207,10 +210,10 @@ class Persistence(Task):
     """
 
     name = "gpu-persistence"
-    reread_group = "gpu-settings"  # each plans from its own setting: applied in a row, read again once
     tags = frozenset({"gpu", "persistence"})
     settings_blocks = frozenset({"gpu"})
-    changes_gpus = True
+    plans_from = GPUS | {"nvidia.persistence", "nvidia.persistenced"}
+    alters = frozenset({"nvidia.persistence", "nvidia.persistenced"})
 
     def file_paths(self, host):
         return [*PACKAGED_UNITS, DAEMON_DROPIN] if host.settings.gpu is not None else []
@@ -292,10 +295,10 @@ class PowerLimit(Task):
     """Software power limit per GPU, within the GPU's own min..max; `default` restores the default."""
 
     name = "gpu-power-limit"
-    reread_group = "gpu-settings"  # each plans from its own setting: applied in a row, read again once
     tags = frozenset({"gpu", "power"})
     settings_blocks = frozenset({"gpu"})
-    changes_gpus = True
+    plans_from = GPUS | {"nvidia.power_limit"}
+    alters = frozenset({"nvidia.power_limit"})
 
     def plan(self, host, facts):
         plan = Plan()

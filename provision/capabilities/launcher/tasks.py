@@ -56,7 +56,8 @@ class TorchrunLauncher(Task):
     """Playbook: `task: torchrun-launcher` (no parameters)."""
 
     name = "torchrun-launcher"
-    reread_group = "files"  # plans from its own files: applied in a row with the others, read again once
+    plans_from = frozenset({"nvidia.gpus"})  # how many GPUs (--nproc-per-node gpu), and its own files
+    alters = frozenset()  # its files only
     tags = frozenset({"launcher"})
     settings_blocks = frozenset({"launcher"})
 

@@ -18,7 +18,8 @@ class NcclFiles(Task):
     """Playbook: `task: nccl-files` (no parameters)."""
 
     name = "nccl-files"
-    reread_group = "files"  # plans from its own files: applied in a row with the others, read again once
+    plans_from = frozenset({"interfaces", "rdma"})  # and its own files
+    alters = frozenset()  # its files only
     tags = frozenset({"nccl"})
     settings_blocks = frozenset({"nccl"})
 

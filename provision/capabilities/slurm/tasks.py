@@ -38,6 +38,7 @@ class SlurmPackages(Task):
     name = "slurm-packages"
     tags = frozenset({"slurm", "packages"})
     settings_blocks = frozenset({"slurm"})
+    plans_from = frozenset({"packages"})  # alters anything ("*"): files, users, units, daemons the packages bring
 
     def package_names(self, host):
         return wanted_packages(host) if host.settings.slurm else []
@@ -72,6 +73,8 @@ class MungeKey(Task):
     name = "munge-key"
     tags = frozenset({"slurm", "munge"})
     settings_blocks = frozenset({"slurm"})
+    plans_from = frozenset()  # its own file, and the controller's as read before the run
+    alters = frozenset()  # its file only
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -173,6 +176,8 @@ class SlurmConfig(Task):
     name = "slurm-config"
     tags = frozenset({"slurm", "files"})
     settings_blocks = frozenset({"slurm"})
+    plans_from = frozenset({"cpu", "nvidia.gpus"})  # and its own files, and the cluster's as read before the run
+    alters = frozenset()  # its files only
 
     def template_names(self):
         return [("task", template) for template in [*CONFIG_TEMPLATES.values(), HEALTH_CHECK_TEMPLATE,
@@ -264,6 +269,8 @@ class SlurmDaemons(Task):
     name = "slurm-daemons"
     tags = frozenset({"slurm", "services"})
     settings_blocks = frozenset({"slurm"})
+    plans_from = frozenset({"units.enabled", "daemons", "system"})  # and the files the daemons read
+    alters = frozenset({"units.enabled", "daemons"})
 
     def unit_names(self, host):
         return [UnitRef(d.unit) for d in host_daemons(host)] if host.settings.slurm else []

@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 
 import jinja2
+import jinja2.meta
 
 from provision.core.errors import Problem
 from provision.core.plan import Change, FileWrite, Item, OK, Plan, Task
@@ -30,6 +31,15 @@ def _environment(templates: str) -> jinja2.Environment:
     )
     env.filters["shquote"] = lambda value: shlex.quote(str(value))  # a value in a shell script: one word
     return env
+
+
+@functools.lru_cache(maxsize=64)
+def reads_facts(templates: Path, src: str) -> bool:
+    """Whether the template may read `facts` (jinja2's own analysis): one that includes, imports or extends
+    another may reach them through it, so it counts as reading them."""
+    env = _environment(str(templates))
+    tree = env.parse((templates / src).read_text())
+    return "facts" in jinja2.meta.find_undeclared_variables(tree) or any(jinja2.meta.find_referenced_templates(tree))
 
 
 def unified_diff(path: str, old: str, new: str) -> str:
@@ -109,8 +119,9 @@ class TemplateFile(Task):
     systemd_reload (true for unit files: `systemctl daemon-reload` after a change, where systemd runs)."""
 
     name = "template"
-    reread_group = "files"  # plans from its own files: applied in a row with the others, read again once
     tags = frozenset({"files"})
+    plans_from = frozenset()  # its own file; and every fact where the template reads facts (planned_from)
+    alters = frozenset()  # its file only (a unit file written changes no unit's enabled state)
     PARAMS = ("src", "dest", "mode", "owner", "group", "when", "systemd_reload")
 
     def template_names(self):
@@ -140,6 +151,10 @@ class TemplateFile(Task):
 
     def file_paths(self, host):
         return [self.params["dest"]] if self.applies(host) else []
+
+    def planned_from(self):
+        # A template of the user's may render any fact, as it is when the task is planned.
+        return frozenset({"*"}) if self.templates and reads_facts(self.templates, self.params["src"]) else self.plans_from
 
     def plan(self, host, facts):
         plan = Plan()

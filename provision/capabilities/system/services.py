@@ -20,6 +20,8 @@ class ServiceEnabled(Task):
 
     name = "service"
     tags = frozenset({"services"})
+    plans_from = frozenset({"units.enabled", "system"})
+    alters = frozenset({"units.enabled", "daemons"})
     PARAMS = ("unit", "start", "when", "root")
 
     def check_params(self, file):

@@ -1,0 +1,92 @@
+"""Which tasks of a playbook go to a host in one command: tasks in a row where none plans from what another
+changes (Task.plans_from, Task.alters, the files each reads and writes) are planned on one read and applied
+together (core/run.py joins). A task that plans from what an earlier one changed waits for the read after it."""
+
+from __future__ import annotations
+
+import textwrap
+
+from provision.commands.playbook import load_playbook
+from provision.core.plan import Change, FileWrite, overlaps
+from provision.core.resources import playbook_path, templates_dir
+from provision.core.results import TaskResult
+from provision.core.run import Planned, joins
+from provision.inventory.load import load_inventory
+
+NODE = """\
+all:
+  hosts:
+    node-1:
+      ansible_host: 192.0.2.1
+      driver: {version: "580.95.05", source: local, repository: "deb [trusted=yes] http://mirror/ ./"}
+      gpu: {persistence: true, power_limit: 200, clocks: {mem: 877, sm: 1005}}
+      nccl: {socket_ifname: "=ens803f0,ens803f1"}
+      launcher: {nproc_per_node: gpu}
+      slurm: {controller: node-1, role: both}
+"""
+
+
+def batches(tmp_path, changing=lambda task: True) -> list[list[str]]:
+    """The playbook's tasks as the engine batches them on a first converge, each task that `changing` names
+    writing the files it reads."""
+    (tmp_path / "inventory.yaml").write_text(textwrap.dedent(NODE))
+    host = load_inventory(str(tmp_path / "inventory.yaml")).hosts["node-1"]
+    tasks = load_playbook(playbook_path("site"), templates_dir())
+    out: list[list[str]] = []
+    batch: list[Planned | TaskResult] = []
+    for task in tasks:
+        if batch and not joins(task, host, batch):
+            out.append([p.task.name if isinstance(p, Planned) else p.name for p in batch])
+            batch = []
+        if changing(task):
+            writes = [Change(path, "file", "", "", write=FileWrite(path, "")) for path in task.reads(host).paths]
+            batch.append(Planned(task, [], writes or [Change("host", "it", "", "")]))
+        else:
+            batch.append(TaskResult(task.name, "ok"))
+    return out + [[p.task.name if isinstance(p, Planned) else p.name for p in batch]]
+
+
+def test_a_whole_node_converges_in_four_commands_of_changes(tmp_path):
+    assert batches(tmp_path) == [
+        # the driver's packages change anything: the host is read again before the GPUs are planned
+        ["nouveau-blacklist", "driver-repository", "nvidia-driver"],
+        # each GPU setter plans from its own setting; files from their own; packages change anything
+        ["gpu-layout", "gpu-persistence", "gpu-power-limit", "gpu-clocks", "gpu-locked-clocks", "gpu-boot-conf",
+         "gpu-boot-script", "gpu-boot-unit-file", "gpu-boot-unit", "nccl-files", "slurm-packages"],
+        ["munge-key", "slurm-config"],
+        # the daemons restart for the files just written: planned on the read after them
+        ["slurm-daemons", "torchrun-launcher"],
+    ]
+
+
+def test_the_gpu_settings_and_their_boot_unit_are_one_command(tmp_path):
+    driver_ready = lambda task: task.name not in ("nouveau-blacklist", "driver-repository", "nvidia-driver")  # noqa: E731
+    first, *_ = batches(tmp_path, driver_ready)
+    assert first[:3] == ["nouveau-blacklist", "driver-repository", "nvidia-driver"]  # ok: nothing to wait for
+    assert first[-2:] == ["nccl-files", "slurm-packages"]
+
+
+def test_fact_names_overlap_by_part_and_star_holds_everything():
+    assert overlaps(frozenset({"nvidia"}), frozenset({"nvidia.power_limit"}))
+    assert overlaps(frozenset({"nvidia.power_limit"}), frozenset({"nvidia"}))
+    assert not overlaps(frozenset({"nvidia.power_limit"}), frozenset({"nvidia.persistence"}))
+    assert not overlaps(frozenset({"nvidia.gpus"}), frozenset({"nvidia.gpus_x"}))
+    assert overlaps(frozenset({"*"}), frozenset({"units.enabled"})) and overlaps(frozenset({"cpu"}), frozenset({"*"}))
+    assert not overlaps(frozenset(), frozenset({"*"}))
+
+
+def test_a_template_of_the_users_that_reads_facts_is_planned_on_a_fresh_read(tmp_path):
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "plain.j2").write_text("{{ host.name }}\n")
+    (templates / "facts.j2").write_text("{% for g in facts.nvidia.gpus %}{{ g.power_limit }}{% endfor %}\n")
+    (templates / "include.j2").write_text("{% include 'facts.j2' %}\n")
+    book = tmp_path / "book.yaml"
+    book.write_text("tasks:\n  - task: gpu-power-limit\n" + "".join(
+        f"  - task: template\n    name: {n}\n    src: {n}.j2\n    dest: /etc/{n}\n" for n in ("plain", "facts", "include")))
+    (tmp_path / "inventory.yaml").write_text(textwrap.dedent(NODE))
+    host = load_inventory(str(tmp_path / "inventory.yaml")).hosts["node-1"]
+    power, plain, facts, include = load_playbook(book, templates)
+    batch: list[Planned | TaskResult] = [Planned(power, [], [Change("GPU0", "power limit", "300", "200")])]
+    assert joins(plain, host, batch)
+    assert not joins(facts, host, batch) and not joins(include, host, batch)
