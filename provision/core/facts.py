@@ -126,18 +126,25 @@ class FactRegistry:
         if len(names) != len(set(names)):
             raise ValueError(f"two fact sections share a name: {sorted(n for n in names if names.count(n) > 1)}")
 
-    def sections(self, purpose: str = "apply", reads: Reads = Reads(), lock: list[str] | None = None,
-                 gpu: bool = True, unlock: list[str] | None = None) -> dict[str, FactSection]:
-        """The sections of one batch. With lock (hostlock.take_argv), the first one takes the host lock, so a
-        run costs no extra round trip for it; with unlock (hostlock.release_argv), the last one gives it back (the
-        run's last read of the host). gpu=False: none that reads the NVIDIA stack (a re-read after a task that
-        changed only files)."""
+    def sections(self, purpose: str = "apply", reads: Reads = Reads(), gpu: bool = True,
+                 before: dict[str, list[str]] | None = None, after: dict[str, list[str]] | None = None,
+                 facts: bool = True) -> dict[str, FactSection]:
+        """The sections of one batch. before and after: commands run first and last, each a section of its own
+        name (the host lock taken first and given back last, so a run costs no extra round trip for them).
+        gpu=False: none that reads the NVIDIA stack (a re-read after a task that changed only files); facts=False:
+        only those commands."""
         if purpose not in PURPOSES:
             raise ValueError(f"{purpose!r}: not one of {sorted(PURPOSES)}")
-        chosen = {"lock": FactSection("lock", shlex.join(lock))} if lock else {}
-        chosen.update((s.name, s) for r in self.readers for s in r.sections
-                      if purpose in s.read_by and (gpu or not s.gpu)
-                      and (purpose != "apply" or not s.on_request or s.name in reads.sections))
+        chosen = {name: FactSection(name, shlex.join(argv)) for name, argv in (before or {}).items()}
+        if facts:
+            chosen.update(self._fact_sections(purpose, reads, gpu))
+        chosen.update((name, FactSection(name, shlex.join(argv))) for name, argv in (after or {}).items())
+        return chosen
+
+    def _fact_sections(self, purpose: str, reads: Reads, gpu: bool) -> dict[str, FactSection]:
+        chosen = {s.name: s for r in self.readers for s in r.sections
+                  if purpose in s.read_by and (gpu or not s.gpu)
+                  and (purpose != "apply" or not s.on_request or s.name in reads.sections)}
         if reads.packages:
             chosen["packages"] = FactSection("packages", packages_snippet(list(reads.packages)))
         for path in reads.paths:
@@ -148,13 +155,12 @@ class FactRegistry:
                 f"sudo -n base64 {quoted} 2>/dev/null || echo unreadable; }}"))
         for unit in reads.units:
             chosen[f"unit:{unit.key}"] = FactSection(f"unit:{unit.key}", shlex.join(unit.systemctl("is-enabled")))
-        if unlock:
-            chosen["unlock"] = FactSection("unlock", shlex.join(unlock))
         return chosen
 
-    def script(self, token: str, purpose: str = "apply", reads: Reads = Reads(), lock: list[str] | None = None,
-               gpu: bool = True, unlock: list[str] | None = None) -> str:
-        return build_script(token, self.sections(purpose, reads, lock, gpu, unlock))
+    def script(self, token: str, purpose: str = "apply", reads: Reads = Reads(), gpu: bool = True,
+               before: dict[str, list[str]] | None = None, after: dict[str, list[str]] | None = None,
+               facts: bool = True) -> str:
+        return build_script(token, self.sections(purpose, reads, gpu, before, after, facts))
 
     def parse(self, sections: dict[str, Section]) -> Any:
         """The host's facts from a batch's sections."""

@@ -69,16 +69,23 @@ RENEW = _GUARD + r'''[ $ours = 1 ] || { printf 'lost: %s\n' "${held:-nobody}"; e
 printf '%s lease_until=%s\n' "${held% lease_until=*}" $(($(date +%s) + $3)) > "$d/.owner.tmp" && mv -f "$d/.owner.tmp" "$d/owner"
 '''
 
-# Releases our own lock only.
-RELEASE = _GUARD + r'''[ $ours = 1 ] && rm -rf "$d"
-exit 0
+# Every release or removal writes "$d.gen" anew (who, when, which shell): a run that read a host, then takes its
+# lock without a wait, reads it again only when this line changed since (another run held the lock in between)
+# or the host booted since (generation_argv).
+_NEXT_GENERATION = r'''printf '%s %s %s\n' "$run" "$(date +%s)" "$$" > "$d.gen.tmp" && mv -f "$d.gen.tmp" "$d.gen"
 '''
+
+# Releases our own lock only.
+RELEASE = _GUARD + r'''[ $ours = 1 ] || exit 0
+rm -rf "$d"
+''' + _NEXT_GENERATION + "exit 0\n"
 
 # `provision unlock`: removes the lock if its owner line is still $3 (what the user was shown).
 REMOVE = _GUARD + r'''[ -d "$d" ] || { echo none; exit 0; }
 [ "$held" = "$3" ] || { printf 'changed: %s\n' "${held:-unknown}"; exit 1; }
 rm -rf "$d" && echo removed
-'''
+run=removed
+''' + _NEXT_GENERATION
 
 # Who holds the lock now: the owner line, or nothing.
 READ = r'''cat "$1/owner" 2>/dev/null || { [ -d "$1" ] && echo; }; true'''
@@ -99,6 +106,13 @@ def release_argv(owner: "Owner", lock_dir: str | None = None) -> list[str]:
 
 def remove_argv(line: str, lock_dir: str | None = None) -> list[str]:
     return ["sh", "-c", REMOVE, "provision-unlock", lock_dir or LOCK_DIR, "-", line]
+
+
+def generation_argv(lock_dir: str | None = None) -> list[str]:
+    """The host's lock generation (the last release's line) and boot id: unchanged between a read and a lock
+    taken without a wait, no other run changed the host in between."""
+    return ["sh", "-c", 'cat "$1.gen" 2>/dev/null; cat /proc/sys/kernel/random/boot_id 2>/dev/null; true',
+            "provision-lock-generation", lock_dir or LOCK_DIR]
 
 
 def read_argv(lock_dir: str | None = None) -> list[str]:
@@ -229,6 +243,12 @@ class Taker:
         self.stop = stop
         self.deadline, self.waited, self.stale = time.monotonic() + wait, False, ""
         self.wait = wait
+        self.took_over = False  # taken from a stale or expired holder
+
+    @property
+    def free(self) -> bool:
+        """Taken at once: no other run held it while this one waited or took it."""
+        return not (self.waited or self.took_over or self.stale)
 
     def argv(self) -> list[str]:
         return take_argv(self.owner, self.stale)
@@ -241,6 +261,7 @@ class Taker:
             return f"cannot take the host lock: {held.output.strip() or f'exit {held.rc}'}"
         holder = Owner.parse(line)
         if held.rc == 0:
+            self.took_over = word.startswith("took over")
             if word.startswith("took over"):
                 why = ("its lease expired without a heartbeat" if "lease expired" in word
                        else holder.gone_here() if self.stale else "")

@@ -37,7 +37,7 @@ from provision.core.cluster import Cluster
 from provision.core.connection import Connection, Privilege, Unreachable
 from provision.core.errors import InputError, Problem, ProvisionError
 from provision.core.facts import FactRegistry, Reads, Section, new_token, split_sections
-from provision.core.plan import CHANGED, FAILED, SKIPPED, Item, Plan, Task, overlaps
+from provision.core.plan import CHANGED, FAILED, SKIPPED, Change, Item, Plan, Task, overlaps
 from provision.core.results import NOT_STARTED, UNREACHABLE, HostResult, TaskResult, signal_name, task_status
 from provision.core.runlog import RunLog
 from provision.core.stopping import Stop
@@ -101,9 +101,15 @@ class HostState:
     plans: list[tuple[Task, Plan]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # input errors found once its facts were read
     upkeep: list[Step] = field(default_factory=list)  # run with the host's first changes (Extensions.upkeep)
+    generation: str | None = None  # the host lock's generation when its facts were read (hostlock.generation_argv)
 
 
 NOT_VERIFIED = "not verified: the host was lost before it was read again"
+
+
+def _said(sections: dict[str, Section], name: str) -> str | None:
+    section = sections.get(name)
+    return section.output.strip() if section is not None else None
 
 
 @dataclass
@@ -113,7 +119,7 @@ class Planned:
 
     task: Task
     items: list[Item]  # its unchanged and refused items
-    changes: list[Any]  # Change
+    changes: list[Change]
     errors: list[str | None] = field(default_factory=list)  # each change's error (None: it ran)
     printed: list[str] = field(default_factory=list)  # what each change's commands printed
 
@@ -123,8 +129,9 @@ def joins(task: Task, host: Host, batch: list[Planned | TaskResult]) -> bool:
     nothing the batch's changes change (Task.plans_from against Task.alters), and reads none of the files they
     write. Tasks with nothing to change change nothing; after one that may change anything ("*"), nothing joins."""
     planned = [p for p in batch if isinstance(p, Planned)]
-    if not planned:
-        return True
+    blocks = task.blocks()
+    if not planned or (blocks and all(getattr(host.settings, block, None) is None for block in blocks)):
+        return True  # nothing changed yet, or the task is for settings blocks this host has none of: skipped
     altered = frozenset().union(*(p.task.alters for p in planned))
     written = {c.write.path for p in planned for c in p.changes if c.write}
     return "*" not in altered and not overlaps(task.planned_from(), altered) and not written & set(task.reads(host).paths)
@@ -176,21 +183,33 @@ class Engine:
         self.read_into(state, lock=False)
 
     def read_into(self, state: HostState, lock: bool) -> bool:
-        """Read the host's facts into state; with lock, take the host lock in the same command, waiting for it
-        (hostlock.Taker). False when the host could not be read or locked (state.result says why)."""
+        """Read the host's facts into state; with lock, take the host lock, waiting for it (hostlock.Taker). The
+        lock taken at once, with the host's lock generation as this run read it, no other run changed the host
+        since: the facts read stand, and taking the lock is the whole command. Else the host is read again in the
+        command that takes it. False when the host could not be read or locked (state.result says why)."""
         taker = hostlock.Taker(self.owner, state.host.name, self.options.lock_wait, self.options.notice,
                                self.inventory_path, self.stop) if lock else None
+        quick = taker is not None and state.generation is not None
         while True:
             try:
-                sections = self.read(state.conn, state.reads, taker.argv() if taker else None)
+                sections = self.read(state.conn, state.reads, taker.argv() if taker else None, facts=not quick,
+                                     generation=taker is None and self.options.reading == "apply" and not self.options.check)
             except Unreachable as exc:
                 state.result.status, state.result.message = UNREACHABLE, str(exc)
                 return False
-            if taker is None or "lock" not in sections:
+            if taker is not None and "lock" not in sections:
+                state.result.message = "cannot take the host lock: the command that takes it did not answer"
+                return False
+            if taker is None:
                 break
             outcome = taker.judge(sections["lock"])
             if outcome == taker.TAKEN:
                 state.locked = True
+                if quick and taker.free and _said(sections, "lock-generation") == state.generation:
+                    return True
+                if quick:  # another run had the host in between: read it again, under the lock now ours
+                    quick, taker = False, None
+                    continue
                 break
             if outcome == taker.STOPPED:
                 state.result.status, state.result.message = NOT_STARTED, self.stop.words()
@@ -198,6 +217,8 @@ class Engine:
             if outcome != taker.AGAIN:
                 state.result.message = outcome
                 return False
+        if "lock-generation" in sections:
+            state.generation = _said(sections, "lock-generation")
         state.facts = self.extensions.facts.parse(sections)
         state.conn.privilege = self.privilege(state.host, state.facts)
         return True
@@ -208,9 +229,15 @@ class Engine:
                          sudo_password=self.options.sudo_password, become=host.become)
 
     def read(self, conn: Connection, reads: Reads, lock: list[str] | None = None, gpu: bool = True,
-             unlock: list[str] | None = None) -> dict[str, Section]:
+             unlock: list[str] | None = None, generation: bool = False, facts: bool = True) -> dict[str, Section]:
+        """One command: the lock taken first (lock), the facts (unless not facts), the lock's generation
+        (hostlock.generation_argv), the lock given back last (unlock)."""
         token = new_token()
-        script = self.extensions.facts.script(token, self.options.reading, reads, lock, gpu, unlock)
+        before = {"lock": lock} if lock else {}
+        after = {"lock-generation": hostlock.generation_argv()} if generation or (lock and not facts) else {}
+        if unlock:
+            after["unlock"] = unlock
+        script = self.extensions.facts.script(token, self.options.reading, reads, gpu, before, after, facts)
         result = conn.run_script(script, timeout=120)
         return split_sections(token, result.stdout)
 
@@ -243,7 +270,7 @@ class Engine:
     # -- phase 2: apply -----------------------------------------------------------
 
     def apply_host(self, state: HostState) -> None:
-        """The tasks in order, in batches: tasks in a row where none plans from what another changes (_joins) are
+        """The tasks in order, in batches: tasks in a row where none plans from what another changes (joins) are
         planned on one read, their changes applied in ONE command, and the host read again once after it, each
         change checked on that read. A stop starts no new batch (the one in flight finishes); a host lost during a
         batch is unreachable, with what the batch changed, and starts nothing more."""

@@ -112,6 +112,35 @@ def test_json_output_has_every_gpu_item(v100_node):
     assert again["hosts"][0]["status"] == "ok" and again["hosts"][0]["commands"] == 1  # read from the cache
 
 
+def test_another_runs_changes_between_the_read_and_the_lock_are_seen(v100_node, monkeypatch):
+    """The lock taken at once, with the lock generation as the first read saw it, the facts read stand (the
+    command takes the lock and nothing more); another run that held the host in between left a new generation:
+    the host is read again under the lock, and planned on what that run did."""
+    from provision.core import hostlock
+    from provision.core.connection import LocalConnection
+
+    inventory = v100_node.inventory(V100_FIX)
+    real_run = LocalConnection._run
+    between = []
+
+    def another_run_first(self, argv, stdin, timeout):
+        if not between and "provision-lock " in " ".join(argv):  # our take: another run got there just before
+            other = hostlock.Owner.this_run("clocks")
+            assert subprocess.run(hostlock.take_argv(other), capture_output=True).returncode == 0
+            for setting in (["-pm", "1"], ["-pl", "200"]):  # what it changed (persistence keeps the limit)
+                assert v100_node.smi(*setting).returncode == 0
+            subprocess.run(hostlock.release_argv(other), check=True)
+            between.append(other)
+        return real_run(self, argv, stdin, timeout)
+
+    monkeypatch.setattr(LocalConnection, "_run", another_run_first)
+    [host] = json.loads(v100_node.apply(inventory, "--json").output)["hosts"]
+    assert between and host["status"] == "changed"
+    done = {t["name"]: t["status"] for t in host["tasks"]}
+    assert done["gpu-persistence"] == done["gpu-power-limit"] == "ok" and done["gpu-clocks"] == "changed", done
+    assert host["commands"] == 5  # read, take the lock (the generation moved), read again, apply, re-read
+
+
 def test_settings_file_is_written_atomically_with_a_backup_and_diffed(v100_node):
     inventory = v100_node.inventory(V100_FIX)
     assert v100_node.apply(inventory).exit_code == 0

@@ -14,7 +14,7 @@ from provision.core import facts as gather
 
 def run_batch(tmp_path, paths=(), lock=None, env_path="/usr/bin:/bin"):
     token = gather.new_token()
-    script = FACTS.script(token, reads=Reads(tuple(paths)), lock=lock)
+    script = FACTS.script(token, reads=Reads(tuple(paths)), before={"lock": lock} if lock else None)
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env={"PATH": env_path}).stdout
     return gather.split_sections(token, out)
 

@@ -184,3 +184,24 @@ class Held:
 
     def __init__(self, rc: int, output: str):
         self.rc, self.output = rc, output
+
+
+def test_each_release_or_removal_is_a_new_generation_and_taking_the_lock_is_not(tmp_path):
+    """A run that read a host and then takes its lock at once reads it again only when the generation moved:
+    another run held the lock in between (its release wrote a new one), or someone removed it."""
+    lock = str(tmp_path / "provision.lock")
+    boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+    generation = lambda: sh(hostlock.generation_argv(lock)).stdout.strip()  # noqa: E731
+    assert generation() == boot  # never released here since the boot
+    a, b = Owner.this_run("apply"), elsewhere()
+    sh(hostlock.take_argv(a, lock_dir=lock))
+    assert generation() == boot  # taken: nothing changed yet
+    sh(hostlock.release_argv(b, lock_dir=lock))  # not b's lock: nothing released, no new generation
+    assert generation() == boot
+    sh(hostlock.release_argv(a, lock_dir=lock))
+    first = generation()
+    assert first.startswith(f"{a.run} ") and first.endswith(boot)
+    sh(hostlock.take_argv(b, lock_dir=lock))
+    assert generation() == first
+    sh(hostlock.remove_argv(sh(hostlock.read_argv(lock)).stdout.strip(), lock))
+    assert generation() not in (first, boot) and generation().startswith("removed ")

@@ -90,3 +90,17 @@ def test_a_template_of_the_users_that_reads_facts_is_planned_on_a_fresh_read(tmp
     batch: list[Planned | TaskResult] = [Planned(power, [], [Change("GPU0", "power limit", "300", "200")])]
     assert joins(plain, host, batch)
     assert not joins(facts, host, batch) and not joins(include, host, batch)
+
+
+def test_a_task_for_blocks_the_host_does_not_set_never_splits_a_batch(tmp_path):
+    """No Slurm here: slurm-daemons, which plans from the units the boot unit's task enables, is skipped, and the
+    last batch's re-read still gives the lock back (no command of its own)."""
+    (tmp_path / "inventory.yaml").write_text(textwrap.dedent("""\
+        all:
+          hosts:
+            node-1: {gpu: {persistence: true}, nccl: {socket_ifname: "=ens803f0"}}
+        """))
+    host = load_inventory(str(tmp_path / "inventory.yaml")).hosts["node-1"]
+    tasks = {t.name: t for t in load_playbook(playbook_path("site"), templates_dir())}
+    unit = Planned(tasks["gpu-boot-unit"], [], [Change("provision-gpu-tuning.service", "unit", "", "")])
+    assert joins(tasks["slurm-daemons"], host, [unit]) and joins(tasks["torchrun-launcher"], host, [unit])
