@@ -13,7 +13,7 @@ The node is this machine, made to look like a converged lab node:
   through `systemctl --root`): the same commands on other paths;
 - the sandbox is first converged by the tasks' own plans (GPU setters run against the simulator, files written
   with the engine's atomic write, the unit enabled with `systemctl --root`, the supported clocks cached as
-  the engine's prepare step does), so the batch measured is the one a no-op apply reads.
+  the engine's upkeep step does), so the batch measured is the one a no-op apply reads.
 
 Then each section runs on its own, as `sh -c 'exec 2>&1; <framed section>'` (a section that reads a variable
 an earlier one kept, such as $q, gets its value assigned first: a builtin), REPEAT times; os.wait4's rusage
@@ -31,7 +31,7 @@ say how much of each section is the simulator; the rest is the batch's own cost,
 same way.
 
 Which sections a no-op apply needs: the facts parsed without one section are planned again by every
-selected task (and the engine's prepare and reboot_pending): "plan differs" names the tasks whose plan (or
+selected task (and the engine's upkeep and reboot_pending): "plan differs" names the tasks whose plan (or
 the engine's outcome) changes without it, in this state. "fields" are the HostFacts fields the section
 sets, "read by" the tasks that read those fields (their attribute reads traced while planning): a section
 whose fields no task reads is read for nothing in this run.
@@ -66,7 +66,8 @@ import yaml  # noqa: E402
 from peers.run import FILES as PEER_FILES, SMI_QUERY, UNIT as PEER_UNIT, WORK  # noqa: E402
 from provision.capabilities.registry import EXTENSIONS, FACTS  # noqa: E402
 from provision.commands.playbook import load_playbook, select_tasks  # noqa: E402
-from provision.core.apply import apply_change  # noqa: E402
+from provision.core import hostlock  # noqa: E402
+from provision.core.apply import steps  # noqa: E402
 from provision.core.connection import CommandResult, LocalConnection  # noqa: E402
 from provision.core.facts import FactSection, Section, build_script, split_sections  # noqa: E402
 from provision.core.resources import playbook_path, templates_dir  # noqa: E402
@@ -213,8 +214,18 @@ def read(eng: Engine, host) -> HostState:
     return state
 
 
+def run_steps(conn: SandboxConnection, todo) -> str | None:
+    """The steps one command each (the sandbox maps each one's paths; the engine sends them as one script)."""
+    for step in todo:
+        outcome = conn.run(step.argv, sudo=True, stdin=None if step.stdin is None else step.stdin.decode(),
+                           timeout=120)
+        if not outcome.ok:
+            return step.failed(outcome.rc, outcome.output)
+    return None
+
+
 def converge(host, tasks, conn: SandboxConnection, passes: int = 3) -> list[str]:
-    """Apply the tasks' plans to the sandbox until a pass changes nothing (the engine's prepare step included);
+    """Apply the tasks' plans to the sandbox until a pass changes nothing (the engine's upkeep steps included);
     the changes still planned after the last pass (empty: the sandbox is a no-op)."""
     eng = engine(tasks, "apply", conn)
     for _ in range(passes):
@@ -223,13 +234,15 @@ def converge(host, tasks, conn: SandboxConnection, passes: int = 3) -> list[str]
         for task in tasks:
             plan = task.plan(host, state.facts)
             for change in plan.changes:
-                error = apply_change(conn, change)
+                error = run_steps(conn, steps(change, "20261101T000000Z", 3))
                 changed += 1
                 if error:
                     conn.ran.append(f"  -> {task.name}: {change.what} on {change.target}: {error}")
             if plan.changes:
                 eng.read_into(state, lock=False)
-        EXTENSIONS.prepare(conn, state.facts, lambda said: conn.ran.append(f"prepare: {said}"))
+        error = run_steps(conn, EXTENSIONS.upkeep(state.facts))
+        if error:
+            conn.ran.append(f"upkeep: {error}")
         if not changed:
             return []
     state = read(eng, host)
@@ -371,18 +384,11 @@ def _plain(value):
     return value if not callable(value) else None
 
 
-class NoConnection:
-    """What the engine's prepare step gets when only its reads are traced: every command fails, none runs."""
-
-    def run(self, argv, **kwargs):
-        return CommandResult(argv, 1, "", "traced, not run")
-
-
 def outcome(host, tasks, facts) -> dict[str, object]:
-    """Each task's plan, and what the engine itself takes from the facts on a no-op (prepare, reboot_pending)."""
+    """Each task's plan, and what the engine itself takes from the facts on a no-op (upkeep, reboot_pending)."""
     result = {t.name: _plain(t.plan(host, facts)) for t in tasks}
     result["(engine: reboot_pending)"] = EXTENSIONS.reboot_pending(host, facts)
-    result["(engine: prepare)"] = (facts.nvidia.supported_clocks_source, facts.nvidia.driver_version)
+    result["(engine: upkeep)"] = (facts.nvidia.supported_clocks_source, facts.nvidia.driver_version)
     return result
 
 
@@ -416,7 +422,7 @@ def needs(host, tasks, sections: dict[str, Section]) -> dict[str, dict]:
             seen.add(f"? ({type(exc).__name__})")
         reads[task.name] = seen
     for name, step in (("(engine: reboot_pending)", lambda f: EXTENSIONS.reboot_pending(host, f)),
-                       ("(engine: prepare)", lambda f: EXTENSIONS.prepare(NoConnection(), f, lambda said: None))):
+                       ("(engine: upkeep)", lambda f: EXTENSIONS.upkeep(f))):
         seen = set()
         step(Traced(full, seen))
         reads[name] = seen
@@ -510,7 +516,9 @@ def report(args, workdir: Path) -> None:
     names_in = {}
     for purpose in PURPOSES:
         token = re.search(r"@@([0-9a-f]+) ", batches[purpose]).group(1)
-        sections = FACTS.sections(purpose, states[purpose].reads)
+        # apply's first read also reads the host lock's generation (Engine.read_into)
+        after = {"lock-generation": hostlock.generation_argv()} if purpose == "apply" else None
+        sections = FACTS.sections(purpose, states[purpose].reads, after=after)
         if build_script(token, sections) != batches[purpose]:
             raise SystemExit(f"the registry's {purpose} sections do not make the script the engine sent: "
                              "update this benchmark")
@@ -600,7 +608,7 @@ def print_report(args, host, inventory, tasks, statuses, left, conn, rows, basel
         f"sandbox {'converged' if not left else 'NOT converged: ' + '; '.join(left)}; commands the convergence ran: "
         f"{len(conn.ran)}")
     for line in conn.ran:
-        if line.startswith(("refused", "  ->", "prepare")):
+        if line.startswith(("refused", "  ->", "upkeep")):
             out(f"  {line}")
     out(f"script: {script_bytes} bytes, {len(rows)} sections; load average before/after the timed rounds: "
         f"{' '.join(load[0])} / {' '.join(load[1])}\n")
