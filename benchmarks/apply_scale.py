@@ -33,8 +33,8 @@ The peers run from their own venv, not the project's (once, as root; ansible-cor
     sudo .venv/bin/python benchmarks/apply_scale.py [--sizes 1,8,32,64] [--repeat 3] [--no-peers]
 
 The lab's nodes share this machine's CPUs with the tools: on a small machine, large sizes measure CPU
-contention as much as latency. `--sizes 1,8,32` takes about 15 minutes on 2 cores (32 nodes: about
-10, most of it Ansible); --no-peers about a third of that.
+contention as much as latency. `--sizes 1,8,32` takes about 25 minutes on 2 cores (32 nodes: about
+18, most of it Ansible); --no-peers about a quarter of that.
 
 Target: no-op converge within 1.3x the floor at 32 nodes.
 """
