@@ -62,11 +62,9 @@ def apply_changes(conn: Connection, changes: list[Change], keep_backups: int = 3
     return errors, printed, lost, upkeep_error
 
 
-def run_batch(conn: Connection, step_lists: list[list[Step]] | list[list[list[str]]]
-              ) -> tuple[list[str | None], str | None, list[str]]:
+def run_batch(conn: Connection, lists: list[list[Step]]) -> tuple[list[str | None], str | None, list[str]]:
     """Each change's error text or None, why the host was lost (None: it was not), and what each change's
     commands printed. Output that came back before a connection broke still tells which commands ran."""
-    lists = [[s if isinstance(s, Step) else Step(s) for s in steps] for steps in step_lists]
     token = new_token()
     inputs = {(i, j): f"{i}.{j}" for i, steps in enumerate(lists) for j, s in enumerate(steps) if s.stdin is not None}
     stdin = remote.batch_stdin(token, {name: lists[i][j].stdin or b"" for (i, j), name in inputs.items()})

@@ -62,7 +62,7 @@ class Event:
 @dataclass(frozen=True)
 class Extensions:
     """What the capabilities add to a run (capabilities/registry.py gives them): the facts batch's sections,
-    a step before a host's changes once it is read under its lock, and the reasons a host waits for a reboot."""
+    steps that go with a host's first changes, and the reasons a host waits for a reboot."""
 
     facts: FactRegistry
     # Steps (core/apply.py Step) a run that may change the host runs with its first changes, given its facts: a
@@ -193,7 +193,7 @@ class Engine:
         while True:
             try:
                 sections = self.read(state.conn, state.reads, taker.argv() if taker else None, facts=not quick,
-                                     generation=taker is None and self.options.reading == "apply" and not self.options.check)
+                                     generation=self.options.reading == "apply" and not self.options.check)
             except Unreachable as exc:
                 state.result.status, state.result.message = UNREACHABLE, str(exc)
                 return False
@@ -231,10 +231,11 @@ class Engine:
     def read(self, conn: Connection, reads: Reads, lock: list[str] | None = None, gpu: bool = True,
              unlock: list[str] | None = None, generation: bool = False, facts: bool = True) -> dict[str, Section]:
         """One command: the lock taken first (lock), the facts (unless not facts), the lock's generation
-        (hostlock.generation_argv), the lock given back last (unlock)."""
+        (generation: hostlock.generation_argv, for a run that may lock the host later), the lock given back last
+        (unlock)."""
         token = new_token()
         before = {"lock": lock} if lock else {}
-        after = {"lock-generation": hostlock.generation_argv()} if generation or (lock and not facts) else {}
+        after = {"lock-generation": hostlock.generation_argv()} if generation else {}
         if unlock:
             after["unlock"] = unlock
         script = self.extensions.facts.script(token, self.options.reading, reads, gpu, before, after, facts)

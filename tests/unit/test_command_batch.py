@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from provision.core.connection import CommandResult, LocalConnection, Unreachable
-from provision.core.apply import run_batch
+from provision.core.apply import Step, run_batch
+
+
+def steps(command_lists: list[list[list[str]]]) -> list[list[Step]]:
+    return [[Step(argv) for argv in commands] for commands in command_lists]
 
 
 def test_changes_run_in_one_command_and_a_failure_stops_only_its_own_change(tmp_path):
     conn = LocalConnection("here")
     log = tmp_path / "log"
-    errors, lost, printed = run_batch(conn, [
+    errors, lost, printed = run_batch(conn, steps([
         [["sh", "-c", f"echo a >> {log}"], ["sh", "-c", f"echo b >> {log}"]],
         [["sh", "-c", "echo 'Unable to set: bad value'; exit 3"], ["sh", "-c", f"echo never >> {log}"]],
         [["sh", "-c", f"printf 'no newline' && echo c >> {log}"]],
-    ])
+    ]))
     assert conn.commands_run == 1 and lost is None
     assert errors[0] is None and errors[2] is None
     assert errors[1] == "`sh -c echo 'Unable to set: bad value'; exit 3` exited 3: Unable to set: bad value"
@@ -23,7 +27,7 @@ def test_changes_run_in_one_command_and_a_failure_stops_only_its_own_change(tmp_
 
 def test_hostile_words_stay_words(tmp_path):
     marker = tmp_path / "pwned"
-    [error], _, _ = run_batch(LocalConnection("here"), [[["echo", f"$(touch {marker}); `touch {marker}`"]]])
+    [error], _, _ = run_batch(LocalConnection("here"), steps([[["echo", f"$(touch {marker}); `touch {marker}`"]]]))
     assert error is None and not marker.exists()
 
 
@@ -43,7 +47,7 @@ class CutOff(LocalConnection):
 
 
 def test_a_batch_cut_off_by_a_lost_host_says_which_changes_ran_and_which_did_not_finish():
-    batch = [[["true"]], [["true"]], [["true"]], [["true"]]]
+    batch = steps([[["true"]], [["true"]], [["true"]], [["true"]]])
     errors, lost, _ = run_batch(CutOff(lines=7), batch)  # two whole sections, the third begun
     assert errors[:2] == [None, None] and lost is None  # the re-read that follows says the host is gone
     assert errors[2] == "unknown whether `true` finished: the connection closed while it ran"
