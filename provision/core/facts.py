@@ -15,12 +15,15 @@ and the reads the tasks ask for (Reads: files, systemd units, packages).
 from __future__ import annotations
 
 import base64
+import io
 import secrets
 import shlex
+import tarfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from provision.core import dpkg
 from provision.core.text import number
 
 PURPOSES = frozenset({"apply", "facts", "verify"})  # which command reads: apply (and the ad-hoc ones), facts, verify
@@ -147,12 +150,8 @@ class FactRegistry:
                   and (purpose != "apply" or not s.on_request or s.name in reads.sections)}
         if reads.packages:
             chosen["packages"] = FactSection("packages", packages_snippet(list(reads.packages)))
-        for path in reads.paths:
-            quoted = shlex.quote(path)
-            # A file only root may read (a munge key): through sudo -n where the login is not root.
-            chosen[f"file:{path}"] = FactSection(f"file:{path}", (
-                f"stat -c '%a %U %G %.3Y' {quoted} && {{ base64 {quoted} 2>/dev/null || "
-                f"sudo -n base64 {quoted} 2>/dev/null || echo unreadable; }}"))
+        if reads.paths:
+            chosen["files"] = FactSection("files", FILES_SNIPPET.format(paths=" ".join(map(shlex.quote, reads.paths))))
         for unit in reads.units:
             chosen[f"unit:{unit.key}"] = FactSection(f"unit:{unit.key}", shlex.join(unit.systemctl("is-enabled")))
         return chosen
@@ -170,11 +169,10 @@ class FactRegistry:
         if "packages" in sections:
             facts.packages = parse_packages(sections["packages"].output)
             facts.held = parse_held(sections["packages"].output)
+        if "files" in sections:
+            facts.files.update(parse_files(sections["files"].output))
         for name, section in sections.items():
-            if name.startswith("file:"):
-                path = name[len("file:"):]
-                facts.files[path] = _file(path, section)
-            elif name.startswith("unit:"):
+            if name.startswith("unit:"):
                 state = section.output.strip().splitlines()[-1:] or [""]
                 # is-enabled prints a state word; a missing unit prints an error (and exits non-zero)
                 facts.units[name[len("unit:"):]] = state[0] if state[0] in UNIT_STATES else "not-found"
@@ -201,23 +199,27 @@ def _parse_system(sections: dict[str, Section], facts: Any) -> None:
     )
 
 
+def text_of(path: str) -> str:
+    """A snippet that prints a text file as `cat` does, with the shell's own read: no process. path: a shell
+    word (quoted by the caller, or a "$variable"). Exits non-zero when the file cannot be opened. For small text files (/proc, /etc, records): a NUL byte would be lost."""
+    return f"while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done 2>/dev/null <{path}"
+
+
 # Who the host is, and how privileged commands will run there: every batch reads these.
 SYSTEM = FactReader((
-    FactSection("hostname", "cat /proc/sys/kernel/hostname 2>/dev/null || hostname"),
-    FactSection("uid", "id -u"),
-    FactSection("os-release", "cat /etc/os-release"),
-    FactSection("machine-id", "cat /etc/machine-id"),
+    FactSection("hostname", f"{text_of('/proc/sys/kernel/hostname')} || hostname"),
+    FactSection("uid", "id -u", keep="uid"),
+    FactSection("os-release", text_of("/etc/os-release")),
+    FactSection("machine-id", text_of("/etc/machine-id")),
     FactSection("systemd", "test -d /run/systemd/system"),
     # -k ignores cached credentials: success means NOPASSWD, not a warm cache.
-    FactSection("sudo", '[ "$(id -u)" = 0 ] || sudo -k -n true'),
+    FactSection("sudo", '[ "$uid" = 0 ] || sudo -k -n true'),  # $uid: the uid section's output
 ), _parse_system)
 
 
 def packages_snippet(names: list[str]) -> str:
     """"asked NAMES", then one line per package dpkg knows: NAME VERSION STATUS (ii: installed, hi: held)."""
-    return (f"echo asked {shlex.join(names)}; "
-            f"dpkg-query -W -f='${{Package}} ${{Version}} ${{db:Status-Abbrev}}\\n' {shlex.join(names)} "
-            "2>/dev/null; true")
+    return f"echo asked {shlex.join(names)}; {dpkg.status_snippet(names)}"
 
 
 def parse_packages(text: str) -> dict[str, str | None]:
@@ -238,17 +240,62 @@ def parse_held(text: str) -> list[str]:
                   if len(words) >= 3 and words[2][:2] == "hi")
 
 
-def _file(path: str, section: Section) -> FileFacts:
-    if section.rc != 0:
-        return FileFacts(path=path, exists=False)
-    first, _, encoded = section.output.partition("\n")
-    mode, owner, group, mtime = (first.split() + ["", "", "", ""])[:4]
+# The files the tasks read, in one section: "exists PATH" or "absent PATH" for each, then "archive" and the
+# existing ones as one POSIX tar (mode, owner, group, mtime to the nanosecond, and the bytes), in base64. tar
+# follows links (-h), as reading the file does. A file only root may read (a munge key) makes the whole archive
+# go through sudo -n where the login is not root; without sudo, "stat MODE OWNER GROUP MTIME PATH" says what
+# is known of each such file, its bytes unknown. tar and base64 are two processes for any number of files
+# (a stat and a base64 per file before).
+FILES_SNIPPET = r'''set --; n=
+for p in {paths}; do
+  if [ -e "$p" ]; then printf 'exists %s\n' "$p"; set -- "$@" "$p"; [ -r "$p" ] || n=1
+  else printf 'absent %s\n' "$p"; fi
+done
+[ $# -gt 0 ] || exit 0
+s=
+if [ -n "$n" ]; then
+  if sudo -n true 2>/dev/null; then s='sudo -n'
+  else for p in "$@"; do [ -r "$p" ] || stat -c 'stat %a %U %G %.3Y %n' -- "$p"; done; fi
+fi
+echo archive
+$s tar -c --format=posix -b 1 -h -P --no-recursion -f - -- "$@" 2>/dev/null | base64'''
+
+
+def parse_files(text: str) -> dict[str, FileFacts]:
+    """FILES_SNIPPET's output: each asked path's FileFacts. A file there but missing from the archive (not
+    readable, or the archive cut short) has its content None: there, its bytes unknown."""
+    found: dict[str, FileFacts] = {}
+    lines = text.split("\n")
+    for at, line in enumerate(lines):
+        kind, _, rest = line.partition(" ")
+        if kind in ("exists", "absent"):
+            found[rest] = FileFacts(path=rest, exists=kind == "exists")
+        elif kind == "stat":
+            mode, owner, group, mtime, path = (rest.split(" ", 4) + [""] * 5)[:5]
+            if path in found:
+                found[path] = FileFacts(path, True, None, mode, owner, group, number(mtime))
+        elif line == "archive":
+            for member, content in _members("".join(lines[at + 1:])):
+                if member.name in found:
+                    found[member.name] = FileFacts(
+                        member.name, True, content, format(member.mode & 0o7777, "o"),
+                        member.uname or str(member.uid), member.gname or str(member.gid), float(member.mtime))
+            break
+    return found
+
+
+def _members(encoded: str) -> list[tuple[tarfile.TarInfo, bytes | None]]:
+    """The archive's entries with the bytes of each regular file; what could be read of a damaged one."""
+    members: list[tuple[tarfile.TarInfo, bytes | None]] = []
     try:
-        content = base64.b64decode("".join(encoded.split()), validate=True)
-    except ValueError:  # not readable by us (stat worked, reading did not): the file is there, its content unknown
-        content = None
-    return FileFacts(path=path, exists=True, content=content, mode=mode, owner=owner, group=group,
-                     mtime=number(mtime))
+        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(encoded, validate=True)), mode="r:") as archive:
+            for member in archive:
+                # A second name of a file already in the archive (a link to it: tar -h) is a hard link entry.
+                stream = archive.extractfile(member) if member.isreg() or member.islnk() else None
+                members.append((member, stream.read() if stream else None))
+    except (ValueError, tarfile.TarError, EOFError, OSError):
+        pass
+    return members
 
 
 @dataclass

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -71,7 +75,7 @@ def test_the_lock_is_the_first_section_and_its_holder_is_reported(tmp_path):
 def test_a_reread_after_file_changes_skips_the_nvidia_sections():
     full = FACTS.script("tok", reads=Reads(("/etc/x",)))
     files_only = FACTS.script("tok", reads=Reads(("/etc/x",)), gpu=False)
-    assert "nvidia-smi" in full and "nvidia-smi" not in files_only and "@@tok file:/etc/x" in files_only
+    assert "nvidia-smi" in full and "nvidia-smi" not in files_only and "@@tok files" in files_only and "/etc/x" in files_only
 
 
 def fake_bin(tmp_path, **programs: str):
@@ -159,3 +163,72 @@ def test_a_new_section_is_one_reader_in_the_registry_and_its_parser_sets_its_fie
     out = subprocess.run(["sh", "-c", registry.script(token)], capture_output=True, text=True).stdout
     facts = registry.parse(gather.split_sections(token, out))
     assert facts.uptime > 0 and facts.system.uid is not None
+
+
+def test_the_files_section_reads_every_file_in_one_archive_with_its_exact_metadata(tmp_path):
+    binary = tmp_path / "munge.key"
+    binary.write_bytes(bytes(range(256)) * 4)
+    setuid = tmp_path / "tool"
+    setuid.write_text("#!/bin/sh\n")
+    setuid.chmod(0o4755)
+    link = tmp_path / "link.conf"
+    link.symlink_to(setuid)
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    paths = [binary, setuid, link, directory, tmp_path / "absent"]
+    facts = FACTS.parse(run_batch(tmp_path, [str(p) for p in paths]))
+    got = {p: facts.files[str(p)] for p in paths}
+    assert got[binary].content == bytes(range(256)) * 4 and got[binary].mtime == pytest.approx(binary.stat().st_mtime, abs=1e-6)
+    assert got[setuid].mode == "4755" and got[setuid].owner == "root" and got[setuid].text == "#!/bin/sh\n"
+    assert got[link].content == b"#!/bin/sh\n" and got[link].mode == "4755"  # the file it points to, as a read is
+    assert got[directory].exists and got[directory].content is None
+    assert got[tmp_path / "absent"].exists is False
+
+
+def test_a_damaged_archive_leaves_the_files_there_with_their_bytes_unknown(tmp_path):
+    (tmp_path / "a").write_text("a\n")
+    token = gather.new_token()
+    script = FACTS.script(token, reads=Reads((str(tmp_path / "a"),)))
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout
+    cut = gather.split_sections(token, out)
+    cut["files"].output = cut["files"].output[:cut["files"].output.index("archive") + 20]
+    got = FACTS.parse(cut).files[str(tmp_path / "a")]
+    assert got.exists and got.content is None
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory another user may enter (pytest's tmp_path is root's alone)."""
+    path = Path(tempfile.mkdtemp(prefix="provision-files-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"), reason="needs root to run as another user")
+def test_a_file_the_login_cannot_read_goes_through_sudo_or_says_what_stat_can(shared_dir):
+    secret, public = shared_dir / "munge.key", shared_dir / "nccl.conf"
+    secret.write_bytes(b"\x00key")
+    secret.chmod(0o400)
+    public.write_text("NCCL_DEBUG=WARN\n")
+    public.chmod(0o644)
+
+    def as_nobody(sudo: str):
+        path = fake_bin(shared_dir, sudo=sudo)
+        (shared_dir / "bin").chmod(0o755)
+        token = gather.new_token()
+        script = FACTS.script(token, reads=Reads((str(secret), str(public))))
+        out = subprocess.run([shutil.which("runuser"), "-u", "nobody", "--", "sh", "-c", script], capture_output=True, text=True,
+                             env={"PATH": path}).stdout
+        return FACTS.parse(gather.split_sections(token, out)).files
+
+    no_sudo = as_nobody("exit 1")
+    assert no_sudo[str(secret)].exists and no_sudo[str(secret)].content is None
+    assert (no_sudo[str(secret)].mode, no_sudo[str(secret)].owner) == ("400", "root")
+    assert no_sudo[str(public)].text == "NCCL_DEBUG=WARN\n"
+    log = shared_dir / "sudo.log"
+    log.touch()
+    log.chmod(0o666)
+    with_sudo = as_nobody(f'echo "$*" >> {log}; [ "$1" = -n ] && shift; [ "$1" = true ] || exec "$@"')
+    assert "-n tar -c" in log.read_text()  # the whole archive through sudo -n
+    assert with_sudo[str(public)].text == "NCCL_DEBUG=WARN\n"

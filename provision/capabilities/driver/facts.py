@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from provision.core import dpkg
 from provision.core.facts import FactReader, FactSection, Section
 
 
@@ -32,18 +33,17 @@ PEER_MEMORY = ("/sys/module/nvidia_peermem/version", "/sys/kernel/mm/memory_peer
                "/sys/kernel/mm/memory_peers/nv_mem_nc/version")
 
 # "loaded LINE" (none when no module is loaded), "nouveau" when loaded, "peermem PATH" per peer-memory file there,
-# "kernel RELEASE", "secureboot VALUE", then "pkg NAME VERSION STATUS" per package dpkg knows by those names. An
-# efivar is 4 bytes of attributes, then the value (1: enabled).
+# "kernel RELEASE", "secureboot VALUE", then "pkg NAME VERSION STATUS" per package dpkg knows by those names
+# (core/dpkg.py). An efivar is 4 bytes of attributes, then the value (1: enabled).
 DRIVER_SNIPPET = (
-    "v=$(head -n1 /proc/driver/nvidia/version 2>/dev/null) && echo \"loaded $v\"; "
+    "read -r v 2>/dev/null </proc/driver/nvidia/version && echo \"loaded $v\"; "
     "[ -d /sys/module/nouveau ] && echo nouveau; "
     f"for p in {' '.join(PEER_MEMORY)}; do [ -e \"$p\" ] && echo \"peermem $p\"; done; "
     "read k 2>/dev/null </proc/sys/kernel/osrelease && echo \"kernel $k\"; "
     "if [ ! -d /sys/firmware/efi ]; then echo 'secureboot no-efi'; "
     f"elif b=$(od -An -tu1 -j4 -N1 {SECURE_BOOT_VAR} 2>/dev/null) && [ -n \"$b\" ]; then echo \"secureboot $b\"; "
     "else echo 'secureboot unknown'; fi; "
-    "dpkg-query -W -f='pkg ${Package} ${Version} ${db:Status-Abbrev}\\n' "
-    + " ".join(f"'{p}'" for p in DRIVER_PACKAGE_PATTERNS) + " 2>/dev/null; true"
+    + dpkg.status_snippet(list(DRIVER_PACKAGE_PATTERNS), "pkg ")
 )
 
 LOADED = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)\s")

@@ -10,7 +10,7 @@ import shlex
 from provision.capabilities.gpu import clock_cache, layout, nvlink
 from provision.capabilities.gpu import smi as gpu_parsers
 from provision.capabilities.gpu.model import NvidiaFacts
-from provision.core.facts import FactReader, FactSection, Section
+from provision.core.facts import FactReader, FactSection, Section, text_of
 
 NVML_MISMATCH = "Driver/library version mismatch"  # nvidia-smi's words (exit 18) when library and module differ
 PERSISTENCED_PIDFILE = "/var/run/nvidia-persistenced/nvidia-persistenced.pid"
@@ -24,6 +24,9 @@ def clock_records_dir() -> str:
     """Where provision records the locked clocks it set: one file per GPU (see capabilities/gpu/clocks.py). On
     tmpfs, so a reboot clears it as it clears the locks. PROVISION_CLOCK_RECORDS moves it (tests on this machine)."""
     return os.environ.get("PROVISION_CLOCK_RECORDS", "/run/provision/gpu-clocks")
+
+
+EACH = text_of('"$f"')  # a clock record, no process per file
 
 
 def parse(sections: dict[str, Section], facts) -> None:
@@ -82,11 +85,11 @@ READER = FactReader((
     FactSection("supported-clocks", clock_cache.read_snippet, gpu=True),  # reads "$q", the query-gpu output
     FactSection("persistenced", "command -v nvidia-persistenced", gpu=True),
     FactSection("persistenced-running", (
-        f"pid=$(cat {PERSISTENCED_PIDFILE} 2>/dev/null) && [ -n \"$pid\" ] && [ -d \"/proc/$pid\" ]"
-        " || systemctl is-active --quiet nvidia-persistenced 2>/dev/null"), gpu=True),
-    FactSection("clock-records", lambda: f"cat {shlex.quote(clock_records_dir())}/GPU-* 2>/dev/null || true",
+        f"read -r pid 2>/dev/null <{PERSISTENCED_PIDFILE} && [ -n \"$pid\" ] && [ -d \"/proc/$pid\" ]"
+        " || { [ -d /run/systemd/system ] && systemctl is-active --quiet nvidia-persistenced 2>/dev/null; }"), gpu=True),
+    FactSection("clock-records", lambda: f"for f in {shlex.quote(clock_records_dir())}/GPU-*; do {EACH}; done; true",
                 gpu=True),
-    FactSection("gpu-layout", lambda: f"cat {shlex.quote(layout.record_path())}"),  # exit 1: no record yet
+    FactSection("gpu-layout", lambda: text_of(shlex.quote(layout.record_path()))),  # exit non-zero: no record yet
     FactSection("nvlink-status", NVLINK_STATUS_SNIPPET, read_by=frozenset({"verify"}), gpu=True, keep="nvl"),
     FactSection("nvlink-errors", NVLINK_ERRORS_SNIPPET, read_by=frozenset({"verify"}), gpu=True),
 ), parse)
