@@ -12,11 +12,10 @@ import shlex
 # With $7 = base64, stdin is base64 text and the file gets the bytes it encodes (a key: stdin carries text).
 ATOMIC_WRITE = r'''set -eu
 dest=$1 mode=$2 owner=$3 group=$4 stamp=$5 keep=$6 encoding=${7:-}
-dir=$(dirname "$dest")
-mkdir -p "$dir"
-tmp=$(mktemp "$dir/.provision.XXXXXX")
+case $dest in */*) dir=${dest%/*} ;; *) dir=. ;; esac
+[ -d "${dir:-/}" ] || mkdir -p "$dir"
+tmp=$(mktemp "${dir:-}/.provision.XXXXXX")  # mode 600 until its own
 trap 'rm -f "$tmp"' EXIT
-chmod 600 "$tmp"
 if [ "$encoding" = base64 ]; then base64 -d > "$tmp"; else cat > "$tmp"; fi
 chmod "$mode" "$tmp"
 chown "$owner:$group" "$tmp"
