@@ -16,7 +16,8 @@ import pytest
 
 from provision.commands.run import connector
 from provision.core import connection as connection_module
-from provision.core.connection import HostKeyPolicy, HostKeyRefused, SSHConnection, SSHOptions, Unreachable
+from provision.core.connection import (HostKeyPolicy, HostKeyRefused, SSHConnection, SSHOptions, Unreachable,
+                                      known_host_keys)
 from provision.core.errors import InputError
 from provision.core.sshargs import ARGS_KEYS, Hop, SshArgs, expand_command, host_args, refusals
 from provision.inventory.load import load_inventory, local_inventory
@@ -195,8 +196,9 @@ def policy(conn) -> HostKeyPolicy:
 
 
 def test_a_proxyjump_is_a_chain_of_gateway_connections_each_checking_host_keys(tmp_path):
-    key = paramiko.ECDSAKey.generate()
-    (tmp_path / "kh").write_text(f"bastion {key.get_name()} {key.get_base64()}\n")
+    key, key2 = paramiko.ECDSAKey.generate(), paramiko.ECDSAKey.generate()
+    (tmp_path / "kh").write_text(f"[bastion]:2222 {key.get_name()} {key.get_base64()}\n"
+                                 f"jump2 {key2.get_name()} {key2.get_base64()}\n")
     conn = ssh_connection("-o ProxyJump=ops@bastion:2222,jump2 -o UserKnownHostsFile=kh", tmp_path)
     last = conn.fabric.gateway
     local_user = conn.fabric.config.user  # a hop's user: its own, else ssh_config's, else ours (not the target's)
@@ -207,7 +209,22 @@ def test_a_proxyjump_is_a_chain_of_gateway_connections_each_checking_host_keys(t
     for hop in (conn.fabric, first, last):
         assert policy(hop).accept_new is False
         assert policy(hop).known_hosts == tmp_path / "kh"
-        assert hop.client._system_host_keys.lookup("bastion") is not None  # the args' known_hosts, loaded
+    # the args' known_hosts: each hop knows its own keys, by the name paramiko looks it up by (with its port)
+    assert first.client.get_host_keys().lookup("[bastion]:2222")["ecdsa-sha2-nistp256"] == key
+    assert last.client.get_host_keys().lookup("jump2")["ecdsa-sha2-nistp256"] == key2
+    assert first.client.get_host_keys().lookup("jump2") is None
+
+
+def test_known_hosts_files_are_parsed_once_and_again_when_one_changes(tmp_path):
+    keys = [paramiko.ECDSAKey.generate() for _ in range(2)]
+    known = tmp_path / "known_hosts"
+    known.write_text(f"node1 {keys[0].get_name()} {keys[0].get_base64()}\n")
+    first = known_host_keys([str(known), str(tmp_path / "absent")])
+    assert known_host_keys([str(known), str(tmp_path / "absent")]) is first
+    with known.open("a") as fh:  # as --accept-new-host-keys records a key
+        fh.write(f"node2 {keys[1].get_name()} {keys[1].get_base64()}\n")
+    again = known_host_keys([str(known), str(tmp_path / "absent")])
+    assert again is not first and again.lookup("node2")["ecdsa-sha2-nistp256"] == keys[1]
 
 
 def test_the_args_proxyjump_beats_ssh_configs_and_none_removes_it(tmp_path):

@@ -10,6 +10,7 @@ value or one lost GPU hide the rest.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -279,15 +280,21 @@ def parse_supported_clocks_csv(text: str) -> dict[str, list[ClockPair]]:
     GPUs that report no supported clocks ("[N/A]" rows) get an empty list.
     """
     pairs: dict[str, list[ClockPair]] = {}
-    for line in text.splitlines():
-        cells = split_csv_row(line)
-        if len(cells) != 3 or not cells[0].startswith("GPU-"):
+    for line in text.splitlines():  # a few hundred rows per GPU, on every read of a host: kept plain
+        cells = line.split(",")
+        if len(cells) != 3 or not (uuid := cells[0].strip()).startswith("GPU-"):
             continue
-        uuid, mem, sm = cells
+        mem, sm = cells[1].strip(), cells[2].strip()
         bucket = pairs.setdefault(uuid, [])
         if mem.isdigit() and sm.isdigit():
-            bucket.append(ClockPair(int(mem), int(sm)))
+            bucket.append(_clock_pair(mem, sm))
     return pairs
+
+
+@functools.lru_cache(maxsize=8192)
+def _clock_pair(mem: str, sm: str) -> ClockPair:
+    """One frozen pair for each value: the same few hundred pairs repeat for every GPU of every host."""
+    return ClockPair(int(mem), int(sm))
 
 
 _Q_GPU_HEADER = re.compile(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*")
