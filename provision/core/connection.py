@@ -256,8 +256,8 @@ class SSHConnection(Connection):
         # The keys known for this host, as paramiko will look them up when it connects (its name for a port).
         name = conn.host if int(conn.port) == 22 else f"[{conn.host}]:{conn.port}"
         known = known_host_keys(["/etc/ssh/ssh_known_hosts", *files]).lookup(name)
-        for keytype in known.keys() if known else []:
-            conn.client.get_host_keys().add(name, keytype, known[keytype])
+        for keytype, key in (known or {}).items():
+            conn.client.get_host_keys().add(name, keytype, key)
         # The user's own ssh_config may opt in too, as OpenSSH would honour it. No and off read as accept-new:
         # a changed key is always refused (paramiko's BadHostKeyException); checking is never turned off.
         strict = options.args.strict_host_key_checking or conn.ssh_config.get("stricthostkeychecking", "")

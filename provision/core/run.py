@@ -102,6 +102,14 @@ class HostState:
     problems: list[Problem] = field(default_factory=list)  # input errors found once its facts were read
     upkeep: list[Step] = field(default_factory=list)  # run with the host's first changes (Extensions.upkeep)
     generation: str | None = None  # the host lock's generation when its facts were read (hostlock.generation_argv)
+    # Clear while a command that takes the host's lock is in flight: an abandon's release waits for it, or the
+    # release could run on the host first, find no lock, and the take then leave one with nobody to give it back.
+    not_taking: threading.Event = field(default_factory=lambda: _set(threading.Event()))
+
+
+def _set(event: threading.Event) -> threading.Event:
+    event.set()
+    return event
 
 
 NOT_VERIFIED = "not verified: the host was lost before it was read again"
@@ -191,12 +199,16 @@ class Engine:
                                self.inventory_path, self.stop) if lock else None
         quick = taker is not None and state.generation is not None
         while True:
+            if taker is not None:
+                state.not_taking.clear()
             try:
                 sections = self.read(state.conn, state.reads, taker.argv() if taker else None, facts=not quick,
                                      generation=self.options.reading == "apply" and not self.options.check)
             except Unreachable as exc:
                 state.result.status, state.result.message = UNREACHABLE, str(exc)
                 return False
+            finally:
+                state.not_taking.set()
             if taker is not None and "lock" not in sections:
                 state.result.message = "cannot take the host lock: the command that takes it did not answer"
                 return False
@@ -385,6 +397,8 @@ class Engine:
         maybe, also where this run may be taking it now: the release removes only this run's own lock. The host
         counts as locked until the release is done, so that an abandon (_abandon) never takes it for given back."""
         if (state.locked or maybe) and state.conn is not None:
+            if maybe:  # a take in flight finishes first (a take waiting for another run's lock: for timeout at most)
+                state.not_taking.wait(min(timeout, 5))
             try:
                 state.conn.run(hostlock.release_argv(self.owner), timeout=timeout)
             except ProvisionError:
