@@ -163,7 +163,7 @@ def network_words(exc: BaseException, host: str, port: int | None) -> str:
     return text
 
 
-_KNOWN_HOSTS: dict[tuple, paramiko.HostKeys] = {}
+_known_hosts: tuple[tuple, paramiko.HostKeys] | None = None  # the files' identity, and their keys
 _KNOWN_HOSTS_LOCK = threading.Lock()
 
 
@@ -178,15 +178,14 @@ def known_host_keys(paths: list[str]) -> paramiko.HostKeys:
         except OSError:
             continue
         identity.append((path, st.st_ino, st.st_size, st.st_mtime_ns))
-    key = tuple(identity)
+    global _known_hosts
     with _KNOWN_HOSTS_LOCK:
-        if key not in _KNOWN_HOSTS:
+        if _known_hosts is None or _known_hosts[0] != tuple(identity):
             keys = paramiko.HostKeys()
-            for path, *_ in key:
+            for path, *_ in identity:
                 keys.load(path)
-            _KNOWN_HOSTS.clear()  # only the newest state of the files is looked up
-            _KNOWN_HOSTS[key] = keys
-        return _KNOWN_HOSTS[key]
+            _known_hosts = (tuple(identity), keys)
+        return _known_hosts[1]
 
 
 class HostKeyPolicy(paramiko.MissingHostKeyPolicy):

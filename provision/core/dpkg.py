@@ -10,10 +10,10 @@ entry, the snippet asks dpkg-query instead. Either way each line is
 
     PREFIXNAME VERSION ABBREV
 
-for every package dpkg knows whose name matches a pattern (dpkg-query's shell globs, `*` only here), ABBREV
-being db:Status-Abbrev's letters (awk gives the first two, which the parsers read) (want, status: "ii" installed, "hi" installed and held, "rc"
-removed with its configuration left, "un" unknown). tests/unit/test_dpkg_status.py compares both on real and
-made-up databases.
+for every package dpkg knows whose name matches a pattern (dpkg-query's shell globs, `*` only here).
+ABBREV is db:Status-Abbrev, want then status ("ii" installed, "hi" installed and held, "rc" removed with its
+configuration left); awk gives those two letters, the ones the parsers read. tests/unit/test_dpkg_status.py
+compares both on real and made-up databases.
 """
 
 from __future__ import annotations

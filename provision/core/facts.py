@@ -201,7 +201,8 @@ def _parse_system(sections: dict[str, Section], facts: Any) -> None:
 
 def text_of(path: str) -> str:
     """A snippet that prints a text file as `cat` does, with the shell's own read: no process. path: a shell
-    word (quoted by the caller, or a "$variable"). Exits non-zero when the file cannot be opened. For small text files (/proc, /etc, records): a NUL byte would be lost."""
+    word (quoted by the caller, or a "$variable"). Exits non-zero when the file cannot be opened. For small text
+    files (/proc, /etc, records): dash reads a byte per system call, and a NUL byte would be lost."""
     return f"while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done 2>/dev/null <{path}"
 
 

@@ -117,7 +117,8 @@ def test_an_interrupted_dpkg_run_is_left_to_dpkg_query(admindir):
 
 
 def test_the_packages_section_feeds_its_parsers(admindir):
-    snippet = f"echo asked nvidia-utils-580 slurmd munge; {dpkg.status_snippet(['nvidia-utils-580', 'slurmd', 'munge'], admindir=str(admindir))}"
+    names = ["nvidia-utils-580", "slurmd", "munge"]
+    snippet = f"echo asked {' '.join(names)}; {dpkg.status_snippet(names, admindir=str(admindir))}"
     out = subprocess.run(["sh", "-c", snippet], capture_output=True, text=True).stdout
     assert parse_packages(out) == {"nvidia-utils-580": "580.173.02-0ubuntu1", "slurmd": None, "munge": None}
     assert parse_held(out) == ["nvidia-utils-580"]

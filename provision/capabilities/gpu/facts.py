@@ -26,7 +26,7 @@ def clock_records_dir() -> str:
     return os.environ.get("PROVISION_CLOCK_RECORDS", "/run/provision/gpu-clocks")
 
 
-EACH = text_of('"$f"')  # a clock record, no process per file
+RECORD_TEXT = text_of('"$f"')  # one clock record ($f), without a process per file
 
 
 def parse(sections: dict[str, Section], facts) -> None:
@@ -86,8 +86,9 @@ READER = FactReader((
     FactSection("persistenced", "command -v nvidia-persistenced", gpu=True),
     FactSection("persistenced-running", (
         f"read -r pid 2>/dev/null <{PERSISTENCED_PIDFILE} && [ -n \"$pid\" ] && [ -d \"/proc/$pid\" ]"
-        " || { [ -d /run/systemd/system ] && systemctl is-active --quiet nvidia-persistenced 2>/dev/null; }"), gpu=True),
-    FactSection("clock-records", lambda: f"for f in {shlex.quote(clock_records_dir())}/GPU-*; do {EACH}; done; true",
+        " || { [ -d /run/systemd/system ] && systemctl is-active --quiet nvidia-persistenced 2>/dev/null; }"),
+        gpu=True),
+    FactSection("clock-records", lambda: f"for f in {shlex.quote(clock_records_dir())}/GPU-*; do {RECORD_TEXT}; done; true",
                 gpu=True),
     FactSection("gpu-layout", lambda: text_of(shlex.quote(layout.record_path()))),  # exit non-zero: no record yet
     FactSection("nvlink-status", NVLINK_STATUS_SNIPPET, read_by=frozenset({"verify"}), gpu=True, keep="nvl"),
