@@ -12,7 +12,8 @@ GPU (each changed only where it differs), /etc/nccl.conf, the boot settings file
   and checks the NICs first: the benchmark does what a user's `provision apply` does.
 - the floors, in a fresh interpreter too, one parallel Fabric command per host, host keys checked:
   "floor" connects and runs `true`; "floor+smi" runs ONE `nvidia-smi --query-gpu=...` (the least any
-  tool must do to know a GPU's state); "floor+facts" runs the very facts batch a no-op run sends (its
+  tool must do to know a GPU's state); "issue floor" (issue 28's: that query, `sha1sum` of two of the files
+  and `systemctl is-enabled` of the unit, the least a no-op of this work reads); "floor+facts" runs the very facts batch a no-op run sends (its
   nvidia-smi calls and file reads included), so that what remains is the tool's own cost.
 - the peers (--peers, on by default; --no-peers skips them): Ansible (ansible-core, pipelining, forks = N,
   no fact gathering; SSH connections shared within a run, never across runs) and pyinfra (--parallel N),
@@ -36,7 +37,7 @@ The lab's nodes share this machine's CPUs with the tools: on a small machine, la
 contention as much as latency. `--sizes 1,8,32` takes about 25 minutes on 2 cores (32 nodes: about
 18, most of it Ansible); --no-peers about a quarter of that.
 
-Target: no-op converge within 1.3x the floor at 32 nodes.
+Targets (issue 28): no-op and --check within 1.3x the issue floor at 32 and 64 nodes, verify within 2x it.
 """
 from __future__ import annotations
 
@@ -152,7 +153,8 @@ def measure_floors(lab: Lab, nodes: list[dict], inventory: Path, repeat: int) ->
     addresses = [n["address"] for n in nodes]
     batch = facts_batch(inventory)
     row = {}
-    for key, command in (("floor", "true"), ("floor_smi", peers.SMI_QUERY), ("floor_facts", batch)):
+    for key, command in (("floor", "true"), ("floor_smi", peers.SMI_QUERY), ("floor_issue", peers.ISSUE_FLOOR),
+                         ("floor_facts", batch)):
         row[key], row[f"{key}_cpu"] = median(lambda: floor(lab, addresses, command), repeat)
     return row
 
@@ -210,10 +212,12 @@ def per_host_ms(row: dict, key: str) -> str:
 
 def provision_table(rows: list[dict]) -> str:
     head = ("nodes", "lab up s", "first s", "no-op s", "--check s", "floor s", "no-op/floor", "floor+smi s",
-            "no-op/floor+smi", "floor+facts s", "no-op/floor+facts", "cmds/host first", "no-op", "check",
+            "no-op/floor+smi", "issue floor s", "no-op/issue floor", "--check/issue floor", "floor+facts s",
+            "no-op/floor+facts", "cmds/host first", "no-op", "check",
             "control CPU ms/host: first", "no-op", "--check", "floor+smi", "no-op/floor+smi CPU")
     return table(head, [[str(r["nodes"]), *(seconds(r, k) for k in ("lab_up", "first", "noop", "check", "floor")),
                          ratio(r, "noop", "floor"), seconds(r, "floor_smi"), ratio(r, "noop", "floor_smi"),
+                         seconds(r, "floor_issue"), ratio(r, "noop", "floor_issue"), ratio(r, "check", "floor_issue"),
                          seconds(r, "floor_facts"), ratio(r, "noop", "floor_facts"),
                          str(r["commands_first"]), str(r["commands_noop"]), str(r["commands_check"]),
                          *(per_host_ms(r, k) for k in ("first_cpu", "noop_cpu", "check_cpu", "floor_smi_cpu")),
@@ -221,9 +225,10 @@ def provision_table(rows: list[dict]) -> str:
 
 
 def verify_table(rows: list[dict]) -> str:
-    head = ("nodes", "verify s", "floor s", "verify/floor", "floor+facts s", "verify/floor+facts",
-            "control CPU ms/host: verify", "no-op", "verify/no-op CPU")
+    head = ("nodes", "verify s", "floor s", "verify/floor", "issue floor s", "verify/issue floor", "floor+facts s",
+            "verify/floor+facts", "control CPU ms/host: verify", "no-op", "verify/no-op CPU")
     return table(head, [[str(r["nodes"]), seconds(r, "verify"), seconds(r, "floor"), ratio(r, "verify", "floor"),
+                         seconds(r, "floor_issue"), ratio(r, "verify", "floor_issue"),
                          seconds(r, "floor_facts"), ratio(r, "verify", "floor_facts"),
                          per_host_ms(r, "verify_cpu"), per_host_ms(r, "noop_cpu"), ratio(r, "verify_cpu", "noop_cpu")]
                         for r in rows])

@@ -40,6 +40,8 @@ FILES = ("/etc/nccl.conf", "/etc/provision/gpu-tuning.conf", f"/etc/systemd/syst
 WANTS_LINK = f"/etc/systemd/system/multi-user.target.wants/{UNIT}"
 SMI_FIELDS = ("index,uuid,persistence_mode,power.limit,clocks.applications.memory,clocks.applications.graphics")
 SMI_QUERY = f"nvidia-smi --query-gpu={SMI_FIELDS} --format=csv,noheader,nounits"
+# Issue 28's floor, the least a no-op of this work reads: the query, a hash of two of the files, the unit's state.
+ISSUE_FLOOR = f"{SMI_QUERY}; sha1sum {FILES[0]} {FILES[1]}; systemctl is-enabled {UNIT}"
 
 # What each tool leaves on a node, removed before the next tool's first converge (with the backups
 # provision keeps, FILE.<time>~). A reboot then resets the GPUs; with the unit gone, nothing re-applies them.
