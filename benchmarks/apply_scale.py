@@ -214,14 +214,16 @@ def provision_table(rows: list[dict]) -> str:
     head = ("nodes", "lab up s", "first s", "no-op s", "--check s", "floor s", "no-op/floor", "floor+smi s",
             "no-op/floor+smi", "issue floor s", "no-op/issue floor", "--check/issue floor", "floor+facts s",
             "no-op/floor+facts", "cmds/host first", "no-op", "check",
-            "control CPU ms/host: first", "no-op", "--check", "floor+smi", "no-op/floor+smi CPU")
+            "control CPU ms/host: first", "no-op", "--check", "floor+smi", "issue floor", "no-op/floor+smi CPU",
+            "no-op/issue floor CPU")
     return table(head, [[str(r["nodes"]), *(seconds(r, k) for k in ("lab_up", "first", "noop", "check", "floor")),
                          ratio(r, "noop", "floor"), seconds(r, "floor_smi"), ratio(r, "noop", "floor_smi"),
                          seconds(r, "floor_issue"), ratio(r, "noop", "floor_issue"), ratio(r, "check", "floor_issue"),
                          seconds(r, "floor_facts"), ratio(r, "noop", "floor_facts"),
                          str(r["commands_first"]), str(r["commands_noop"]), str(r["commands_check"]),
-                         *(per_host_ms(r, k) for k in ("first_cpu", "noop_cpu", "check_cpu", "floor_smi_cpu")),
-                         ratio(r, "noop_cpu", "floor_smi_cpu")] for r in rows])
+                         *(per_host_ms(r, k) for k in ("first_cpu", "noop_cpu", "check_cpu", "floor_smi_cpu",
+                                                       "floor_issue_cpu")),
+                         ratio(r, "noop_cpu", "floor_smi_cpu"), ratio(r, "noop_cpu", "floor_issue_cpu")] for r in rows])
 
 
 def verify_table(rows: list[dict]) -> str:
@@ -250,11 +252,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,8,32,64", help="lab sizes, comma-separated")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each idempotent measurement (median)")
-    parser.add_argument("--dir", default="/var/lib/provision-lab/bench", help="the benchmark lab's directory")
-    parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
-                        help="measure Ansible and pyinfra too (--no-peers: provision and the floors only)")
-    parser.add_argument("--peers-venv", type=Path, default=peers.DEFAULT_VENV,
-                        help="the peers' venv (benchmarks/peers/setup.sh makes it)")
+    peers.add_arguments(parser, "measure Ansible and pyinfra too (--no-peers: provision and the floors only)")
     args = parser.parse_args()
     versions = peers.check_venv(args.peers_venv) if args.peers else None  # before any lab comes up
     rows = []

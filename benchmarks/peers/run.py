@@ -12,6 +12,7 @@ The peers live in their own venv (not project dependencies): `sh benchmarks/peer
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -121,6 +122,14 @@ def pyinfra_inventory(lab, nodes: list[dict]) -> str:
 
 
 # --- running the peers ---------------------------------------------------------------------------
+
+def add_arguments(parser, peers_help: str) -> None:
+    """The options every benchmark that runs the peers on the lab takes: its lab directory, --peers and the venv."""
+    parser.add_argument("--dir", default="/var/lib/provision-lab/bench", help="the benchmark lab's directory")
+    parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True, help=peers_help)
+    parser.add_argument("--peers-venv", type=Path, default=DEFAULT_VENV,
+                        help="the peers' venv (benchmarks/peers/setup.sh makes it)")
+
 
 def check_venv(venv: Path) -> dict[str, str]:
     """The peers' versions; PeerError when the venv is not set up."""
@@ -270,12 +279,14 @@ def expect_unconverged(lab, nodes: list[dict]) -> None:
                             f"script {state['script']}, unit {state['unit']}")
 
 
-def reset(lab, nodes: list[dict]) -> float:
-    """Remove every file and link the tools write, then power-cycle every node (GPU settings are lost at a
-    reboot, and with the boot unit gone nothing re-applies them); check the result. Seconds it took."""
+def reset(lab, nodes: list[dict], also: str = "") -> float:
+    """Remove every file and link the tools write (and run `also`, a command), then power-cycle every node (GPU
+    settings are lost at a reboot, and with the boot unit gone nothing re-applies them); check the result.
+    Seconds it took."""
     started = time.monotonic()
+    command = f"{RESET} && {also}" if also else RESET
     with ThreadPoolExecutor(max_workers=min(32, len(nodes))) as pool:
-        failed = [n["name"] for n, p in zip(nodes, pool.map(lambda n: ssh(lab, n["address"], RESET), nodes))
+        failed = [n["name"] for n, p in zip(nodes, pool.map(lambda n: ssh(lab, n["address"], command), nodes))
                   if p.returncode != 0]
     if failed:
         raise PeerError(f"reset failed on {', '.join(failed)}")

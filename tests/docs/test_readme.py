@@ -15,6 +15,7 @@ itself, and each command must be listed in WHERE with the place it runs:
   geforce    the same on a simulated RTX 4090
   benchmark  as written but at one node, one repeat, without the peers (their venv is not a test's to make)
   active-benchmark  the verify --active benchmark, as written but at two nodes (the fewest with a fabric)
+  first-benchmark  the repeated first converges, as written but at one node, one round, without the peers
   offline    run as written in the repository (they read the shipped inventories, contact no host); the
              output the README pastes under them is what they print
   inventory  the inventory loading benchmark, as written but at 200 hosts, one run of each (ansible-inventory
@@ -92,6 +93,7 @@ WHERE = {
     "sbatch --wait /usr/local/bin/gpu-torchrun.sbatch /usr/local/bin/provision-allreduce": "slurm",
     "sudo .venv/bin/python benchmarks/apply_scale.py --sizes 1,8,32": "benchmark",
     "sudo .venv/bin/python benchmarks/active_scale.py --sizes 4,32": "active-benchmark",
+    "sudo .venv/bin/python benchmarks/first_converge.py --size 32 --rounds 5": "first-benchmark",
     "sudo .venv/bin/python benchmarks/via_slurm_scale.py --sizes 2,8,16": "via-slurm-benchmark",
     "provision apply /var/lib/provision-lab/slurm/inventory.yaml --via slurm": "slurm-via",
     "provision verify /var/lib/provision-lab/slurm/inventory.yaml --via slurm --drain": "slurm-via",
@@ -376,6 +378,18 @@ def test_the_active_benchmark_runs_at_two_nodes():
         out = run_small(command, "2", "/var/lib/provision-lab/readme-bench-active")
         [row] = [line for line in out.splitlines() if line.startswith("2 | ")]
         assert row.endswith("| 2/2"), row  # both nodes loaded, their ports and all-reduce measured, passed
+
+
+@pytest.mark.lab
+def test_the_first_converge_benchmark_runs_at_one_node():
+    needs_root_on_linux()
+    for command in commands_for("first-benchmark"):
+        small = command.removeprefix("sudo ").replace("--size 32 --rounds 5", "--size 1 --rounds 1 --no-peers")
+        out = ok(run(f"{small} --dir /var/lib/provision-lab/readme-bench-first".replace(".venv/bin/python",
+                                                                                      sys.executable), REPO), command)
+        [row] = [line.split(" | ") for line in out.splitlines() if line.startswith("| 1 | ")]
+        assert row[1] == "1" and re.fullmatch(r"\d+\.\d\d \(\d+\.\d\d-\d+\.\d\d\)", row[2]), row  # a first converge, timed
+        assert row[3] == "-" and row[4] == "-", row  # no peers asked for
 
 
 @pytest.mark.lab
