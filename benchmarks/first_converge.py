@@ -29,9 +29,6 @@ from peers import run as peers
 from provision.lab.cluster import Lab
 from provision.lab.spec import default_spec
 
-FORGET = "rm -rf /var/cache/provision /var/lib/provision"  # provision's records on a node: a new node has none
-
-
 def first_provision(lab: Lab, nodes: list[dict], inventory: Path, workdir: Path) -> tuple[float, float]:
     seconds, cpu, report = apply(lab, inventory, len(nodes), workdir / "runs.jsonl")
     if any(h["counts"]["changed"] == 0 for h in report["hosts"]):
@@ -60,7 +57,7 @@ def main() -> None:
             order = ["provision", "pyinfra"] if versions else ["provision"]
             for round_ in range(args.rounds):
                 for name in order if round_ % 2 == 0 else order[::-1]:
-                    peers.reset(lab, nodes, also=FORGET)
+                    peers.reset(lab, nodes, also=peers.FORGET)
                     runs[name].append(tools[name]())
                     peers.expect_converged(lab, nodes, name)
                     print(f"round {round_ + 1} {name}: {runs[name][-1][0]:.2f} s, control CPU "

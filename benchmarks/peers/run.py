@@ -279,6 +279,11 @@ def expect_unconverged(lab, nodes: list[dict]) -> None:
                             f"script {state['script']}, unit {state['unit']}")
 
 
+# provision's own records on a node (the supported-clocks cache, the GPU layout): a new node has none, so each
+# provision first converge after a reset reads the clocks from nvidia-smi and records the layout again
+FORGET = "rm -rf /var/cache/provision /var/lib/provision"
+
+
 def reset(lab, nodes: list[dict], also: str = "") -> float:
     """Remove every file and link the tools write (and run `also`, a command), then power-cycle every node (GPU
     settings are lost at a reboot, and with the boot unit gone nothing re-applies them); check the result.
