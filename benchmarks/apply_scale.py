@@ -13,15 +13,17 @@ GPU (each changed only where it differs), /etc/nccl.conf, the boot settings file
 - the floors, in a fresh interpreter too, one parallel Fabric command per host, host keys checked:
   "floor" connects and runs `true`; "floor+smi" runs ONE `nvidia-smi --query-gpu=...` (the least any
   tool must do to know a GPU's state); "issue floor" (issue 28's: that query, `sha1sum` of two of the files
-  and `systemctl is-enabled` of the unit, the least a no-op of this work reads); "floor+facts" runs the very facts batch a no-op run sends (its
-  nvidia-smi calls and file reads included), so that what remains is the tool's own cost.
+  and `systemctl is-enabled` of the unit, the least a no-op of this work reads); "floor+facts" runs the very
+  facts batch a no-op run sends (its nvidia-smi calls and file reads included), so that what remains is the
+  tool's own cost.
 - the peers (--peers, on by default; --no-peers skips them): Ansible (ansible-core, pipelining, forks = N,
   no fact gathering; SSH connections shared within a run, never across runs) and pyinfra (--parallel N),
   doing the same work (benchmarks/peers/): their first converge and no-op.
 
 Before each tool's first converge (provision's too) the nodes are reset (the files and the boot unit's link
 removed over SSH, provision's records too, every node power-cycled: GPU settings do not survive a reboot) and
-checked to be unconverged, so that each first converge really converges, on nodes in the same state. After each tool's first converge every node is read back over SSH (GPUs at
+checked to be unconverged, so that each first converge really converges, on nodes in the same state. After
+each tool's first converge every node is read back over SSH (GPUs at
 the target, files there, unit enabled); each no-op must report 0 changed (provision's --json, Ansible's
 PLAY RECAP, pyinfra's --json results); after the no-ops one node is rebooted and its boot unit must
 bring the GPUs back. Any failure stops the run (the lab is brought down); each size's row is printed

@@ -29,7 +29,9 @@ from peers import run as peers
 from provision.lab.cluster import Lab
 from provision.lab.spec import default_spec
 
+
 def first_provision(lab: Lab, nodes: list[dict], inventory: Path, workdir: Path) -> tuple[float, float]:
+    """(wall seconds, control CPU seconds) of one provision apply that must change something on every host."""
     seconds, cpu, report = apply(lab, inventory, len(nodes), workdir / "runs.jsonl")
     if any(h["counts"]["changed"] == 0 for h in report["hosts"]):
         raise SystemExit(f"a provision first converge changed nothing on a host: {report}")
