@@ -136,7 +136,7 @@ def measure_provision(lab: Lab, nodes: list[dict], inventory: Path, workdir: Pat
     row = {}
     # Every tool's first converge runs on nodes just reset (power-cycled). Such nodes converged 8-21% slower than
     # a lab just started (provision at 32 nodes, three tries): a fresh lab for provision alone would favour it.
-    row["reset"] = peers.reset(lab, nodes, also=peers.FORGET)
+    row["reset"] = peers.reset(lab, nodes)
     row["first"], row["first_cpu"], first = apply(lab, inventory, size, log)
     peers.expect_converged(lab, nodes, "provision")
     row["commands_first"] = max(h["commands"] for h in first["hosts"])

@@ -59,7 +59,7 @@ def main() -> None:
             order = ["provision", "pyinfra"] if versions else ["provision"]
             for round_ in range(args.rounds):
                 for name in order if round_ % 2 == 0 else order[::-1]:
-                    peers.reset(lab, nodes, also=peers.FORGET)
+                    peers.reset(lab, nodes)
                     runs[name].append(tools[name]())
                     peers.expect_converged(lab, nodes, name)
                     print(f"round {round_ + 1} {name}: {runs[name][-1][0]:.2f} s, control CPU "

@@ -44,9 +44,12 @@ SMI_QUERY = f"nvidia-smi --query-gpu={SMI_FIELDS} --format=csv,noheader,nounits"
 # Issue 28's floor, the least a no-op of this work reads: the query, a hash of two of the files, the unit's state.
 ISSUE_FLOOR = f"{SMI_QUERY}; sha1sum {FILES[0]} {FILES[1]}; systemctl is-enabled {UNIT}"
 
-# What each tool leaves on a node, removed before the next tool's first converge (with the backups
-# provision keeps, FILE.<time>~). A reboot then resets the GPUs; with the unit gone, nothing re-applies them.
-RESET = (f"rm -rf /etc/provision && rm -f /etc/nccl.conf /etc/nccl.conf.*~ {SCRIPT} {SCRIPT}.*~ "
+# What each tool leaves on a node, removed before each first converge (with the backups provision keeps,
+# FILE.<time>~, and its records: the supported-clocks cache and the GPU layout, which a new node has not, so that
+# each of its first converges reads the clocks from nvidia-smi and records the layout again). A reboot then resets
+# the GPUs; with the unit gone, nothing re-applies them.
+RESET = (f"rm -rf /etc/provision /var/cache/provision /var/lib/provision && "
+         f"rm -f /etc/nccl.conf /etc/nccl.conf.*~ {SCRIPT} {SCRIPT}.*~ "
          f"/etc/systemd/system/{UNIT} /etc/systemd/system/{UNIT}.*~ {WANTS_LINK}")
 
 # Run on a node (its python3, stdin): what the checks below need, as JSON.
@@ -279,19 +282,12 @@ def expect_unconverged(lab, nodes: list[dict]) -> None:
                             f"script {state['script']}, unit {state['unit']}")
 
 
-# provision's own records on a node (the supported-clocks cache, the GPU layout): a new node has none, so each
-# provision first converge after a reset reads the clocks from nvidia-smi and records the layout again
-FORGET = "rm -rf /var/cache/provision /var/lib/provision"
-
-
-def reset(lab, nodes: list[dict], also: str = "") -> float:
-    """Remove every file and link the tools write (and run `also`, a command), then power-cycle every node (GPU
-    settings are lost at a reboot, and with the boot unit gone nothing re-applies them); check the result.
-    Seconds it took."""
+def reset(lab, nodes: list[dict]) -> float:
+    """Remove every file and link the tools write, then power-cycle every node (GPU settings are lost at a
+    reboot, and with the boot unit gone nothing re-applies them); check the result. Seconds it took."""
     started = time.monotonic()
-    command = f"{RESET} && {also}" if also else RESET
     with ThreadPoolExecutor(max_workers=min(32, len(nodes))) as pool:
-        failed = [n["name"] for n, p in zip(nodes, pool.map(lambda n: ssh(lab, n["address"], command), nodes))
+        failed = [n["name"] for n, p in zip(nodes, pool.map(lambda n: ssh(lab, n["address"], RESET), nodes))
                   if p.returncode != 0]
     if failed:
         raise PeerError(f"reset failed on {', '.join(failed)}")
