@@ -121,3 +121,25 @@ def test_the_zipapp_runs_as_a_program_and_installs_wrappers_around_itself(node, 
     assert run([sys.executable, str(zipapp), "install", str(tmp_path / "bin")], env).returncode == 0
     assert repr(str(zipapp)) in (tmp_path / "bin" / "nvidia-smi").read_text()
     assert run([str(tmp_path / "bin" / "nvidia-smi"), "-L"], env).stdout.count("GPU ") == 2
+
+
+# Each costs every nvidia-smi call 5-12 ms of the lab machine's CPU (measured, Python 3.11): the benchmarks time the
+# tools' nvidia-smi calls, so the simulator's own start must cost about what a real nvidia-smi does, not twice that.
+SLOW_IMPORTS = ("dataclasses", "inspect", "typing", "tempfile", "socket", "shutil")
+
+
+def test_a_node_nvidia_smi_call_imports_none_of_the_slow_standard_modules(node):
+    root, env = node
+    zipapp = str(root / NODE_SIM_ZIPAPP.lstrip("/"))
+    # As the wrapper does (python3 -S, the zipapp first on sys.path), then one query, a setter and topo -m
+    program = ("import sys; sys.path.insert(0, sys.argv[1]); import gpusim\n"
+               "for argv in (['--query-gpu=index,uuid,temperature.gpu,power.draw', '--format=csv'], ['-pl', '250'],"
+               " ['topo', '-m'], ['nvlink', '-s']):\n"
+               "    gpusim.main(['nvidia-smi', *argv])\n"
+               "print(' '.join(sorted(sys.modules)), file=sys.stderr)")
+    done = run([sys.executable, "-S", "-c", program, zipapp], env)
+    assert done.returncode == 0, done.stderr
+    assert "Power limit for GPU 00000000:01:00.0 was set to 250.00 W from 700.00 W." in done.stdout
+    loaded = set(done.stderr.split())
+    assert {"gpusim.smi", "gpusim.topo", "gpusim.setters"} <= loaded
+    assert not loaded & set(SLOW_IMPORTS)

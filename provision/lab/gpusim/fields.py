@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Callable, Optional
+from collections import namedtuple
+from collections.abc import Callable
 
 from .errors import Exit, HELP_HINT, INVALID_COMBINATION, RC_INVALID
 from .gpu import (DEPRECATED, Gpu, REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, REASON_IDLE, Special,
@@ -16,11 +16,8 @@ BAD_FIELD = 'Field "{name}" is not a valid field to query.\n\n'
 # --- the fields: their names, unit, and how each reads a GPU ------------------------------------------
 
 
-@dataclass(frozen=True)
-class Field:
-    names: tuple  # the first is the canonical name, which the CSV header shows
-    unit: str
-    get: Callable
+# names: the first is the canonical name, which the CSV header shows; get: Gpu -> its value
+Field = namedtuple("Field", "names unit get")
 
 
 def field(names: str, unit: str, get: Callable) -> Field:
@@ -214,7 +211,7 @@ def csv_cell(value, unit: str, nounits: bool) -> str:
     return text if nounits or not unit or isinstance(value, str) else f"{text} {unit}"
 
 
-def parse_format(spec: Optional[str]) -> set:
+def parse_format(spec: str | None) -> set:
     if spec is None:
         raise Exit(f'"--format=" switch is missing. {HELP_HINT}\n', RC_INVALID)
     options = {part.strip() for part in spec.split(",")}
@@ -234,13 +231,13 @@ def render_csv(fields: list, rows: list, options: set) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def query_gpus(gpus: list, spec: str, fmt: Optional[str]) -> str:
+def query_gpus(gpus: list, spec: str, fmt: str | None) -> str:
     fields = lookup_fields(spec, GPU_FIELDS)
     options = parse_format(fmt)
     return render_csv(fields, [[f.get(g) for f in fields] for g in gpus], options)
 
 
-def query_supported_clocks(gpus: list, spec: str, fmt: Optional[str]) -> str:
+def query_supported_clocks(gpus: list, spec: str, fmt: str | None) -> str:
     fields = lookup_fields(spec, SUPPORTED_CLOCK_FIELDS)
     options = parse_format(fmt)
     rows = [[f.get(g, (memory, graphics)) for f in fields]
@@ -248,12 +245,12 @@ def query_supported_clocks(gpus: list, spec: str, fmt: Optional[str]) -> str:
     return render_csv(fields, rows, options)
 
 
-def query_remapped_rows(gpus: list, spec: str, fmt: Optional[str]) -> str:
+def query_remapped_rows(gpus: list, spec: str, fmt: str | None) -> str:
     fields = lookup_fields(spec, REMAPPED_ROW_FIELDS)
     options = parse_format(fmt)
     return render_csv(fields, [[f.get(g) for f in fields] for g in gpus], options)
 
 
-def query_compute_apps(gpus: list, spec: str, fmt: Optional[str]) -> str:
+def query_compute_apps(gpus: list, spec: str, fmt: str | None) -> str:
     fields = lookup_fields(spec, COMPUTE_APP_FIELDS)
     return render_csv(fields, [], parse_format(fmt))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import time
 from functools import cached_property
-from typing import Optional
 
 from .load_model import reading as load_reading, running as load_running
 from .models import Clocks, MODELS
@@ -23,7 +22,7 @@ NA = Special("N/A")
 DEPRECATED = Special("Requested functionality has been deprecated")
 
 
-def clamp(value: int, bounds: Optional[list]) -> int:
+def clamp(value: int, bounds: list | None) -> int:
     return value if not bounds else max(bounds[0], min(bounds[1], value))
 
 
@@ -80,12 +79,12 @@ class Gpu:
         return self.record["power_limit"] if self.record["power_limit"] is not None else self.model.power_default
 
     @property
-    def app_clocks(self) -> Optional[tuple[int, int]]:
+    def app_clocks(self) -> tuple[int, int] | None:
         """(memory, graphics) applications clocks; None on GPUs without them."""
         return tuple(self.record["app_clocks"]) if self.record["app_clocks"] else self.model.default_app_clocks
 
     @cached_property
-    def under_load(self) -> Optional[dict]:
+    def under_load(self) -> dict | None:
         """This GPU's readings while a load runs (load_model.py); None at idle or off the bus."""
         load = load_running(self.host.state)
         if load is None or self.lost:
@@ -155,7 +154,7 @@ class Gpu:
         return self.model.idle_temp + random.randint(0, 1)
 
     @cached_property
-    def memory_temperature(self) -> Optional[int]:
+    def memory_temperature(self) -> int | None:
         return None if self.model.memory_temp is None else self.model.memory_temp + random.randint(0, 1)
 
     @cached_property

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import zlib
-from typing import Optional
 
 from .kernel import DEFAULT_DRIVER, installed_driver
 
@@ -91,7 +90,7 @@ PERSISTENCED_HELP_Z = (
 )
 
 
-def help_text(blob: str, config: Optional[dict]) -> str:
+def help_text(blob: str, config: dict | None) -> str:
     """The help of the installed programs: their version is the installed driver's."""
     text = zlib.decompress(base64.b64decode(blob)).decode()
     return text.replace(CAPTURED_DRIVER, installed_driver(config or {}) or DEFAULT_DRIVER)

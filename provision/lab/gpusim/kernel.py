@@ -6,10 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import shutil
-import socket
 import time
-from typing import Optional
 
 from .env import env_path, proc_driver_path, ring_path
 from .errors import SimError
@@ -23,7 +20,7 @@ CUDA_FOR_DRIVER = {"580": "13.0", "575": "12.9", "570": "12.8", "565": "12.7", "
                    "550": "12.4", "545": "12.3", "535": "12.2", "530": "12.1", "525": "12.0"}
 
 
-def installed_driver(config: dict) -> Optional[str]:
+def installed_driver(config: dict) -> str | None:
     """The driver on disk: its NVML library's version (NVIDIA_SIM_LIBRARY, which a driver package ships); without
     that file, the config's driver_version (default DEFAULT_DRIVER; null: none installed)."""
     path = env_path("NVIDIA_SIM_LIBRARY")
@@ -57,7 +54,7 @@ def load_driver(state: dict, config: dict) -> None:
 # --- the kernel log -------------------------------------------------------------------------
 
 
-def kmsg(state: dict, message: str, source: str = "kernel", uptime: Optional[float] = None) -> None:
+def kmsg(state: dict, message: str, source: str = "kernel", uptime: float | None = None) -> None:
     """One kern.log line: 'Nov 22 13:27:16 host kernel: [   65.315783] NVRM: ...'. A kernel line also goes
     to the ring buffer (NVIDIA_SIM_DMESG) as dmesg prints it: '[   65.315783] NVRM: ...'. uptime: seconds
     since boot_time (default: now)."""
@@ -70,7 +67,7 @@ def kmsg(state: dict, message: str, source: str = "kernel", uptime: Optional[flo
     with contextlib.suppress(OSError):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "a") as fh:
-            fh.write(f"{stamp} {state.get('hostname') or socket.gethostname()} {source}: {prefix}{message}\n")
+            fh.write(f"{stamp} {state.get('hostname') or os.uname().nodename} {source}: {prefix}{message}\n")
     if source == "kernel":
         with contextlib.suppress(OSError):
             ring = ring_path()
@@ -105,7 +102,7 @@ def empty_ring() -> None:
             pass
 
 
-def boot(state: dict, config: dict) -> Optional[float]:
+def boot(state: dict, config: dict) -> float | None:
     """The kernel starts afresh, then the NVIDIA driver on disk loads, if there is one. Returns when it loaded
     (None: no driver)."""
     state["boot_time"] = time.time() - BOOT_AGO
@@ -135,12 +132,13 @@ def nvrm_id(state: dict) -> str:
     return (NVRM_ID_PROPRIETARY if volta else NVRM_ID_OPEN).format(driver=state["driver_version"])
 
 
-def write_proc_driver(state: Optional[dict]) -> None:
+def write_proc_driver(state: dict | None) -> None:
     """/proc/driver/nvidia as the loaded driver makes it: its version file; no driver loaded, no directory."""
     directory = proc_driver_path()
     with contextlib.suppress(OSError):
         if not state or state.get("driver_version") is None:
             if os.path.isdir(directory):
+                import shutil  # here: shutil's import (lzma, bz2) would cost every nvidia-smi call 2.5 ms
                 shutil.rmtree(directory)
             return
         os.makedirs(directory, exist_ok=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Optional
 
 from .errors import SimError
 from .faults import aer_corrected_error, fall_off_bus
@@ -26,7 +25,7 @@ def on_bus(state: dict) -> list:
     return [r for r in state["gpus"] if not r.get("gone") and not r.get("off_bus")]
 
 
-def brownout(state: dict, config: dict, now: float) -> Optional[dict]:
+def brownout(state: dict, config: dict, now: float) -> dict | None:
     """The GPU the power supply loses now, if any (and knocks it off the bus): the GPUs' instant draws past the
     budget in TRIP_AFTER transients in a row (a supply rides out one, not a run of them)."""
     budget = config.get("psu_watts")

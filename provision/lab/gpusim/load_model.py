@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Optional
 
 from .models import MODELS
 
@@ -30,14 +29,14 @@ REASON_APP_CLOCKS, REASON_SW_POWER_CAP = 0x2, 0x4
 PEAK_TFLOPS = {"Volta": 112.0, "Ampere": 142.0, "Ada Lovelace": 330.0, "Hopper": 989.0}  # dense fp16/bf16 tensor
 
 
-def running(state: dict, now: Optional[float] = None) -> Optional[dict]:
+def running(state: dict, now: float | None = None) -> dict | None:
     """The load running now, or None."""
     load = state.get("load")
     now = time.time() if now is None else now
     return load if load and load["started"] <= now < load["until"] else None
 
 
-def pinned_sm(record: dict) -> Optional[int]:
+def pinned_sm(record: dict) -> int | None:
     """The SM clock someone pinned: the locked range's minimum, else application clocks that were set."""
     if record.get("locked_gpu"):
         return int(record["locked_gpu"][0])

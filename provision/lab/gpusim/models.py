@@ -3,81 +3,49 @@ tests/fixtures/real/h100-80gb-hbm3."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from collections import namedtuple
+
+# namedtuples, not dataclasses: every nvidia-smi call imports this module, and importing `dataclasses` (with
+# the `inspect` it imports) costs each call about 12 ms of CPU (tests/unit/test_lab_simzip.py: SLOW_IMPORTS).
 
 
-@dataclass(frozen=True)
-class Clocks:
-    graphics: int
-    sm: int
-    memory: int
-    video: int
+class Clocks(namedtuple("Clocks", "graphics sm memory video")):
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
-class Thermal:
+class Thermal(namedtuple("Thermal", "shutdown slowdown max_operating target memory_max tlimit_total",
+                         defaults=(None, None, None))):
     """Thresholds as -q prints them. With tlimit_total the "T.Limit" layout (current + T.Limit = total)."""
 
-    shutdown: int
-    slowdown: int
-    max_operating: int
-    target: Optional[int] = None
-    memory_max: Optional[int] = None
-    tlimit_total: Optional[int] = None
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
-class Model:
-    key: str
-    name: str
-    brand: str
-    architecture: str
-    compute_cap: str
-    device_id: str
-    subsystem_id: str
-    sub_class: str  # PCI sub class: 0x2 3D controller (datacenter), 0x0 VGA (GeForce)
-    vbios: str
-    board_part: str
-    gpu_part: str
-    inforom: tuple  # image, OEM, ECC, power management object
-    memory_mib: int
-    reserved_mib: int
-    bar1_mib: int
-    power_default: float
-    power_min: float
-    power_max: float
-    pcie_gen: int
-    pcie_width: int
-    pcie_host_max: Optional[int]
-    max_clocks: Clocks
-    idle_clocks: Clocks
-    boost_clock: Optional[int]
-    default_app_clocks: Optional[tuple[int, int]]  # (memory, graphics); None where -ac is refused (GeForce)
-    supported_clocks: tuple  # ((memory, (graphics, ...)), ...), as SUPPORTED_CLOCKS lists them
-    locked_mem_clocks: bool  # -lmc: Ampere or newer, but not Hopper
-    deferred_mem_clocks: bool  # -lmcd: Hopper's way
-    ecc_mode: Optional[str]  # "Enabled", "Disabled", or None where the GPU has no ECC
-    volta_ecc: bool  # Volta's per-unit single/double bit ECC counters instead of SRAM/DRAM
-    retired_pages: bool  # page retirement (pre-Ampere); row remapping otherwise
-    remap_banks: Optional[int]
-    mig: bool
-    fan: bool
-    serial: bool
-    gsp: bool
-    c2c_mode: str
-    display_attached: str
-    idle_pstate: str
-    idle_power: float
-    memory_power: Optional[float]
-    idle_temp: int
-    memory_temp: Optional[int]
-    thermal: Thermal
-    nvlink: str  # "all" (every pair NV<links>), "dgx1" (hybrid cube mesh), "" (PCIe only)
-    nvlink_links: int = 0
-    nvlink_speed: str = ""
-    locked_gpu_clocks: bool = True  # -lgc: Volta and newer, i.e. every model here
-    events_supported: str = "0x00000000000001FF"
+class Model(namedtuple("Model", [
+    "key", "name", "brand", "architecture", "compute_cap", "device_id", "subsystem_id",
+    "sub_class",  # PCI sub class: 0x2 3D controller (datacenter), 0x0 VGA (GeForce)
+    "vbios", "board_part", "gpu_part",
+    "inforom",  # image, OEM, ECC, power management object
+    "memory_mib", "reserved_mib", "bar1_mib", "power_default", "power_min", "power_max",
+    "pcie_gen", "pcie_width", "pcie_host_max",  # pcie_host_max: None where -q says N/A
+    "max_clocks", "idle_clocks",  # Clocks
+    "boost_clock",  # None where there is none
+    "default_app_clocks",  # (memory, graphics); None where -ac is refused (GeForce)
+    "supported_clocks",  # ((memory, (graphics, ...)), ...), as SUPPORTED_CLOCKS lists them
+    "locked_mem_clocks",  # -lmc: Ampere or newer, but not Hopper
+    "deferred_mem_clocks",  # -lmcd: Hopper's way
+    "ecc_mode",  # "Enabled", "Disabled", or None where the GPU has no ECC
+    "volta_ecc",  # Volta's per-unit single/double bit ECC counters instead of SRAM/DRAM
+    "retired_pages",  # page retirement (pre-Ampere); row remapping otherwise
+    "remap_banks",  # None without row remapping
+    "mig", "fan", "serial", "gsp", "c2c_mode", "display_attached", "idle_pstate", "idle_power",
+    "memory_power", "idle_temp", "memory_temp",  # None where not reported
+    "thermal",  # Thermal
+    "nvlink",  # "all" (every pair NV<links>), "dgx1" (hybrid cube mesh), "" (PCIe only)
+    "nvlink_links", "nvlink_speed",
+    "locked_gpu_clocks",  # -lgc: Volta and newer, i.e. every model here
+    "events_supported",
+], defaults=(0, "", True, "0x00000000000001FF"))):
+    __slots__ = ()
 
     @property
     def app_clocks(self) -> bool:

@@ -6,7 +6,6 @@ import contextlib
 import os
 import signal
 import sys
-from typing import Optional
 
 from .env import effective_uid, env_path, pidfile_path
 from .errors import Exit
@@ -65,7 +64,7 @@ def persistenced_main(argv: list) -> int:
         return stop.rc
 
 
-def persistenced_refusal(opts: dict, config: Optional[dict]) -> Optional[str]:
+def persistenced_refusal(opts: dict, config: dict | None) -> str | None:
     """Why the daemon would not start (its syslog line), or None."""
     if config is None or not driver_loaded(config):
         return "Failed to query NVIDIA devices. Please ensure that the NVIDIA device files (/dev/nvidia*) exist"

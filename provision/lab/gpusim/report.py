@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Optional
 
 from .errors import Exit, HELP_HINT, RC_INVALID
 from .gpu import (DEPRECATED, Gpu, Host, REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, REASON_IDLE,
@@ -21,15 +20,15 @@ def q_line(depth: int, key: str, value=None) -> str:
     return label if value is None else f"{label:<{KEY_WIDTH}}: {value}"
 
 
-def mhz(value: Optional[int]) -> str:
+def mhz(value: int | None) -> str:
     return "N/A" if value is None else f"{value} MHz"
 
 
-def watts(value: Optional[float]) -> str:
+def watts(value: float | None) -> str:
     return "N/A" if value is None else f"{value:.2f} W"
 
 
-def celsius(value: Optional[int]) -> str:
+def celsius(value: int | None) -> str:
     return "N/A" if value is None else f"{value} C"
 
 
@@ -334,7 +333,7 @@ DISPLAY_TYPES = {"MEMORY", "UTILIZATION", "ECC", "TEMPERATURE", "POWER", "CLOCK"
                  "POWER_PROFILES"}
 
 
-def parse_display(spec: Optional[str]) -> Optional[set]:
+def parse_display(spec: str | None) -> set | None:
     if spec is None:
         return None
     wanted = {part.strip().upper() for part in spec.split(",") if part.strip()}
@@ -343,7 +342,7 @@ def parse_display(spec: Optional[str]) -> Optional[set]:
     return wanted
 
 
-def render_query(host: Host, gpus: list, display: Optional[set]) -> str:
+def render_query(host: Host, gpus: list, display: set | None) -> str:
     lines = ["", "==============NVSMI LOG==============", "",
              q_line(0, "Timestamp", time.asctime()), q_line(0, "Driver Version", host.driver),
              q_line(0, "CUDA Version", host.cuda), "", q_line(0, "Attached GPUs", len(host.gpus))]

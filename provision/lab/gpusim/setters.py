@@ -3,8 +3,8 @@ how a run over several GPUs warns, stops and exits."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from collections import namedtuple
+from collections.abc import Callable
 
 from .env import effective_uid
 from .errors import RC_INVALID, RC_NOT_SUPPORTED, RC_NO_PERMISSION, RC_OK
@@ -26,13 +26,10 @@ PM_DEPRECATED = ("NVRM: Persistence mode is deprecated and will be removed in a 
 # --- setters --------------------------------------------------------------------------------
 
 
-@dataclass
-class Outcome:
-    """What a setter did to one GPU: ok, warn (moves on) or error (stops); lines to print; exit code."""
+class Outcome(namedtuple("Outcome", "kind lines rc", defaults=(RC_OK,))):
+    """What a setter did to one GPU: kind ok, warn (moves on) or error (stops); the lines to print; exit code."""
 
-    kind: str
-    lines: list
-    rc: int = RC_OK
+    __slots__ = ()
 
 
 def ok(*lines: str) -> Outcome:
@@ -47,15 +44,11 @@ def error(line: str, rc: int) -> Outcome:
     return Outcome("error", [line], rc)
 
 
-@dataclass(frozen=True)
-class Setter:
-    option: str
-    parse: Callable  # the option's value -> what plan() takes; raises ValueError on nonsense
-    supported: Callable  # Model -> bool
-    unsupported: str  # the warning where not supported
-    denied: str  # the message for a user who is not root
-    plan: Callable  # (host, gpu, value) -> Outcome (nothing to do / refused) or a callable that applies it
-    volatile: bool  # lost when the driver unloads: warn when the GPU has no persistence
+# option: "pm", "pl", ...; parse: the option's value -> what plan() takes, raises ValueError on nonsense;
+# supported: Model -> bool; unsupported: the warning where not supported; denied: the message for a user who
+# is not root; plan: (host, gpu, value) -> Outcome (nothing to do / refused) or a callable that applies it;
+# volatile: lost when the driver unloads (warn when the GPU has no persistence)
+Setter = namedtuple("Setter", "option parse supported unsupported denied plan volatile")
 
 
 def parse_bool(value: str) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Optional
 
 from .errors import (Exit, HELP_HINT, INVALID_COMBINATION, NO_DEVICES, NO_DRIVER, RC_GPU_LOST, RC_INVALID, RC_NOT_FOUND,
                      RC_NO_DRIVER, RC_OK, RC_VERSION_MISMATCH, SimError)
@@ -94,7 +93,7 @@ def parse_smi_args(argv: list) -> dict:
     return opts
 
 
-def select_gpus(host: Host, spec: Optional[str]) -> list:
+def select_gpus(host: Host, spec: str | None) -> list:
     """-i: indexes, UUIDs, PCI bus ids or serials, comma separated; none found: 'No devices were found'."""
     if not host.gpus:
         raise Exit(NO_DEVICES, RC_NOT_FOUND)
@@ -193,7 +192,7 @@ def smi_subcommand(host: Host, argv: list) -> tuple:
     raise SimError(f"nvidia-smi {' '.join(argv)} is not simulated")
 
 
-def loop_seconds(argv: list) -> Optional[float]:
+def loop_seconds(argv: list) -> float | None:
     """-l SECONDS or -lms MS: the interval of a looping --query-gpu; None when not looping."""
     if argv and argv[0] in ("topo", "nvlink"):
         return None

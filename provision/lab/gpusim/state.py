@@ -8,10 +8,8 @@ import fcntl
 import hashlib
 import json
 import os
-import socket
-import tempfile
 import time
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from .env import env_path, pidfile_path
 from .errors import SimError
@@ -25,7 +23,7 @@ OVERRIDABLE = ("uuid", "bus_id", "vbios", "serial", "module_id", "pdi")
 VOLATILE = ("power_limit", "app_clocks", "locked_gpu", "locked_mem")  # lost when the driver unloads
 
 
-def load_config() -> Optional[dict]:
+def load_config() -> dict | None:
     """The node's GPUs; None where there is no config (a host whose driver is not loaded)."""
     path = env_path("NVIDIA_SIM_CONFIG")
     try:
@@ -73,7 +71,7 @@ def config_digest(config: dict) -> str:
 
 
 def new_state(config: dict) -> dict:
-    hostname = socket.gethostname()
+    hostname = os.uname().nodename  # gethostname(2), without importing socket
     records: list[dict] = []
     for entry in config.get("gpus", []):
         count = int(entry.get("count", 1))
@@ -157,7 +155,7 @@ def healthy() -> dict:
     }
 
 
-def migrate(state: dict) -> Optional[dict]:
+def migrate(state: dict) -> dict | None:
     """An older state file brought up to STATE_VERSION; None where it cannot be."""
     if state.get("version") in (1, 2):  # before the health keys (1) or the NVLink ones (2): nothing wrong yet
         for record in state.get("gpus", []):
@@ -167,7 +165,7 @@ def migrate(state: dict) -> Optional[dict]:
     return state if state.get("version") == STATE_VERSION else None
 
 
-def load_state(path: str) -> Optional[dict]:
+def load_state(path: str) -> dict | None:
     try:
         with open(path) as fh:
             state = json.load(fh)
@@ -178,10 +176,11 @@ def load_state(path: str) -> Optional[dict]:
 
 def save_state(path: str, state: dict) -> None:
     """Temp file + rename: a reader sees the old state or the new one, never half of one."""
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".state-", suffix=".json")
+    # Named by pid, not by tempfile.mkstemp (whose import, about 10 ms, every nvidia-smi call would pay): only a
+    # dead process of the same pid can have left one behind.
+    tmp = os.path.join(os.path.dirname(path) or ".", f".state-{os.getpid()}.json")
     try:
-        with os.fdopen(fd, "w") as fh:
+        with open(tmp, "w") as fh:
             json.dump(state, fh, indent=2, sort_keys=True)
             fh.write("\n")
             fh.flush()
@@ -230,7 +229,7 @@ def reset_volatile(record: dict) -> None:
 # --- the persistence daemon, as nvidia-smi sees it ------------------------------------------
 
 
-def live_daemon_pid() -> Optional[int]:
+def live_daemon_pid() -> int | None:
     try:
         with open(pidfile_path()) as fh:
             pid = int(fh.read().strip())
@@ -245,7 +244,7 @@ def live_daemon_pid() -> Optional[int]:
     return pid
 
 
-def sync_daemon(state: dict) -> Optional[dict]:
+def sync_daemon(state: dict) -> dict | None:
     """The running daemon's record, or None. A daemon that died takes its per-GPU settings with it."""
     pid = live_daemon_pid()
     daemon = state.get("daemon")
@@ -258,7 +257,7 @@ def sync_daemon(state: dict) -> Optional[dict]:
     return daemon
 
 
-def is_persistent(record: dict, daemon: Optional[dict]) -> bool:
+def is_persistent(record: dict, daemon: dict | None) -> bool:
     if record["legacy_pm"]:
         return True
     if daemon is None:
@@ -266,7 +265,7 @@ def is_persistent(record: dict, daemon: Optional[dict]) -> bool:
     return record["daemon_pm"] if record["daemon_pm"] is not None else daemon["persistence"]
 
 
-def unload_idle_gpus(state: dict, daemon: Optional[dict]) -> None:
+def unload_idle_gpus(state: dict, daemon: dict | None) -> None:
     """Without persistence the driver lets go of a GPU when its last client exits: settings are lost."""
     for record in state["gpus"]:
         if not is_persistent(record, daemon):

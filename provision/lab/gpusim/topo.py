@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from collections import namedtuple
 
 from .gpu import Gpu, Host
 
@@ -50,16 +49,11 @@ def nvlinks(a: Gpu, b: Gpu) -> int:
     return DGX1_LINKS[i][j] if i < 8 and j < 8 else 0
 
 
-@dataclass
-class TopoEnd:
-    """One row (and column) of topo -m: a GPU or a NIC, and where it sits."""
-
-    label: str  # GPU0.., NIC0..
-    numa: int
-    switch: Optional[int]  # the slot of the GPU whose PCIe switch it is behind (a GPU: its own)
-    tail: tuple  # its CPU Affinity, NUMA Affinity, (nvidia-smi's extra tab) and GPU NUMA ID cells
-    gpu: Optional[Gpu] = None
-    name: str = ""  # a NIC's device name, for the NIC Legend
+# One row (and column) of topo -m, a GPU or a NIC, and where it sits. label: GPU0.., NIC0..; switch: the
+# slot of the GPU whose PCIe switch it is behind (a GPU: its own; None: none); tail: its CPU Affinity, NUMA
+# Affinity, (nvidia-smi's extra tab) and GPU NUMA ID cells; gpu: the Gpu (a NIC: None); name: a NIC's device
+# name, for the NIC Legend.
+TopoEnd = namedtuple("TopoEnd", "label numa switch tail gpu name", defaults=(None, ""))
 
 
 def topo_ends(host: Host) -> list:
