@@ -1,3 +1,3 @@
-from provision.cli import main
+from provision.entry import main
 
-main(prog_name="provision")  # `python -m provision` says "Usage: provision ...", as the command does
+main()
