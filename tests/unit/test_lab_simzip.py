@@ -131,7 +131,7 @@ SLOW_IMPORTS = ("dataclasses", "inspect", "typing", "tempfile", "socket", "shuti
 def test_a_node_nvidia_smi_call_imports_none_of_the_slow_standard_modules(node):
     root, env = node
     zipapp = str(root / NODE_SIM_ZIPAPP.lstrip("/"))
-    # As the wrapper does (python3 -S, the zipapp first on sys.path), then one query, a setter and topo -m
+    # As the wrapper does (python3 -S, the zipapp first on sys.path), then a query, a setter, topo -m and nvlink -s
     program = ("import sys; sys.path.insert(0, sys.argv[1]); import gpusim\n"
                "for argv in (['--query-gpu=index,uuid,temperature.gpu,power.draw', '--format=csv'], ['-pl', '250'],"
                " ['topo', '-m'], ['nvlink', '-s']):\n"
