@@ -6,6 +6,7 @@ every blade, and slurm.conf names every node even when `--limit` applies it to o
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
@@ -29,6 +30,23 @@ class Cluster:
         missing = [name for name in names if name not in self.facts]
         return (f"needs the facts of {', '.join(missing)}, and --local reads this machine only: run it from the "
                 "control machine") if self.local_only and missing else ""
+
+
+# A group's name becomes a file name (/usr/local/bin/GROUP-torchrun, GROUP-%j.out), a job name, a rendezvous id and
+# a Slurm partition: one word of letters, digits and _ . -, not starting with . or - (not "..", not an option).
+# Ansible allows more in a group's name (it only warns); such a group is refused where provision would write it.
+NAME_IN_FILES = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+def unwritable_names(host: Host) -> list[tuple[str, str, str]]:
+    """(key, the group's name, what it would become) for each group name the host's launcher or Slurm block
+    would write into file names, scripts or slurm.conf that is not one such word."""
+    found = []
+    if host.settings.launcher is not None and not NAME_IN_FILES.match(launcher_group(host)):
+        found.append(("launcher.group", launcher_group(host), "the torchrun wrapper's file and job name"))
+    if host.settings.slurm is not None and not NAME_IN_FILES.match(partition_of(host)):
+        found.append(("slurm.partition", partition_of(host), "its Slurm partition's name"))
+    return found
 
 
 def launcher_group(host: Host) -> str:

@@ -17,8 +17,8 @@ import inspect
 import re
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError,
-                      ValidationInfo, field_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag,
+                      ValidationError, ValidationInfo, field_validator)
 from pydantic_core import PydanticCustomError
 
 from provision.core.errors import Problem
@@ -55,9 +55,23 @@ def or_words(value_type: Any, *words: str, number: str = "") -> Any:
 
 UNSAFE_IN_VALUES = re.compile(r"['\"\\`$\s]")
 SHELL_WORD = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")  # goes into a script unquoted-safe: no quoting needed
+# A command a script runs, first on its line: never an assignment (a=b runs what follows it) nor an option (-c).
+COMMAND_WORD = re.compile(r"^[A-Za-z0-9_@%+:,./][A-Za-z0-9_@%+:,./-]*$")
 PositiveInt = Annotated[int, Field(gt=0)]
 Port = Annotated[int, Field(ge=1, le=65535)]
-AbsolutePath = Annotated[str, Field(pattern=r"^/")]
+# A path the inventory names goes into file names on the node, scripts, unit files and slurm.conf: absolute, in
+# words a shell takes unquoted, with no "." or ".." part (the file is where it says, not somewhere above it).
+SAFE_PATH = re.compile(r"^(?:/(?!\.\.?(?:/|$))[A-Za-z0-9_@%+=:,.-]+)+$")
+PATH_RULE = "an absolute path: letters, digits and _ @ % + = : , . - between the slashes, no . or .. part"
+
+
+def _safe_path(value: str) -> str:
+    if not SAFE_PATH.match(value):
+        raise refuse(f"got {_short(value)}: not {PATH_RULE}", "e.g. /etc/nccl.conf")
+    return value
+
+
+AbsolutePath = Annotated[str, AfterValidator(_safe_path)]
 
 
 def _numbers_as_text(value: Any) -> Any:

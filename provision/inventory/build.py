@@ -31,6 +31,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from provision.capabilities.host import BLOCKS, HostSettings, parse_host_settings
+from provision.core import cluster as clusters
 from provision.core.errors import InputError, Problem
 from provision.core.settings import Port, did_you_mean, setting, validation_problems
 from provision.core.sshargs import ADDRESS_PATTERN, ARGS_KEYS, USER_PATTERN, host_args, refusals
@@ -522,6 +523,10 @@ class Builder:
                 self.problem(where_host(name), "launcher.group",
                              f"{launcher.group!r} is {'a group this host is not in' if known else 'not a group'}",
                              did_you_mean(launcher.group, host.groups) or f"its groups: {', '.join(host.groups)}")
+            for key, group, becomes in clusters.unwritable_names(host):
+                host.refused.append(Problem(self.file, where_host(name), key, f"the group {group!r} would be "
+                                            f"{becomes}: its name is not one word of letters, digits and _ . -",
+                                            f"rename the group, or set {key} to a name that is"))
             if slurm and slurm.controller is None:
                 self.problem(where_host(name), "slurm.controller", "is required: the host where slurmctld runs",
                              "set it once for the cluster, e.g. in the group's vars: slurm: {controller: head}")

@@ -67,8 +67,9 @@ def test_each_blade_counts_every_blade_and_meets_on_the_first(tmp_path):
     text = wrapper.content
     assert "4 nodes: rtx3090-1, rtx3090-2, rtx3090-3, rtx3090-4; this node (rtx3090-3) starts 1 process." in text
     assert '--nnodes="${PROVISION_NNODES:-4}"' in text and "--nproc-per-node=1" in text
-    assert '--rdzv-endpoint="${PROVISION_RDZV_HOST:-198.51.100.11}:29400"' in text
-    assert '--rdzv-id="${PROVISION_RDZV_ID:-rtx3090}"' in text and "--max-restarts=3" in text
+    assert "rdzv_host=${PROVISION_RDZV_HOST:-198.51.100.11}" in text and '--rdzv-endpoint="$rdzv_host:29400"' in text
+    assert "rdzv_id=${PROVISION_RDZV_ID:-rtx3090}" in text and '--rdzv-id="$rdzv_id"' in text
+    assert "--max-restarts=3" in text
     assert ". /etc/provision/nccl.env" in text and "export OMP_NUM_THREADS=4" in text
     v100 = planned(inv, "v100-1", gpus(4)).changes[0].write
     assert v100.path == "/usr/local/bin/v100-torchrun" and "--nproc-per-node=4" in v100.content
@@ -94,7 +95,8 @@ def test_static_rendezvous_gives_each_node_its_rank(tmp_path):
     inv = inventory(tmp_path, rdzv_backend="static")
     text = planned(inv, "rtx3090-2").changes[0].write.content
     assert '--node-rank="${PROVISION_NODE_RANK:-1}"' in text and "--master-port=29500" in text
-    assert '--master-addr="${PROVISION_RDZV_HOST:-198.51.100.11}"' in text and "--rdzv" not in text
+    assert "rdzv_host=${PROVISION_RDZV_HOST:-198.51.100.11}" in text and '--master-addr="$rdzv_host"' in text
+    assert "--rdzv" not in text and "rdzv_id" not in text
 
 
 def test_the_wrapper_runs_torchrun_with_the_nccl_environment_and_passes_arguments_through(tmp_path):

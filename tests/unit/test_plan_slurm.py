@@ -286,7 +286,7 @@ def run_health_check(script: Path, *args: str, **env) -> tuple[int, list[str]]:
 def test_the_health_check_writes_the_metrics_where_configured(tmp_path):
     script = render_health_check(tmp_path, prometheus="/var/lib/prometheus/node-exporter/provision.prom")
     code, said = run_health_check(script)
-    assert code == 0 and said == ["provision verify /etc/provision/inventory.yaml --local --limit blade-1 --drain "
+    assert code == 0 and said == ["provision verify /etc/provision/inventory.yaml --local --limit=blade-1 --drain "
                                   "--resume --json --prometheus /var/lib/prometheus/node-exporter/provision.prom"]
     assert (tmp_path / "run" / "health-check.json").read_text() == "{}\n"
     plain = render_health_check(tmp_path / "plain")
@@ -298,7 +298,7 @@ def test_a_chained_site_checker_that_fails_drains_the_node_and_holds_its_resume(
     code, said = run_health_check(script)  # both pass: verify may resume what it drained
     assert code == 0 and said[0] == "site-check" and said[1].endswith("--drain --resume --json")
     code, said = run_health_check(script, ALSO_RC="3")  # theirs fails, ours passes: drained, never resumed
-    assert code == 1 and said[1].endswith("--limit blade-1 --drain --json")
+    assert code == 1 and said[1].endswith("--limit=blade-1 --drain --json")
     assert said[-1].startswith("scontrol update NodeName=") and "State=DRAIN" in said[-1]
     assert said[-1].endswith(f"Reason=provision-verify: health_check_also: {tmp_path}/bin/site-check exited 3")
     code, said = run_health_check(script, ALSO_RC="3", SCONTROL_STATE="IDLE+DRAIN")  # NHC drained it itself
@@ -334,7 +334,7 @@ def test_the_active_sbatch_script_runs_the_health_check_with_active_on_each_node
     proc = subprocess.run(["bash", str(sbatch), "--duration", "30"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "log").read_text().splitlines() == [
-        "provision verify /etc/provision/inventory.yaml --local --limit blade-1 --drain --resume --json --active "
+        "provision verify /etc/provision/inventory.yaml --local --limit=blade-1 --drain --resume --json --active "
         "--duration 30"]
     assert verdict.read_text() == "{}\n" and (tmp_path / "run" / "health-check.json").read_text() == "periodic\n"
     assert proc.stdout.splitlines()[1:] == [f"== {os.uname().nodename.split('.')[0]}: exit 0", "{}"]

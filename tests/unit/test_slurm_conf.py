@@ -464,7 +464,7 @@ def test_the_health_check_is_in_slurm_conf_and_on_each_compute_node(inventory):
         f"HealthCheckProgram={HEALTH_CHECK}", "HealthCheckInterval=120", "HealthCheckNodeState=ANY"]
     script = written[HEALTH_CHECK]
     assert script.mode == "0755" and subprocess.run(["sh", "-n"], input=script.content, text=True).returncode == 0
-    assert ("/opt/provision/bin/provision verify /etc/provision/inventory.yaml --local --limit v100-1 --drain "
+    assert ("/opt/provision/bin/provision verify /etc/provision/inventory.yaml --local --limit=v100-1 --drain "
             "--resume --json") in script.content.replace("\\\n    ", "")
     head = {c.write.path for c in task.plan(inv.hosts["head"], cluster_facts()["head"]).changes}
     assert HEALTH_CHECK not in head  # slurmd runs it; the controller-only host has none

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import model_validator
 
-from provision.core.settings import SHELL_WORD, Block, refuse, setting
+from provision.core.settings import COMMAND_WORD, Block, refuse, setting
 
 
 class ActiveSettings(Block):
@@ -13,7 +13,7 @@ class ActiveSettings(Block):
 
     python: str | None = setting(None, "a command on PATH or an absolute path, e.g. /opt/venv/bin/python",
                                  "the Python with torch (default: beside launcher.torchrun, else python3)",
-                                 pattern=SHELL_WORD.pattern)
+                                 pattern=COMMAND_WORD.pattern)
     load_command: list[str] | None = setting(
         None, 'an argument list, e.g. ["/usr/local/sbin/site-burn"]',
         "runs instead of provision's load program, given --seconds N; it prints the same JSON line")

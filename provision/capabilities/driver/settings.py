@@ -13,7 +13,12 @@ from provision.core.settings import (Block, refuse, setting)
 DRIVER_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]*(\{branch\}[a-z0-9+.-]*)?$")  # a Debian name; {branch} once
 
 
-APT_SOURCE_LINE = re.compile(r"^deb (\[[^]\[]*\] )?\S+ \S+( \S+)*$")  # sources.list one-line style
+# sources.list's one-line style (sources.list(5)): deb [option=value ...] URI SUITE [COMPONENT...], each part in
+# plain words: the line is written verbatim into the node's apt sources. $(ARCH) is apt's own variable.
+_APT_WORD = r"(?:[A-Za-z0-9_./+~:@%=,-]|\$\(ARCH\))+"
+_APT_OPTION = rf"[A-Za-z][A-Za-z0-9-]*[+-]?={_APT_WORD}"
+APT_SOURCE_LINE = re.compile(rf"^deb (\[{_APT_OPTION}( {_APT_OPTION})*\] )?"
+                             rf"[a-z][a-z0-9+.-]*:{_APT_WORD}( {_APT_WORD})+$")
 
 
 class DriverSettings(Block):
@@ -53,7 +58,9 @@ class DriverSettings(Block):
     @classmethod
     def _source_line(cls, value: str | None) -> str | None:
         if value is not None and not APT_SOURCE_LINE.match(value):
-            raise refuse(f"{value!r} is not a one-line apt source", 'e.g. "deb [trusted=yes] file:/srv/nvidia ./"')
+            raise refuse(f"{value!r} is not a one-line apt source: deb [option=value ...] URI SUITE [COMPONENT ...], "
+                         "in letters, digits and _ . / + ~ : @ % = , - (no quotes, spaces inside a part or shell "
+                         "characters)", 'e.g. "deb [trusted=yes] file:/srv/nvidia ./"')
         return value
 
     @model_validator(mode="after")

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import field_validator
 
-from provision.core.settings import (SHELL_WORD, UNSAFE_IN_VALUES, AbsolutePath, Block, EnvVars, Port, PositiveInt,
-                                     or_words, refuse, setting)
+from provision.core.settings import (COMMAND_WORD, PATH_RULE, SHELL_WORD, UNSAFE_IN_VALUES, AbsolutePath, Block,
+                                     EnvVars, Port, PositiveInt, or_words, refuse, setting)
 
 
 ProcessCount = or_words(PositiveInt, "auto", "gpu", number="a number of processes")
@@ -28,9 +28,9 @@ class LauncherSettings(Block):
     rdzv_port: Port = setting(29400, "a port, 1..65535")
     master_port: Port = setting(29500, "a port, 1..65535", "used with rdzv_backend: static")
     torchrun: str = setting("torchrun", "a command on PATH or an absolute path, e.g. /opt/venv/bin/torchrun",
-                            pattern=SHELL_WORD.pattern)
+                            pattern=COMMAND_WORD.pattern)
     options: list[str] = setting([], 'a list of torchrun options, e.g. ["--max-restarts=3"]')
-    wrapper_path: AbsolutePath | None = setting(None, "an absolute path (default /usr/local/bin/GROUP-torchrun)")
+    wrapper_path: AbsolutePath | None = setting(None, PATH_RULE + " (default /usr/local/bin/GROUP-torchrun)")
     env: EnvVars = setting({}, "a mapping of variable names to values, exported by the wrapper")
 
     @field_validator("options")

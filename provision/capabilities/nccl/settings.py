@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import field_validator, model_validator
 
-from provision.core.settings import (UNSAFE_IN_VALUES, AbsolutePath, Block, EnvVars, PositiveInt,
+from provision.core.settings import (UNSAFE_IN_VALUES, AbsolutePath, PATH_RULE, Block, EnvVars, PositiveInt,
                                      did_you_mean, refuse, setting)
 from provision.capabilities.nccl import variables as nccl_variables
 
@@ -48,8 +48,8 @@ class NcclSettings(Block):
     p2p_level: NcclLevel | None = setting(None, LEVEL_ALLOWED)
     net_gdr_level: NcclLevel | None = setting(None, LEVEL_ALLOWED)
     env: EnvVars = setting({}, "a mapping of NCCL_* variable names to values")
-    conf_path: AbsolutePath = setting("/etc/nccl.conf", "an absolute path")
-    env_file: AbsolutePath = setting("/etc/provision/nccl.env", "an absolute path")
+    conf_path: AbsolutePath = setting("/etc/nccl.conf", PATH_RULE)
+    env_file: AbsolutePath = setting("/etc/provision/nccl.env", PATH_RULE)
     expected_link_speed_mbps: PositiveInt | None = setting(
         None, "Mb/s, an integer > 0 (10 GbE: 10000)", "each interface NCCL will use must run at this speed")
     allow_mixed_speeds: bool = setting(

@@ -79,6 +79,9 @@ def _slurm_word(text: str) -> str:
     return re.sub(r"[^a-z0-9_.-]", "", text).lstrip("_.-")
 
 
+HOSTNAME_LABEL = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?$")  # RFC 1123, and _ as systemd allows
+
+
 def short_hostname(hostname: str) -> str:
     """slurmd finds its NodeName by its short hostname (gethostname_short in slurmd.c)."""
     return hostname.strip().split(".")[0]
@@ -131,6 +134,10 @@ def cluster_context(hosts: Sequence[Host], facts: Mapping[str, HostFacts | None]
         name = short_hostname(host_facts.system.hostname)
         if not name:
             problems.append(f"{host.name}: its hostname could not be read (slurmd finds its NodeName by hostname)")
+            continue
+        if not HOSTNAME_LABEL.match(name):  # it goes into every node's slurm.conf and gres.conf, unquoted
+            problems.append(f"{host.name}: its hostname {name!r} is not a host name (letters, digits and -), "
+                            "and slurm.conf names each node by it: set the node's hostname (hostnamectl)")
             continue
         if name in seen_names:
             problems.append(f"{seen_names[name]} and {host.name} both have the hostname {name}: "

@@ -6,7 +6,7 @@ import re
 from typing import Literal
 
 
-from provision.core.settings import (SHELL_WORD, AbsolutePath, Block, setting)
+from provision.core.settings import COMMAND_WORD, PATH_RULE, AbsolutePath, Block, setting
 
 
 SLURM_WORD = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
@@ -25,18 +25,18 @@ class SlurmSettings(Block):
                                    "name: v100, rtx3090, h100)", pattern=SLURM_WORD.pattern)
     gres_autodetect: Literal["nvml", "nvidia", "off"] = setting(
         "off", "nvml, nvidia or off", "nvml needs slurmd built with NVML (Debian: slurm-wlm-nvml-plugin)")
-    conf_dir: AbsolutePath = setting("/etc/slurm", "an absolute path")
+    conf_dir: AbsolutePath = setting("/etc/slurm", PATH_RULE)
     health_check_interval: int | None = setting(
         None, "seconds, 10..86400", "slurmd runs `provision verify --local` on each node this often: a node that "
         "fails is drained, and resumed once it passes", ge=10, le=86400)
     health_check_prometheus: AbsolutePath | None = setting(
-        None, "an absolute path", "the health check also writes verify's metrics there (verify --prometheus): a "
+        None, PATH_RULE, "the health check also writes verify's metrics there (verify --prometheus): a "
         "file in node_exporter's textfile collector directory, e.g. /var/lib/prometheus/node-exporter/provision.prom")
     health_check_also: AbsolutePath | None = setting(
-        None, "an absolute path", "the site's own checker, run by the health check before verify (LBNL NHC's "
+        None, PATH_RULE, "the site's own checker, run by the health check before verify (LBNL NHC's "
         "/usr/sbin/nhc, a DCGM diag wrapper): while it exits non-zero the node stays drained")
     provision_command: str = setting("provision", "provision on the nodes: a command on PATH or an absolute path",
-                                     pattern=SHELL_WORD.pattern)
+                                     pattern=COMMAND_WORD.pattern)
 
     def role_of(self, host_name: str) -> str:
         return self.role or ("controller" if host_name == self.controller else "compute")
