@@ -20,6 +20,7 @@ from provision.core.errors import InputError, Problem
 from provision.capabilities.host import BLOCKS
 from provision.core.settings import did_you_mean
 from provision.capabilities.registry import TASK_TYPES
+from provision.capabilities.system.files import template_problems
 from provision.core.plan import Task
 
 
@@ -54,10 +55,8 @@ def load_playbook(path: Path, templates: Path) -> list[Task]:
         tags = params.pop("tags", None)
         task = cls(params, name=params.pop("name", None), tags=tags)
         task.templates = templates
-        for key, name in task.template_names():
-            if not (templates / name).is_file():
-                problems.append(Problem(file, where, key, f"template {name!r} not found in {templates}",
-                                        "use --templates DIR to point at your own"))
+        for key, name in task.template_names():  # found, inside the folder, readable, parsed, no internals
+            problems += [Problem(file, where, key, message, hint) for message, hint in template_problems(templates, name)]
         problems += task.check_params(file)
         tasks.append(task)
     names = [t.name for t in tasks]

@@ -8,6 +8,9 @@ import shlex
 # Write stdin to $1 atomically: temp file in the same directory, mode and owner
 # set before the rename, and the previous version kept as "$1.<time>~"
 # (a hard link: the old inode survives the rename, so nothing is copied or lost).
+# Once the new file is in place the old inode is only the backup: it is made owner-only (go-rwx), never wider
+# than the file was, so a secret that leaked into a world-readable file and is then put right does not stay
+# readable to every user in its backup (a backup that is a symlink, the old dest, is left: chmod would follow it).
 # Only the newest $6 such backups stay (their names sort by time; others' files are never touched).
 # With $7 = base64, stdin is base64 text and the file gets the bytes it encodes (a key: stdin carries text).
 ATOMIC_WRITE = r'''set -eu
@@ -22,6 +25,8 @@ chown "$owner:$group" "$tmp"
 if [ -e "$dest" ]; then ln -f "$dest" "$dest.$stamp~" 2>/dev/null || cp -p "$dest" "$dest.$stamp~"; fi
 mv -f "$tmp" "$dest"
 trap - EXIT
+backup=$dest.$stamp~
+if [ -e "$backup" ] && [ ! -L "$backup" ]; then chmod go-rwx "$backup"; fi
 set -- "$dest".[0-9]*T[0-9]*Z~
 if [ -e "$1" ] && [ $# -gt "$keep" ]; then
   extra=$(($# - keep))

@@ -1,29 +1,176 @@
-"""A file rendered from a jinja2 template and written atomically, with mode, owner and a backup."""
+"""A file rendered from a jinja2 template and written atomically, with mode, owner and a backup.
+
+Templates may come from the user (--templates DIR), so they are confined: each is read only from inside its
+directory's real path (a symlink out of it is refused), only as a regular file of bounded size, and rendered in
+jinja2's immutable sandbox (no Python internals, no changes to shared values), with what it produces bounded."""
 
 from __future__ import annotations
 
 import difflib
 import functools
+import os
 import shlex
+import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import jinja2
 import jinja2.meta
+from jinja2 import nodes
+from jinja2.loaders import split_template_path
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from provision.core.errors import Problem
 from provision.core.plan import Change, FileWrite, Item, OK, Plan, Task
 
+MAX_TEMPLATE_BYTES = 1 << 20  # a template's own size (the shipped ones are under 6 KiB)
+MAX_RENDERED = 16 << 20  # characters one file may render to, and any string or list an operator makes on the way
+MAX_POWER_BITS = 1 << 16  # an integer ** that makes more bits than this is refused before Python computes it
+UNSAFE_HINT = ("templates run in jinja2's sandbox: they read host, settings and facts, never a Python internal, "
+               "a name starting with __")
+
+
+class TemplateRefused(jinja2.exceptions.SecurityError):
+    """A template provision will not read or render: outside its directory, not a regular file, too large, or
+    doing what the sandbox forbids. A TemplateError, so every caller that reports a template's error reports it."""
+
+    def __init__(self, message: str, hint: str = ""):
+        super().__init__(message)
+        self.hint = hint
+
+
+def template_file(directory: str, name: str) -> str:
+    """The real path of template `name` in `directory`, refused (TemplateRefused) where it resolves outside the
+    directory's real path (a symlink to /etc/shadow), or is not a regular file; TemplateNotFound where absent."""
+    pieces = split_template_path(name)  # refuses ".." (TemplateNotFound), as jinja's own loader does
+    root = os.path.realpath(directory)
+    real = os.path.realpath(os.path.join(directory, *pieces))
+    if os.path.commonpath([root, real]) != root:
+        raise TemplateRefused(f"template {name!r} resolves to {real}, outside the templates directory {root}",
+                              "a template must be a file inside --templates DIR; copy it in instead of linking out")
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        raise jinja2.TemplateNotFound(name, f"template {name!r} not found in {directory}") from None
+    except OSError as exc:  # a link loop, a folder we may not enter
+        raise TemplateRefused(f"template {name!r} ({real}) cannot be read: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise TemplateRefused(f"template {name!r} ({real}) is {_kind(mode)}, not a regular file",
+                              "a template is a text file")
+    return real
+
+
+def _kind(mode: int) -> str:
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a special file")
+
+
+def read_template(directory: str, name: str) -> tuple[str, str]:
+    """(text, real path) of a template checked by template_file. Opened without blocking and without following a
+    link swapped in since the check, then judged on the open file: regular, at most MAX_TEMPLATE_BYTES, UTF-8."""
+    real = template_file(directory, name)
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise TemplateRefused(f"template {name!r} ({real}) cannot be read: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise TemplateRefused(f"template {name!r} ({real}) is {_kind(info.st_mode)}, not a regular file",
+                                  "a template is a text file")
+        data = file.read(MAX_TEMPLATE_BYTES + 1)
+    if len(data) > MAX_TEMPLATE_BYTES:
+        raise TemplateRefused(f"template {name!r} ({real}) is over {MAX_TEMPLATE_BYTES >> 10} KiB",
+                              "is this the right file? a template is a short text")
+    try:
+        return data.decode("utf-8"), real
+    except UnicodeDecodeError as exc:
+        raise TemplateRefused(f"template {name!r} ({real}) is not UTF-8 text (byte {exc.start})",
+                              "a template is a UTF-8 text file") from None
+
+
+class ConfinedLoader(jinja2.FileSystemLoader):
+    """jinja's file loader, for every template a render loads (one included by a computed name too), through
+    read_template: never a file outside the directory, a special file or an oversized one."""
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+        text, real = read_template(self.searchpath[0], template)
+        mtime = os.path.getmtime(real)
+
+        def uptodate() -> bool:
+            try:
+                return os.path.getmtime(real) == mtime
+            except OSError:
+                return False
+
+        return text, real, uptodate
+
+
+class TemplateSandbox(ImmutableSandboxedEnvironment):
+    """The sandbox, with the operators that can make a huge value from a short expression ('x' * 10**10,
+    9**9**9) refused before they run; range() is already capped by the sandbox (MAX_RANGE)."""
+
+    intercepted_binops = frozenset({"*", "**", "+"})
+
+    def call_binop(self, context, operator, left, right):
+        if operator == "**" and _integer(left) and _integer(right) and right > 0 and abs(left) > 1:
+            if (abs(left).bit_length() - 1) * right > MAX_POWER_BITS:
+                raise TemplateRefused(f"{left} ** {right} is over {MAX_POWER_BITS} bits")
+        elif operator == "*" and (_sized(left) and _integer(right) or _sized(right) and _integer(left)):
+            sized, times = (left, right) if _sized(left) else (right, left)
+            if len(sized) * times > MAX_RENDERED:
+                raise TemplateRefused(f"a {type(sized).__name__} of {len(sized)} times {times} is over "
+                                      f"{MAX_RENDERED} items")
+        elif operator == "+" and _sized(left) and _sized(right) and len(left) + len(right) > MAX_RENDERED:
+            raise TemplateRefused(f"a {type(left).__name__} of {len(left) + len(right)} items is over {MAX_RENDERED}")
+        return super().call_binop(context, operator, left, right)
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _sized(value) -> bool:
+    return isinstance(value, (str, bytes, list, tuple))
+
+
+# What a template's own code may raise on bad values ({{ 1/0 }}, a huge float): its error, not provision's.
+RENDER_ERRORS = (ArithmeticError, TypeError, ValueError, LookupError, RecursionError, MemoryError)
+
 
 def render(templates: Path, src: str, context: dict) -> str:
-    return _environment(str(templates)).get_template(src).render(**context)
+    """The template rendered; any failure of the template's is a jinja2.TemplateError, output over MAX_RENDERED
+    included (checked as it is produced, so a template that loops writing never fills the control machine)."""
+    parts, size = [], 0
+    try:
+        stream = _environment(str(templates)).get_template(src).generate(**context)
+        for part in stream:
+            size += len(part)
+            if size > MAX_RENDERED:
+                raise TemplateRefused(f"renders over {MAX_RENDERED >> 20} MiB", "is a loop running away?")
+            parts.append(part)
+    except jinja2.TemplateError:
+        raise
+    except RENDER_ERRORS as exc:  # TemplateNotFound is a LookupError too: kept as itself, above
+        raise TemplateRefused(f"{type(exc).__name__}: {exc}") from exc
+    return "".join(parts)
+
+
+def template_error(src: str, exc: jinja2.TemplateError) -> str:
+    """A template's failure as a plan problem: the template named, the sandbox's refusal said as one."""
+    hint = exc.hint if isinstance(exc, TemplateRefused) else ""
+    if isinstance(exc, jinja2.exceptions.SecurityError) and not isinstance(exc, TemplateRefused):
+        hint = UNSAFE_HINT
+    return f"template {src}: {exc}" + (f" (hint: {hint})" if hint else "")
 
 
 @functools.lru_cache(maxsize=16)
 def _environment(templates: str) -> jinja2.Environment:
     """One environment per templates directory, so each template is compiled once per run, not once per host
     and task (jinja caches compiled templates per environment, and checks the file's mtime before reusing one)."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(templates),
+    env = TemplateSandbox(
+        loader=ConfinedLoader(templates),
         undefined=jinja2.StrictUndefined,  # a missing variable is an error, not an empty string
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -33,12 +180,66 @@ def _environment(templates: str) -> jinja2.Environment:
     return env
 
 
+def template_problems(templates: Path, name: str) -> list[tuple[str, str]]:
+    """(message, hint) for each reason the template, or one it includes, imports or extends by a constant name,
+    cannot be used: checked when the playbook loads, before any host is contacted. A name computed at render
+    time meets the same checks then, in ConfinedLoader."""
+    env = _environment(str(templates))
+    problems: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        via = "" if current == name else f" (used by {name})"
+        try:
+            text, _ = read_template(str(templates), current)
+            tree = env.parse(text, current)
+        except jinja2.TemplateNotFound:
+            problems.append((f"template {current!r} not found in {templates}{via}",
+                             "use --templates DIR to point at your own"))
+            continue
+        except TemplateRefused as exc:
+            problems.append((f"{exc}{via}", exc.hint))
+            continue
+        except jinja2.TemplateSyntaxError as exc:
+            problems.append((f"template {current!r} line {exc.lineno}: {exc.message}{via}", ""))
+            continue
+        problems += [(f"template {current!r} line {line}: uses {attr!r}{via}", UNSAFE_HINT)
+                     for line, attr in _internals(tree)]
+        pending += [n for n in jinja2.meta.find_referenced_templates(tree) if isinstance(n, str)]
+    return problems
+
+
+def _internals(tree: nodes.Template) -> list[tuple[int, str]]:
+    """(line, name) of each Python internal the template reaches by a constant name (x.__init__, x['__class__'],
+    x|attr('__globals__')): the sandbox refuses them at render time; found here, the run stops before any host."""
+    found = []
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter)):
+        if isinstance(node, nodes.Getattr):
+            names = [node.attr]
+        elif isinstance(node, nodes.Getitem):
+            names = [node.arg.value] if isinstance(node.arg, nodes.Const) else []
+        elif isinstance(node, nodes.Filter) and node.name == "attr":
+            names = [a.value for a in node.args if isinstance(a, nodes.Const)]
+        else:
+            names = []
+        found += [(node.lineno, n) for n in names if isinstance(n, str) and n.startswith("__")]
+    return found
+
+
 @functools.lru_cache(maxsize=64)
 def reads_facts(templates: Path, src: str) -> bool:
     """Whether the template may read `facts` (jinja2's own analysis): one that includes, imports or extends
-    another may reach them through it, so it counts as reading them."""
+    another may reach them through it, so it counts as reading them (as does one that cannot be read: its
+    render then reports why)."""
     env = _environment(str(templates))
-    tree = env.parse((templates / src).read_text())
+    try:
+        tree = env.parse(read_template(str(templates), src)[0])
+    except jinja2.TemplateError:
+        return True
     return "facts" in jinja2.meta.find_undeclared_variables(tree) or any(jinja2.meta.find_referenced_templates(tree))
 
 
@@ -93,7 +294,7 @@ def plan_rendered(plan: Plan, templates: Path, files: list[tuple[str, str, str]]
         try:
             content = render(templates, template, context)
         except jinja2.TemplateError as exc:
-            plan.problems.append(f"template {template}: {exc}")
+            plan.problems.append(template_error(template, exc))
             continue
         plan_written(plan, FileWrite(path, content, mode=mode), facts)
 
@@ -165,7 +366,7 @@ class TemplateFile(Task):
         try:
             content = render(self.templates, self.params["src"], context)
         except jinja2.TemplateError as exc:
-            plan.problems.append(f"template {self.params['src']}: {exc}")
+            plan.problems.append(template_error(self.params["src"], exc))
             return plan
         want = FileWrite(
             path=self.params["dest"], content=content,
