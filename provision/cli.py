@@ -8,6 +8,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Callable, NoReturn
 
 import click
 
@@ -19,10 +20,12 @@ from provision.commands.via_slurm import apply_arguments, verify_arguments
 from provision.commands.run import default_sources, select_hosts as target_hosts
 from provision.core.connection import SSHOptions
 from provision.core.errors import InputError, ProvisionError
+from provision.core.localfiles import EXIT_NOT_WRITTEN, check_writable
 from provision.core.resources import playbook_path, templates_dir
-from provision.core.results import EXIT_BAD_INPUT, exit_code, to_json
+from provision.core.results import EXIT_BAD_INPUT, EXIT_STOPPED_BASE, exit_code, to_json
 from provision.core.run import RunOptions
 from provision.core.runlog import RunLog, default_path
+from provision.core.sshargs import ssh_config_problem
 from provision.output import report
 from provision.output.progress import Progress
 
@@ -35,6 +38,8 @@ Exit codes (bit flags, added up):
   8  --check only: some host would change (a drift gate for scripts)
   16 some host waits for a reboot: a driver installed loads at the next
      boot (apply --reboot); not a failure
+  32 the run log (--log) could not be written to the end; the results
+     shown stand
   130, 143  stopped by Ctrl-C (SIGINT) or SIGTERM: the changes in flight
      finished, no new host or task started; the report says which"""
 
@@ -47,6 +52,7 @@ Exit codes (bit flags, added up):
   8  --check only: some host would change
   16 some host waits for a reboot: its installed driver loads at the next
      boot (provision apply --reboot); not a failure
+  32 the run log could not be written to the end; the results shown stand
   130, 143  stopped by Ctrl-C (SIGINT) or SIGTERM: the changes in flight
      finished, no new host or task started; the report says which"""
 
@@ -64,6 +70,29 @@ def via_option(verb: str):
                         help=f"slurm: the Slurm compute nodes that take a job {verb} themselves, through one srun on "
                              "their controller (provision on each node: slurm.provision_command); the other hosts "
                              "over SSH.")
+
+
+def output_file(option: str, default: Callable[[], Path] | None = None, **how):
+    """The callback of an option naming a file to write: checked as it is parsed, before the inventory is read
+    (core/localfiles.py check_writable)."""
+    def check(ctx, param, value):
+        value = default() if value is None and default else value
+        return None if value is None else str(check_writable(value, option, **how))
+    return check
+
+
+def ssh_config_file(ctx, param, value):
+    """--ssh-config: read as it is parsed (core/sshargs.py); a file that is no ssh_config is bad input."""
+    if value is not None and (problem := ssh_config_problem(value, "command line", "", "--ssh-config")):
+        raise InputError([problem])
+    return value
+
+
+def exit_with(code: int, unwritten: list[str]) -> NoReturn:
+    """Exit with `code`, and EXIT_NOT_WRITTEN where a file was not written (each said after the results)."""
+    for line in filter(None, unwritten):
+        click.secho(f"Error: {line}", fg="red", err=True)
+    sys.exit(code | EXIT_NOT_WRITTEN if any(unwritten) and code < EXIT_STOPPED_BASE else code)
 
 
 def inventory_options(func):
@@ -84,7 +113,7 @@ def inventory_options(func):
         click.option("-f", "--forks", type=click.IntRange(1, 512), default=16, show_default=True,
                      help="Hosts worked on in parallel."),
         click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout."),
-        click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False),
+        click.option("--ssh-config", type=click.Path(), callback=ssh_config_file,
                      help="An ssh_config file for every host, instead of the inventory's ssh_config or ~/.ssh/config."),
         click.option("--accept-new-host-keys", is_flag=True,
                      help="Trust and record unknown SSH host keys (like StrictHostKeyChecking=accept-new). "
@@ -110,7 +139,7 @@ def adhoc_options(func):
         click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout."),
         click.option("-f", "--forks", type=click.IntRange(1, 512), default=16, show_default=True,
                      help="Hosts worked on in parallel."),
-        click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False),
+        click.option("--ssh-config", type=click.Path(), callback=ssh_config_file,
                      help="An ssh_config file for every host, instead of the inventory's ssh_config or ~/.ssh/config."),
         click.option("--accept-new-host-keys", is_flag=True, help="Trust and record unknown SSH host keys."),
         click.option("--identity", "--private-key", "identity_file", type=click.Path(exists=True, dir_okay=False),
@@ -206,7 +235,8 @@ def main():
 @click.option("-K", "--ask-sudo-pass", is_flag=True, help="Ask once for the sudo password (never stored or shown).")
 @click.option("--lock-wait", type=click.FloatRange(0, 3600), default=60, show_default=True,
               help="Seconds to wait when another run holds a host's lock.")
-@click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--log", "log_path", type=click.Path(), default=None,
+              callback=output_file("--log", default_path, append=True, make_directory=True),
               help=f"Run log (JSON lines). [default: {default_path()}]")
 @click.option("--keep-backups", type=click.IntRange(0, 100), default=3, show_default=True,
               help="Backups FILE.<time>~ kept per changed file (older ones are removed).")
@@ -275,7 +305,7 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     progress = run_progress(as_json)
     options = RunOptions(check=check, forks=forks, lock_wait=lock_wait, sudo_password=password, command=command,
                          progress=progress, notice=progress.notice, keep_backups=keep_backups, local=local)
-    log = RunLog(Path(log_path) if log_path else default_path(), command, target.inventory_path)
+    log = RunLog(Path(log_path), command, target.inventory_path, option="--log")
     try:
         applied = apply_command(target, tasks, options, ssh, log, reboot, serial, reboot_timeout, via_slurm)
     finally:
@@ -297,7 +327,7 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
         if after:
             click.echo(click.style("\nAfter the reboot:", bold=True))
             report.print_results(after, False, show_diff, verbose)
-    sys.exit(exit_code(final, check, stopped))
+    exit_with(exit_code(final, check, stopped), [log.unwritten])
 
 
 @main.command(epilog="""\b
@@ -366,10 +396,11 @@ LOCK_COLORS = {"no lock": "green", "removed": "yellow", "left alone": "red", "un
 @inventory_options
 @click.option("--playbook", default=None, help="The playbook whose tasks say what is intended.  [default: site]")
 @click.option("--templates", type=click.Path(exists=True, file_okay=False), help="Templates folder (default: shipped).")
-@click.option("--junitxml", type=click.Path(dir_okay=False), help="Also write the results as JUnit XML (for CI).")
+@click.option("--junitxml", type=click.Path(), callback=output_file("--junitxml", make_directory=True),
+              help="Also write the results as JUnit XML (for CI).")
 @click.option("--drain", is_flag=True, help="Drain failed Slurm compute nodes, the reason starting 'provision-verify:'.")
 @click.option("--resume", is_flag=True, help="Resume the Slurm nodes verify drained that now pass (no other drain).")
-@click.option("--prometheus", type=click.Path(dir_okay=False), metavar="FILE",
+@click.option("--prometheus", type=click.Path(), metavar="FILE", callback=output_file("--prometheus"),
               help="Also write the results as node_exporter textfile metrics, atomically (name it *.prom, in the "
                    "collector's directory).")
 @click.option("-v", "--verbose", is_flag=True, help="Every check: the consequences' own words, and the checks that "
@@ -414,8 +445,10 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
 
     \b
     Exit codes: 0 every host passed; 1 some check failed; 2 bad input;
-    4 some host was unreachable (5 = both).
+    4 some host was unreachable (5 = both); 32 the --junitxml or
+    --prometheus file could not be written (the verdicts shown stand).
     """
+    from provision.core.localfiles import not_written
     from provision.output import prometheus as prometheus_file, verify_json
     from provision.verify import FAIL, UNREACHABLE as NOT_REACHED
 
@@ -430,20 +463,20 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
                          notice=progress.notice)
     try:
         from provision.commands.verify import verify as verify_command
-        verdicts, done = verify_command(target, tasks, options, ssh, junitxml, drain, resume,
-                                        duration if active else None, via_slurm)
+        verdicts, done, unwritten = verify_command(target, tasks, options, ssh, junitxml, drain, resume,
+                                                   duration if active else None, via_slurm)
     finally:
         progress.close()
     if prometheus:
-        prometheus_file.write(prometheus, verdicts)
+        unwritten.append(not_written("--prometheus", prometheus, lambda: prometheus_file.write(prometheus, verdicts)))
     if as_json:
         click.echo(json.dumps(verify_json.to_json(verdicts, done), indent=2))
     else:
         report.print_verdicts(verdicts, verbose)
         for line in done:
             click.echo(f"{line['host']}: {line['said']}")
-    sys.exit((1 if any(v.status == FAIL for v in verdicts) else 0)
-             | (4 if any(v.status == NOT_REACHED for v in verdicts) else 0))
+    exit_with((1 if any(v.status == FAIL for v in verdicts) else 0)
+              | (4 if any(v.status == NOT_REACHED for v in verdicts) else 0), unwritten)
 
 
 # --- ad-hoc commands: one setting, now and in the boot file ------------------------------------------
@@ -460,8 +493,8 @@ def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
                          progress=progress, notice=progress.notice)
     try:
         from provision.commands import adhoc as adhoc_command
-        results, stopped, warnings = adhoc_command.adhoc(target, change, option, opts["gpu"], bool(inventory),
-                                                         options, ssh_options(opts))
+        results, stopped, warnings, unwritten = adhoc_command.adhoc(target, change, option, opts["gpu"],
+                                                                    bool(inventory), options, ssh_options(opts))
     finally:
         progress.close()
     if as_json:
@@ -470,7 +503,7 @@ def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
         report.print_results(results, check, False, stopped_by=stopped)
     for warning in warnings:
         click.secho(f"Warning: {warning}", fg="yellow", err=True)
-    sys.exit(exit_code(results, check, stopped))
+    exit_with(exit_code(results, check, stopped), [unwritten])
 
 
 @main.command(epilog=ADHOC_EXIT_CODES_HELP + """

@@ -14,18 +14,19 @@ from provision.core.runlog import RunLog, default_path
 
 
 def adhoc(target: Target, change: dict, option: str, gpus: str | None, from_inventory: bool, options: RunOptions,
-          ssh: SSHOptions) -> tuple[list[HostResult], int | None, list[str]]:
-    """(results, the signal that stopped the run or None, warnings). The tasks: the one for each changed setting
-    (gpu.power_limit -> gpu-power-limit), and the boot ones."""
+          ssh: SSHOptions) -> tuple[list[HostResult], int | None, list[str], str]:
+    """(results, the signal that stopped the run or None, warnings, why the run log stopped short or ""). The
+    tasks: the one for each changed setting (gpu.power_limit -> gpu-power-limit), and the boot ones."""
     check_change(change, option)
     task_names = {"gpu-" + setting.replace("_", "-") for setting in change}
     tasks = [t for t in load_playbook(playbook_path("gpu"), templates_dir(None))
              if t.name in task_names or "boot" in t.tags]
     hook = AdhocSettings(change, gpu_chooser(gpus), from_inventory=from_inventory)
     options.adjust_host = hook
-    engine = engine_for(target, tasks, options, ssh, RunLog(default_path(), options.command, target.inventory_path))
+    log = RunLog(default_path(), options.command, target.inventory_path)
+    engine = engine_for(target, tasks, options, ssh, log)
     results = run_stoppable(engine, [with_gpu_block(h) for h in target.hosts])
-    return results, engine.stop.signum, hook.warnings
+    return results, engine.stop.signum, hook.warnings, log.unwritten
 
 
 def read_gpus(target: Target, options: RunOptions, ssh: SSHOptions) -> list[HostState]:

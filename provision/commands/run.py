@@ -11,11 +11,12 @@ from typing import Callable, Sequence
 
 from provision.capabilities.registry import EXTENSIONS
 from provision.core.connection import Connection, LocalConnection, SSHConnection, SSHOptions
-from provision.core.errors import InputError
+from provision.core.errors import InputError, Problem
 from provision.core.plan import Task
 from provision.core.results import HostResult, exit_code
 from provision.core.run import Engine, RunOptions
 from provision.core.runlog import RunLog
+from provision.core.sshargs import ssh_config_problem
 from provision.inventory.ansiblecfg import read_config
 from provision.inventory.model import Host
 from provision.inventory.load import load_inventory, local_inventory
@@ -42,10 +43,26 @@ def select_hosts(sources: Sequence[str], local: bool, limit: str | None, extra_v
     inventory)."""
     inv = load_inventory(sources, read_config(), extra_vars) if sources else local_inventory()
     hosts = inv.select(limit)
-    refused = inv.refusals(hosts)
+    refused = inv.refusals(hosts) + ([] if local else unreadable_ssh_configs(inv.path, hosts))
     if refused:
         raise InputError(refused)
     return Target(inv.path, hosts, list(inv.hosts.values()), local, inv.ignored)
+
+
+def unreadable_ssh_configs(inventory: str, hosts: list[Host]) -> list[Problem]:
+    """The inventory's ssh_config files the hosts connect with that paramiko cannot read, each read once: found
+    here, not as each host is connected to (an "internal error" that quoted the file's line)."""
+    users: dict[str, list[str]] = {}
+    for host in hosts:
+        if host.ssh_config and host.connection != "local":
+            users.setdefault(host.ssh_config, []).append(host.name)
+    found = (ssh_config_problem(path, inventory, ("host " if len(names) == 1 else "hosts ") + _some(names),
+                                "ssh_config") for path, names in users.items())
+    return [problem for problem in found if problem]
+
+
+def _some(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
 
 
 def connector(local: bool, ssh: SSHOptions) -> Callable[[Host], Connection]:

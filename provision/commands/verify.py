@@ -3,11 +3,16 @@ drain the failed Slurm nodes or resume those verify drained that now pass (comma
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+
 from provision.commands import active as active_run
 from provision.commands.via_slurm import fan_out
 from provision.commands.drain import slurm_actions, tell_slurm
 from provision.commands.run import Target, engine_for
 from provision.core.connection import SSHOptions
+from provision.core.localfiles import not_written, write_atomically
 from provision.core.plan import Task
 from provision.core.run import RunOptions
 from provision.output import verify_json
@@ -17,10 +22,26 @@ from provision.verify.backend import testinfra_host
 
 def verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, junitxml: str | None = None,
            drain: bool = False, resume: bool = False, active: float | None = None,
-           via_slurm: list[str] | None = None) -> tuple[list[Verdict], list[dict]]:
-    """A verdict per selected host (unreachable ones too), and what was told to Slurm. active: seconds of load
-    on each host before it is judged (commands/active.py). via_slurm: the arguments of `provision verify` on
-    each compute node that verifies itself through srun (commands/via_slurm.py); None: every host over SSH."""
+           via_slurm: list[str] | None = None) -> tuple[list[Verdict], list[dict], list[str]]:
+    """A verdict per selected host (unreachable ones too), what was told to Slurm, and why the JUnit XML was not
+    written (empty: it was, or none was asked for). active: seconds of load on each host before it is judged
+    (commands/active.py). via_slurm: the arguments of `provision verify` on each compute node that verifies itself
+    through srun (commands/via_slurm.py); None: every host over SSH."""
+    with tempfile.TemporaryDirectory(prefix="provision-verify-") as scratch:
+        # pytest writes its JUnit XML here, and it goes into place whole afterwards: a file that cannot be written
+        # at the end (the disk filled, its directory went) costs that file, never the verdicts
+        xml = os.path.join(scratch, "junit.xml") if junitxml else None
+        verdicts, told = _verify(target, tasks, options, ssh, xml, drain, resume, active, via_slurm)
+        unwritten = ""
+        if junitxml and xml and os.path.exists(xml):  # none when no host was checked, as before
+            data = Path(xml).read_bytes()
+            unwritten = not_written("--junitxml", junitxml, lambda: write_atomically(junitxml, data))
+    return verdicts, told, [unwritten] if unwritten else []
+
+
+def _verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, junitxml: str | None,
+            drain: bool, resume: bool, active: float | None,
+            via_slurm: list[str] | None) -> tuple[list[Verdict], list[dict]]:
     engine = engine_for(target, tasks, options, ssh)
     srun, hosts = (fan_out(target, ssh, "verify", via_slurm, engine.owner.run, options.notice)
                    if via_slurm is not None else (None, target.hosts))

@@ -14,6 +14,8 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from provision.core.errors import InputError, Problem
+
 
 def state_home() -> Path:
     """provision's state on this machine: $XDG_STATE_HOME/provision (default ~/.local/state/provision)."""
@@ -25,14 +27,34 @@ def default_path() -> Path:
 
 
 class RunLog:
-    def __init__(self, path: Path, command: str, inventory: str):
+    """The log of one run. Its first line is written before any host is touched: a log that cannot be written
+    then is bad input (InputError, as `option`). A line that cannot be written later (the disk filled) stops the
+    log, never the run: `unwritten` says why, and the command prints it and exits with that bit."""
+
+    def __init__(self, path: Path, command: str, inventory: str, option: str = "run log"):
         self.path = path
+        self.option = option
+        self.unwritten = ""  # why the log stopped short ("" while every line is in it)
         self.run_id = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._write({"event": "start", "command": command, "inventory": inventory, "user": getpass.getuser()})
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._append({"event": "start", "command": command, "inventory": inventory, "user": getpass.getuser()})
+        except OSError as exc:
+            raise InputError([Problem("command line", "", option, f"{str(path)!r} cannot be written: "
+                                      f"{exc.strerror or exc}", "apply --log FILE names another; the default is "
+                                      "under $XDG_STATE_HOME (~/.local/state)")]) from None
 
     def _write(self, record: dict) -> None:
+        if self.unwritten:  # a log with a hole in it would read as a run that did less
+            return
+        try:
+            self._append(record)
+        except OSError as exc:
+            self.unwritten = (f"{self.option} {self.path}: not written from its {record['event']} line on: "
+                              f"{exc.strerror or exc}")
+
+    def _append(self, record: dict) -> None:
         record = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "run": self.run_id} | record
         line = json.dumps(record, default=str) + "\n"
         with self._lock, open(self.path, "a") as fh:

@@ -205,7 +205,28 @@ def _short(value: Any) -> str:
 
 
 def did_you_mean(name: str, known: list[str], cutoff: float = 0.6) -> str:
-    """'did you mean X?' for a likely typo of one of `known` (any case), else ''."""
+    """'did you mean X?' for a likely typo of one of `known` (any case), else ''. A character of `name` that is not
+    ASCII is named, with where it is and what X has there: a lookalike (Cyrillic і for i) looks like no typo."""
+    import unicodedata
+
     by_lower = {k.lower(): k for k in known}
     close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=cutoff)
-    return f"did you mean {by_lower[close[0]]!r}?" if close else ""
+    if not close:
+        return ""
+    suggestion = by_lower[close[0]]
+    if name.isascii():
+        return f"did you mean {suggestion!r}?"
+
+    def folded(text: str) -> list[str]:  # one character for one: positions stay those of the text
+        return [c.lower() if len(c.lower()) == 1 else c for c in text]
+
+    differs = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, folded(name), folded(suggestion),
+                                                       autojunk=False).get_opcodes():
+        for i in range(i1, i2) if tag != "equal" else ():
+            if not name[i].isascii():
+                there = suggestion[j1 + i - i1] if i2 - i1 == j2 - j1 else suggestion[j1:j2]
+                character = f"U+{ord(name[i]):04X} {unicodedata.name(name[i], '')}".rstrip()
+                differs.append(f"{character} at position {i + 1}, " + (f"not {there!r}" if there else
+                                                                       f"not in {suggestion!r}"))
+    return f"did you mean {suggestion!r}?" + (f" ({name!r} has {'; '.join(differs)})" if differs else "")

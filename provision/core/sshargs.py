@@ -12,12 +12,16 @@ follows that order. A ProxyCommand runs as paramiko runs it: split into words, n
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
+
+from provision.core.errors import Problem
+from provision.core.localfiles import not_a_file
 
 ARGS_KEYS = ("ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args")  # Ansible's order
 
@@ -32,6 +36,8 @@ VALUE_FLAGS = {"J": "ProxyJump", "i": "IdentityFile", "l": "User", "p": "Port"} 
 SHELL_OPERATORS = set("|;&<>()")
 TOKENS = re.compile(r"%(.?)", re.S)
 COMMAND_TOKENS = "hnpr%"  # %h host, %n the name as given, %p port, %r remote user, %% a percent sign
+SSH_CONFIG_BYTES = 64 << 20  # a generated ssh_config for 100,000 hosts is a few MiB
+SSH_CONFIG_HINT = "name an OpenSSH client configuration file (man ssh_config: Host blocks of 'Keyword value' lines)"
 
 
 class Refused(ValueError):
@@ -332,3 +338,45 @@ def expand_command(words: tuple[str, ...], host: str, port: int, user: str, name
     name as given, %% a percent sign."""
     values = {"h": host, "p": str(port), "r": user, "n": name, "%": "%"}
     return [TOKENS.sub(lambda match: values[match[1]], word) for word in words]
+
+
+# --- an ssh_config file (the inventory's ssh_config, --ssh-config) ---
+
+def ssh_config_problem(path: str, file: str, where: str, key: str) -> Problem | None:
+    """Where `path` is not an ssh_config paramiko reads (Fabric reads it when the host is connected to, and skips
+    what is not a regular file without a word), what is wrong, located as Problem(file, where, key). A line is
+    named by its number, never quoted: the file named may be a secret (/etc/shadow, a private key)."""
+    try:
+        _read_ssh_config(path)
+    except Refused as exc:
+        return Problem(file, where, key, f"{path!r} {exc}", exc.hint)
+    return None
+
+
+def _read_ssh_config(path: str) -> None:
+    from paramiko import SSHConfig
+    from paramiko.ssh_exception import ConfigParseError
+
+    try:
+        if kind := not_a_file(os.stat(path).st_mode):
+            raise Refused(f"is {kind}, not an ssh_config file", SSH_CONFIG_HINT)
+        with open(path) as fh:  # as Fabric opens it
+            text = fh.read(SSH_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise Refused(f"cannot be read: {exc.strerror or exc}", SSH_CONFIG_HINT) from None
+    except UnicodeDecodeError:
+        raise Refused("is not text: not an ssh_config file (its bytes are not shown)", SSH_CONFIG_HINT) from None
+    if len(text) > SSH_CONFIG_BYTES:
+        raise Refused(f"is larger than {SSH_CONFIG_BYTES >> 20} MiB: not an ssh_config file", SSH_CONFIG_HINT)
+    read = 0
+
+    def lines() -> Iterator[str]:
+        nonlocal read
+        for read, line in enumerate(io.StringIO(text), 1):
+            yield line
+
+    try:
+        SSHConfig().parse(lines())
+    except (ConfigParseError, ValueError):  # paramiko's message quotes the line
+        raise Refused(f"is not an ssh_config file: paramiko cannot read its line {read} (the line is not shown: the "
+                      "file may hold secrets)", SSH_CONFIG_HINT) from None

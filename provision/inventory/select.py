@@ -10,13 +10,30 @@
 
 Each pattern matches group names (all of a group's hosts, its children's included) and host names. The oracle is
 ansible-core itself, run as a subprocess by the tests (never imported: it is GPL). Where Ansible only warns that a
-pattern matches nothing, provision refuses: a typo should not quietly change which machines are touched."""
+pattern matches nothing, provision refuses: a typo should not quietly change which machines are touched.
+
+Provision also refuses what Ansible reads as a wider set than was written, each time the same reason: a limit
+that went wrong (an unset shell variable, a bracket lost) must not become every host.
+    ~[  a:b]          Ansible's splitting skips an unclosed [ or a stray ] where colons separate: '~[' became
+                      '~' (every host), '~n2|[' '~n2|' (every host). Every character of the limit is accounted
+                      for here: what is not a pattern nor a separator (colons, whitespace) is refused.
+    ~  !~  &~         no regular expression after ~: it matches every name (what `--limit "~$PAT"` gives
+                      when PAT is empty). Every host is `all`.
+    ,  :  ' '         a limit of separators only: no pattern, which Ansible reads as no limit (every host).
+                      (The empty limit, `--limit ''`, stays no limit, as in Ansible.)
+    @FILE (empty)     a limit file with no pattern in it (an empty .retry file: nothing failed) is no limit to
+                      Ansible, so `--limit @site.retry` would rerun every host.
+A regular expression is checked by Python's re (Ansible's engine: what it refuses, provision refuses), then
+matched by the `regex` module in its re-compatible mode (VERSION0), which takes a time bound (re has none): a
+pattern that backtracks without end ((a|aa)+$ against aaa...b) is refused after REGEX_SECONDS, not left to hang
+the run. (Only what regex reads beyond re, [[:alpha:]] or a{e<=1}, would match otherwise than in Ansible.)"""
 
 from __future__ import annotations
 
 import fnmatch
 import os
 import re
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -48,14 +65,32 @@ _BRACKETED_PORT = re.compile(r"\[(.+)\]:[0-9]+")
 _PORT = re.compile(r"((?:[^:\[\]]|\[[^\]]*\])*):[0-9]+")
 
 Subscript = tuple[int, int | None]  # first, last (None: only the host at first; -1: to the end)
+REGEX_SECONDS = 1.0  # for one ~regex over every group and host name together (10,000 names: 0.07 s)
+BRACKET_HINT = ("close it: gpu[0], n[1:3], ~n[12]; "
+                "a pattern between commas keeps its brackets and colons as written (~n],db)")
+
+
+class LimitError(ValueError):
+    """A limit that cannot be read as patterns: what is wrong (naming the limit), and what to write instead."""
+
+    def __init__(self, message: str, hint: str):
+        super().__init__(message)
+        self.hint = hint
 
 
 def select(inventory: Inventory, limit: str | None) -> list[Host]:
     """The hosts `limit` chooses, in file order (all of them for None or an empty limit)."""
-    if limit is None:
+    if not limit:  # no limit, as Ansible reads an empty one
         return list(inventory.hosts.values())
+    try:
+        patterns = _read_files(inventory, split_patterns(limit))
+    except LimitError as e:
+        raise _error(inventory, str(e), e.hint) from None
+    if not patterns:  # Ansible: no pattern, no limit; but something was written, and it was not `all`
+        raise _error(inventory, f"{limit!r} holds no pattern, only separators",
+                     "leave out --limit to select every host, or write all")
     chosen: set[str] = set()
-    for pattern in _in_ansible_order(_read_files(inventory, split_patterns(limit))):
+    for pattern in _in_ansible_order(patterns):
         if pattern[0] == "&":
             chosen &= _matching(inventory, pattern[1:], limit)
         elif pattern[0] == "!":
@@ -70,14 +105,35 @@ def select(inventory: Inventory, limit: str | None) -> list[Host]:
 # --- reading the limit ---
 
 def split_patterns(limit: str) -> list[str]:
-    """The patterns of a limit: split at commas, else at colons and whitespace unless it is one address."""
+    """The patterns of a limit: split at commas, else at colons and whitespace unless it is one address.
+    LimitError where a bracket is left open or closes none."""
     if "," in limit:
         parts = limit.split(",")
     elif _is_address(limit):
         parts = [limit]
     else:
-        parts = _COLON_SEPARATED.findall(limit)
+        parts = _colon_separated(limit)
     return [p.strip() for p in parts if p.strip()]
+
+
+def _colon_separated(limit: str) -> list[str]:
+    """Ansible's findall, every character accounted for: between the patterns only separators (colons and
+    whitespace). findall skips an unclosed [ or a stray ] too, and the pattern left is wider than the one written."""
+    parts, end = [], 0
+    for m in _COLON_SEPARATED.finditer(limit):
+        _only_separators(limit, end, m.start())
+        parts.append(m.group())
+        end = m.end()
+    _only_separators(limit, end, len(limit))
+    return parts
+
+
+def _only_separators(limit: str, start: int, end: int) -> None:
+    for i in range(start, end):  # the pattern expression takes everything but whitespace, colons and brackets
+        if limit[i] == "[":
+            raise LimitError(f"{limit!r}: the '[' at position {i + 1} is not closed", BRACKET_HINT)
+        if limit[i] == "]":
+            raise LimitError(f"{limit!r}: the ']' at position {i + 1} closes no '['", BRACKET_HINT)
 
 
 def _is_address(text: str) -> bool:
@@ -106,7 +162,14 @@ def _read_files(inventory: Inventory, patterns: list[str]) -> list[str]:
     """@FILE: its lines are patterns (not split further), as in an Ansible .retry file."""
     read: list[str] = []
     for pattern in patterns:
-        read += _limit_file(inventory, pattern[1:]) if pattern[0] == "@" else [pattern]
+        if pattern[0] != "@":
+            read.append(pattern)
+        elif not (lines := _limit_file(inventory, pattern[1:])):  # Ansible reads it as no limit: every host
+            raise LimitError(f"limit file {pattern[1:]!r} holds no pattern (it is empty, or blank lines only)",
+                             "an empty .retry file means nothing failed: there is nothing to run again; leave "
+                             "out --limit to select every host")
+        else:
+            read += lines
     return read
 
 
@@ -135,6 +198,9 @@ def _in_ansible_order(patterns: list[str]) -> list[str]:
 def _matching(inventory: Inventory, pattern: str, limit: str) -> set[str]:
     if not pattern:
         raise _error(inventory, f"{limit!r} has a lone & or !", "write &NAME or !NAME, e.g. gpu:!v100")
+    if pattern == "~":
+        raise _error(inventory, f"{limit!r}: a ~ with no regular expression after it matches every name",
+                     "write all for every host; after ~ comes a regular expression (~gpu[0-9]+)")
     expr, subscript = _split_subscript(pattern)
     found, any_group = _enumerate(inventory, expr)
     if not found and not any_group:  # a group with no hosts is a match: Ansible says nothing either
@@ -179,12 +245,28 @@ def _enumerate(inventory: Inventory, expr: str) -> tuple[list[str], bool]:
 def _matcher(inventory: Inventory, expr: str) -> Callable[[str], bool]:
     if expr[0] != "~":
         return lambda name: fnmatch.fnmatchcase(name, expr)
+    import regex  # only for a ~regex: the other commands and limits do not pay for its import
+
+    hint = "after ~ comes a Python regular expression, matched at the start of each name"
     try:
-        regex = re.compile(expr[1:])
-    except re.error as e:
-        raise _error(inventory, f"{expr!r} is not a valid regular expression: {e}",
-                     "after ~ comes a Python regular expression, matched at the start of each name") from None
-    return lambda name: regex.match(name) is not None
+        re.compile(expr[1:])  # what Ansible's engine refuses, refused
+        bounded = regex.compile(expr[1:], regex.VERSION0)  # VERSION0: re's behaviour
+    except (re.error, regex.error) as e:
+        raise _error(inventory, f"{expr!r} is not a valid regular expression: {e}", hint) from None
+    deadline = time.monotonic() + REGEX_SECONDS  # for every name together
+
+    def matches(name: str) -> bool:
+        try:
+            left = deadline - time.monotonic()
+            if left <= 0:  # regex takes no timeout of 0
+                raise TimeoutError
+            return bounded.match(name, timeout=left) is not None
+        except TimeoutError:
+            raise _error(inventory, f"{expr!r}: matching stopped at its bound of {REGEX_SECONDS:g} s: the expression "
+                         "backtracks without end",
+                         "a repeat inside a repeat, (a+)+ or (a|aa)+, tries every way to split a name: write it "
+                         "once (a+), or use a glob (gpu*)") from None
+    return matches
 
 
 # --- groups as Ansible orders them ---
