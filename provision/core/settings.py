@@ -55,8 +55,6 @@ def or_words(value_type: Any, *words: str, number: str = "") -> Any:
 
 UNSAFE_IN_VALUES = re.compile(r"['\"\\`$\s]")
 SHELL_WORD = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")  # goes into a script unquoted-safe: no quoting needed
-# A command a script runs, first on its line: never an assignment (a=b runs what follows it) nor an option (-c).
-COMMAND_WORD = re.compile(r"^[A-Za-z0-9_@%+:,./][A-Za-z0-9_@%+:,./-]*$")
 PositiveInt = Annotated[int, Field(gt=0)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 # A path the inventory names goes into file names on the node, scripts, unit files and slurm.conf: absolute, in
@@ -72,6 +70,20 @@ def _safe_path(value: str) -> str:
 
 
 AbsolutePath = Annotated[str, AfterValidator(_safe_path)]
+
+# A command a script runs, first on its line: a name on PATH or an absolute path as above; never an assignment
+# (a=b runs what follows it) nor an option (-c).
+COMMAND_NAME = re.compile(r"^[A-Za-z0-9_@%+:,.][A-Za-z0-9_@%+:,.-]*$")
+COMMAND_RULE = "a command on PATH (letters, digits and _ @ % + : , . -, not starting with -) or " + PATH_RULE
+
+
+def _command(value: str) -> str:
+    if not (COMMAND_NAME.match(value) and value not in (".", "..") or SAFE_PATH.match(value)):
+        raise refuse(f"got {_short(value)}: not {COMMAND_RULE}", "e.g. torchrun, or /opt/venv/bin/torchrun")
+    return value
+
+
+Command = Annotated[str, AfterValidator(_command)]
 
 
 def _numbers_as_text(value: Any) -> Any:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from pydantic import model_validator
 
-from provision.core.settings import COMMAND_WORD, Block, refuse, setting
+from provision.core.settings import Block, Command, refuse, setting
 
 
 class ActiveSettings(Block):
     """What load to run, and with which Python. Without the block: provision's own load program (torch) in the
     Python beside the launcher's torchrun, else python3. load_command or dcgm_diag runs another load."""
 
-    python: str | None = setting(None, "a command on PATH or an absolute path, e.g. /opt/venv/bin/python",
-                                 "the Python with torch (default: beside launcher.torchrun, else python3)",
-                                 pattern=COMMAND_WORD.pattern)
+    python: Command | None = setting(None, "a command on PATH or an absolute path, e.g. /opt/venv/bin/python",
+                                 "the Python with torch (default: beside launcher.torchrun, else python3)")
     load_command: list[str] | None = setting(
         None, 'an argument list, e.g. ["/usr/local/sbin/site-burn"]',
         "runs instead of provision's load program, given --seconds N; it prints the same JSON line")

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import field_validator
 
-from provision.core.settings import (COMMAND_WORD, PATH_RULE, SHELL_WORD, UNSAFE_IN_VALUES, AbsolutePath, Block,
+from provision.core.settings import (PATH_RULE, SHELL_WORD, UNSAFE_IN_VALUES, AbsolutePath, Block, Command,
                                      EnvVars, Port, PositiveInt, or_words, refuse, setting)
 
 
@@ -27,8 +27,7 @@ class LauncherSettings(Block):
     rdzv_backend: Literal["c10d", "static"] = setting("c10d", "c10d or static")
     rdzv_port: Port = setting(29400, "a port, 1..65535")
     master_port: Port = setting(29500, "a port, 1..65535", "used with rdzv_backend: static")
-    torchrun: str = setting("torchrun", "a command on PATH or an absolute path, e.g. /opt/venv/bin/torchrun",
-                            pattern=COMMAND_WORD.pattern)
+    torchrun: Command = setting("torchrun", "a command on PATH or an absolute path, e.g. /opt/venv/bin/torchrun")
     options: list[str] = setting([], 'a list of torchrun options, e.g. ["--max-restarts=3"]')
     wrapper_path: AbsolutePath | None = setting(None, PATH_RULE + " (default /usr/local/bin/GROUP-torchrun)")
     env: EnvVars = setting({}, "a mapping of variable names to values, exported by the wrapper")

@@ -6,7 +6,7 @@ import re
 from typing import Literal
 
 
-from provision.core.settings import COMMAND_WORD, PATH_RULE, AbsolutePath, Block, setting
+from provision.core.settings import PATH_RULE, AbsolutePath, Block, Command, setting
 
 
 SLURM_WORD = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
@@ -35,8 +35,8 @@ class SlurmSettings(Block):
     health_check_also: AbsolutePath | None = setting(
         None, PATH_RULE, "the site's own checker, run by the health check before verify (LBNL NHC's "
         "/usr/sbin/nhc, a DCGM diag wrapper): while it exits non-zero the node stays drained")
-    provision_command: str = setting("provision", "provision on the nodes: a command on PATH or an absolute path",
-                                     pattern=COMMAND_WORD.pattern)
+    provision_command: Command = setting("provision",
+                                         "provision on the nodes: a command on PATH or an absolute path")
 
     def role_of(self, host_name: str) -> str:
         return self.role or ("controller" if host_name == self.controller else "compute")
