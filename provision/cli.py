@@ -20,9 +20,9 @@ from provision.commands.via_slurm import apply_arguments, verify_arguments
 from provision.commands.run import default_sources, select_hosts as target_hosts
 from provision.core.connection import SSHOptions
 from provision.core.errors import InputError, ProvisionError
-from provision.core.localfiles import EXIT_NOT_WRITTEN, check_writable
+from provision.core.localfiles import check_writable
 from provision.core.resources import playbook_path, templates_dir
-from provision.core.results import EXIT_BAD_INPUT, EXIT_STOPPED_BASE, exit_code, to_json
+from provision.core.results import EXIT_BAD_INPUT, EXIT_NOT_WRITTEN, EXIT_STOPPED_BASE, exit_code, to_json
 from provision.core.run import RunOptions
 from provision.core.runlog import RunLog, default_path
 from provision.core.sshargs import ssh_config_problem

@@ -3,7 +3,7 @@
 Checked before the inventory is read and any host contacted (check_writable): a run must not end in a file
 it cannot write after every host was worked on. When writing still fails at the end (the disk filled, the
 directory went meanwhile), the results are printed all the same, the file is named with why, and the exit
-code has EXIT_NOT_WRITTEN (not_written).
+code has core/results.py's EXIT_NOT_WRITTEN (not_written).
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from provision.core.errors import InputError, Problem
-
-EXIT_NOT_WRITTEN = 32  # a bit beside core/results.py's: the results stand, a file they go to was not written
 
 KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
