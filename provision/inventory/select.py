@@ -19,8 +19,8 @@ that went wrong (an unset shell variable, a bracket lost) must not become every 
                       for here: what is not a pattern nor a separator (colons, whitespace) is refused.
     ~  !~  &~         no regular expression after ~: it matches every name (what `--limit "~$PAT"` gives
                       when PAT is empty). Every host is `all`.
-    ,  :  ' '         a limit of separators only: no pattern, which Ansible reads as no limit (every host).
-                      (The empty limit, `--limit ''`, stays no limit, as in Ansible.)
+    ''  ,  :  ' '     an empty limit, or one of separators only: no pattern, which Ansible reads as no limit
+                      (every host; `--limit "$HOSTS"` with HOSTS unset). Leaving out --limit is every host.
     @FILE (empty)     a limit file with no pattern in it (an empty .retry file: nothing failed) is no limit to
                       Ansible, so `--limit @site.retry` would rerun every host.
 A regular expression is checked by Python's re (Ansible's engine: what it refuses, provision refuses), then
@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from provision.core.errors import InputError, Problem
 from provision.core.settings import did_you_mean
+from provision.inventory.files import read_text
 
 if TYPE_CHECKING:
     from provision.inventory.model import Host, Inventory
@@ -79,9 +80,11 @@ class LimitError(ValueError):
 
 
 def select(inventory: Inventory, limit: str | None) -> list[Host]:
-    """The hosts `limit` chooses, in file order (all of them for None or an empty limit)."""
-    if not limit:  # no limit, as Ansible reads an empty one
+    """The hosts `limit` chooses, in file order (all of them for None: no --limit)."""
+    if limit is None:
         return list(inventory.hosts.values())
+    if not limit.strip():  # Ansible reads it as no limit: every host, where `--limit "$HOSTS"` met an unset variable
+        raise _error(inventory, f"{limit!r} names no host", "leave out --limit to select every host, or write all")
     try:
         patterns = _read_files(inventory, split_patterns(limit))
     except LimitError as e:
@@ -179,11 +182,10 @@ def _limit_file(inventory: Inventory, path: str) -> list[str]:
         raise _error(inventory, f"limit file {path!r} not found", hint)
     if not os.path.isfile(path):
         raise _error(inventory, f"limit file {path!r} is not a file", hint)
-    try:
-        with open(path, encoding="utf-8") as file:
-            lines = file.read().split("\n")
-    except (OSError, UnicodeDecodeError) as e:
-        raise _error(inventory, f"limit file {path!r} cannot be read: {e}", hint) from e
+    try:  # a regular file (isfile: a FIFO is not one), of at most files.MAX_FILE_BYTES
+        lines = read_text(path, "limit file").split("\n")
+    except InputError as e:
+        raise _error(inventory, f"limit file {path!r} cannot be read: {e.problems[0].message}", hint) from None
     return [line.strip() for line in lines if line.strip()]
 
 

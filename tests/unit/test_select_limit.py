@@ -119,7 +119,6 @@ def test_split(limit, patterns):
 
 @pytest.mark.parametrize("limit, names", [
     (None, ALL),
-    ("", ALL),
     ("all", ALL),
     ("*", ALL),
     ("head,v100", ["g2", "v1", "v2", "head"]),  # file order
@@ -181,6 +180,8 @@ def test_a_limit_file_holds_one_pattern_a_line(cluster, tmp_path, monkeypatch):
     ("gpu,!", "'gpu,!' has a lone & or !", "!NAME"),
     ("@nowhere.retry", "limit file 'nowhere.retry' not found", "one a line"),
     ("@.", "limit file '.' is not a file", ""),
+    ("", "'' names no host", "leave out --limit to select every host"),  # Ansible: every host
+    (" ", "' ' names no host", "or write all"),
 ])
 def test_refusals_say_why(cluster, limit, message, hint):
     with pytest.raises(InputError) as caught:
