@@ -11,7 +11,8 @@ the first of $ANSIBLE_CONFIG, ./ansible.cfg (not in a world-writable directory),
     become_user = root
 
 The connection settings are the lowest level of every host's variables (an inventory's ansible_user wins, as
-in Ansible); they are validated like the inventory's own, with the file named.
+in Ansible); they are validated like the inventory's own, with the file named. The file is read as the inventory's
+files are (files.py): a regular file, of at most files.MAX_FILE_BYTES.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Mapping
 
 from provision.core.errors import InputError, Problem
+from provision.inventory.files import read_text
 
 DEFAULT_INVENTORY = "/etc/ansible/hosts"  # Ansible's, when neither -i nor the configuration names one
 # (section, key, environment variable, the inventory variable it stands for)
@@ -57,9 +59,10 @@ def read_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
     path = find_config(env, cwd)
     parser = configparser.ConfigParser(inline_comment_prefixes=(";",), interpolation=None)
     if path is not None:
+        text = read_text(path, "the Ansible configuration")
         try:
-            parser.read(path, encoding="utf-8")
-        except (configparser.Error, UnicodeDecodeError) as exc:
+            parser.read_string(text, source=str(path))
+        except configparser.Error as exc:
             raise InputError([Problem(str(path), "", "", f"cannot read the Ansible configuration: {exc}")]) from None
     config = AnsibleConfig(str(path or ""), base_dir=path.parent if path else cwd)
     if env.get("ANSIBLE_INVENTORY"):

@@ -1,13 +1,13 @@
 """-e/--extra-vars, as Ansible reads them: `key=value key2=value2` (values are text), a YAML or JSON mapping
 (`{"gpu": {"power_limit": 180}}`), or `@FILE` of one. They are every selected host's highest level; provision's
-blocks still merge key by key (Ansible's would replace a whole block)."""
+blocks still merge key by key (Ansible's would replace a whole block). A mapping given whole, or in @FILE, is read
+as the inventory's YAML is (formats/yaml.py: a key written twice is refused, aliases are bounded); @FILE is a
+regular file of at most files.MAX_FILE_BYTES."""
 
 from __future__ import annotations
 
 import shlex
 from typing import Any
-
-import yaml
 
 from provision.core.errors import InputError, Problem
 from provision.inventory.formats import yaml as yaml_format
@@ -17,7 +17,7 @@ def parse_extra_vars(values: tuple[str, ...] | list[str]) -> list[tuple[str, dic
     """(where it came from, its variables) for each -e, in order; InputError for one that is not a mapping."""
     parsed = []
     for value in values:
-        origin = value[1:] if value.startswith("@") else f"-e {value if len(value) <= 40 else value[:37] + '...'}"
+        origin = value[1:] if value.startswith("@") else f"-e {_shown(value)}"
         data = _read(value)
         if data is None:
             continue
@@ -33,10 +33,7 @@ def _read(value: str) -> Any:
         return yaml_format.read_vars(value[1:])
     text = value.strip()
     if text.startswith(("{", "[")):
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InputError([Problem("-e", "", "", f"{value!r} is not valid YAML or JSON: {exc}")]) from None
+        return yaml_format.parse(text, "-e", invalid=f"{_shown(value)!r} is not valid YAML or JSON")
     try:
         words = shlex.split(text)
     except ValueError as exc:
@@ -50,3 +47,7 @@ def _read(value: str) -> Any:
                                       "-e '{\"gpu\": {\"power_limit\": 180}}', or @FILE")])
         pairs[key] = rest
     return pairs or None
+
+
+def _shown(value: str) -> str:
+    return value if len(value) <= 40 else value[:37] + "..."

@@ -1,20 +1,26 @@
 """Read an inventory: each -i source's documents (sources.py: files, directories, scripts), the variables files
-beside them, then build.py; or this machine as the one host."""
+beside them, then build.py; or this machine as the one host.
+
+Every read and every expansion on the way is bounded, each limit named in its error: the files (files.py: regular
+files, MAX_FILE_BYTES), YAML aliases (formats/yaml.py, MAX_ALIAS_VALUES), INI host ranges (formats/ini.py,
+MAX_RANGE_HOSTS), a script's time and output (formats/script.py), a symbolic link loop (sources.py), and the
+templates (templating.py: per value, and MAX_LOAD_STEPS for the whole inventory, opened here)."""
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from pathlib import Path
 from typing import Sequence
 
-from provision.core.errors import InputError
+from provision.core.errors import InputError, Problem
 from provision.inventory.ansiblecfg import AnsibleConfig
 from provision.inventory.extravars import parse_extra_vars
 from provision.inventory.build import Builder, where_group, where_host
 from provision.inventory.formats import yaml as yaml_format
 from provision.inventory.model import Document, Inventory
 from provision.inventory.sources import read_source, vars_files
-
+from provision.inventory.templating import LOAD_SPENT, load_budget
 
 
 def load_inventory(sources: str | Path | Sequence[str | Path], config: AnsibleConfig | None = None,
@@ -42,10 +48,24 @@ def load_inventory(sources: str | Path | Sequence[str | Path], config: AnsibleCo
                 builder.problems += exc.problems
                 continue
             builder.add_vars_file(base, where_group(name) if kind == "group" else where_host(name), str(file), data)
-    inventory = builder.build()
+    with load_budget():
+        try:
+            inventory = builder.build()
+        except InputError as exc:
+            raise InputError(_spent_once(exc.problems)) from None
     inventory.path = names[0] if len(names) == 1 else " ".join(f"-i {shlex.quote(name)}" for name in names)
     inventory.sources = names
     return inventory
+
+
+def _spent_once(problems: list[Problem]) -> list[Problem]:
+    """The rendering budget, once spent, refuses every template after: said at the first, with how many more."""
+    spent = [problem for problem in problems if LOAD_SPENT in problem.message]
+    if len(spent) < 2:
+        return problems
+    first = dataclasses.replace(spent[0], message=f"{spent[0].message} (and {len(spent) - 1:,} more after it)")
+    return [first if problem is spent[0] else problem for problem in problems
+            if problem is spent[0] or LOAD_SPENT not in problem.message]
 
 
 def local_inventory(vars: dict | None = None) -> Inventory:

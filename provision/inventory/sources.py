@@ -2,7 +2,11 @@
 script), a directory (every inventory file in it, in sorted order, skipping the names and extensions Ansible
 skips), or a host list (`-i "node1,node2,"`). Beside each source's directory, group_vars/ and host_vars/ hold
 variables files: `NAME`, `NAME.yml`, `NAME.yaml` or `NAME.json` (the first found), or a directory `NAME/` whose
-files are read in sorted order."""
+files are read in sorted order.
+
+Every file is read by files.py: a regular file, of at most files.MAX_FILE_BYTES (a device, a FIFO or a socket in
+an inventory directory is an error naming it). A symbolic link back to a directory above it is an error too, where
+Ansible would read the same files again and again until the path grew too long."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from provision.core.errors import InputError, Problem
+from provision.inventory.files import read_text
 from provision.inventory.formats import ini as ini_format
 from provision.inventory.formats import script as script_format
 from provision.inventory.formats import yaml as yaml_format
@@ -29,25 +34,36 @@ def read_source(source: str) -> list[Document]:
     if not path.exists() and "," in source:
         return [_host_list(source)]
     if path.is_dir():
-        return list(_directory(path, path))
+        return list(_directory(path, path, frozenset()))
     if not path.exists():
         raise InputError([Problem(source, "", "", "no such inventory file or directory",
                                   "give the inventory's path (a file, or the directory ansible-playbook -i takes)")])
     return [_file(path, path.parent)]
 
 
-def _directory(path: Path, base: Path) -> Iterator[Document]:
+def _directory(path: Path, base: Path, above: frozenset[tuple[int, int]]) -> Iterator[Document]:
     try:
         entries = sorted(os.listdir(path))
+        above = _below(path, above)
     except OSError as exc:
         raise InputError([Problem(str(path), "", "", f"cannot read the directory: {exc.strerror}")]) from None
     for entry in entries:
         if IGNORED_NAMES.search(entry) or entry.endswith(IGNORED_EXTENSIONS):
             continue
         if (path / entry).is_dir():
-            yield from _directory(path / entry, base)  # its group_vars/ are not read: only the source's
+            yield from _directory(path / entry, base, above)  # its group_vars/ are not read: only the source's
         else:
             yield _file(path / entry, base)
+
+
+def _below(directory: Path, above: frozenset[tuple[int, int]]) -> frozenset[tuple[int, int]]:
+    """The directories above a subdirectory of `directory`; InputError if `directory` is one of `above` again
+    (a symbolic link loop, which would be read again and again)."""
+    info = directory.stat()
+    if (info.st_dev, info.st_ino) in above:
+        raise InputError([Problem(str(directory), "", "", f"leads back to {os.path.realpath(directory)}, a directory "
+                                  "above it: a symbolic link loop", "remove the link")])
+    return above | {(info.st_dev, info.st_ino)}
 
 
 def _file(path: Path, base: Path) -> Document:
@@ -60,21 +76,22 @@ def read_document(path: str | Path) -> Any:
     """The file's document in the YAML reader's shape. .yml, .yaml and .json are YAML, .ini is INI; a file with
     another name (`hosts`, Ansible's usual one) is YAML where it reads as a YAML mapping, else INI, as Ansible
     tries its yaml plugin before its ini one."""
+    file, text = str(path), read_text(path, "inventory")
     suffix = Path(path).suffix
     if suffix in YAML_SUFFIXES:
-        return _not_a_plugin(path, yaml_format.read(path))
+        return _not_a_plugin(path, yaml_format.parse(text, file, names=True))
     if suffix == ".ini":
-        return ini_format.read(path)
+        return ini_format.parse_file(text, file)
     try:
-        document = yaml_format.read(path)
+        document = yaml_format.parse(text, file, names=True)
     except InputError as as_yaml:
         try:
-            return ini_format.read(path)
+            return ini_format.parse_file(text, file)
         except InputError as as_ini:
             raise InputError([*as_yaml.problems, *as_ini.problems]) from None
     if isinstance(document, dict) or document is None:
         return _not_a_plugin(path, document)
-    return ini_format.read(path)  # YAML took it for a scalar or a list: host names, one per line, are INI
+    return ini_format.parse_file(text, file)  # YAML took it for a scalar or a list: host names, one per line, are INI
 
 
 def _not_a_plugin(path: str | Path, document: Any) -> Any:
@@ -112,19 +129,20 @@ class VarsDir:
         for candidate in (name, *(name + suffix for suffix in YAML_SUFFIXES)):
             if candidate in self.entries:
                 found = self.path / candidate
-                return _files_in(found) if found.is_dir() else [found]
+                return _files_in(found, frozenset()) if found.is_dir() else [found]
         return []
 
 
-def _files_in(path: Path) -> list[Path]:
+def _files_in(path: Path, above: frozenset[tuple[int, int]]) -> list[Path]:
     """A NAME/ directory's variables files: sorted, into subdirectories, without hidden files and backups."""
+    above = _below(path, above)
     found: list[Path] = []
     for entry in sorted(os.listdir(path)):
         if entry.startswith(".") or entry.endswith("~"):
             continue
         full, suffix = path / entry, os.path.splitext(entry)[1]
         if full.is_dir() and not suffix:
-            found += _files_in(full)
+            found += _files_in(full, above)
         elif full.is_file() and (not suffix or suffix in YAML_SUFFIXES):
             found.append(full)
     return found

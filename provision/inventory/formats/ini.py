@@ -15,23 +15,30 @@ Values are typed as Ansible types them: a Python literal where the text is one (
 {'a': 1}, 'quoted'), else the text itself ("yes" stays a string: INI has no YAML booleans). Host lines are
 split as a shell splits them (quotes group words; # starts a comment). The differential test
 (tests/unit/test_inventory_ini.py) holds this against `ansible-inventory --list`.
+
+Where provision differs on purpose: the ranges of one file may name at most MAX_RANGE_HOSTS hosts in all, counted
+before any is made (Ansible makes every name `n[0000000:9999999]` asks for, for minutes and gigabytes).
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
+import math
 import re
 import shlex
 import string
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from provision.core.errors import InputError, Problem
+from provision.inventory.files import read_text
 
 SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:[#;].*)?$")
 HOST_AND_PORT = re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])+)(?::(\d+))?$")  # a range's colons are inside brackets
 RANGE = re.compile(r"\[([^\]]*)\]")
+MAX_RANGE_HOSTS = 100_000  # the hosts one file's ranges may name, all lines together: loaded in about 7 s
 
 
 class IniError(ValueError):
@@ -44,14 +51,11 @@ class IniError(ValueError):
 
 def read(path: str | Path) -> dict:
     """The document of an INI inventory file; InputError naming the line for anything Ansible would refuse."""
-    file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError([Problem(file, "", "", f"cannot read inventory: {exc.strerror}")]) from None
-    except UnicodeDecodeError as exc:
-        raise InputError([Problem(file, "", "", f"not a text file: byte {exc.start} is not UTF-8",
-                                  "an inventory is a text file; is this the right path?")]) from None
+    return parse_file(read_text(path, "inventory"), str(path))
+
+
+def parse_file(text: str, file: str) -> dict:
+    """The document of an INI inventory's text; InputError naming `file` and the line."""
     try:
         return parse(text)
     except IniError as exc:
@@ -65,6 +69,7 @@ def parse(text: str) -> dict:
         return groups.setdefault(name, {})
 
     current, kind = "ungrouped", "hosts"
+    ranged = 0  # the hosts the ranges above named
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line[0] in "#;":
@@ -78,7 +83,9 @@ def parse(text: str) -> dict:
                 raise IniError(number, f"invalid section type {kind!r} in {line}", "[group:vars] or [group:children]")
             group(current)
         elif kind == "hosts":
-            for name, variables in host_line(line, number):
+            found = host_line(line, number, MAX_RANGE_HOSTS - ranged)
+            ranged += len(found) if RANGE.search(line) else 0
+            for name, variables in found:
                 group(current).setdefault("hosts", {}).setdefault(name, {}).update(variables)
         elif kind == "vars":
             key, value = variable_line(line, number)
@@ -96,8 +103,9 @@ def parse(text: str) -> dict:
     return {"all": groups.pop("all", {}), **groups}
 
 
-def host_line(line: str, number: int) -> list[tuple[str, dict[str, Any]]]:
-    """The hosts a line names (its range expanded) and their variables (ansible_port from NAME:PORT)."""
+def host_line(line: str, number: int, most: int = MAX_RANGE_HOSTS) -> list[tuple[str, dict[str, Any]]]:
+    """The hosts a line names (its range expanded, to at most `most` hosts) and their variables (ansible_port
+    from NAME:PORT)."""
     try:
         words = shlex.split(line, comments=True)
     except ValueError as exc:
@@ -118,7 +126,7 @@ def host_line(line: str, number: int) -> list[tuple[str, dict[str, Any]]]:
     name, port = found.groups()
     if port is not None:  # NAME:PORT first: an ansible_port= on the same line overrides it, as in Ansible
         variables = {"ansible_port": int(port), **variables}
-    return [(host, dict(variables)) for host in expand(name, number)]
+    return [(host, dict(variables)) for host in expand(name, number, most)]
 
 
 def variable_line(line: str, number: int) -> tuple[str, Any]:
@@ -138,31 +146,49 @@ def typed(value: str) -> Any:
         return value
 
 
-def expand(pattern: str, number: int) -> list[str]:
-    """node[01:03] -> node01 node02 node03; [a:c] letters; [1:9:4] a stride; several ranges multiply."""
-    found = RANGE.search(pattern)
-    if found is None:
-        return [pattern]
-    head, tail = pattern[:found.start()], pattern[found.end():]
-    bounds = found.group(1).split(":")
+def expand(pattern: str, number: int, most: int = MAX_RANGE_HOSTS) -> list[str]:
+    """node[01:03] -> node01 node02 node03; [a:c] letters; [1:9:4] a stride; several ranges multiply. IniError
+    where they would make more than `most` hosts, counted before any is made."""
+    parts = [_range(match.group(1), number) for match in RANGE.finditer(pattern)]
+    count = math.prod(count for count, _ in parts)
+    if count > most:
+        said = "" if most == MAX_RANGE_HOSTS else f", and this file's ranges above name {MAX_RANGE_HOSTS - most:,}"
+        raise IniError(number, f"{pattern!r} expands to {count:,} hosts{said}: more than {MAX_RANGE_HOSTS:,} "
+                       "(provision's limit)", "check the range's bounds: node[001:128] is 128 hosts")
+    if count == 0:  # an empty range: the others are not made either
+        return []
+    texts = RANGE.split(pattern)[::2]  # the text around the ranges: one more than the ranges
+    return ["".join(itertools.chain.from_iterable(zip(texts, (*middles, ""))))
+            for middles in itertools.product(*(middles for _, middles in parts))]
+
+
+def _range(inside: str, number: int) -> tuple[int, Iterable[str]]:
+    """How many middles one range stands for, and the middles, made only when asked for."""
+    bounds = inside.split(":")
     if len(bounds) not in (2, 3):
-        raise IniError(number, f"a host range is [BEGIN:END] or [BEGIN:END:STEP], found [{found.group(1)}]")
+        raise IniError(number, f"a host range is [BEGIN:END] or [BEGIN:END:STEP], found [{inside}]")
     begin, end = bounds[0] or "0", bounds[1]
     step = bounds[2] if len(bounds) == 3 else "1"
     if not end:
-        raise IniError(number, f"a host range needs its end: [{found.group(1)}]")
-    if not step.isdigit() or int(step) < 1:
-        raise IniError(number, f"a host range's step is a whole number > 0, found {step!r}")
-    if begin in string.ascii_letters and end in string.ascii_letters:
-        first, last = string.ascii_letters.index(begin), string.ascii_letters.index(end)
-        if first > last:
-            raise IniError(number, f"a host range runs from low to high, found [{found.group(1)}]")
-        middles = list(string.ascii_letters[first:last + 1:int(step)])
-    elif begin.isdigit() and end.isdigit():
-        width = len(begin) if begin.startswith("0") and len(begin) > 1 else 0
-        if width and len(end) != width:
-            raise IniError(number, f"a zero-padded range has the same width at both ends, found [{found.group(1)}]")
-        middles = [str(i).zfill(width) for i in range(int(begin), int(end) + 1, int(step))]
-    else:
-        raise IniError(number, f"a host range is of numbers or of single letters, found [{found.group(1)}]")
-    return [host for middle in middles for host in expand(head + middle + tail, number)]
+        raise IniError(number, f"a host range needs its end: [{inside}]")
+    try:
+        if not step.isdigit() or int(step) < 1:
+            raise IniError(number, f"a host range's step is a whole number > 0, found {step!r}")
+        if begin in string.ascii_letters and end in string.ascii_letters:
+            first, last = string.ascii_letters.index(begin), string.ascii_letters.index(end)
+            if first > last:
+                raise IniError(number, f"a host range runs from low to high, found [{inside}]")
+            letters = string.ascii_letters[first:last + 1:int(step)]
+            return len(letters), letters
+        if begin.isdigit() and end.isdigit():
+            width = len(begin) if begin.startswith("0") and len(begin) > 1 else 0
+            if width and len(end) != width:
+                raise IniError(number, f"a zero-padded range has the same width at both ends, found [{inside}]")
+            low, high, stride = int(begin), int(end), int(step)
+            numbers = range(low, high + 1, stride)  # its len() is an overflow past 2**63: counted here
+            return max(0, (high - low) // stride + 1), (str(i).zfill(width) for i in numbers)
+    except IniError:
+        raise
+    except ValueError:  # int() of more than 4300 digits (sys.get_int_max_str_digits)
+        raise IniError(number, f"a host range's number has more than 4,300 digits: [{inside[:40]}...]") from None
+    raise IniError(number, f"a host range is of numbers or of single letters, found [{inside}]")
