@@ -29,6 +29,7 @@ ARGS_KEYS = ("ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_a
 # (Fabric's shorthand): only IPv6 addresses (2+ colons) have them.
 ADDRESS_PATTERN = r"^(?:[A-Za-z0-9_.][A-Za-z0-9_.-]*|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.-]+)?)$"
 USER_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$"
+NAME_LENGTHS = "a host name of at most 253 characters, 63 between dots (RFC 1035)"
 HOP = re.compile(r"(?:(?P<user>[^@]+)@)?(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:]+))(?::(?P<port>[0-9]+))?")
 
 SHORT_FLAGS = {"A": ("ForwardAgent", "yes"), "C": ("Compression", "yes")}  # flags without a value
@@ -133,10 +134,18 @@ def _hops(value: str) -> tuple[Hop, ...]:
     return tuple(_hop(text) for text in word.split(","))
 
 
+def is_address(text: str) -> bool:
+    """ADDRESS_PATTERN, and a name's lengths as DNS takes them (NAME_LENGTHS): a longer one would fail only when
+    it is looked up, mid-run ("label too long")."""
+    if not re.match(ADDRESS_PATTERN, text):
+        return False
+    return ":" in text or len(text.rstrip(".")) <= 253 and all(len(label) <= 63 for label in text.split("."))
+
+
 def _hop(text: str) -> Hop:
     match = HOP.fullmatch(text)
     host = (match["v6"] or match["host"]) if match else ""
-    if (not match or not re.match(ADDRESS_PATTERN, host) or (match["v6"] and host.count(":") < 2)
+    if (not match or not is_address(host) or (match["v6"] and host.count(":") < 2)
             or not re.match(USER_PATTERN, match["user"] or "_") or not _number(match["port"] or "22", 65535)):
         raise Refused(f"hop {text!r} is not [user@]host[:port] (a user name, a host name or address, IPv6 in [ ], "
                       "a port 1..65535)")

@@ -23,7 +23,6 @@ and host_vars/ files beside them. Rules (see inventories/README.md):
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -33,8 +32,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from provision.capabilities.host import BLOCKS, HostSettings, parse_host_settings
 from provision.core import cluster as clusters
 from provision.core.errors import InputError, Problem
-from provision.core.settings import Port, did_you_mean, setting, validation_problems
-from provision.core.sshargs import ADDRESS_PATTERN, ARGS_KEYS, USER_PATTERN, host_args, refusals
+from provision.core.settings import Port, did_you_mean, refuse, setting, validation_problems
+from provision.core.sshargs import (ADDRESS_PATTERN, ARGS_KEYS, NAME_LENGTHS, USER_PATTERN, host_args,
+                                    is_address, refusals)
 from provision.inventory.model import Document, Group, Host, Inventory
 from provision.inventory.templating import HostContext, RenderError, is_templated, render, without_templates
 
@@ -144,6 +144,14 @@ class ConnectionVars(BaseModel):
     become_user: Literal["root"] | None = setting(None, "root: provision's setters run as root")
     become_method: Literal["sudo"] | None = setting(None, "sudo: the one way provision becomes root")
 
+    @field_validator("host")
+    @classmethod
+    def _name_lengths(cls, value: str | None) -> str | None:
+        if value is not None and not is_address(value):  # the pattern holds: its lengths do not
+            raise refuse(f"got {value[:40]!r}... ({len(value)} characters): not {NAME_LENGTHS}",
+                         "is this the address meant? a template that made it?")
+        return value
+
     @field_validator("port", mode="before")
     @classmethod
     def _port_as_text(cls, value: Any) -> Any:
@@ -212,7 +220,8 @@ class Builder:
         self.foreign_vars: dict[Level, dict] = {}  # other roles' variables, for templates that name them
         self.extra: list[Level] = []  # -e/--extra-vars: above everything else
         self.templated: set[Level] = set()  # levels with a Jinja template in a value provision reads
-        self.validated: dict[Any, HostSettings | None] = {}  # settings_of(): the blocks, _frozen -> their settings
+        self.validated: dict[Any, HostSettings | None] = {}  # settings_of(): the blocks' key -> their settings
+        self.value_keys = ValueKeys()
         self.members: dict[str, set[str]] = {}  # group -> its hosts, as Group.hosts (a list: the order written)
 
     def problem(self, where: str, key: str, message: str, hint: str = "") -> None:
@@ -586,8 +595,7 @@ class Builder:
                 hosts[name] = host
                 continue
             named_well = name.isprintable() and not BAD_NAME_CHARS.intersection(name)  # else check_names said so
-            if host.connection == "ssh" and "host" not in variables and named_well and not re.match(ADDRESS_PATTERN,
-                                                                                                    name):
+            if host.connection == "ssh" and "host" not in variables and named_well and not is_address(name):
                 self.problem(where_host(name), "host", f"the name {name!r} is the address (no ansible_host), and "
                              "it is not a host name or IP address", "set ansible_host, or rename the host")
             target = (str(host.address), str(host.port or 22))  # str: unchecked values may be unhashable
@@ -601,7 +609,7 @@ class Builder:
     def settings_of(self, blocks: dict, where: str) -> HostSettings | None:
         """A host's validated settings; hosts of one rack mostly share them, so one validation serves all
         (HostSettings is only ever copied, never changed in place)."""
-        key = _frozen(blocks)
+        key = self.value_keys.key(blocks)
         if key in self.validated:
             return self.validated[key]
         settings, problems = parse_host_settings(blocks, self.file, where)
@@ -685,13 +693,29 @@ def _host(name: str, groups: list[str], variables: dict, settings: HostSettings,
                 identity_file=identity if isinstance(identity, str) else None, ssh_args=ssh_args)
 
 
-def _frozen(value: Any) -> Any:
-    """A value as a key: equal only for equal values of the same types (1, True and "1" stay apart)."""
-    if isinstance(value, dict):
-        return tuple(sorted(((type(k).__name__, repr(k)), _frozen(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return ("list", tuple(_frozen(v) for v in value))
-    return (type(value).__name__, repr(value))
+class ValueKeys:
+    """Values as keys: equal only for equal values of the same types (1, True and "1" stay apart). A mapping or
+    list is a number, the same for every equal one, worked out once per object: YAML's aliases give many hosts
+    one object (a 4 KB file can hold a block of a million values), and each host would otherwise walk all of it.
+    The values must not change while their keys are in use (one build)."""
+
+    def __init__(self) -> None:
+        self.known: dict[int, tuple[Any, int]] = {}  # id -> (the object, kept alive so its id is not reused; its key)
+        self.numbers: dict[tuple, int] = {}
+
+    def key(self, value: Any) -> Any:
+        if not isinstance(value, (dict, list)):
+            return (type(value).__name__, repr(value))
+        known = self.known.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        if isinstance(value, dict):
+            shape: tuple = ("dict", tuple(sorted(((type(k).__name__, repr(k)), self.key(v)) for k, v in value.items())))
+        else:
+            shape = ("list", tuple(self.key(v) for v in value))
+        number = self.numbers.setdefault(shape, len(self.numbers))
+        self.known[id(value)] = (value, number)
+        return number
 
 
 def origins_text(level_vars: dict[Level, dict], levels: list[Level]) -> dict[str, str]:

@@ -102,6 +102,9 @@ CASES = [
                       "    e: \"{{ d ~ d ~ d ~ d ~ d ~ d ~ d ~ d ~ d ~ d }}\"\n"
                       "  hosts:\n    n1: {ansible_host: '{{ e ~ e }}', ansible_port: PORT}\n"},
          ("inv.yaml", "n1")),
+    Case("an address longer than DNS takes", ["apply", "ROOT/inv.yaml", "--check"],
+         {"inv.yaml": "all:\n  hosts:\n    n1: {ansible_host: '" + "a" * 300 + "', ansible_port: PORT}\n"},
+         ("inv.yaml", "253 characters")),
     # Files the run would write, and files it would read.
     Case("a run log in a directory that cannot exist", ["apply", "ROOT/inv.yaml", "--check", "--log", "/proc/nope/x"],
          {"inv.yaml": HOSTS}, ("--log", "/proc/nope/x")),
