@@ -7,12 +7,11 @@ One JSON file per host under $XDG_STATE_HOME/provision/active/ (default ~/.local
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from provision.core.localfiles import write_atomically
 from provision.core.runlog import state_home
 
 
@@ -41,14 +40,7 @@ def record(host: str, rates: dict[str, float]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     body = json.dumps({"host": host, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        "gpus": rates}, indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(body)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, body.encode(), mode=0o600)
 
 
 def rates(load: dict) -> dict[str, float]:
