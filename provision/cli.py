@@ -19,8 +19,8 @@ from provision.commands.run import Target, connector
 from provision.commands.via_slurm import apply_arguments, verify_arguments
 from provision.commands.run import default_sources, select_hosts as target_hosts
 from provision.core.connection import SSHOptions
-from provision.core.errors import InputError, ProvisionError
-from provision.core.localfiles import check_writable
+from provision.core.errors import InputError, Problem, ProvisionError
+from provision.core.localfiles import check_writable, not_a_file
 from provision.core.resources import playbook_path, templates_dir
 from provision.core.results import EXIT_BAD_INPUT, EXIT_NOT_WRITTEN, EXIT_STOPPED_BASE, exit_code, to_json
 from provision.core.run import RunOptions
@@ -81,6 +81,15 @@ def output_file(option: str, default: Callable[[], Path] | None = None, **how):
     return check
 
 
+def key_file(ctx, param, value):
+    """--identity: a regular file (a FIFO would block the connection that reads it, a device never end)."""
+    mode = os.stat(value).st_mode if value is not None else None
+    if kind := not_a_file(mode):
+        raise InputError([Problem("command line", "", "--identity", f"{value!r} is {kind}, not a file",
+                                  "name the SSH private key file itself")])
+    return value
+
+
 def ssh_config_file(ctx, param, value):
     """--ssh-config: read as it is parsed (core/sshargs.py); a file that is no ssh_config is bad input."""
     if value is not None and (problem := ssh_config_problem(value, "command line", "", "--ssh-config")):
@@ -121,6 +130,7 @@ def inventory_options(func):
         click.option("--connect-timeout", type=click.FloatRange(1, 600), default=10, show_default=True,
                      help="Seconds to wait for an SSH connection."),
         click.option("--identity", "--private-key", "identity_file", type=click.Path(exists=True, dir_okay=False),
+                     callback=key_file,
                      help="SSH private key file."),
     ]
     for option in reversed(options):
@@ -143,6 +153,7 @@ def adhoc_options(func):
                      help="An ssh_config file for every host, instead of the inventory's ssh_config or ~/.ssh/config."),
         click.option("--accept-new-host-keys", is_flag=True, help="Trust and record unknown SSH host keys."),
         click.option("--identity", "--private-key", "identity_file", type=click.Path(exists=True, dir_okay=False),
+                     callback=key_file,
                      help="SSH private key file."),
         click.option("-K", "--ask-sudo-pass", is_flag=True, help="Ask once for the sudo password."),
     ]

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from provision.capabilities.host import BLOCKS, HostSettings, parse_host_settings
 from provision.core import cluster as clusters
 from provision.core.errors import InputError, Problem
+from provision.core.localfiles import not_a_file
 from provision.core.settings import Port, did_you_mean, refuse, setting, validation_problems
 from provision.core.sshargs import (ADDRESS_PATTERN, ARGS_KEYS, NAME_LENGTHS, USER_PATTERN, host_args,
                                     is_address, refusals)
@@ -504,7 +505,9 @@ class Builder:
                          f"give the path of {what}, or remove the key")
         else:
             try:
-                missing = "" if found.is_file() else "no such file"
+                missing = "" if found.is_file() else not_a_file(found.stat().st_mode)
+            except FileNotFoundError:
+                missing = "no such file"
             except OSError as exc:  # a name longer than the file system takes, ...: not a file either
                 missing = exc.strerror or str(exc)
             if missing:

@@ -119,6 +119,11 @@ CASES = [
          {"inv.yaml": HOSTS + "  vars: {ssh_config: ROOT/shadow}\n",
           "shadow": "root:$6$SECRETHASH$abc:19000:0:99999:7:::\n"},
          ("ssh_config", "shadow"), ("SECRETHASH",)),
+    Case("a FIFO as the SSH key", ["apply", "ROOT/inv.yaml", "--check", "--identity", "ROOT/key"],
+         {"inv.yaml": HOSTS, "key": "fifo"}, ("--identity", "a FIFO")),
+    Case("a FIFO as the inventory's SSH key", ["apply", "ROOT/inv.yaml", "--check"],
+         {"inv.yaml": HOSTS + "  vars: {ansible_ssh_private_key_file: ROOT/key}\n", "key": "fifo"},
+         ("identity_file", "a FIFO")),
     # A lookalike letter is named, not only the near name.
     Case("a Cyrillic letter in a setting's name", ["apply", "ROOT/inv.yaml", "--check"],
          {"inv.yaml": HOSTS + "  vars: {gpu: {power_lim\u0456t: 200}}\n"}, ("power_limit", "U+0456")),
