@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Mapping
 
 from provision.core.errors import InputError, Problem
-from provision.inventory.files import read_text
+from provision.core.localfiles import read_text
 
 DEFAULT_INVENTORY = "/etc/ansible/hosts"  # Ansible's, when neither -i nor the configuration names one
 # (section, key, environment variable, the inventory variable it stands for)

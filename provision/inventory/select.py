@@ -38,8 +38,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from provision.core.errors import InputError, Problem
+from provision.core.localfiles import read_text
 from provision.core.settings import did_you_mean
-from provision.inventory.files import read_text
 
 if TYPE_CHECKING:
     from provision.inventory.model import Host, Inventory

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from provision.core.errors import InputError, Problem
-from provision.inventory.files import read_text
+from provision.core.localfiles import read_text
 from provision.inventory.formats import ini as ini_format
 from provision.inventory.formats import script as script_format
 from provision.inventory.formats import yaml as yaml_format

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from provision.core import localfiles
 from provision.core.errors import InputError
-from provision.inventory import files
 from provision.inventory.ansiblecfg import read_config
 from provision.inventory.formats import script
 from provision.inventory.load import load_inventory
@@ -159,7 +159,7 @@ def test_a_file_past_the_size_limit_is_refused_before_it_is_read(tmp_path, name)
     big = tmp_path / "inv" / name
     big.parent.mkdir(parents=True, exist_ok=True)
     with open(big, "ab") as fh:
-        fh.truncate(files.MAX_FILE_BYTES + 1)  # sparse: 64 MiB of holes, written in no time
+        fh.truncate(localfiles.MAX_FILE_BYTES + 1)  # sparse: 64 MiB of holes, written in no time
     said = "is larger than 64 MiB (provision's limit for "
     if name == "limit.retry":
         loaded = load_inventory(inventory)

@@ -10,13 +10,15 @@ import grp
 import os
 import shutil
 import subprocess
+import time
 from types import SimpleNamespace
 
 import pytest
 from test_inventory_fuzz import no_host_contacted, run_cli
 
 from provision.capabilities.host import HostFacts, HostSettings
-from provision.capabilities.system.files import MAX_TEMPLATE_BYTES, TemplateFile
+from provision.capabilities.system import files
+from provision.capabilities.system.files import MAX_FILE_STEPS, MAX_TEMPLATE_BYTES, TemplateFile, render
 from provision.commands.playbook import load_playbook
 from provision.core import remote
 from provision.core.errors import InputError
@@ -103,13 +105,32 @@ def test_a_fifo_is_refused_as_one_without_opening_it(tmp_path):
     directory = folder(tmp_path)
     os.mkfifo(directory / "nccl.conf.j2")  # opened, it would wait for a writer for ever
     said = refusals(tmp_path, directory, "nccl.conf.j2")
-    assert len(said) == 1 and "is a FIFO, not a regular file" in said[0]
+    assert len(said) == 1 and "is a FIFO, not a file: provision reads a template from a regular file" in said[0]
+
+
+def test_a_link_swapped_in_after_the_check_is_not_followed(tmp_path, monkeypatch):
+    """The bounded reader (core/localfiles.py) reads the real path template_file checked without following a link:
+    one put there since is refused as one, never read."""
+    directory = folder(tmp_path, **{"nccl.conf.j2": "ours\n"})
+    checked = files.template_file
+
+    def swapped(where: str, name: str) -> str:
+        real = checked(where, name)
+        os.unlink(real)
+        os.symlink(tmp_path / "secret", real)
+        return real
+
+    monkeypatch.setattr(files, "template_file", swapped)
+    with pytest.raises(files.TemplateRefused) as caught:
+        files.read_template(str(directory), "nccl.conf.j2")
+    assert "'nccl.conf.j2'" in str(caught.value) and "is a symbolic link, not a file" in str(caught.value)
+    assert "not-a-real-hash" not in str(caught.value)
 
 
 def test_a_huge_template_is_refused(tmp_path):
     directory = folder(tmp_path, **{"nccl.conf.j2": "x" * (MAX_TEMPLATE_BYTES + 1)})
     said = refusals(tmp_path, directory, "nccl.conf.j2")
-    assert len(said) == 1 and "is over 1024 KiB" in said[0]
+    assert len(said) == 1 and "is larger than 1 MiB (provision's limit for a template)" in said[0]
 
 
 # --- 2. rendered in jinja2's sandbox, with what it makes bounded --------------------------------------
@@ -142,19 +163,75 @@ def test_a_template_cannot_change_what_it_is_given(tmp_path):
     assert plan.changes == [] and "access to attribute 'add' of 'set' object is unsafe" in plan.problems[0]
 
 
+SPENT = f"takes more than {MAX_FILE_STEPS:,} steps to render (provision's limit)"
+NESTED = "{% for i in range(10**5) %}{% for j in range(10**5) %}{% endfor %}{% endfor %}"  # 10**10 turns
+
+
 @pytest.mark.parametrize("text, said", [
-    ("{{ 'x' * 20000000 }}", "a str of 1 times 20000000 is over"),
-    ("{{ [0] * 20000000 }}", "a list of 1 times 20000000 is over"),
+    ("{{ 'x' * 20000000 }}", "a str * 20000000 makes more than 1,000,000 characters or items (provision's limit)"),
+    ("{{ [0] * 20000000 }}", "a list * 20000000 makes more than 1,000,000 characters or items"),
     ("{% for i in range(20000) %}{{ 'y' * 1000 }}{% endfor %}", "renders over 16 MiB"),
     ("{{ range(200000)|length }}", "MAX_RANGE"),
-    ("{{ 2 ** 100000 }}", "2 ** 100000 is over 65536 bits"),
+    ("{{ 2 ** 100000 }}", "2 ** 100000 makes a number of more than 100,000 bits (provision's limit)"),
     ("{{ 1 / 0 }}", "ZeroDivisionError: division by zero"),
+    # The sandbox the inventory uses (core/sandbox.py), here too: sizes known beforehand, refused before they are made
+    ("{{ 'x' | center(10**9) }}", "center(1000000000) makes more than 1,000,000 characters or items"),
+    ("{{ 'x'.ljust(10**9) }}", "ljust(1000000000) makes more than 1,000,000"),
+    ("{{ '%0999999999d' % 1 }}", "% asks for a field 999,999,999 characters wide"),
+    ("{{ '{:999999999}'.format(1) }}", "format asks for a field 999,999,999 characters wide"),
+    ("{{ ('a' * 999999) ~ ('b' * 999999) }}", "~ makes more than 1,000,000 characters or items"),
+    ("{{ 10 ** 5 * 7 ** 40000 }}", "7 ** 40000 makes a number of more than 100,000 bits"),
+    ("{{ lipsum(10**9) }}", "'lipsum' is undefined"),
+    # ... a block's, a macro's output: at most MAX_CHARS, as it is made
+    ("{% set s %}{% for i in range(20000) %}{{ 'y' * 100 }}{% endfor %}{% endset %}{{ s|length }}",
+     "the output makes more than 1,000,000 characters or items"),
+    ("{% macro m() %}{% for i in range(20000) %}{{ 'y' * 100 }}{% endfor %}{% endmacro %}{{ m()|length }}",
+     "the output makes more than 1,000,000 characters or items"),
+    # ... and steps: loops in loops, a filter walking a range in them, a recursive loop's turns
+    (NESTED, SPENT),
+    ("{% for i in range(10**5) %}{% for j in range(10**5) %}{{ range(10**5)|sum }}{% endfor %}{% endfor %}", SPENT),
+    ("{% for i in range(10) recursive %}{% if loop.depth < 9 %}{{ loop(range(10)) }}{% endif %}{% endfor %}", SPENT),
+    ("{% set s = 'x' * 999999 %}{% for i in range(10**5) %}{% for j in range(10**5) %}{{ s.count('y') }}"
+     "{% endfor %}{% endfor %}", SPENT),
 ])
 def test_what_a_template_makes_is_bounded_and_its_errors_are_problems(tmp_path, text, said):
     directory = folder(tmp_path, **{"big.j2": text})
     plan = planned(directory, "big.j2")
     assert plan.changes == [] and len(plan.problems) == 1 and plan.problems[0].startswith("template big.j2: ")
     assert said in plan.problems[0], plan.problems
+    if "provision's limit" in said:  # the bound's hint, not the sandbox's (no Python internal was asked for)
+        assert plan.problems[0].endswith("(hint: provision bounds what a template makes and how long it takes: is a "
+                                         "loop running away?)"), plan.problems
+
+
+@pytest.mark.parametrize("text", [NESTED, "{{ 'x' | center(10**9) }}"])
+def test_a_template_asking_for_ever_or_for_gigabytes_is_refused_quickly(tmp_path, text):
+    """Before the file templates rendered in the inventory's sandbox, the first ran 10**10 turns (hours) and the
+    second made a gigabyte; now: a plan problem naming the template, in seconds (about 2 s, and 0, here)."""
+    directory = folder(tmp_path, **{"big.j2": text})
+    start = time.monotonic()
+    plan = planned(directory, "big.j2")
+    assert time.monotonic() - start < 20
+    assert len(plan.problems) == 1 and plan.problems[0].startswith("template big.j2: ") and "provision's limit" in \
+        plan.problems[0]
+
+
+def test_a_big_clusters_files_render_within_the_step_budget():
+    """The shipped slurm.conf and gres.conf of a cluster of 5,000 nodes of 8 GPUs, each one file: well within
+    MAX_FILE_STEPS (gres.conf, the costlier, takes 980,000 of its 5,000,000)."""
+    names = [f"gpu-{i:05d}" for i in range(5000)]
+    nodes = [{"name": n, "address": f"10.0.{i >> 8}.{i & 255}", "cpus": 224, "boards": 1, "sockets": 2,
+              "cores_per_socket": 56, "threads_per_core": 2, "real_memory": 2_000_000, "gres": "gpu:h100:8"}
+             for i, n in enumerate(names)]
+    slurm = render(templates_dir(), "slurm.conf.j2", {
+        "cluster_name": "big", "controller": SimpleNamespace(name="head", address="10.1.0.1"), "health_check": None,
+        "nodes": nodes, "partitions": [{"name": "gpu", "nodes": names, "default": True}]})
+    assert slurm.count("\nNodeName=") == 5000 and f"Nodes={','.join(names)} Default=YES" in slurm
+    gres = render(templates_dir(), "gres.conf.j2", {
+        "cluster_name": "big", "autodetect_nvidia": False, "gres_autodetect": None,
+        "gres_nodes": [{"name": n, "autodetect": None, "gpus": [{"type": "h100", "count": 1, "file": f"/dev/nvidia{g}",
+                                                                  "cores": "0-55"} for g in range(8)]} for n in names]})
+    assert gres.count("\nNodeName=") == 40000
 
 
 # --- 3. a backup is owner-only --------------------------------------------------------------------------

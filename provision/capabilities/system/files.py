@@ -1,8 +1,10 @@
 """A file rendered from a jinja2 template and written atomically, with mode, owner and a backup.
 
 Templates may come from the user (--templates DIR), so they are confined: each is read only from inside its
-directory's real path (a symlink out of it is refused), only as a regular file of bounded size, and rendered in
-jinja2's immutable sandbox (no Python internals, no changes to shared values), with what it produces bounded."""
+directory's real path (a symlink out of it is refused), only as a regular file of at most MAX_TEMPLATE_BYTES
+(through the one bounded reader, core/localfiles.py), and rendered in provision's one sandbox (core/sandbox.py:
+no Python internals, no changes to shared values, what each operator, filter, call and block makes bounded, loops
+counted), in at most MAX_FILE_STEPS steps, to a file of at most MAX_RENDERED characters."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ import difflib
 import functools
 import os
 import shlex
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,14 +19,21 @@ import jinja2
 import jinja2.meta
 from jinja2 import nodes
 from jinja2.loaders import split_template_path
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from provision.core.errors import Problem
+from provision.core.errors import InputError, Problem
+from provision.core.localfiles import read_text
 from provision.core.plan import Change, FileWrite, Item, OK, Plan, Task
+from provision.core.sandbox import BoundedSandbox, Refused, budget
 
 MAX_TEMPLATE_BYTES = 1 << 20  # a template's own size (the shipped ones are under 6 KiB)
-MAX_RENDERED = 16 << 20  # characters one file may render to, and any string or list an operator makes on the way
-MAX_POWER_BITS = 1 << 16  # an integer ** that makes more bits than this is refused before Python computes it
+MAX_RENDERED = 16 << 20  # characters one file may render to (each value on the way: the sandbox's MAX_CHARS)
+# Steps (core/sandbox.py) one file's render may take: the shipped gres.conf.j2 takes 3,920,000 for 20,000 nodes of 8
+# GPUs (a loop's turn a step for each operation of its body: 20 a GPU), slurm.conf.j2 460,000 for 20,000 nodes.
+# 5,000,000 steps of the costliest kind found (sandboxed attribute reads) are about 7 s on 2 busy cores; of empty
+# loops, 2 s.
+MAX_FILE_STEPS = 5_000_000
+FILE_SPENT = f"takes more than {MAX_FILE_STEPS:,} steps to render (provision's limit)"
+BOUNDED_HINT = "provision bounds what a template makes and how long it takes: is a loop running away?"
 UNSAFE_HINT = ("templates run in jinja2's sandbox: they read host, settings and facts, never a Python internal, "
                "a name starting with __")
 
@@ -41,7 +49,7 @@ class TemplateRefused(jinja2.exceptions.SecurityError):
 
 def template_file(directory: str, name: str) -> str:
     """The real path of template `name` in `directory`, refused (TemplateRefused) where it resolves outside the
-    directory's real path (a symlink to /etc/shadow), or is not a regular file; TemplateNotFound where absent."""
+    directory's real path (a symlink to /etc/shadow); TemplateNotFound where absent."""
     pieces = split_template_path(name)  # refuses ".." (TemplateNotFound), as jinja's own loader does
     root = os.path.realpath(directory)
     real = os.path.realpath(os.path.join(directory, *pieces))
@@ -49,45 +57,24 @@ def template_file(directory: str, name: str) -> str:
         raise TemplateRefused(f"template {name!r} resolves to {real}, outside the templates directory {root}",
                               "a template must be a file inside --templates DIR; copy it in instead of linking out")
     try:
-        mode = os.stat(real).st_mode
+        os.stat(real)  # its kind: read_template's reader judges it
     except FileNotFoundError:
         raise jinja2.TemplateNotFound(name, f"template {name!r} not found in {directory}") from None
     except OSError as exc:  # a link loop, a folder we may not enter
         raise TemplateRefused(f"template {name!r} ({real}) cannot be read: {exc.strerror}") from None
-    if not stat.S_ISREG(mode):
-        raise TemplateRefused(f"template {name!r} ({real}) is {_kind(mode)}, not a regular file",
-                              "a template is a text file")
     return real
 
 
-def _kind(mode: int) -> str:
-    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
-            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else
-            "a special file")
-
-
 def read_template(directory: str, name: str) -> tuple[str, str]:
-    """(text, real path) of a template checked by template_file. Opened without blocking and without following a
-    link swapped in since the check, then judged on the open file: regular, at most MAX_TEMPLATE_BYTES, UTF-8."""
+    """(text, real path) of a template checked by template_file, read by the one bounded reader (core/localfiles.py:
+    judged by its kind before it is opened and again once open, opened without blocking, at most
+    MAX_TEMPLATE_BYTES, UTF-8), without following a link swapped in since the check."""
     real = template_file(directory, name)
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError as exc:
-        raise TemplateRefused(f"template {name!r} ({real}) cannot be read: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise TemplateRefused(f"template {name!r} ({real}) is {_kind(info.st_mode)}, not a regular file",
-                                  "a template is a text file")
-        data = file.read(MAX_TEMPLATE_BYTES + 1)
-    if len(data) > MAX_TEMPLATE_BYTES:
-        raise TemplateRefused(f"template {name!r} ({real}) is over {MAX_TEMPLATE_BYTES >> 10} KiB",
-                              "is this the right file? a template is a short text")
-    try:
-        return data.decode("utf-8"), real
-    except UnicodeDecodeError as exc:
-        raise TemplateRefused(f"template {name!r} ({real}) is not UTF-8 text (byte {exc.start})",
-                              "a template is a UTF-8 text file") from None
+        return read_text(real, "template", MAX_TEMPLATE_BYTES, follow=False), real
+    except InputError as exc:
+        problem = exc.problems[0]
+        raise TemplateRefused(f"template {name!r} ({real}): {problem.message}", problem.hint) from None
 
 
 class ConfinedLoader(jinja2.FileSystemLoader):
@@ -107,32 +94,15 @@ class ConfinedLoader(jinja2.FileSystemLoader):
         return text, real, uptodate
 
 
-class TemplateSandbox(ImmutableSandboxedEnvironment):
-    """The sandbox, with the operators that can make a huge value from a short expression ('x' * 10**10,
-    9**9**9) refused before they run; range() is already capped by the sandbox (MAX_RANGE)."""
-
-    intercepted_binops = frozenset({"*", "**", "+"})
-
-    def call_binop(self, context, operator, left, right):
-        if operator == "**" and _integer(left) and _integer(right) and right > 0 and abs(left) > 1:
-            if (abs(left).bit_length() - 1) * right > MAX_POWER_BITS:
-                raise TemplateRefused(f"{left} ** {right} is over {MAX_POWER_BITS} bits")
-        elif operator == "*" and (_sized(left) and _integer(right) or _sized(right) and _integer(left)):
-            sized, times = (left, right) if _sized(left) else (right, left)
-            if len(sized) * times > MAX_RENDERED:
-                raise TemplateRefused(f"a {type(sized).__name__} of {len(sized)} times {times} is over "
-                                      f"{MAX_RENDERED} items")
-        elif operator == "+" and _sized(left) and _sized(right) and len(left) + len(right) > MAX_RENDERED:
-            raise TemplateRefused(f"a {type(left).__name__} of {len(left) + len(right)} items is over {MAX_RENDERED}")
-        return super().call_binop(context, operator, left, right)
+def _shquote(value: object) -> str:
+    """A value in a shell script: one word."""
+    return shlex.quote(str(value))
 
 
-def _integer(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+class TemplateSandbox(BoundedSandbox):
+    """The one sandbox (core/sandbox.py), plain text, with the shquote filter (guarded as Jinja's are)."""
 
-
-def _sized(value) -> bool:
-    return isinstance(value, (str, bytes, list, tuple))
+    own_filters = {"shquote": _shquote}
 
 
 # What a template's own code may raise on bad values ({{ 1/0 }}, a huge float): its error, not provision's.
@@ -140,16 +110,19 @@ RENDER_ERRORS = (ArithmeticError, TypeError, ValueError, LookupError, RecursionE
 
 
 def render(templates: Path, src: str, context: dict) -> str:
-    """The template rendered; any failure of the template's is a jinja2.TemplateError, output over MAX_RENDERED
-    included (checked as it is produced, so a template that loops writing never fills the control machine)."""
+    """The template rendered; any failure of the template's is a jinja2.TemplateError, a bound passed included:
+    output over MAX_RENDERED (checked as it is produced, so a template that loops writing never fills the control
+    machine), more than MAX_FILE_STEPS steps, or what the sandbox refuses (a TemplateRefused saying which)."""
     parts, size = [], 0
     try:
-        stream = _environment(str(templates)).get_template(src).generate(**context)
-        for part in stream:
-            size += len(part)
-            if size > MAX_RENDERED:
-                raise TemplateRefused(f"renders over {MAX_RENDERED >> 20} MiB", "is a loop running away?")
-            parts.append(part)
+        with budget(MAX_FILE_STEPS, FILE_SPENT):
+            for part in _environment(str(templates)).get_template(src).generate(**context):
+                size += len(part)
+                if size > MAX_RENDERED:
+                    raise TemplateRefused(f"renders over {MAX_RENDERED >> 20} MiB", "is a loop running away?")
+                parts.append(part)
+    except Refused as exc:
+        raise TemplateRefused(str(exc), BOUNDED_HINT) from None
     except jinja2.TemplateError:
         raise
     except RENDER_ERRORS as exc:  # TemplateNotFound is a LookupError too: kept as itself, above
@@ -169,15 +142,13 @@ def template_error(src: str, exc: jinja2.TemplateError) -> str:
 def _environment(templates: str) -> jinja2.Environment:
     """One environment per templates directory, so each template is compiled once per run, not once per host
     and task (jinja caches compiled templates per environment, and checks the file's mtime before reusing one)."""
-    env = TemplateSandbox(
+    return TemplateSandbox(
         loader=ConfinedLoader(templates),
         undefined=jinja2.StrictUndefined,  # a missing variable is an error, not an empty string
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["shquote"] = lambda value: shlex.quote(str(value))  # a value in a shell script: one word
-    return env
 
 
 def template_problems(templates: Path, name: str) -> list[tuple[str, str]]:

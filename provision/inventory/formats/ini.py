@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from provision.core.errors import InputError, Problem
-from provision.inventory.files import read_text
+from provision.core.localfiles import read_text
 
 SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:[#;].*)?$")
 HOST_AND_PORT = re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])+)(?::(\d+))?$")  # a range's colons are inside brackets

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.core.errors import InputError, Problem
-from provision.inventory.files import MAX_FILE_BYTES, read_bytes, size_words
+from provision.core.localfiles import MAX_FILE_BYTES, read_bytes, size_words
 
 TIMEOUT = 120.0  # a script that asks a cloud API may be slow; one that hangs must not hang the run
 AFTER_EXIT = 1.0  # seconds its output may still come once the script has exited (a pipe drains in far less)

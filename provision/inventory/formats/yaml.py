@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 
 from provision.core.errors import InputError, Problem
+from provision.core.localfiles import read_text
 from provision.inventory.build import Vaulted, where_group
-from provision.inventory.files import read_text
 
 
 MERGE_TAG = "tag:yaml.org,2002:merge"  # `<<: *anchor`
