@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from provision.core.errors import InputError, Problem
+from provision.core.localfiles import read_text
+from provision.inventory.formats import yaml as yaml_format
 from provision.capabilities.host import BLOCKS
 from provision.core.settings import did_you_mean
 from provision.capabilities.registry import TASK_TYPES
@@ -26,15 +26,7 @@ from provision.core.plan import Task
 
 def load_playbook(path: Path, templates: Path) -> list[Task]:
     file = str(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError([Problem(file, "", "", f"cannot read playbook: {exc.strerror}")]) from None
-    except UnicodeDecodeError as exc:
-        raise InputError([Problem(file, "", "", f"not a text file: byte {exc.start} is not UTF-8",
-                                  "a playbook is a YAML text file; is this the right path?")]) from None
-    except yaml.YAMLError as exc:
-        raise InputError([Problem(file, "", "", f"invalid YAML: {exc}")]) from None
+    data = yaml_format.parse(read_text(path, "playbook"), file)  # read and parsed as bounded as an inventory
     entries = data.get("tasks") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise InputError([Problem(file, "", "tasks", "a playbook is a mapping with a 'tasks' list")])

@@ -124,6 +124,10 @@ CASES = [
     Case("a FIFO as the inventory's SSH key", ["apply", "ROOT/inv.yaml", "--check"],
          {"inv.yaml": HOSTS + "  vars: {ansible_ssh_private_key_file: ROOT/key}\n", "key": "fifo"},
          ("identity_file", "a FIFO")),
+    Case("a billion laughs in a playbook", ["apply", "ROOT/inv.yaml", "--check", "--playbook", "ROOT/pb.yaml"],
+         {"inv.yaml": HOSTS, "pb.yaml": LAUGHS + "\ntasks: *j\n"}, ("pb.yaml",)),
+    Case("a FIFO as the playbook", ["verify", "ROOT/inv.yaml", "--playbook", "ROOT/pb.yaml"],
+         {"inv.yaml": HOSTS, "pb.yaml": "fifo"}, ("pb.yaml", "a FIFO")),
     # A lookalike letter is named, not only the near name.
     Case("a Cyrillic letter in a setting's name", ["apply", "ROOT/inv.yaml", "--check"],
          {"inv.yaml": HOSTS + "  vars: {gpu: {power_lim\u0456t: 200}}\n"}, ("power_limit", "U+0456")),
