@@ -48,7 +48,8 @@ def load_playbook(path: Path, templates: Path) -> list[Task]:
         task = cls(params, name=params.pop("name", None), tags=tags)
         task.templates = templates
         for key, name in task.template_names():  # found, inside the folder, readable, parsed, no internals
-            problems += [Problem(file, where, key, message, hint) for message, hint in template_problems(templates, name)]
+            problems += [Problem(file, where, key, message, hint)
+                         for message, hint in template_problems(templates, name)]
         problems += task.check_params(file)
         tasks.append(task)
     names = [t.name for t in tasks]

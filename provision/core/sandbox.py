@@ -9,10 +9,10 @@ or for ever):
   beforehand ('a' * 10**12, 'x'|center(10**9), '%0999999999d' % 1), and measured once made where it is not;
 - an integer ** or * makes at most MAX_INT_BITS bits;
 - time is counted in steps: each turn of a loop (a recursive one's too), and a step more for each operation its
-  body holds (which each turn runs: a name, an attribute, a test, a call...; not text or constants); each call, filter and operator; a step more for each
-  CHARS_PER_STEP characters (or items) made, for each CHARS_PER_STEP characters or ITEMS_PER_STEP items a filter or
-  a method is given (range(10**5)|sum: 10,001 steps), and for each value measured. Who renders says how many steps
-  it may take: `with budget(steps, said):` around the render (budgets nest, and every step is drawn from each one
+  body holds (which each turn runs: a name, an attribute, a test, a call...; not text or constants); each call,
+  filter and operator; a step more for each CHARS_PER_STEP characters (or items) made, for each CHARS_PER_STEP
+  characters or ITEMS_PER_STEP items a filter or a method is given (range(10**5)|sum: 10,001 steps), and for each
+  value measured. Who renders says how many steps it may take: `with budget(steps, said):` around the render (budgets nest, and every step is drawn from each one
   open: the inventory opens one for a whole load and one for each value; a file template, one for its render);
 - Jinja's lipsum() is left out (lipsum(10**9): paragraphs of Latin); range() is capped by Jinja's sandbox
   (MAX_RANGE, 100,000 items).
