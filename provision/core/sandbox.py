@@ -12,8 +12,9 @@ or for ever):
   body holds (which each turn runs: a name, an attribute, a test, a call...; not text or constants); each call,
   filter and operator; a step more for each CHARS_PER_STEP characters (or items) made, for each CHARS_PER_STEP
   characters or ITEMS_PER_STEP items a filter or a method is given (range(10**5)|sum: 10,001 steps), and for each
-  value measured. Who renders says how many steps it may take: `with budget(steps, said):` around the render (budgets nest, and every step is drawn from each one
-  open: the inventory opens one for a whole load and one for each value; a file template, one for its render);
+  value measured. Who renders says how many steps it may take: `with budget(steps, said):` around the render
+  (budgets nest, and every step is drawn from each one open: the inventory opens one for a whole load and one for
+  each value; a file template, one for its render);
 - Jinja's lipsum() is left out (lipsum(10**9): paragraphs of Latin); range() is capped by Jinja's sandbox
   (MAX_RANGE, 100,000 items).
 A bound passed raises Refused (a jinja2 SecurityError, so a TemplateError), saying which one and its value."""
