@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -21,6 +22,8 @@ from typing import Iterator
 
 import pytest
 import yaml
+
+from provision.core import hostlock
 
 pytestmark = pytest.mark.lab
 
@@ -182,14 +185,22 @@ def test_a_host_lost_mid_apply_is_unreachable_with_what_it_changed_and_a_plain_r
 def test_ctrl_c_with_forks_1_changes_no_later_host_and_reports_what_never_started(basement, moved, tmp_path):
     log = tmp_path / "runs.jsonl"
     before = limits(basement)
-    proc = start_apply(basement, moved, log, "--forks", "1")
-    wait_for_task(log, V100, "torchrun-launcher")  # the first host's last task: it is applied
-    proc.send_signal(signal.SIGINT)
-    code, result, err = finish(proc)
+    # Another run holds the next host: the signal comes while this run waits for it, never in the instant
+    # between the first host's end and the next host's first batch (a race the test would lose on a busy CI).
+    other = hostlock.Owner("provision apply by ops@elsewhere pid 77 since 2026-11-26T00:00:00Z", "0a0a0a0a0a0a",
+                           "another-machine", "another-boot", 77, "999")
+    assert basement.ssh(BLADES[0], shlex.join(hostlock.take_argv(other))).returncode == 0
+    try:
+        proc = start_apply(basement, moved, log, "--forks", "1", "--lock-wait", "120")
+        wait_for_task(log, V100, "torchrun-launcher")  # the first host's last task: it is applied
+        time.sleep(1)  # the next host read and waiting for its lock
+        proc.send_signal(signal.SIGINT)
+        code, result, err = finish(proc)
+    finally:
+        basement.ssh(BLADES[0], shlex.join(hostlock.release_argv(other)))
     assert code == 130 and result["stopped_by"] == "SIGINT", err
     got = hosts(result)
     assert got[V100]["status"] == "changed" and got[V100]["counts"]["not started"] == 0
-    # The next host may have been taken (locked, read) as the signal came; it started no task.
     assert all(got[node]["status"] == "not started" and got[node]["tasks"] == [] for node in ORDER[1:]), got
     now = limits(basement)
     assert set(now[V100]) == {190.0}
