@@ -122,8 +122,9 @@ def reboot(node, lab_dir):
 @click.option("--nic", help="NIC for nic-down and nic-slow.  [default: the node's first fabric NIC]")
 @click.option("--link", type=int, help="NVLink link for the gpu-nvlink faults.  [default: 0]")
 @click.option("--port", help="RDMA port for the ib faults: HCA or HCA:PORT (mlx5_1).  [default: the node's first]")
+@click.option("--watts", type=click.IntRange(50, 20000), help="What the supplies give the GPUs, for psu-weak.  [default: 900]")
 @dir_option
-def fault(node, kind, gpu, nic, link, port, lab_dir):
+def fault(node, kind, gpu, nic, link, port, watts, lab_dir):
     """Inject a fault into NODE for a drill, or clear them all.
 
     \b
@@ -134,6 +135,10 @@ def fault(node, kind, gpu, nic, link, port, lab_dir):
                        nvidia-smi numbers the others again; it stays gone
                        across reboots until clear
       pcie-degraded    the GPU's PCIe link trains below its maximum
+      pcie-degraded-under-load
+                       the same only while a load runs (a riser that
+                       retrains down under heavy traffic): at rest at its
+                       maximum; until clear
       gpu-pcie-errors  PCIe AER corrected errors on the GPU's link in the
                        kernel log (a marginal riser)
       gpu-ecc          an uncorrectable ECC error (Xid 48, then 63): a page
@@ -169,10 +174,17 @@ def fault(node, kind, gpu, nic, link, port, lab_dir):
                        "Failure detected" (and the BMC logs it)
       fan-failed       FAN1 stops: 300 RPM, below its critical thresholds
                        (and the BMC logs it); clear also clears the BMC's log
+      psu-weak         the node's supplies give its GPUs --watts (900) from
+                       now on: under a load whose transients pass it, the
+                       GPU drawing most falls off the bus; across reboots
+                       until clear
       sshd-down        the node runs but refuses SSH (unreachable)
+      mgmt-down        the node's management cable is pulled: it runs on, but
+                       what is sent to it over SSH vanishes, with no answer,
+                       no FIN and no RST (a dead switch port); until clear
       clear            every fault above undone
     """
-    click.echo(f"{node}: {Lab(lab_dir).fault(node, kind, gpu, nic, link, port)}")
+    click.echo(f"{node}: {Lab(lab_dir).fault(node, kind, gpu, nic, link, port, watts)}")
 
 
 def _print_status(found: dict) -> None:

@@ -250,7 +250,7 @@ class Lab(LabDir):
         self.save(state)
 
     def fault(self, name: str, kind: str, gpu: int | None = None, nic: str | None = None,
-              link: int | None = None, port: str | None = None) -> str:
+              link: int | None = None, port: str | None = None, watts: int | None = None) -> str:
         """Inject a fault for a drill (or clear them all); what was done, in words."""
         require_host()
         with machine_lock():
@@ -260,7 +260,7 @@ class Lab(LabDir):
                 done = faults.clear(node, recorded)
                 recorded.clear()
             else:
-                done = faults.inject(node, kind, gpu, nic, link, port)
+                done = faults.inject(node, kind, gpu, nic, link, port, watts)
                 recorded.append(done)
             self.save(state)
             return done

@@ -8,14 +8,15 @@ import signal
 
 from provision.lab import bmc, netns, rdma
 from provision.lab.node import Node
-from provision.lab.system import LabError
+from provision.lab.system import LabError, run
 
 # The simulator's `fault GPU KIND` (KIND without "gpu-").
-GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "gpu-init-failed", "pcie-degraded", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
+GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "gpu-init-failed", "pcie-degraded", "pcie-degraded-under-load", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
               "gpu-pcie-errors", "gpu-nvlink-down", "gpu-nvlink-errors", "gpu-bad-riser")
 NVLINK_FAULTS = ("gpu-nvlink-down", "gpu-nvlink-errors")  # these name a link: --link L (default 0)
-FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", *rdma.RDMA_FAULTS, "peermem-unloaded", *bmc.FAULTS, "sshd-down",
-          "clear")  # ib-*: --port HCA
+FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", *rdma.RDMA_FAULTS, "peermem-unloaded", *bmc.FAULTS, "psu-weak",
+          "sshd-down", "mgmt-down", "clear")  # ib-*: --port HCA; psu-weak: --watts N
+WEAK_PSU_WATTS = 900  # psu-weak: what the V100 box's home-built supplies gave its four GPUs
 SLOW_NIC_MBPS = 1000  # nic-slow: the port is cabled to the 1GbE switch (the seed blades' old internet uplink)
 # What a reboot ends: a GPU off the bus is back, a pending ECC repair is done, the kernel log is new, the NVLink
 # error counters start over, sshd starts. A gone GPU, a degraded link, an NVLink link down, a power brake or
@@ -26,8 +27,12 @@ GONE_AT_REBOOT = ("gpu-off-bus", "gpu-ecc", "gpu-pcie-errors", "gpu-nvlink-error
 
 
 def inject(node: Node, kind: str, gpu: int | None, nic: str | None, link: int | None = None,
-           port: str | None = None) -> str:
+           port: str | None = None, watts: int | None = None) -> str:
     """Inject one fault; what was done, in words (as the state file records it)."""
+    if kind == "psu-weak":  # the simulator's load browns out past it (gpusim psu; load.py)
+        watts = WEAK_PSU_WATTS if watts is None else watts
+        node.gpusim("psu", str(watts))
+        return f"psu-weak {watts} W"
     if kind in bmc.FAULTS:  # the node's BMC: its event log, a PSU or fan sensor (bmc.py)
         return bmc.inject(node, kind)
     if kind in rdma.RDMA_FAULTS:  # in the node's own /sys/class/infiniband (rdma.py)
@@ -56,6 +61,9 @@ def inject(node: Node, kind: str, gpu: int | None, nic: str | None, link: int | 
         else:
             slow_link(node, nic)
         return f"{kind} {nic}"
+    if kind == "mgmt-down":
+        mgmt_cable(node, plugged=False)
+        return kind
     if kind == "sshd-down":
         for pid, comm in node.processes().items():
             if comm == "sshd":
@@ -73,8 +81,11 @@ def clear(node: Node, faults: list[str]) -> str:
             node.shape_link(nic, netns.VETH_MBPS)
     for gpu in range(node.spec.gpu_count):
         node.gpusim("fault", str(gpu), "clear")
+    if node.spec.gpu_count:
+        node.gpusim("psu", "clear")  # the supplies the node was made with (custom.lab.psu_watts)
     for k in range(len(node.spec.nics)):
         netns.set_cable(node.net, node.spec.index, k, plugged=True)
+    mgmt_cable(node, plugged=True)
     if node.spec.rdma:
         node.exec(["sh", "-c", rdma.restore_script()])  # every RDMA port and module as at power-on
     bmc.clear(node)  # its sensors healthy, its event log cleared (ipmitool sel clear)
@@ -104,3 +115,10 @@ def slow_link(node: Node, nic: str) -> None:
     speed = f"/run/lab-{nic}-speed"
     node.exec(["sh", "-c", f"echo {SLOW_NIC_MBPS} > {speed} && mount --bind {speed} /sys/class/net/{nic}/speed"])
     node.shape_link(nic, SLOW_NIC_MBPS)
+
+
+def mgmt_cable(node: Node, plugged: bool) -> None:
+    """The node's management cable (its eth0: SSH) pulled or plugged: the host end of its veth down or up. Pulled,
+    what the controller sends it vanishes and nothing comes back, no FIN, no RST, as when its switch port dies or
+    its kernel panics; the node runs on, its fabric links up."""
+    run(["ip", "link", "set", node.net.host_veth(node.spec.index), "up" if plugged else "down"])

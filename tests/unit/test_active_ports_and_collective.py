@@ -55,7 +55,7 @@ def test_without_a_figure_a_port_is_held_to_its_best_peer_of_the_same_speed():
     slow = {("rtx3090-2", "rtx3090-3", "ens803f1"): 9.4, ("rtx3090-3", "rtx3090-4", "ens803f1"): 9.4}
     found = fabric.judge(results(hosts, slow, expected=None))
     [finding] = found["rtx3090-3"]
-    assert finding.expected == ("rtx3090-3 ens803f1 carrying 66 Mb/s each way (70% of the best 10000 Mb/s port "
+    assert finding.expected == ("rtx3090-3 ens803f1 carrying 66 Mb/s each way (70% of the best other ens803f1 "
                                 "measured in the group, 94 Mb/s)")
     assert list(found) == ["rtx3090-3"] and fabric.judge(results(hosts, {}, expected=None)) == {}
     carried = fabric.measured(results(hosts, slow, expected=None))

@@ -60,8 +60,10 @@ def expected(used: dict[str, list], setting: dict[str, float | None], carried: d
     if not per_host:
         return None, "no port NCCL uses"
     least = min(per_host, key=lambda host: per_host[host])
-    return per_host[least] * ALLREDUCE_EFFICIENCY / 8000, (f"{ALLREDUCE_EFFICIENCY:.0%} of the {per_host[least]:.0f} "
-                                                           f"Mb/s the ports of {least} carry, the least")
+    share = f"{ALLREDUCE_EFFICIENCY:.0%} of the {per_host[least]:.0f} Mb/s"
+    if all(rate == per_host[least] for rate in per_host.values()):  # no node is the least: none is named so
+        return per_host[least] * ALLREDUCE_EFFICIENCY / 8000, f"{share} the ports of each node carry"
+    return per_host[least] * ALLREDUCE_EFFICIENCY / 8000, f"{share} the ports of {least} carry, the least"
 
 
 def read(outputs: dict[str, str], found: Collective) -> Collective:

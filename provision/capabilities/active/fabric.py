@@ -7,11 +7,16 @@ per port, not N^2. A node's port is in two tests; when both fall short, the port
 names it; when one does, the link between the two nodes (a cable, a switch port) is named. With two nodes there
 is one test, and the finding names both ends.
 
-What a port should carry: `active.expected_port_mbps` where the inventory says it (the figure a site knows its
-ports reach); else PEER_SHARE of the best port of the same link speed measured in the group. The speed file
-alone is no promise of throughput (a lab's shaped links, a VM, a shared uplink; whether a port negotiated the
-speed the inventory expects is the passive check's, nccl_interfaces_are_up_at_speed), but ports of one speed
-on one switch carry alike: one far below its best peer is a cable, a switch port or a NIC.
+What a port should carry: the most of what three things say (the finding names which it was held to):
+- the inventory: `active.expected_port_mbps`, the figure a site knows its ports reach;
+- its kind: PEER_SHARE of the best other test of a port of the same name in the group (the same port of the same
+  NIC on every node: NCCL's socket_ifname picks them alike), whatever speed it negotiated. A port that trained at
+  1000 Mb/s where its kind trained at 10000 is held to what its kind carries, never to itself;
+- its negotiated speed: PEER_SHARE of the best other test of the group's ports of that link speed.
+The speed file alone is no promise of throughput (a lab's shaped links, a VM, a shared uplink; one iperf3 stream
+on a 100GbE port), so it says which ports are peers, not a figure; whether a port negotiated the speed the
+inventory expects is the passive check's, nccl_interfaces_are_up_at_speed. Ports of one kind on one switch carry
+alike: one far below its best peer is a cable, a switch port or a NIC.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class PortTest:
     expected_mbps: float | None  # active.expected_port_mbps; None: held to its peers (judge)
     rule: str  # how expected_mbps was had, in words
     speed_mbps: int | None = None  # the slower end's link speed: its peers are the ports of the same speed
+    group: str = ""  # the training group: a port's peers are in it
 
 
 @dataclass
@@ -73,7 +79,7 @@ def plan(groups: dict[str, list[str]], used: dict[str, list], expected_setting: 
     """The tests for every group (group -> its hosts, in inventory order). used: host -> the Interfaces NCCL will
     use there (nccl/interfaces.py select); expected_setting: host -> active.expected_port_mbps."""
     found = FabricPlan()
-    for hosts in groups.values():
+    for group, hosts in groups.items():
         for client, server in ring(hosts):
             theirs = {i.name: i for i in used.get(server, [])}
             for k, mine in enumerate(used.get(client, [])):
@@ -87,7 +93,7 @@ def plan(groups: dict[str, list[str]], used: dict[str, list], expected_setting: 
                 found.tests.append(PortTest(client, server, mine.name, str(ipv4(mine)), str(ipv4(other)),
                                             FIRST_PORT + k, float(setting) if setting else None,
                                             "active.expected_port_mbps" if setting else "",
-                                            min(speeds) if speeds else None))
+                                            min(speeds) if speeds else None, group))
     return found
 
 
@@ -109,36 +115,44 @@ def short(result: PortResult) -> bool:
 
 
 def held_to_peers(results: list[PortResult]) -> list[PortResult]:
-    """The results, each test without a figure of its own held to PEER_SHARE of the best one measured among the
-    tests of its link speed."""
-    best: dict[int | None, float] = {}
-    for result in results:
-        if result.mbps is not None:
-            best[result.test.speed_mbps] = max(best.get(result.test.speed_mbps, 0.0), result.mbps)
+    """The results, each test held to the most that its inventory figure, its kind and its negotiated speed say
+    (the module's docstring), with the rule that said most."""
     held = []
     for result in results:
-        test, top = result.test, best.get(result.test.speed_mbps)
-        if test.expected_mbps is None and top:
-            speed = f"{test.speed_mbps} Mb/s " if test.speed_mbps else ""
-            test = replace(test, expected_mbps=top * PEER_SHARE,
-                           rule=f"{PEER_SHARE:.0%} of the best {speed}port measured in the group, {top:.0f} Mb/s")
+        test = result.test
+        said = [(test.expected_mbps, test.rule)] if test.expected_mbps is not None else []
+        for of, same in ((f"{test.ifname}", lambda t, a=test: t.ifname == a.ifname),
+                         (f"{test.speed_mbps} Mb/s port", lambda t, a=test: a.speed_mbps and t.speed_mbps == a.speed_mbps)):
+            top = max((r.mbps for r in results if r is not result and r.mbps is not None and r.test.group == test.group
+                       and same(r.test)), default=None)
+            if top:
+                said.append((top * PEER_SHARE, f"{PEER_SHARE:.0%} of the best other {of} measured in the group, "
+                                               f"{top:.0f} Mb/s"))
+        if said:
+            expected, rule = max(said, key=lambda pair: pair[0])
+            test = replace(test, expected_mbps=expected, rule=rule)
         held.append(PortResult(test, result.mbps, result.error))
     return held
+
+
+def slow_ports(results: list[PortResult]) -> dict[tuple[str, str], list[PortResult]]:
+    """(host, port) -> its tests, for each port short in both of its tests (results held to what they should
+    carry): the port is that node's, not the link's or its neighbours'."""
+    by_port: dict[tuple[str, str], list[PortResult]] = {}
+    for result in results:
+        for host in (result.test.client, result.test.server):
+            by_port.setdefault((host, result.test.ifname), []).append(result)
+    return {port: tests for port, tests in by_port.items() if len(tests) >= 2 and all(short(r) for r in tests)}
 
 
 def judge(results: list[PortResult]) -> dict[str, list[Finding]]:
     """Host -> the fabric findings filed under it: a port of that node, or a link it is the sending end of."""
     results = held_to_peers(results)
     found: dict[str, list[Finding]] = {}
-    by_port: dict[tuple[str, str], list[PortResult]] = {}
-    for result in results:
-        for host in (result.test.client, result.test.server):
-            by_port.setdefault((host, result.test.ifname), []).append(result)
     blamed: set[int] = set()
-    for (host, ifname), tests in by_port.items():
-        if len(tests) >= 2 and all(short(r) for r in tests):  # both of its tests: the port is this node's
-            blamed |= {id(r) for r in tests}
-            found.setdefault(host, []).append(_port_finding(host, ifname, tests))
+    for (host, ifname), tests in slow_ports(results).items():  # both of its tests: the port is this node's
+        blamed |= {id(r) for r in tests}
+        found.setdefault(host, []).append(_port_finding(host, ifname, tests))
     for result in results:
         test = result.test
         if id(result) in blamed:
@@ -160,14 +174,23 @@ def judge(results: list[PortResult]) -> dict[str, list[Finding]]:
 
 
 def measured(results: list[PortResult]) -> dict[str, dict[str, float]]:
-    """Host -> port -> the slower of its two directions as measured (what the port carries, both ways)."""
+    """Host -> port -> the slower of its directions as measured (what the port carries, both ways). A test that a
+    slow port at its other end paced (slow_ports) says nothing of this end: a healthy neighbour of a slow port keeps
+    what its other test measured (its only tests paced so: the slower of them all the same)."""
+    slow = slow_ports(held_to_peers(results))
     rates: dict[str, dict[str, float]] = {}
+    paced: dict[str, dict[str, float]] = {}
     for result in results:
         if result.mbps is None:
             continue
-        for host in (result.test.client, result.test.server):
-            ports = rates.setdefault(host, {})
-            ports[result.test.ifname] = min(ports.get(result.test.ifname, result.mbps), result.mbps)
+        test = result.test
+        for host, other in ((test.client, test.server), (test.server, test.client)):
+            by_other = (other, test.ifname) in slow and (host, test.ifname) not in slow
+            ports = (paced if by_other else rates).setdefault(host, {})
+            ports[test.ifname] = min(ports.get(test.ifname, result.mbps), result.mbps)
+    for host, ports in paced.items():
+        for ifname, mbps in ports.items():
+            rates.setdefault(host, {}).setdefault(ifname, mbps)
     return rates
 
 

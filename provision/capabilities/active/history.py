@@ -2,7 +2,11 @@
 sustained the last time the whole node passed. The next run holds each GPU to it: a GPU that was fast and no
 longer is (a riser, a fan, a new driver) is found even when its peers slowed with it.
 
-One JSON file per host under $XDG_STATE_HOME/provision/active/ (default ~/.local/state), written atomically."""
+One JSON file per machine under $XDG_STATE_HOME/provision/active/ (default ~/.local/state), written atomically,
+named by the host's name and its /etc/machine-id (key): two clusters that reuse node names (two labs, a test
+cluster beside production) never share a history, while one cluster reached through another inventory (a copy,
+a subset) keeps its own. A reinstalled node (a new machine-id) starts a new one: its driver and settings are new
+too. Where the machine-id was not read (a host without the file), the name alone."""
 
 from __future__ import annotations
 
@@ -19,14 +23,20 @@ def directory() -> Path:
     return state_home() / "active"
 
 
-def _file(host: str) -> Path:
-    return directory() / (re.sub(r"[^A-Za-z0-9_.-]", "_", host) + ".json")
+def key(host: str, machine_id: str = "") -> str:
+    """The name a host's history is kept under: its name and its machine-id (32 hex digits), where it has one."""
+    machine = re.sub(r"[^0-9a-f]", "", machine_id.lower())[:32]
+    return f"{host}.{machine}" if machine else host
 
 
-def last_good(host: str) -> dict[str, float]:
-    """UUID -> TFLOP/s of the host's last good run; empty when there is none (or it cannot be read)."""
+def _file(key: str) -> Path:
+    return directory() / (re.sub(r"[^A-Za-z0-9_.-]", "_", key) + ".json")
+
+
+def last_good(key: str) -> dict[str, float]:
+    """UUID -> TFLOP/s of the last good run kept under key; empty when there is none (or it cannot be read)."""
     try:
-        data = json.loads(_file(host).read_text())
+        data = json.loads(_file(key).read_text())
     except (OSError, ValueError):
         return {}
     rates = data.get("gpus") if isinstance(data, dict) else None
@@ -34,11 +44,11 @@ def last_good(host: str) -> dict[str, float]:
         else {}
 
 
-def record(host: str, rates: dict[str, float]) -> None:
-    """This run, which passed, as the host's last good one."""
-    path = _file(host)
+def record(key: str, rates: dict[str, float]) -> None:
+    """This run, which passed, as the last good one kept under key."""
+    path = _file(key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = json.dumps({"host": host, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    body = json.dumps({"key": key, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        "gpus": rates}, indent=2) + "\n"
     write_atomically(path, body.encode(), mode=0o600)
 

@@ -10,8 +10,11 @@ reach, are not judged as loaded. Each rule is what a user's failure looked like:
   one instant add up past what the inventory says the supplies give them (active.power_budget_watts), or in
   the finding of a GPU the supply dropped.
 - power brake: the PSU asked the GPU to draw less (clock event reason 0x80): the supply is at its limit.
-- clocks: below the clocks the node has set (application, or locked on GeForce) under load, with no power or
-  thermal reason active: a GPU that does not hold what it was told.
+- clocks: below the clocks the node has set under load, with no power or thermal reason active: a GPU that does
+  not hold what it was told. Application clocks are the clock it runs at under load; a locked range (`-lgc
+  MIN,MAX`, GeForce) is "the range of desired locked GPU clock speed" (nvidia-smi -h), within which the GPU
+  boosts as it would without it: under load it runs near the range's top (its maximum clock, where the top is
+  above it) unless power or heat hold it down, so a GPU at the bottom of its range is held back.
 - thermal: a thermal slowdown under load (0x20 SW, 0x40 HW thermal).
 - PCIe: the link below its maximum generation or width under load (at idle a lower generation is power saving;
   under load it is a riser or slot that did not train).
@@ -32,6 +35,7 @@ POWER_REASONS = 0x4 | 0x8 | 0x80  # SW power cap, HW slowdown, HW power brake: c
 POWER_BRAKE = 0x80
 OVER_CAP = 1.05  # p99 above the cap by more than 5%: transients, not the meter's noise
 CLOCK_SHORT = 0.95  # SM clock median under load below 95% of the set clock
+RANGE_SHORT = 0.9  # ... below 90% of a locked range's top: boost bins step down with temperature, unflagged
 LOST_GAP_S = 2.0  # a GPU with no row for this long before the run's last sample is gone
 
 
@@ -43,23 +47,42 @@ class Target:
     label: str  # "GPU2"
     bus_id: str
     cap: float | None = None  # enforced power limit, W
-    sm_clock: int | None = None  # the SM clock it should hold under load: locked minimum, else application clock
-    clock_rule: str = ""  # "application clocks 1005 MHz", "locked clocks 2100,2100"
+    sm_clock: int | None = None  # the SM clock it should reach under load: a locked range's top, else application clock
+    clock_rule: str = ""  # "its application clocks 1005 MHz", "the top of its locked clocks 210,2520 MHz"
     pcie_gen_max: int | None = None
     pcie_width_max: int | None = None
+    clock_share: float = CLOCK_SHORT  # below this share of sm_clock, with no power or thermal reason, it is held back
 
 
 def target_of(gpu: GpuFacts) -> Target:
     """A GPU's facts before the run as the judge needs them."""
-    locked = gpu.locked.get("sm", "default")
-    if locked != "default":
-        sm, rule = int(locked.split(",")[0]), f"locked clocks {locked} MHz"
+    locked = locked_top(gpu)
+    if locked is not None:
+        sm, rule, share = locked
     elif gpu.app_clock_sm is not None:
-        sm, rule = gpu.app_clock_sm, f"application clocks {gpu.app_clock_sm} MHz"
+        sm, rule, share = gpu.app_clock_sm, f"its application clocks {gpu.app_clock_sm} MHz", CLOCK_SHORT
     else:
-        sm, rule = None, ""
+        sm, rule, share = None, "", CLOCK_SHORT
     return Target(gpu.uuid, gpu.label, gpu.bus_id, gpu.power_enforced or gpu.power_limit, sm, rule,
-                  gpu.pcie_gen_max, gpu.pcie_width_max)
+                  gpu.pcie_gen_max, gpu.pcie_width_max, share)
+
+
+def locked_top(gpu: GpuFacts) -> tuple[int, str, float] | None:
+    """(the SM clock a GPU with locked clocks should reach under load, in words, the share of it that is enough)
+    or None where none are locked (or the record is not MIN,MAX in MHz: no target is better than a made-up one).
+    The range's top, but never above the GPU's own maximum: it boosts within the range up to that. A range is
+    boost, which steps down a bin or two as the GPU warms with no event reason: RANGE_SHORT, not CLOCK_SHORT."""
+    locked = gpu.locked.get("sm", "default")
+    bounds = [b.strip() for b in locked.split(",")]
+    if locked == "default" or not all(b.isdigit() for b in bounds):
+        return None
+    low, top = min(int(b) for b in bounds), max(int(b) for b in bounds)
+    if low == top:
+        return top, f"its locked clocks {locked} MHz", CLOCK_SHORT
+    if gpu.max_clock_sm and gpu.max_clock_sm < top:
+        return gpu.max_clock_sm, f"its maximum {gpu.max_clock_sm} MHz within its locked clocks {locked} MHz", \
+            RANGE_SHORT
+    return top, f"the top of its locked clocks {locked} MHz", RANGE_SHORT
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -84,21 +107,22 @@ def judge(targets: list[Target], samples: dict[str, list[Sample]], duration: flo
     if not samples:
         return judged
     end = max((s.t for rows in samples.values() for s in rows), default=0.0)
-    gone: list[Finding] = []
+    lost: list[tuple[float, Finding]] = []
     for target in targets:
         rows = samples.get(target.uuid, [])
-        lost = _lost(target, rows, end, duration)
-        if lost:
-            gone.append(lost)
-            continue  # what it did before it went is said in its own finding
+        went = _lost(target, rows, end, duration)
+        if went:
+            lost.append(went)
+            continue  # what it did before it went is said in the loss's finding
         loaded = [s for s in rows if s.util is not None and s.util >= LOADED_UTIL]
         if not loaded:
             continue  # the run says a GPU the load never reached, with the load's own report
         judged.notes += [n for n in (_transients(target, loaded),) if n]
         judged.findings += [f for f in (_brake(target, loaded), _thermal(target, loaded), _clocks(target, loaded),
                                         _pcie(target, loaded)) if f]
+    gone = one_loss(lost)
     over = _over_budget(samples, budget)
-    if over and gone:  # the supply dropped them: said in their own findings
+    if over and gone:  # the supply dropped them: said in their own finding
         gone = [replace(f, found=f"{f.found}; the GPUs' instant draws added up to {over[0]:.0f} W at +{over[1]:.1f} s, "
                                  f"past the {budget:g} W active.power_budget_watts gives them") for f in gone]
     elif over:
@@ -110,6 +134,19 @@ def judge(targets: list[Target], samples: dict[str, list[Sample]], duration: flo
             "average, boost transients pass it", severity=WARNING))
     judged.findings = gone + judged.findings  # the GPUs lost first: the gravest
     return judged
+
+
+def one_loss(lost: list[tuple[float, Finding]]) -> list[Finding]:
+    """The GPUs a run lost as one finding, in the order they went: GPUs that drop one after another under one
+    load are one cause (the supply sagged, and sagged again with the load on fewer GPUs; a shared riser or
+    backplane), and each passive check of a lost GPU (no_gpu_is_lost, the count) follows from it."""
+    if len(lost) < 2:
+        return [f for _, f in lost]
+    ordered = [f for _, f in sorted(lost, key=lambda pair: pair[0])]
+    first = ordered[0]
+    return [replace(first, expected="every GPU answering through the load",
+                    found="; then ".join(f.found for f in ordered),
+                    about=tuple(a for f in ordered for a in f.about))]
 
 
 def _over_budget(samples: dict[str, list[Sample]], budget: float | None) -> tuple[float, float] | None:
@@ -141,7 +178,8 @@ def _peaks(rows: list[Sample]) -> list[float]:
     return [p for s in rows if (p := s.peak_power) is not None]
 
 
-def _lost(target: Target, rows: list[Sample], end: float, duration: float) -> Finding | None:
+def _lost(target: Target, rows: list[Sample], end: float, duration: float) -> tuple[float, Finding] | None:
+    """(when it went, the finding) for a GPU lost during the run."""
     gone = next((s for s in rows if s.lost), None)
     last = rows[-1].t if rows else None
     if gone is None and last is not None and end - last < LOST_GAP_S:
@@ -153,7 +191,7 @@ def _lost(target: Target, rows: list[Sample], end: float, duration: float) -> Fi
             f"no answer after +{when:.1f} s of {duration:g} s" if when is not None else "never answered the sampler")
     drew = f"; its last peak {peak:.0f} W" + (f" against a {target.cap:.0f} W cap" if target.cap else "") \
         if peak is not None else ""
-    return Finding(
+    return (when if when is not None else 0.0), Finding(
         f"{name(target)} answering through the load", f"{name(target)} lost under load: {said}{drew}",
         "the load took it off the bus: drain the node and reboot it; a brownout (peaks the PSUs cannot carry) is "
         "the usual cause: pin the clocks (gpu.clocks) as well as the power limit, then run verify --active again; "
@@ -209,10 +247,12 @@ def _clocks(target: Target, loaded: list[Sample]) -> Finding | None:
     if not free:
         return None
     median = percentile([float(s.sm or 0) for s in free], 50)
-    if median >= target.sm_clock * CLOCK_SHORT:
+    if median >= target.sm_clock * target.clock_share:
         return None
     return Finding(
-        f"{name(target)} at its {target.clock_rule} under load",
+        f"{name(target)} at {target.clock_rule} under load" + (
+            "" if target.clock_share == CLOCK_SHORT else f" ({target.clock_share:.0%} of {target.sm_clock} MHz or "
+                                                           "more, unless a power or thermal reason says why)"),
         f"{name(target)}: SM clock median {median:.0f} MHz over {len(free)} samples under load with no power or "
         "thermal reason active",
         "the GPU does not hold the clocks it was set to: read `nvidia-smi -q -d CLOCK,PERFORMANCE` on the node "

@@ -115,16 +115,21 @@ def check_pcie_links_run_at_full_width_and_speed(node):
     """Width always; the generation only on a GPU at work: an idle GPU drops its link to a slower generation
     to save power (clocks event reason Idle), and that is no fault."""
     nvidia = gpu_node(node)
-    slow = []
+    slow, slots = [], []
     for g in nvidia.gpus:
+        before = len(slow)
         if None not in (g.pcie_width_current, g.pcie_width_max) and g.pcie_width_current < g.pcie_width_max:
             slow.append(f"{g.label} {g.bus_id} x{g.pcie_width_current} of x{g.pcie_width_max}")
         busy = g.clock_events_active is not None and not g.clock_events_active & clock_events.IDLE
         if busy and None not in (g.pcie_gen_current, g.pcie_gen_max) and g.pcie_gen_current < g.pcie_gen_max:
             slow.append(f"{g.label} {g.bus_id} gen {g.pcie_gen_current} of {g.pcie_gen_max} while at work")
+        slots += [pci.slot(g.bus_id)] if len(slow) > before else []
     if slow:
         fail("every GPU's PCIe link at its maximum width (and generation, at work)", ", ".join(slow),
              "reseat the card or its riser, or try another slot; AER errors in dmesg point at the link",
+             # under verify --active's load the load's PCIe finding of the same GPU says it (and how long): this
+             # follows from it
+             because=tuple(f"gpus_hold_up_under_load:{slot}" for slot in slots if slot), about=tuple(slots),
              severity=WARNING)
 
 

@@ -74,17 +74,20 @@ def check_gpus_have_thermal_headroom(node):
 
 
 def check_clocks_are_not_held_down_by_heat_or_power(node):
-    held, thermal_only = [], []
+    held, thermal_only, slots = [], [], []
     for gpu in readable_gpus(node):
         troubles = clock_events.troubles(gpu.clock_events_active or 0)
         if troubles:
             held.append(f"{gpu.label} {gpu.bus_id}: " + ", ".join(f"{e.label} ({e.trouble})" for e in troubles))
             thermal_only.append(clock_events.heat_only(gpu.clock_events_active or 0) and pci.slot(gpu.bus_id))
+            slots.append(pci.slot(gpu.bus_id))
     if held:
         # Only heat on one GPU: the headroom check says so (with the temperatures), this is its evidence.
-        because = f"gpus_have_thermal_headroom:{thermal_only[0]}" if len(held) == 1 and thermal_only[0] else ""
+        because = (f"gpus_have_thermal_headroom:{thermal_only[0]}",) if len(held) == 1 and thermal_only[0] else ()
         fail("no clock event reason but idle, application clocks, power cap, sync boost or display",
              "; ".join(held),
              "a power brake or a slowdown under load: check the PSU's capacity and cabling, and a lower power "
              "limit or application clocks (provision clocks); thermal: check fans, airflow and the room",
-             because=because)
+             # under verify --active's load, its finding of the same GPU (the brake, the heat) says it under load
+             because=because + tuple(f"gpus_hold_up_under_load:{slot}" for slot in slots if slot),
+             about=tuple(s for s in slots if s))

@@ -31,6 +31,8 @@ Usage (gpusim: `python -m provision.lab.gpusim`, `python provision/lab/gpusim`, 
                                          init-failed: gone, and the driver says why at each load
                                          (RmInitAdapter failed, rm_init_adapter failed): until clear.
                                          pcie-degraded trains the link at x8 unless --width/--gen say otherwise.
+                                         pcie-degraded-under-load: the same only while a load runs (a riser
+                                         that retrains down under heavy traffic): at rest at its maximum.
                                          ecc: one uncorrectable (double bit) ECC error in device memory (Xid 48,
                                          then Xid 63): volatile and aggregate counts +1, a row marked for
                                          remapping (Ampere and later) or a page retired (Volta), pending until
@@ -57,6 +59,9 @@ Usage (gpusim: `python -m provision.lab.gpusim`, `python provision/lab/gpusim`, 
   gpusim load --seconds N                every GPU on the bus under load for N seconds (load_model.py: clocks,
                                          power with its transients, heat); the config's psu_watts browns out
                                          (load.py); prints provision's load program's JSON line
+  gpusim psu WATTS|clear                 the node's supplies give its GPUs WATTS from now on (a weak PSU fitted
+                                         on a running node; it stays across reboots); clear: the config's
+                                         psu_watts again
 
 Environment
   NVIDIA_SIM_CONFIG   config JSON (default /etc/nvidia-sim/config.json); none: the driver is not loaded
@@ -107,7 +112,7 @@ from .dmesg import dmesg_main
 from .env import env_path, pidfile_path
 from .errors import RC_INVALID, RC_SIM, SimError
 from .faults import cmd_fault
-from .load import cmd_load
+from .load import cmd_load, cmd_psu
 from .kernel import boot, empty_ring, is_version, load_driver, write_proc_driver
 from .persistenced import persistenced_main
 from .smi import smi_main
@@ -226,7 +231,7 @@ def cmd_show(args: list) -> int:
 
 
 COMMANDS = {"init": cmd_init, "reboot": cmd_reboot, "fault": cmd_fault, "set-driver": cmd_set_driver,
-            "install": cmd_install, "show": cmd_show, "load": cmd_load}
+            "install": cmd_install, "show": cmd_show, "load": cmd_load, "psu": cmd_psu}
 PROGRAMS = {"nvidia-smi": smi_main, "nvidia-persistenced": persistenced_main, "dmesg": dmesg_main}
 
 

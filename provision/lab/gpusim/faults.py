@@ -11,11 +11,12 @@ from .kernel import init_failed, kmsg, pci_short
 from .models import MODELS
 from .state import healthy, open_state, require_config
 
-FAULTS = ("off-bus", "gone", "init-failed", "pcie-degraded", "ecc", "power-brake", "thermal", "pcie-errors", "nvlink-down",
+FAULTS = ("off-bus", "gone", "init-failed", "pcie-degraded", "pcie-degraded-under-load", "ecc", "power-brake", "thermal", "pcie-errors", "nvlink-down",
           "nvlink-errors", "bad-riser", "clear")
-FAULT_USAGE = ("usage: gpusim fault GPU off-bus|gone|init-failed|pcie-degraded|ecc|power-brake|thermal|pcie-errors|nvlink-down|"
+FAULT_USAGE = ("usage: gpusim fault GPU off-bus|gone|init-failed|pcie-degraded|pcie-degraded-under-load|ecc|power-brake|thermal|pcie-errors|nvlink-down|"
                "nvlink-errors|bad-riser|clear [--width N] [--gen N] [--remap-failure] [--link L]")
-FAULT_OPTIONS = {"pcie-degraded": {"--width": True, "--gen": True}, "ecc": {"--remap-failure": False},
+FAULT_OPTIONS = {"pcie-degraded": {"--width": True, "--gen": True},
+                 "pcie-degraded-under-load": {"--width": True, "--gen": True}, "ecc": {"--remap-failure": False},
                  "nvlink-down": {"--link": True}, "nvlink-errors": {"--link": True}}
 # What one nvlink-errors fault adds to a link's Replay, Recovery and CRC Errors (inferred, gpu_models.md): each
 # CRC error is a flit the receiver asks again for (a replay), and the burst ends in one retraining (a recovery).
@@ -40,7 +41,7 @@ def parse_fault_options(kind: str, args: list) -> dict:
         name = rest.pop(0)
         if name not in allowed or (allowed[name] and not rest):
             raise SimError(f"unknown fault {' '.join([kind, *args])!r}: off-bus, gone, init-failed, pcie-degraded "
-                           "[--width N] [--gen N], ecc [--remap-failure], power-brake, thermal, pcie-errors, "
+                           "[--width N] [--gen N], pcie-degraded-under-load [--width N] [--gen N], ecc [--remap-failure], power-brake, thermal, pcie-errors, "
                            "nvlink-down [--link L], nvlink-errors [--link L], bad-riser, clear")
         options[name] = rest.pop(0) if allowed[name] else True
     return options
@@ -67,9 +68,10 @@ def cmd_fault(args: list) -> int:
         elif kind == "init-failed":
             record.update(gone=True, off_bus=False, init_failed=True)
             init_failed(state, record)
-        elif kind == "pcie-degraded":
+        elif kind in ("pcie-degraded", "pcie-degraded-under-load"):
             width = int(extra.get("--width", 8 if "--gen" not in extra else model.pcie_width))
-            record["link"] = {"gen": int(extra.get("--gen", model.pcie_gen)), "width": width}
+            link = {"gen": int(extra.get("--gen", model.pcie_gen)), "width": width}
+            record["link" if kind == "pcie-degraded" else "link_under_load"] = link
         elif kind == "ecc":
             uncorrectable_ecc_error(state, record, bool(extra.get("--remap-failure")))
         elif kind in FORCED_REASONS:
@@ -85,7 +87,7 @@ def cmd_fault(args: list) -> int:
             counts = record["nvlink_errors"].get(link, [0, 0, 0])
             record["nvlink_errors"][link] = [n + more for n, more in zip(counts, NVLINK_ERROR_BURST)]
         else:  # a repaired card; its lifetime ECC count is in its InfoROM and stays
-            record.update(healthy(), off_bus=False, gone=False, init_failed=False, link=None,
+            record.update(healthy(), off_bus=False, gone=False, init_failed=False, link=None, link_under_load=None,
                           ecc_aggregate=record["ecc_aggregate"])
     return 0
 

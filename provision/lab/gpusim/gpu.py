@@ -110,12 +110,19 @@ class Gpu:
         return Clocks(graphics, graphics, memory, idle.video)
 
     @property
+    def link(self) -> dict:
+        """How the link trained: below its maximum where a fault says so, or (a riser that retrains down under
+        heavy traffic, read with .get: a newer key) only while a load runs."""
+        under_load = self.record.get("link_under_load")
+        return (under_load if under_load and self.under_load else self.record["link"]) or {}
+
+    @property
     def link_gen(self) -> int:
-        return (self.record["link"] or {}).get("gen") or self.model.pcie_gen
+        return self.link.get("gen") or self.model.pcie_gen
 
     @property
     def link_width(self) -> int:
-        return (self.record["link"] or {}).get("width") or self.model.pcie_width
+        return self.link.get("width") or self.model.pcie_width
 
     @property
     def pci(self) -> tuple:

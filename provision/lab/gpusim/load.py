@@ -1,7 +1,8 @@
 """gpusim load --seconds N: the lab's stand-in for provision's load program (the model: load_model.py), and
 what goes wrong under it:
-- the power supply: config "psu_watts" (custom.lab.psu_watts), the budget of the node's GPUs, checked at each
-  transient while the load runs: when the GPUs' instant draws add up past it three transients in a row, the
+- the power supply: config "psu_watts" (custom.lab.psu_watts), the budget of the node's GPUs, or a weaker supply
+  fitted since (`gpusim psu WATTS`, the lab's psu-weak fault: the state's, until `gpusim psu clear`; a reboot
+  keeps it, as it keeps the hardware), checked at each transient while the load runs: when the GPUs' instant draws add up past it three transients in a row, the
   GPU drawing most falls off the bus (Xid 79), as on the V100 box, and the load goes on with the others;
 - a bad riser (fault bad-riser): its GPU's link logs a corrected AER error a second under load, none at rest.
 Prints the load program's JSON line (a lost GPU's thread failed with a CUDA error), exit 1 when a GPU was lost."""
@@ -25,10 +26,25 @@ def on_bus(state: dict) -> list:
     return [r for r in state["gpus"] if not r.get("gone") and not r.get("off_bus")]
 
 
+def budget_of(state: dict, config: dict) -> float | None:
+    """What the node's supplies give its GPUs now: a supply fitted since (gpusim psu), else the config's."""
+    return state.get("psu_watts") or config.get("psu_watts")
+
+
+def cmd_psu(args: list) -> int:
+    """gpusim psu WATTS|clear: the node's supplies now give its GPUs WATTS (a weak or failing PSU fitted while the
+    node runs); clear: the config's again."""
+    if len(args) != 1 or not (args[0] == "clear" or args[0].isdigit() and 50 <= int(args[0]) <= 20000):
+        raise SimError("usage: gpusim psu WATTS|clear (WATTS: 50..20000)")
+    with open_state(require_config()) as state:
+        state["psu_watts"] = None if args[0] == "clear" else int(args[0])
+    return 0
+
+
 def brownout(state: dict, config: dict, now: float) -> dict | None:
     """The GPU the power supply loses now, if any (and knocks it off the bus): the GPUs' instant draws past the
     budget in TRIP_AFTER transients in a row (a supply rides out one, not a run of them)."""
-    budget = config.get("psu_watts")
+    budget = budget_of(state, config)
     load = running(state, now)
     slot = int(now / SLOT_S)
     if not budget or load is None or slot % SPIKE_EVERY or slot == load.get("last_slot"):

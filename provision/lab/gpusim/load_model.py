@@ -2,8 +2,10 @@
 (`gpusim load --seconds N`, load.py, given to verify --active as active.load_command).
 
 While a load runs (state["load"]: its start and end), every GPU on the bus works flat out:
-- clocks: pinned ones (locked clocks, or application clocks someone set) where the cap lets them; else boost,
-  pulled down to what the power limit allows (SW Power Cap active);
+- clocks: application clocks someone set where the cap lets them; locked clocks (`-lgc MIN,MAX`, "the range of
+  desired locked GPU clock speed", nvidia-smi -h) bound boost: the GPU runs at the range's top (its boost clock
+  where that is lower) and never below its bottom; neither: boost. Each pulled down to what the power limit
+  allows (SW Power Cap active);
 - power: the average follows the SM clock (idle power plus the model's maximum rise times (clock / max)^1.5),
   never above the cap, which is enforced as an average. The instant reading is the average, except in one
   100 ms slot of three: a transient. Unpinned boost clocks spike to TRANSIENT x the average (the V100 box's
@@ -37,9 +39,13 @@ def running(state: dict, now: float | None = None) -> dict | None:
 
 
 def pinned_sm(record: dict) -> int | None:
-    """The SM clock someone pinned: the locked range's minimum, else application clocks that were set."""
+    """The SM clock a load runs at where someone set the clocks, before the power limit: within a locked range,
+    as high as the GPU boosts (a range is a bound on boost, not a clock to sit at: its bottom is where an idle GPU
+    may drop to); else application clocks that were set. None: neither (plain boost)."""
+    model = MODELS[record["model"]]
     if record.get("locked_gpu"):
-        return int(record["locked_gpu"][0])
+        low, high = sorted(int(b) for b in record["locked_gpu"])
+        return max(low, min(high, model.boost_clock or model.max_clocks.sm))
     if record.get("app_clocks"):
         return int(record["app_clocks"][1])
     return None
