@@ -70,8 +70,8 @@ def cmd_fault(args: list) -> int:
             init_failed(state, record)
         elif kind in ("pcie-degraded", "pcie-degraded-under-load"):
             width = int(extra.get("--width", 8 if "--gen" not in extra else model.pcie_width))
-            link = {"gen": int(extra.get("--gen", model.pcie_gen)), "width": width}
-            record["link" if kind == "pcie-degraded" else "link_under_load"] = link
+            trained = {"gen": int(extra.get("--gen", model.pcie_gen)), "width": width}
+            record["link" if kind == "pcie-degraded" else "link_under_load"] = trained
         elif kind == "ecc":
             uncorrectable_ecc_error(state, record, bool(extra.get("--remap-failure")))
         elif kind in FORCED_REASONS:
