@@ -15,7 +15,7 @@ from provision.core.connection import SSHOptions
 from provision.core.localfiles import not_written, write_atomically
 from provision.core.plan import Task
 from provision.core.run import RunOptions
-from provision.output import verify_json
+from provision.output import junit, verify_json
 from provision.verify import PASS, UNREACHABLE, Node, Verdict, run_checks
 from provision.verify.backend import testinfra_host
 
@@ -34,7 +34,7 @@ def verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptio
         verdicts, told = _verify(target, tasks, options, ssh, xml, drain, resume, active, via_slurm)
         unwritten = ""
         if junitxml and xml and os.path.exists(xml):  # none when no host was checked, as before
-            data = Path(xml).read_bytes()
+            data = junit.regroup(Path(xml).read_bytes(), verdicts)  # consequences under their cause
             unwritten = not_written("--junitxml", junitxml, lambda: write_atomically(junitxml, data))
     return verdicts, told, [unwritten] if unwritten else []
 
