@@ -42,7 +42,8 @@ def load_each(engine: Engine, states: list[HostState], seconds: float, forks: in
         if state.facts is not None and not found.refused:
             found.during = during.new_events(before[state.host.name].kernel_log, state.facts.kernel_log)
             found.grown = during.grown(before[state.host.name], state.facts)
-        found.last_good = history.last_good(state.host.name)
+        found.history_key = history.key(state.host.name, before[state.host.name].system.machine_id)
+        found.last_good = history.last_good(found.history_key)
     return runs
 
 
@@ -51,7 +52,7 @@ def remember_good(runs: dict[str, run.ActiveRun], passed: set[str]) -> None:
     for host, found in runs.items():
         rates = history.rates(found.load)
         if host in passed and rates and not found.refused:
-            history.record(host, rates)
+            history.record(found.history_key or history.key(host), rates)
 
 
 def one(state: HostState, seconds: float) -> run.ActiveRun:

@@ -40,6 +40,7 @@ class ActiveRun:
     during: list = field(default_factory=list)  # kernel events logged during the load (during.py)
     grown: list = field(default_factory=list)  # findings: GPU error counters that grew during it (during.py)
     last_good: dict[str, float] = field(default_factory=dict)  # UUID -> TFLOP/s of the last good run (history.py)
+    history_key: str = ""  # the machine its last good run is kept for (history.key: its name and machine-id)
     fabric: list = field(default_factory=list)  # findings of the port tests filed under this node (fabric.py)
     fabric_notes: list[str] = field(default_factory=list)  # ports not tested, and why
     dcgm: dcgm.Diag | None = None  # what dcgmi diag reported, where it was the load (active.dcgm_diag)
