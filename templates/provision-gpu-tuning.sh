@@ -3,6 +3,9 @@
 # Installed by provision and run at every boot by provision-gpu-tuning.service:
 # persistence, power limits and clocks are lost at each reboot and driver reload.
 # Every GPU is tried, whatever fails on another; the exit status says if any failed.
+# A GPU the file does not list (a replacement, a card moved in from another host)
+# gets the line of its model (model=NAME, spaces as _), else the line model=*, so
+# that no card this boot meets runs above the cap the inventory gives it.
 # Locked clocks cannot be read back from nvidia-smi: what is set is recorded in
 # /run/provision/gpu-clocks/<UUID>, where `provision facts/apply` read it.
 set -u
@@ -16,13 +19,11 @@ smi() {
     nvidia-smi "$@" || { echo "provision-gpu-tuning: FAILED: nvidia-smi $*" >&2; failed=1; return 1; }
 }
 
-[ -r "$conf" ] || { echo "provision-gpu-tuning: no $conf: nothing to apply"; exit 0; }
-while read -r line; do
-    case $line in gpu=GPU-*) ;; *) continue ;; esac
-    gpu='' persistence='' power_limit='' clocks='' locked_sm='' locked_mem='' mem_deferred=''
-    for word in $line; do
+# tune UUID LINE: the settings of one line of the file, applied to the GPU with that UUID.
+tune() {
+    gpu=$1 persistence='' power_limit='' clocks='' locked_sm='' locked_mem='' mem_deferred=''
+    for word in $2; do
         case $word in
-            gpu=*) gpu=${word#*=} ;;
             persistence=*) persistence=${word#*=} ;;
             power_limit=*) power_limit=${word#*=} ;;
             clocks=*) clocks=${word#*=} ;;
@@ -50,5 +51,44 @@ LOCK
     if [ "$record" != "$gpu" ] && [ $ok = 1 ]; then
         mkdir -p "$records" && printf '%s\n' "$record" > "$records/.$gpu.tmp" && mv -f "$records/.$gpu.tmp" "$records/$gpu"
     fi
+}
+
+# model_line MODEL: the file's line for a GPU of that model (spaces as _), else its line for any model.
+model_line() {
+    found='' any=''
+    while read -r line; do
+        case $line in
+            "model=$1"|"model=$1 "*) found=$line; break ;;
+            "model=*"|"model=* "*) any=$line ;;
+        esac
+    done < "$conf"
+    printf '%s\n' "${found:-$any}"
+}
+
+[ -r "$conf" ] || { echo "provision-gpu-tuning: no $conf: nothing to apply"; exit 0; }
+listed=' '
+while read -r line; do
+    case $line in gpu=GPU-*) ;; *) continue ;; esac
+    uuid=${line%%[ 	]*}
+    uuid=${uuid#gpu=}
+    listed="$listed$uuid "
+    tune "$uuid" "$line"
 done < "$conf"
+
+# The GPUs this boot shows, one "UUID, NAME" a line; one lost or unreadable still leaves the others listed.
+echo "nvidia-smi --query-gpu=uuid,name --format=csv,noheader"
+gpus=$(nvidia-smi --query-gpu=uuid,name --format=csv,noheader 2>&1) || {
+    echo "provision-gpu-tuning: FAILED: nvidia-smi --query-gpu=uuid,name --format=csv,noheader: $gpus" >&2
+    failed=1
+}
+while IFS=, read -r uuid name; do
+    case $uuid in GPU-*) ;; *) continue ;; esac
+    case $listed in *" $uuid "*) continue ;; esac
+    name=${name# }
+    line=$(model_line "$(printf '%s' "$name" | tr ' ' '_')")
+    echo "provision-gpu-tuning: $uuid ($name) is not in $conf: ${line:-no line for its model or any model}"
+    [ -z "$line" ] || tune "$uuid" "$line"
+done <<GPUS
+$gpus
+GPUS
 exit $failed

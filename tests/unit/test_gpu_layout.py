@@ -163,7 +163,10 @@ def test_a_new_card_at_an_overridden_index_gets_the_block_and_the_override_waits
 
 # --- the boot file --------------------------------------------------------------------------------------
 
-KEPT_3 = "  # not seen at the last run: was_index=3"
+KEPT_3 = '  # not seen at the last run: was_index=3 model="NVIDIA GeForce RTX 4090" power=150..450 default=450'
+ABOUT = '  # model="NVIDIA GeForce RTX 4090" power=150..450 default=450'
+MODEL_LINES = ["model=NVIDIA_GeForce_RTX_4090 persistence=on power_limit=400",  # a card the file does not list
+               "model=* persistence=on power_limit=300"]  # a model never seen here: the lowest limit given
 
 
 def boot_lines(text: str) -> list[str]:
@@ -183,9 +186,9 @@ def test_the_boot_file_holds_every_present_card_whole_and_a_gone_one_by_uuid_onl
         assert float(words["power_limit"]) <= intended[gpu.uuid]  # no card leaves a reboot less capped
     assert lines["GPU-4090-4"]["power_limit"] == "400"  # GPU3 now: its group's limit, not its 450 W default
     assert boot_lines(text) == [
-        *(f"gpu=GPU-4090-{slot} index={index} persistence=on power_limit=400"
+        *(f"gpu=GPU-4090-{slot} index={index} persistence=on power_limit=400{ABOUT}"
           for index, slot in enumerate((0, 1, 2, 4, 5, 6))),
-        "gpu=GPU-4090-3 persistence=on power_limit=300  # not seen at the last run: was_index=3"]
+        f"gpu=GPU-4090-3 persistence=on power_limit=300{KEPT_3}", *MODEL_LINES]
     assert (lines["GPU-4090-3"].get("index"), lines["GPU-4090-3"]["was_index"]) == (None, "3")
     assert boot.render(host(INVENTORY_4090), facts(card3_gone(), healthy()), text) == text
 
@@ -213,19 +216,22 @@ def test_a_gpu_off_the_bus_keeps_its_boot_line_by_uuid_only():
     old = boot.render(host(INVENTORY_4090), facts(healthy(), healthy()))
     others = [g for g in healthy() if g.index != 3]  # a GPU off the bus keeps its index until the next boot
     text = boot.render(host(INVENTORY_4090), facts(others, healthy(), [lost]), old)
-    assert boot_lines(text) == [*(line for line in boot_lines(old) if "GPU-4090-3" not in line),
-                                f"gpu=GPU-4090-3 persistence=on power_limit=300{KEPT_3}"]
+    assert boot_lines(text) == [*(line for line in boot_lines(old) if "GPU-4090-3" not in line
+                                  and not line.startswith("model=")),
+                                f"gpu=GPU-4090-3 persistence=on power_limit=300{KEPT_3}", *MODEL_LINES]
     assert boot.render(host(INVENTORY_4090), facts(others, healthy(), [lost]), text) == text
     assert boot.render(host(INVENTORY_4090), facts(healthy(), healthy()), text) == old  # back: its line is whole
 
 
-def test_a_kept_line_from_an_older_file_loses_its_index_and_nothing_after_the_hash_is_a_setting():
+def test_a_kept_line_from_an_older_file_is_resolved_again_and_nothing_after_the_hash_is_a_setting():
+    """A file of an older provision: no model nor range recorded. The record names card 3's model; card 9 is in
+    neither, so only the block and its own overrides apply to it, unchecked."""
     old = ("gpu=GPU-4090-3 index=3 persistence=on power_limit=300\n"
            "gpu=GPU-4090-9 power_limit=250  # was power_limit=100 by hand\n")
     text = boot.render(host(INVENTORY_4090), facts(card3_gone(), healthy()), old)
-    assert boot_lines(text)[-2:] == [
-        "gpu=GPU-4090-3 persistence=on power_limit=300  # not seen at the last run: was_index=3",
-        "gpu=GPU-4090-9 power_limit=250"]
+    assert boot_lines(text)[-4:] == [f"gpu=GPU-4090-3 persistence=on power_limit=300{KEPT_3}",
+                                     "gpu=GPU-4090-9 persistence=on power_limit=400  # not seen at the last run",
+                                     *MODEL_LINES]
     assert boot.parse(old)["GPU-4090-9"] == {"gpu": "GPU-4090-9", "power_limit": "250"}
 
 

@@ -243,12 +243,18 @@ def test_the_boot_file_has_one_resolved_line_per_gpu_and_keeps_a_gpu_that_is_gon
     old = "gpu=GPU-gone index=3 persistence=on power_limit=200\n"
     text = boot.render(host, facts_with(v100, rtx, h100), old)
     assert text.startswith("# Managed by provision for node1")
-    lines = [line for line in text.splitlines() if line.startswith("gpu=")]
+    lines = [line.partition("  #")[0] for line in text.splitlines() if line.startswith(("gpu=", "model="))]
     assert lines == [
         f"gpu={v100.uuid} index=0 persistence=on power_limit=250 clocks=877,1005",
         f"gpu={rtx.uuid} index=1 persistence=on power_limit=250 locked_sm=210,1005 locked_mem=405,9751",
         f"gpu={h100.uuid} index=2 persistence=on power_limit=700 mem_deferred=2619",
-        "gpu=GPU-gone persistence=on power_limit=200  # not seen at the last run: was_index=3"]  # by UUID only
+        "gpu=GPU-gone persistence=on power_limit=250",  # by UUID only, as the inventory gives it now
+        # then a line per model, by name, for a card the file does not list
+        f"model={rtx.name.replace(' ', '_')} persistence=on power_limit=250 locked_sm=210,1005 locked_mem=405,9751",
+        f"model={h100.name.replace(' ', '_')} persistence=on power_limit=700 mem_deferred=2619",
+        f"model={v100.name.replace(' ', '_')} persistence=on power_limit=250 clocks=877,1005",
+        "model=* persistence=on power_limit=250"]  # a model never seen here: the lowest limit given
+    assert "# not seen at the last run: was_index=3\n" in text
     assert boot.parse(text)[rtx.uuid]["locked_mem"] == "405,9751" and "GPU-gone" in boot.parse(text)
 
 
