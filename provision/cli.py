@@ -454,14 +454,21 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     runs them; the group's all-reduce and iperf3 ring need a run over SSH).
     The other hosts are verified over SSH.
 
+    A node --active did not load (no load program, GPU processes or jobs
+    on it, lost, stopped) is "not tested", never a pass, with why; so is one
+    whose ports or all-reduce did not run. The first Ctrl-C or SIGTERM stops
+    every node's load, judges what was measured and prints the verdicts
+    (exit 130 or 143); a second abandons the run at once.
+
     \b
     Exit codes: 0 every host passed; 1 some check failed; 2 bad input;
     4 some host was unreachable (5 = both); 32 the --junitxml or
-    --prometheus file could not be written (the verdicts shown stand).
+    --prometheus file could not be written (the verdicts shown stand);
+    64 --active: some node, port or all-reduce was not tested;
+    130, 143 stopped by Ctrl-C (SIGINT) or SIGTERM.
     """
     from provision.core.localfiles import not_written
     from provision.output import prometheus as prometheus_file, verify_json
-    from provision.verify import FAIL, UNREACHABLE as NOT_REACHED
 
     target = select_hosts(inventory, local, limit)
     via_slurm = verify_arguments(playbook, templates, local, drain, resume, duration if active else None,
@@ -472,22 +479,21 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     progress = run_progress(as_json)
     options = RunOptions(forks=forks, command="verify", progress=progress, reading="verify", local=local,
                          notice=progress.notice)
+    from provision.commands.verify import exit_code as verify_exit_code, verify as verify_command
     try:
-        from provision.commands.verify import verify as verify_command
-        verdicts, done, unwritten = verify_command(target, tasks, options, ssh, junitxml, drain, resume,
-                                                   duration if active else None, via_slurm)
+        verdicts, done, unwritten, stopped = verify_command(target, tasks, options, ssh, junitxml, drain, resume,
+                                                            duration if active else None, via_slurm)
     finally:
         progress.close()
     if prometheus:
         unwritten.append(not_written("--prometheus", prometheus, lambda: prometheus_file.write(prometheus, verdicts)))
     if as_json:
-        click.echo(json.dumps(verify_json.to_json(verdicts, done), indent=2))
+        click.echo(json.dumps(verify_json.to_json(verdicts, done, stopped), indent=2))
     else:
-        report.print_verdicts(verdicts, verbose)
+        report.print_verdicts(verdicts, verbose, stopped)
         for line in done:
             click.echo(f"{line['host']}: {line['said']}")
-    exit_with((1 if any(v.status == FAIL for v in verdicts) else 0)
-              | (4 if any(v.status == NOT_REACHED for v in verdicts) else 0), unwritten)
+    exit_with(verify_exit_code(verdicts, stopped), unwritten)
 
 
 # --- ad-hoc commands: one setting, now and in the boot file ------------------------------------------

@@ -2,14 +2,20 @@
 GPU processes or Slurm jobs are on it), then iperf3 on the ports NCCL will use between the loaded nodes of each
 training group (fabric.py), then the group's all-reduce through its own torchrun wrapper (collective.py), then
 the host read again, so the passive checks judge the node as the load left it. A host lost during the run is
-reported unreachable by that read; the others go on."""
+reported unreachable by that read; the others go on.
+
+Stopped (the first Ctrl-C or SIGTERM: engine.stop), every node's load is told to stop at once (run.stop_script,
+sent again until its run has answered), what was sampled comes back and is judged; no port test or all-reduce
+starts after it. A load not yet started is not started."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 
 from provision.capabilities.active import collective, during, fabric, history, run
@@ -19,7 +25,9 @@ from provision.core.cluster import launcher_group
 from provision.capabilities.active.judge import target_of
 from provision.capabilities.active.settings import ActiveSettings
 from provision.core.connection import LocalConnection
+from provision.core.results import signal_name
 from provision.core.run import Engine, HostState
+from provision.core.stopping import Stop
 
 SLURM_BUSY = {"ALLOCATED", "MIXED", "COMPLETING"}  # a job runs, or is ending, on the node
 SLACK_S = 180  # the run's timeout beyond the load's seconds: connecting, sampling, the ramp down
@@ -30,9 +38,17 @@ def load_each(engine: Engine, states: list[HostState], seconds: float, forks: in
     ready = [s for s in states if s.facts is not None and s.conn is not None]
     before = {s.host.name: s.facts for s in ready if s.facts is not None}
     with ThreadPoolExecutor(max_workers=max(1, min(forks, len(ready) or 1))) as pool:
-        runs = dict(zip([s.host.name for s in ready], pool.map(lambda s: one(s, seconds), ready)))
-        carried = fabric.measured(measure_fabric(ready, runs, seconds))
-        all_reduce(ready, runs, carried)
+        runs = loads(pool, ready, seconds, engine.stop)
+        if engine.stop:  # no port test or all-reduce starts: each node that has them says so
+            said = f"not tested: the run was stopped ({signal_name(engine.stop.signum or 0)}) before them"
+            for state in ready:
+                if state.host.settings.nccl:
+                    runs[state.host.name].fabric_notes.append(said)
+        else:
+            carried = fabric.measured(measure_fabric(ready, runs, seconds))
+            for host, ports in carried.items():
+                runs[host].ports.update(ports)
+            all_reduce(ready, runs, carried)
         reread = list(pool.map(lambda s: engine.read_into(s, lock=False), ready))
     for state, answered in zip(ready, reread):
         found = runs[state.host.name]
@@ -55,7 +71,47 @@ def remember_good(runs: dict[str, run.ActiveRun], passed: set[str]) -> None:
             history.record(found.history_key or history.key(host), rates)
 
 
-def one(state: HostState, seconds: float) -> run.ActiveRun:
+STOP_EVERY_S = 2.0  # a stop sent again while a node's run has not answered (it may have been starting)
+POLL_S = 0.2  # how soon a stop is seen while the loads run
+
+
+def loads(pool: ThreadPoolExecutor, states: list[HostState], seconds: float, stop: Stop) -> dict[str, run.ActiveRun]:
+    """Every node's load (one), watched for a stop: then each run still going is told to stop (stop_script) until
+    it answers with what it sampled, and those not started never start."""
+    token = f"{os.getpid()}-{secrets.token_hex(6)}"
+    futures = {s.host.name: pool.submit(one, s, seconds, token) for s in states} if not stop else {}
+    told = 0.0
+    while not all(f.done() for f in futures.values()):
+        wait(list(futures.values()), timeout=POLL_S)
+        if stop and time.monotonic() - told >= STOP_EVERY_S:
+            told = time.monotonic()
+            going = [s for s in states if not futures[s.host.name].done() and not futures[s.host.name].cancel()]
+            for state in going:  # its own thread: a host that does not answer holds up no other
+                threading.Thread(target=stop_load, args=(state, token), daemon=True).start()
+    return {s.host.name: _result(futures.get(s.host.name), seconds, stop) for s in states}
+
+
+def _result(future: Future | None, seconds: float, stop: Stop) -> run.ActiveRun:
+    if future is None or future.cancelled():
+        said = signal_name(stop.signum or 0)
+        return run.ActiveRun(seconds, refused=f"the run was stopped ({said}) before its load started", stopped=said)
+    found = future.result()  # a run that ended before the stop reached it ran to its end: not stopped
+    if found.stopped:  # the node's shell heard SIGTERM from stop_script; the run was stopped by this signal
+        found.stopped = signal_name(stop.signum or 0)
+    return found
+
+
+def stop_load(state: HostState, token: str) -> None:
+    """Tell the node's run to stop (run.stop_script); a host that cannot be told ends its run itself once this
+    run is gone (the node script's watchdog)."""
+    assert state.conn is not None
+    try:
+        state.conn.run(["sh", "-c", run.stop_script(token)], timeout=15)
+    except Exception:  # lost: its run's own re-read says so
+        pass
+
+
+def one(state: HostState, seconds: float, token: str = "") -> run.ActiveRun:
     facts, settings = state.facts, state.host.settings
     assert facts is not None and state.conn is not None
     targets = [target_of(gpu) for gpu in facts.nvidia.gpus]
@@ -71,7 +127,7 @@ def one(state: HostState, seconds: float) -> run.ActiveRun:
     python = run.python_for(active.python, settings.launcher.torchrun if settings.launcher else None)
     argv, stdin = run.load_argv(active.load_command, python, seconds, active.dcgm_diag)
     try:
-        result = state.conn.run(["sh", "-c", run.node_script(argv, active.interval_ms)], stdin=stdin,
+        result = state.conn.run(["sh", "-c", run.node_script(argv, active.interval_ms, token)], stdin=stdin,
                                 timeout=run.load_seconds(seconds, active.dcgm_diag) + SLACK_S)
     except Exception as exc:  # the host lost mid-run: its re-read says unreachable; this says when
         return run.ActiveRun(seconds, targets, error=f"the run was cut off: {exc}")
@@ -213,6 +269,8 @@ def all_reduce(states: list[HostState], runs: dict[str, run.ActiveRun], carried:
         wrappers = {s.host.name: wrapper_path(s.host) for s in members}
         with ThreadPoolExecutor(max_workers=len(members)) as pool:  # each node on its own: all at once
             within = [r for r in pool.map(_within, members) if r]
+        for mine in within:
+            _carried(runs, mine, f"within {mine.hosts[0]}")
         for host, own in collective.node_findings(within, wrappers).items():
             runs[host].fabric.append(own)
         if len(members) < 2:
@@ -220,6 +278,7 @@ def all_reduce(states: list[HostState], runs: dict[str, run.ActiveRun], carried:
         used = {s.host.name: used_ports(s) for s in members}
         setting = {s.host.name: (s.host.settings.active or ActiveSettings()).expected_port_mbps for s in members}
         result = _across(group, members, used, setting, carried)
+        _carried(runs, result, f"across {group}")
         paired = _pairwise(group, members, used, setting, carried) if result.short() else {}
         for host, finding in paired.items():
             leads = ported[host]
@@ -236,6 +295,13 @@ def all_reduce(states: list[HostState], runs: dict[str, run.ActiveRun], carried:
             runs[node].fabric.append(replace(said, because=(f"{collective.CHECK}:{node}",)))
         else:
             runs[members[0].host.name].fabric.append(said)
+
+
+def _carried(runs: dict[str, run.ActiveRun], result: collective.Collective, what: str) -> None:
+    """The bus bandwidth an all-reduce reached, on each of its nodes' runs (the figures a verdict reports)."""
+    if result.busbw_gbs is not None:
+        for host in result.hosts:
+            runs[host].allreduce[what] = result.busbw_gbs
 
 
 def _following(port) -> tuple[str, ...]:

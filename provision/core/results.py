@@ -18,6 +18,7 @@ EXIT_UNREACHABLE = 4  # some host could not be reached (5 = both 1 and 4)
 EXIT_WOULD_CHANGE = 8  # --check: some host is not as intended (a drift gate, like terraform's -detailed-exitcode)
 EXIT_REBOOT_PENDING = 16  # some host waits for a reboot (a driver installed loads at the next boot): not a failure
 EXIT_NOT_WRITTEN = 32  # a file the run writes (--log, --junitxml, --prometheus) was not: the results shown stand
+EXIT_NOT_TESTED = 64  # verify --active: some node's load, ports or all-reduce did not run (why: in its verdict)
 # Stopped by a signal: 128 + its number, as shells say it (130 Ctrl-C/SIGINT, 143 SIGTERM); what was in flight
 # finished, nothing new started.
 EXIT_STOPPED_BASE = 128

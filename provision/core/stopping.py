@@ -22,6 +22,7 @@ class Stop:
     def __init__(self, notice: Callable[[str], None]):
         self.signum: int | None = None
         self.notice = notice
+        self.said = "the changes in flight finish, nothing new starts"  # what stopping does, as the command does it
 
     def __bool__(self) -> bool:
         return self.signum is not None
@@ -48,8 +49,7 @@ class Stop:
 
     def request(self, signum: int) -> None:
         self.signum = signum
-        self.notice(f"{signal_name(signum)}: stopping; the changes in flight finish, nothing new starts "
-                    "(Ctrl-C again abandons them)")
+        self.notice(f"{signal_name(signum)}: stopping; {self.said} (Ctrl-C again abandons them)")
 
     def words(self) -> str:
         """What a host or task not started says."""

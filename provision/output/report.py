@@ -292,17 +292,22 @@ def _echo_wrapped(prefix: str, styled: str, text: str, hang: int, commands: bool
     click.echo("\n".join([styled + lines[0][len(prefix):], *lines[1:]]).replace("\0", " "))
 
 
-def print_verdicts(verdicts: list, verbose: bool = False) -> None:
+def print_verdicts(verdicts: list, verbose: bool = False, stopped: int | None = None) -> None:
     """provision verify: one line per host with its verdict; under it, one finding per cause (the check, what it
-    expected, what it found, what to do, and the checks that fail only because of it), then the totals. -v: the
-    consequences' own words, and every check that passed or did not apply (and why). Long lines wrap at the
-    terminal's width (100 on a pipe) with a hanging indent under their text, never inside a word."""
-    from provision.verify import FAIL, PASS, UNREACHABLE as NOT_REACHED
+    expected, what it found, what to do, and the checks that fail only because of it), and what --active left
+    untested; then the totals, and each host not tested with why. -v: the consequences' own words, every check
+    that passed or did not apply (and why), and what --active measured. Long lines wrap at the terminal's width
+    (100 on a pipe) with a hanging indent under their text, never inside a word. stopped: the signal that
+    stopped the run, said first."""
+    from provision.verify import FAIL, NOT_TESTED, PASS, UNREACHABLE as NOT_REACHED
 
     columns = shutil.get_terminal_size((100, 24)).columns
     echo = functools.partial(_echo_wrapped, columns=columns)
     width = min(max((len(v.host) for v in verdicts), default=4), HOST_COLUMN)
-    colors = {PASS: "green", FAIL: "red", NOT_REACHED: "red"}
+    colors = {PASS: "green", FAIL: "red", NOT_REACHED: "red", NOT_TESTED: "magenta"}
+    if stopped:
+        click.secho(f"Stopped by {signal_name(stopped)}: every node's load was stopped; what was measured until "
+                    "then is judged below.", fg="magenta", bold=True)
     for v in verdicts:
         host = f"{v.host:<{width}}"
         name = click.style(host, fg=colors[v.status], bold=True)
@@ -310,7 +315,9 @@ def print_verdicts(verdicts: list, verbose: bool = False) -> None:
             echo(f"{host}  UNREACHABLE  ", f"{name}  UNREACHABLE  ", v.message, len(host) + 15)
             continue
         status = f"{v.status.upper():<5} "
-        echo(f"{host}  {status}", f"{name}  {status}", _verdict_counts(v, verbose), len(host) + 8)
+        echo(f"{host}  {status}", f"{name}  {status}", _verdict_counts(v, verbose), len(host) + 2 + len(status))
+        for words in v.not_tested:
+            echo("    untested ", f"    {click.style('untested', fg='magenta')} ", words, 13)
         for cause in v.findings:
             f = cause.failure
             echo("    failed ", f"    {click.style('failed', fg='red')} ",
@@ -331,9 +338,27 @@ def print_verdicts(verdicts: list, verbose: bool = False) -> None:
                 echo("    passed ", f"    {click.style('passed', fg='green')} ", check, 11)
             for skipped in v.skipped:
                 echo("    n/a    ", f"    {click.style('n/a', fg='cyan')}    ", skipped, 11)
-    counts = {status: sum(1 for v in verdicts if v.status == status) for status in (PASS, FAIL, NOT_REACHED)}
+            for words in measured_lines(v.figures):
+                echo("    measured ", f"    {click.style('measured', fg='blue')} ", words, 13)
+    counts = {status: sum(1 for v in verdicts if v.status == status)
+              for status in (PASS, FAIL, NOT_TESTED, NOT_REACHED)}
     click.echo(f"\n{len(verdicts)} host{'' if len(verdicts) == 1 else 's'}: "
                + (", ".join(f"{n} {status}" for status, n in counts.items() if n) or "none"))
+    untested = [v for v in verdicts if v.not_tested]
+    if untested:  # the summary names why for each node, a failed one too: a script's exit bit 64
+        click.echo(click.style("Not tested:", bold=True))
+        for v in untested:
+            echo(f"  {v.host:<{width}}  ", f"  {v.host:<{width}}  ", "; ".join(v.not_tested), width + 4)
+
+
+def measured_lines(figures: list[dict]) -> list[str]:
+    """verify --active's figures, one line per part (the node's own first): "0000:3B:00.0: power_peak_watts
+    187.2, sm_clock_median_mhz 1005, tflops 78.1"."""
+    parts: dict[str, list[str]] = {}
+    for figure in figures:
+        parts.setdefault(figure["part"], []).append(f"{figure['figure']} {figure['value']:g}")
+    ordered = sorted(parts.items(), key=lambda item: item[0] != "")
+    return [f"{part or 'node'}: {', '.join(said)}" for part, said in ordered]
 
 
 def _verdict_counts(verdict, verbose: bool) -> str:

@@ -3,20 +3,26 @@
 Version 1:
 
     {"schema": "provision-verify/1",
-     "hosts": [{"host", "status": "pass"|"fail"|"unreachable", "message",
+     "hosts": [{"host", "status": "pass"|"fail"|"unreachable"|"not tested", "message",
                 "findings": [one per cause: {"check", "severity", "expected", "found", "next_step", "about",
                                               "consequences": [{"check", "severity", "expected", "found",
                                                                 "about"}]}],
                 "failures": [every check's findings, flat: {"check", "severity", "expected", "found",
                                                            "next_step", "because": [lead], "about"}],
-                "passed": [check], "skipped": ["check: why"], "notes": [text]}],
-     "slurm": [{"host", "node", "action", "said"}]}
+                "passed": [check], "skipped": ["check: why"], "notes": [text],
+                "not_tested": ["part: why"] (--active: the load, ports or all-reduce that did not run),
+                "figures": [{"part", "figure", "value"}] (--active: what was measured, the unit in the name)}],
+     "slurm": [{"host", "node", "action", "said"}],
+     "stopped_by": "SIGINT"|"SIGTERM" (only where a signal stopped the run)}
+
+"not tested" (--active) is never a pass: nothing failed, but a part of the run did not test the node.
 
 A new key may appear within a version; a key renamed or removed, or a meaning changed, is a new version.
 """
 
 from __future__ import annotations
 
+from provision.core.results import signal_name
 from provision.verify import Failure, Verdict
 
 SCHEMA = "provision-verify/1"
@@ -37,11 +43,13 @@ def host_json(verdict) -> dict:
                      for cause in verdict.findings],
         "failures": [_failure(f, True) for f in verdict.failures],
         "passed": verdict.passed, "skipped": verdict.skipped, "notes": verdict.notes,
+        "not_tested": verdict.not_tested, "figures": verdict.figures,
     }
 
 
-def to_json(verdicts: list, slurm: list[dict]) -> dict:
-    return {"schema": SCHEMA, "hosts": [host_json(v) for v in verdicts], "slurm": slurm}
+def to_json(verdicts: list, slurm: list[dict], stopped: int | None = None) -> dict:
+    said = {"schema": SCHEMA, "hosts": [host_json(v) for v in verdicts], "slurm": slurm}
+    return said | ({"stopped_by": signal_name(stopped)} if stopped else {})
 
 
 def from_json(data: dict) -> tuple[list, list[dict]]:
@@ -50,6 +58,6 @@ def from_json(data: dict) -> tuple[list, list[dict]]:
     verdicts = [Verdict(h["host"], h["status"], h.get("message", ""), h.get("passed", []),
                         [Failure(f["check"], f["expected"], f["found"], f.get("next_step", ""), f.get("because", []),
                                  f.get("about", []), f["severity"]) for f in h.get("failures", [])],
-                        h.get("skipped", []), h.get("notes", []))
+                        h.get("skipped", []), h.get("notes", []), h.get("not_tested", []), h.get("figures", []))
                 for h in data["hosts"]]
     return verdicts, data.get("slurm", [])

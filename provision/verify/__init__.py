@@ -33,6 +33,8 @@ from provision.core.plan import Task
 SUITE = Path(__file__).parent / "suite"  # pytest.ini: verify's own pytest settings
 AS_INTENDED = Path(__file__).parent / "as_intended.py"  # every task's desired state, after the capabilities' checks
 PASS, FAIL, UNREACHABLE = "pass", "fail", "unreachable"
+# verify --active: nothing failed, but the load (or a part of it) did not run on the node: never a pass
+NOT_TESTED = "not tested"
 
 
 @dataclass
@@ -68,12 +70,14 @@ class Failure:
 @dataclass
 class Verdict:
     host: str
-    status: str = PASS  # pass | fail | unreachable
+    status: str = PASS  # pass | fail | unreachable | not tested
     message: str = ""  # why unreachable
     passed: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)  # every check's findings, as the checks said them
     skipped: list[str] = field(default_factory=list)  # "check: why"
     notes: list[str] = field(default_factory=list)
+    not_tested: list[str] = field(default_factory=list)  # --active: "part: why" for each part the load left untested
+    figures: list[dict] = field(default_factory=list)  # --active: what was measured (capabilities/active/outcome.py)
 
     @property
     def findings(self) -> list[Cause]:

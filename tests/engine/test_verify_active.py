@@ -87,8 +87,9 @@ def test_dcgmi_diag_as_the_load_files_its_failed_test_under_the_gpu_and_is_not_a
     path = v100_node.root / "dcgm.yaml"
     path.write_text(yaml.safe_dump(data))
     assert v100_node.apply(str(path)).exit_code == 0
-    code, host = verify_active(v100_node, str(path))  # no dcgmi here: not applicable, said
-    assert code == 0 and host["failures"] == [], host["failures"]
+    code, host = verify_active(v100_node, str(path))  # no dcgmi here: nothing loaded, so not tested (never a pass)
+    assert code == 64 and host["failures"] == [], host["failures"]
+    assert host["status"] == "not tested" and "dcgmi is not installed on the node" in host["not_tested"][0]
     [skipped] = [s for s in host["skipped"] if s.startswith("gpus_hold_up_under_load")]
     assert "not applicable: dcgmi is not installed on the node" in skipped, skipped
 

@@ -205,7 +205,7 @@ def test_the_node_runs_dcgmi_diag_under_the_sampler_for_as_long_as_its_level_tak
     argv, stdin = run.load_argv(None, "python3", 60, dcgm_diag=2)
     assert argv == ["dcgmi", "diag", "-r", "2", "-j"] and stdin is None
     script = run.node_script(argv, 500)
-    assert "dcgmi diag -r 2 -j >" in script and "-lms 500" in script
+    assert "dcgmi diag -r 2 -j <&3" in script and "-lms 500" in script
     assert subprocess.run(["sh", "-n", "-c", script], capture_output=True).returncode == 0
     assert run.load_seconds(60, 3) == dcgm.LIMIT_S[3] and run.load_seconds(60) == 60
     calls = []  # what active.one() runs on the node, and for how long at most

@@ -14,6 +14,7 @@ from provision.capabilities.host import HostFacts, HostSettings
 from provision.capabilities.slurm.facts import SlurmNodeState
 from provision.commands import active
 from provision.core.connection import CommandResult
+from provision.core.stopping import Stop
 
 TARGETS = [Target("GPU-0", "GPU0", "00000000:01:00.0", cap=200.0)]
 M = run.MARK
@@ -104,8 +105,9 @@ def checked(found: run.ActiveRun):
 
 
 def test_the_check_skips_what_was_not_loaded_and_fails_a_slow_or_failed_gpu():
+    # not loaded: skipped here, and the verdict's "not tested" (test_active_untested.py), not a note
     assert checked(run.ActiveRun(5, refused="Slurm has jobs on it (State=ALLOCATED)")) == (
-        "skip: refused: Slurm has jobs on it (State=ALLOCATED)", ["not loaded: Slurm has jobs on it (State=ALLOCATED)"])
+        "skip: not loaded: Slurm has jobs on it (State=ALLOCATED)", [])
     no_torch = run.ActiveRun(5, TARGETS, load_rc=run.NOT_APPLICABLE, load={"error": "no torch in this Python"})
     assert checked(no_torch)[0] == "skip: not applicable: no torch in this Python"
     targets = [Target(f"GPU-{i}", f"GPU{i}", f"00000000:{i + 1:02X}:00.0") for i in range(4)]
@@ -158,6 +160,8 @@ def test_a_host_lost_during_the_run_is_left_unread_so_verify_reports_it_unreacha
     seen = []
 
     class Engine:
+        stop = Stop(print)  # never asked to
+
         def read_into(self, st, lock):
             seen.append((st.host.name, lock))
             return st is answering

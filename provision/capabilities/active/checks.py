@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from provision.capabilities.active import dcgm, during, judge
-from provision.capabilities.active.run import NOT_APPLICABLE
+from provision.capabilities.active.outcome import not_applicable
 from provision.core.checks import CRITICAL, WARNING, Finding, fail_each, note
 
 SLOW_GPU = 0.8  # a GPU below 80% of the node's median throughput
@@ -19,15 +19,13 @@ def check_gpus_hold_up_under_load(node):
     run = getattr(node, "active", None)
     if run is None:
         pytest.skip("not asked: `provision verify --active` loads the node")
+    # a part the run did not test is the verdict's "not tested" (active/outcome.py, commands/verify.py), never a pass
     if run.refused:
-        note(node, f"not loaded: {run.refused}")
-        pytest.skip(f"refused: {run.refused}")
+        pytest.skip(f"not loaded: {run.refused}")
     if run.error:
         fail_each([Finding("an active run on the node", run.error,
                            "run `provision facts` on the node: it says what nvidia-smi answers")])
-    for words in run.fabric_notes:
-        note(node, words)
-    why = _not_applicable(run)
+    why = not_applicable(run)
     if why:
         fail_each(run.fabric)  # the ports were measured all the same
         pytest.skip(f"not applicable: {why}")
@@ -51,21 +49,13 @@ def check_gpus_hold_up_under_load(node):
     fail_each(found + run.fabric)
 
 
-def _not_applicable(run) -> str:
-    """Why there was nothing to load, or "": provision's program exits NOT_APPLICABLE (no torch, no CUDA); dcgmi
-    is not installed or reaches no host engine (its own exit codes are DCGM's, so 3 means nothing there)."""
-    if run.dcgm is not None:
-        return run.dcgm.not_applicable
-    if run.load_rc == NOT_APPLICABLE:
-        return run.load.get("error") or "the load found nothing to load"
-    return ""
-
-
 def _load_findings(run, judged: set) -> list[Finding]:
     """What the load itself says: a GPU whose thread failed (unless the judge already has it lost), a GPU well
     below the node's median or its own last good run (the median first: one GPU unlike its peers), a load that
     printed no report."""
     gpus = run.load.get("gpus")
+    if not isinstance(gpus, list) and run.stopped:  # stopped before it reported: the samples are what there is
+        return []
     if not isinstance(gpus, list):
         said = (run.load.get("error") or run.load_stderr.strip().splitlines()[-1:] or ["no output"])
         return [Finding("the load to run and report", f"the load exited {run.load_rc}: {' '.join(said)}",

@@ -6,15 +6,19 @@ Every GPU at once, one thread each: bf16 matrix products (fp16 where the GPU has
 its UUID (as nvidia-smi names it), the TFLOP/s it sustained, and its error if it stopped (a GPU that fell off
 the bus raises a CUDA error in its thread; the others go on). Exit 0 when every GPU ran to the end, 1 when one
 failed, 3 when there is no load to run here (no torch, no CUDA): "not applicable", with the reason.
+SIGTERM or SIGINT (verify stopped: the node script passes it on) ends the products at once: the line says what
+each GPU sustained until then, with "stopped" and the seconds it ran.
 """
 
 import argparse
 import json
+import signal
 import sys
 import threading
 import time
 
 SIZE = 8192
+STOPPING = threading.Event()  # set by SIGTERM or SIGINT: every GPU's thread ends its products and reports
 
 
 def main() -> int:
@@ -29,7 +33,10 @@ def main() -> int:
         return report({"error": f"torch {torch.__version__} sees no CUDA GPU ({sys.executable})"}, 3)
     count = torch.cuda.device_count()
     results = [{"index": i, "uuid": uuid_of(torch, i), "tflops": 0.0, "error": ""} for i in range(count)]
-    deadline = time.monotonic() + args.seconds
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda number, frame: STOPPING.set())
+    began = time.monotonic()
+    deadline = began + args.seconds
     threads = [threading.Thread(target=burn, args=(torch, i, deadline, results[i]), daemon=True)
                for i in range(count)]
     for thread in threads:
@@ -39,7 +46,9 @@ def main() -> int:
         if thread.is_alive():
             results[threads.index(thread)]["error"] = "did not finish: the GPU stopped answering"
     failed = any(r["error"] for r in results)
-    return report({"seconds": args.seconds, "dtype": "bf16/fp16", "gpus": results}, 1 if failed else 0)
+    ran = {"stopped": True, "seconds": round(time.monotonic() - began, 1)} if STOPPING.is_set() else {
+        "seconds": args.seconds}
+    return report({**ran, "dtype": "bf16/fp16", "gpus": results}, 1 if failed else 0)
 
 
 def uuid_of(torch, index: int) -> str:
@@ -56,7 +65,7 @@ def burn(torch, index: int, deadline: float, result: dict) -> None:
             b = torch.randn(SIZE, SIZE, device=index, dtype=dtype)
             torch.cuda.synchronize(index)
             started, done = time.monotonic(), 0
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not STOPPING.is_set():
                 for _ in range(8):
                     torch.matmul(a, b)
                 torch.cuda.synchronize(index)

@@ -3,8 +3,14 @@ the load; the sampler stopped; everything printed in sections) and what comes ba
 
 The load is provision's program (load_program.py, sent on stdin to the node's Python) or the inventory's
 active.load_command. Both get `--seconds N` and print one JSON line. Or `dcgmi diag -r N -j` (active.dcgm_diag):
-its level sets its length, and what it prints is dcgm.py's to read. The node's temporary files go with the run
-(trap on exit, INT and TERM), and the sampler with them: an interrupted run leaves nothing behind.
+its level sets its length, and what it prints is dcgm.py's to read.
+
+Stopping: the first Ctrl-C or SIGTERM of verify runs stop_script on the node (a command of its own beside the
+run), which sends the run's shell SIGTERM: it stops the load (its own process group) and the sampler, and prints
+what was sampled so far, marked stopped. The node side also ends by itself when its controller is gone (provision
+killed, the connection cut): a watchdog writes an empty line to the run's stdout each second, which fails once
+nothing reads it (sshd gone, or the channel closed), and hangs the run up. Every end (done, stopped, hung up)
+stops the load and the sampler and removes the temporary directory: an interrupted run leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from provision.capabilities.gpu import smi
 PROGRAM = Path(__file__).with_name("load_program.py")
 NOT_APPLICABLE = 3  # the load program's exit: nothing to load here (no torch, no CUDA)
 MARK = "@@provision-active "  # section lines: busy, unreadable, samples, load RC, stderr
+TEMP_PREFIX = "provision-active."  # the run's directory under $TMPDIR (/tmp): its token file names the run
+STOP_GRACE_S = 5  # a load told to stop has this long to print what it did before it is killed
 
 
 @dataclass
@@ -31,7 +39,8 @@ class ActiveRun:
     seconds: float
     targets: list[Target] = field(default_factory=list)  # the GPUs as set before the run
     power_budget: float | None = None  # active.power_budget_watts
-    refused: str = ""  # why the node was not loaded: its GPUs or Slurm were busy
+    refused: str = ""  # why the node was not loaded: its GPUs or Slurm were busy, or the run was stopped first
+    stopped: str = ""  # the signal that stopped the load before its end ("SIGINT"): what was sampled is judged
     error: str = ""  # the run could not be made (no nvidia-smi answer, the connection, a timeout)
     samples: dict[str, list[Sample]] = field(default_factory=dict)
     load_rc: int | None = None
@@ -43,6 +52,8 @@ class ActiveRun:
     history_key: str = ""  # the machine its last good run is kept for (history.key: its name and machine-id)
     fabric: list = field(default_factory=list)  # findings of the port tests filed under this node (fabric.py)
     fabric_notes: list[str] = field(default_factory=list)  # ports not tested, and why
+    ports: dict[str, float] = field(default_factory=dict)  # port -> Mb/s iperf3 measured it carry (the slower way)
+    allreduce: dict[str, float] = field(default_factory=dict)  # "within NODE" / "across GROUP" -> bus bandwidth GB/s
     dcgm: dcgm.Diag | None = None  # what dcgmi diag reported, where it was the load (active.dcgm_diag)
 
 
@@ -71,27 +82,73 @@ def load_seconds(seconds: float, dcgm_diag: int | None = None) -> float:
     return float(dcgm.LIMIT_S[dcgm_diag]) if dcgm_diag else seconds
 
 
-def node_script(load: list[str], interval_ms: int) -> str:
-    """The sh run on the node. The compute-apps query first: any process on a GPU and the node is not touched."""
+def node_script(load: list[str], interval_ms: int, token: str = "") -> str:
+    """The sh run on the node. The compute-apps query first: any process on a GPU and the node is not touched.
+    token: this run's name on the node (stop_script finds the run by it)."""
     return "\n".join([
         "set -u",
+        # a write to a controller that is gone fails (EPIPE) instead of killing the shell before it cleans up
+        "trap '' PIPE",
         f"apps=$(nvidia-smi --query-compute-apps=pid,process_name,gpu_uuid --format=csv,noheader </dev/null 2>&1) "
         f"|| {{ echo '{MARK}unreadable'; printf '%s\\n' \"$apps\"; exit 0; }}",
         f"[ -z \"$apps\" ] || {{ echo '{MARK}busy'; printf '%s\\n' \"$apps\"; exit 0; }}",
-        "d=$(mktemp -d \"${TMPDIR:-/tmp}/provision-active.XXXXXX\") || exit 90",
-        "s=''",
-        "trap '[ -z \"$s\" ] || kill \"$s\" 2>/dev/null; rm -rf \"$d\"' EXIT",
-        "trap 'exit 130' INT TERM HUP",
+        f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/{TEMP_PREFIX}XXXXXX\") || exit 90",
+        "s='' l='' w='' stop='' rc=''",
+        *_stopping(token),
+        "exec 3<&0",  # the load's stdin (provision's program): a job in the background would get /dev/null
         smi.query_gpu_snippet(sampler.SAMPLE_FIELDS) + " </dev/null",
         f"nvidia-smi --query-gpu=\"$f\" {smi.QUERY_FORMAT} -lms {int(interval_ms)} </dev/null >\"$d/samples\" 2>&1 &",
         "s=$!",
-        f"{shlex.join(load)} >\"$d/load\" 2>\"$d/err\"",
-        "rc=$?",
-        "sleep 1",  # the ramp down, sampled
-        "kill \"$s\" 2>/dev/null; wait \"$s\" 2>/dev/null; s=''",
+        # its own process group where setsid is there (util-linux): a load's children stop with it
+        f"$g {shlex.join(load)} <&3 3<&- >\"$d/load\" 2>\"$d/err\" &",
+        "l=$!",
+        "exec 3<&-",
+        # the watchdog: an empty line (read as nothing) each second; a write that fails means no one reads the
+        # run any more (sshd gone with provision, the channel closed): hang the run up
+        "( while printf '\\n' 2>/dev/null; do sleep 1 >/dev/null; done; kill -HUP $$ ) &",
+        "w=$!",
+        "[ -z \"$stop\" ] || halt",  # a stop that came before $l was known
+        "wait \"$l\"; rc=$?",
+        "[ -z \"$stop\" ] || ended",
+        "l=''",
+        "[ -n \"$stop\" ] || sleep 1",  # the ramp down, sampled (not after a stop: stopped means now)
+        "kill \"$s\" \"$w\" 2>/dev/null; wait \"$s\" 2>/dev/null; s='' w=''",
+        f"[ -z \"$stop\" ] || echo \"{MARK}stopped $stop\"",
         f"echo '{MARK}samples'; cat \"$d/samples\"",
         f"echo \"{MARK}load $rc\"; cat \"$d/load\"",
         f"echo '{MARK}stderr'; tail -c 4000 \"$d/err\"",
+    ])
+
+
+def _stopping(token: str) -> list[str]:
+    """The node script's traps. halt: TERM to the load's group (or the load), the sampler and the watchdog;
+    ended: wait STOP_GRACE_S for the load to go (it may print what it did), then KILL. INT and TERM: stop and
+    report; HUP (no controller): stop and exit at once; on every exit the directory goes."""
+    return [
+        "command -v setsid >/dev/null 2>&1 && g=setsid || g=''",
+        "halt() { [ -z \"$l\" ] || kill -TERM -\"$l\" 2>/dev/null || kill -TERM \"$l\" 2>/dev/null; "
+        "for p in $s $w; do kill -TERM \"$p\" 2>/dev/null; done; }",
+        f"ended() {{ n=0; while [ -n \"$l\" ] && kill -0 \"$l\" 2>/dev/null && [ $n -lt {STOP_GRACE_S * 10} ]; "
+        "do sleep 0.1; n=$((n + 1)); done; [ -z \"$l\" ] || kill -KILL -\"$l\" 2>/dev/null || "
+        "kill -KILL \"$l\" 2>/dev/null; [ -z \"$l\" ] || { wait \"$l\"; rc=$?; }; }",
+        "trap 'halt; ended; rm -rf \"$d\"' EXIT",
+        "trap 'stop=SIGINT; halt' INT",
+        "trap 'stop=SIGTERM; halt' TERM",
+        "trap 'stop=SIGHUP; halt; exit 129' HUP",
+        f"printf '%s\\n' {shlex.quote(token)} >\"$d/token\"; echo $$ >\"$d/pid\"",
+    ]
+
+
+def stop_script(token: str, signal_name: str = "TERM") -> str:
+    """Stops the run named token on this node: its shell gets SIGTERM (node_script's trap stops the load and the
+    sampler and reports). Prints how many runs it reached."""
+    return "\n".join([
+        "n=0",
+        f"for t in \"${{TMPDIR:-/tmp}}\"/{TEMP_PREFIX}*/token; do",
+        f"  [ -f \"$t\" ] && [ \"$(cat \"$t\")\" = {shlex.quote(token)} ] || continue",
+        f"  kill -{signal_name} \"$(cat \"${{t%/token}}/pid\")\" 2>/dev/null && n=$((n + 1))",
+        "done",
+        "echo \"$n\"",
     ])
 
 
@@ -109,12 +166,15 @@ def parse(text: str, seconds: float, targets: list[Target], dcgm_diag: int | Non
                 run.load_rc = int(words[1])
         elif current is not None:
             sections[current].append(line)
+    if "stopped" in sections:
+        run.stopped = words_after(text, "stopped") or "a signal"
     if "busy" in sections:
         run.refused = "processes run on its GPUs: " + "; ".join(sections["busy"][:4])
     elif "unreadable" in sections:
         run.error = "nvidia-smi could not list the GPUs' processes: " + " ".join(sections["unreadable"][-2:])
     elif "samples" not in sections:
-        run.error = "the run ended before it reported: " + (" ".join(text.splitlines()[-2:]) or "no output")
+        said = [line for line in text.splitlines() if line.strip()]  # the watchdog's empty lines say nothing
+        run.error = "the run ended before it reported: " + (" ".join(said[-2:]) or "no output")
     run.samples = sampler.by_gpu(sampler.parse("\n".join(sections.get("samples", []))))
     run.load_stderr = "\n".join(sections.get("stderr", []))
     if dcgm_diag and "load" in sections:  # dcgmi's JSON spans lines; its length is what was sampled
@@ -122,7 +182,15 @@ def parse(text: str, seconds: float, targets: list[Target], dcgm_diag: int | Non
         run.seconds = round(max((s.t for rows in run.samples.values() for s in rows), default=seconds), 1)
     else:
         run.load = _json_line(sections.get("load", []))
+    if run.stopped:  # judged on what was sampled: its length is the run's
+        run.seconds = round(max((s.t for rows in run.samples.values() for s in rows), default=0.0), 1)
     return run
+
+
+def words_after(text: str, section: str) -> str:
+    """What follows a section's mark on its line ("SIGINT" for the stopped mark)."""
+    head = f"{MARK}{section} "
+    return next((line[len(head):].strip() for line in text.splitlines() if line.startswith(head)), "")
 
 
 def _json_line(lines: list[str]) -> dict:
