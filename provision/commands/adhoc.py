@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from provision.capabilities.gpu.adhoc import AdhocSettings, check_change, gpu_chooser, with_gpu_block
+from provision.capabilities.gpu.adhoc import AdhocSettings, AfterTheSetting, check_change, gpu_chooser, with_gpu_block
 from provision.commands.playbook import load_playbook
 from provision.commands.run import Target, engine_for, run_stoppable
 from provision.core.connection import SSHOptions
@@ -19,8 +19,11 @@ def adhoc(target: Target, change: dict, option: str, gpus: str | None, from_inve
     tasks: the one for each changed setting (gpu.power_limit -> gpu-power-limit), and the boot ones."""
     check_change(change, option)
     task_names = {"gpu-" + setting.replace("_", "-") for setting in change}
-    tasks = [t for t in load_playbook(playbook_path("gpu"), templates_dir(None))
-             if t.name in task_names or "boot" in t.tags]
+    playbook = load_playbook(playbook_path("gpu"), templates_dir(None))
+    setters = [t for t in playbook if t.name in task_names]
+    # A setter that fails on a host installs nothing there that would run at boot (AfterTheSetting).
+    tasks = [*setters, *(AfterTheSetting(t, setters, options.check) for t in playbook
+                         if "boot" in t.tags and t.name not in task_names)]
     hook = AdhocSettings(change, gpu_chooser(gpus), from_inventory=from_inventory)
     options.adjust_host = hook
     log = RunLog(default_path(), options.command, target.inventory_path)

@@ -12,6 +12,11 @@ So the boot file keeps every other line and gains this change. When the
 inventory says otherwise, the user is warned: the next `apply` converges
 back to the inventory.
 
+The boot tasks (the boot file, its script, its unit) run on a host only once
+the change's own tasks succeeded there (AfterTheSetting): a setter that failed
+(no driver, nvidia-smi refused it) installs nothing that would run at boot,
+and the host's result says why each boot task was skipped.
+
 The value came from the command line, so what a GPU refuses is said in the
 command's flags (`provision clocks --mem 877 --sm 1001`), not in inventory
 keys, once per host and refusal with its GPUs listed; values are printed as
@@ -31,6 +36,7 @@ from provision.core.errors import InputError, Problem
 from provision.capabilities.gpu.model import GpuFacts
 from provision.capabilities.gpu.settings import GpuOverride, GpuSettings
 from provision.core.settings import number_or_word, yaml_words
+from provision.core.plan import FAILED, Plan, Task
 from provision.capabilities.gpu import boot
 
 if TYPE_CHECKING:  # types only
@@ -210,6 +216,71 @@ class AdhocSettings:
             else:
                 self.warnings.append(f"{host.name} {gpu_list(where)}: the inventory says gpu.{key} {words} "
                                      f"(`{as_typed({key: said})}`); the next `provision apply` sets that back")
+
+
+# --- the boot tasks, after the setting ---------------------------------------------------------------------
+
+class AfterTheSetting(Task):
+    """A boot task of an ad-hoc change, planned on a host only after the change's tasks (the setters) ran there
+    (it plans from what they change, so it never joins their command), and skipped where they did not succeed:
+    their plan, made again on the host as it is now, fails, or (not --check) still has changes to make."""
+
+    def __init__(self, task: Task, setters: list[Task], check: bool):
+        super().__init__(task.params, task.name, sorted(task.tags))
+        self.task, self.setters, self.check = task, setters, check
+        self.settings_blocks = task.settings_blocks
+        self.alters = task.alters
+        self.templates = task.templates
+
+    @property  # type: ignore[override]  # the engine gives every task the cluster: the wrapped one needs it
+    def cluster(self):
+        return self.task.cluster
+
+    @cluster.setter
+    def cluster(self, value) -> None:
+        self.task.cluster = value
+
+    def planned_from(self) -> frozenset[str]:
+        return self.task.planned_from().union(*(setter.alters for setter in self.setters))
+
+    def blocks(self) -> frozenset[str]:
+        return self.task.blocks()
+
+    def file_paths(self, host):
+        return self.task.file_paths(host)
+
+    def peer_hosts(self, host, everyone):
+        return self.task.peer_hosts(host, everyone)
+
+    def unit_names(self, host):
+        return self.task.unit_names(host)
+
+    def package_names(self, host):
+        return self.task.package_names(host)
+
+    def fact_sections(self, host):
+        return self.task.fact_sections(host)
+
+    def check_params(self, file):
+        return self.task.check_params(file)
+
+    def plan(self, host, facts) -> Plan:
+        why = self.setting_failed(host, facts)
+        if why:
+            return Plan(skipped=f"not installed for the next boot: {why}")
+        return self.task.plan(host, facts)
+
+    def setting_failed(self, host, facts) -> str:
+        """Why the change is not in place on this host ("" when it is, or under --check would be)."""
+        for setter in self.setters:
+            plan = setter.plan(host, facts)
+            refused = [f"{item.target}: {item.message}" for item in plan.refused if item.status == FAILED]
+            if plan.failed or plan.problems or refused:
+                return f"{setter.name} failed on this host ({plan.failed or '; '.join(plan.problems + refused)})"
+            if plan.changes and not self.check:
+                return f"{setter.name} did not take effect (" + "; ".join(
+                    f"{c.target} {c.what} {c.before}, not {c.after}" for c in plan.changes) + ")"
+        return ""
 
 
 # --- values as the user types them -----------------------------------------------------------------

@@ -1,0 +1,67 @@
+"""An ad-hoc setter that fails installs nothing that would run at boot (issue 42): the shipped gpu playbook's boot
+tasks (the file, the script, the unit file, the unit enabled), as `provision persistence|power|clocks` runs them,
+planned on a host where the setter failed, on one where it has not run yet (--check), and in the run's batches.
+tests/engine/test_adhoc_boot.py runs the commands themselves."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from provision.capabilities.gpu.adhoc import AfterTheSetting
+from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
+from provision.capabilities.gpu.settings import GpuSettings
+from provision.capabilities.host import HostFacts, HostSettings
+from provision.commands.playbook import load_playbook
+from provision.core.facts import SystemFacts
+from provision.core.plan import Change
+from provision.core.resources import playbook_path, templates_dir
+from provision.core.run import Planned, joins
+
+BOOT_TASKS = ["gpu-boot-conf", "gpu-boot-script", "gpu-boot-unit-file", "gpu-boot-unit"]
+
+
+def adhoc_tasks(setting: str, check: bool):
+    playbook = load_playbook(playbook_path("gpu"), templates_dir(None))
+    setters = [t for t in playbook if t.name == f"gpu-{setting.replace('_', '-')}"]
+    return setters, [AfterTheSetting(t, setters, check) for t in playbook if "boot" in t.tags]
+
+
+def host(gpu: dict):
+    return SimpleNamespace(name="node1", settings=HostSettings(gpu=GpuSettings.model_validate(gpu)),
+                           accept_gpu_changes=False, become=False)
+
+
+def v100(power: float) -> GpuFacts:
+    return GpuFacts(index=0, uuid="GPU-0100-0000", name="Tesla V100-SXM2-16GB", bus_id="00000000:01:00.0",
+                    persistence=True, power_limit=power, power_default=300.0, power_min=150.0, power_max=300.0)
+
+
+def test_without_a_driver_no_boot_task_is_planned_and_each_says_why():
+    setters, boot = adhoc_tasks("persistence", check=False)
+    assert [t.name for t in boot] == BOOT_TASKS
+    facts = HostFacts(system=SystemFacts(uid=0), nvidia=NvidiaFacts(state="missing", message="nvidia-smi: not found"))
+    for task in boot:
+        plan = task.plan(host({"persistence": True}), facts)
+        assert plan.changes == [] and plan.skipped.startswith(
+            "not installed for the next boot: gpu-persistence failed on this host ("), plan
+
+
+def test_a_setting_not_in_place_after_its_setter_ran_installs_nothing_but_check_shows_what_would_be():
+    facts = HostFacts(system=SystemFacts(uid=0), nvidia=NvidiaFacts(state="ok", gpus=[v100(300.0)]))
+    _, boot = adhoc_tasks("power_limit", check=False)
+    plan = boot[0].plan(host({"power_limit": 200}), facts)
+    assert plan.skipped == ("not installed for the next boot: gpu-power-limit did not take effect "
+                            "(GPU0 power limit 300.00 W, not 200.00 W)")
+    _, checked = adhoc_tasks("power_limit", check=True)  # --check: the setter has not run, nor will it
+    assert not checked[0].plan(host({"power_limit": 200}), facts).skipped
+    done = HostFacts(system=SystemFacts(uid=0), nvidia=NvidiaFacts(state="ok", gpus=[v100(200.0)]))
+    [change] = boot[0].plan(host({"power_limit": 200}), done).changes
+    assert "power_limit=200" in change.write.content
+
+
+def test_the_boot_tasks_never_go_in_the_setters_command():
+    """Planned after the setter's changes ran and the host was read again: never on the facts read before them."""
+    setters, boot = adhoc_tasks("power_limit", check=False)
+    batch = [Planned(setters[0], [], [Change("GPU0", "power limit", "300.00 W", "200.00 W")])]
+    assert not joins(boot[0], host({"power_limit": 200}), batch)
+    assert all(joins(task, host({"power_limit": 200}), [Planned(boot[0], [], [])]) for task in boot[1:])
