@@ -12,16 +12,16 @@ from provision.lab.system import LabError, run
 
 # The simulator's `fault GPU KIND` (KIND without "gpu-").
 GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "gpu-init-failed", "pcie-degraded", "pcie-degraded-under-load", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
-              "gpu-pcie-errors", "gpu-nvlink-down", "gpu-nvlink-errors", "gpu-bad-riser")
+              "gpu-pcie-errors", "gpu-nvlink-down", "gpu-nvlink-errors", "gpu-bad-riser", "gpu-process")
 NVLINK_FAULTS = ("gpu-nvlink-down", "gpu-nvlink-errors")  # these name a link: --link L (default 0)
 FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", *rdma.RDMA_FAULTS, "peermem-unloaded", *bmc.FAULTS, "psu-weak",
           "sshd-down", "mgmt-down", "clear")  # ib-*: --port HCA; psu-weak: --watts N
 WEAK_PSU_WATTS = 900  # psu-weak: what the V100 box's home-built supplies gave its four GPUs
 SLOW_NIC_MBPS = 1000  # nic-slow: the port is cabled to the 1GbE switch (the seed blades' old internet uplink)
 # What a reboot ends: a GPU off the bus is back, a pending ECC repair is done, the kernel log is new, the NVLink
-# error counters start over, sshd starts. A gone GPU, a degraded link, an NVLink link down, a power brake or
+# error counters start over, sshd starts, a process on a GPU has died. A gone GPU, a degraded link, an NVLink link down, a power brake or
 # overheating, a pulled cable and a slow port stay.
-GONE_AT_REBOOT = ("gpu-off-bus", "gpu-ecc", "gpu-pcie-errors", "gpu-nvlink-errors", "sshd-down",
+GONE_AT_REBOOT = ("gpu-off-bus", "gpu-ecc", "gpu-pcie-errors", "gpu-nvlink-errors", "gpu-process", "sshd-down",
                   "ib-errors",  # an RDMA port's counters start over at 0; a pulled or slow IB cable stays
                   "peermem-unloaded")  # the boot loads it again
 

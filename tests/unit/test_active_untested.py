@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 import click
 from prometheus_client import generate_latest
@@ -19,6 +20,7 @@ from provision.commands.verify import exit_code, settle
 from provision.core.results import EXIT_NOT_TESTED
 from provision.output import prometheus, report, verify_json
 from provision.verify import FAIL, NOT_TESTED, PASS, Failure, Verdict
+from test_active_stop import node as simulated_node  # noqa: F401  (a fixture: this machine with simulated GPUs)
 
 TARGETS = [Target("GPU-0", "GPU0", "00000000:3B:00.0", cap=200.0), Target("GPU-1", "GPU1", "00000000:5E:00.0",
                                                                           cap=200.0)]
@@ -141,3 +143,26 @@ def test_the_report_names_each_untested_node_and_why_and_v_shows_the_figures():
     assert "    measured 0000:3b:00.0: power_peak_watts 192, sm_clock_median_mhz 1005, tflops 61.2" in verbose
     assert "    measured ens803f0: port_mbps 91.5" in verbose
     assert printed(False, stopped=15).startswith("Stopped by SIGTERM: every node's load was stopped")
+
+
+@pytest.mark.usefixtures("simulated_node")
+def test_a_process_on_a_gpu_leaves_the_node_unloaded_and_not_tested():
+    """The simulator's process on a GPU (gpusim fault GPU process, lab fault gpu-process): the node script
+    lists it, refuses to load, and the verdict says not tested, naming the process; once it ends, the node loads."""
+    import subprocess
+    import sys
+
+    from test_active_stop import GPUSIM, script
+
+    subprocess.run([sys.executable, str(GPUSIM), "fault", "1", "process"], check=True)
+    try:
+        busy = run.parse(subprocess.run(["sh", "-c", script("busy")], capture_output=True, text=True).stdout, 5, [])
+        assert busy.refused.startswith("processes run on its GPUs: ") and "python3" in busy.refused
+        verdict = Verdict("v100-1", PASS)
+        settle(verdict, busy)
+        assert verdict.status == NOT_TESTED and "processes run on its GPUs" in verdict.not_tested[0]
+    finally:
+        subprocess.run([sys.executable, str(GPUSIM), "fault", "1", "clear"], check=True)
+    free = subprocess.run(["sh", "-c", script("free").replace("--seconds 37.5", "--seconds 1")],
+                          capture_output=True, text=True, timeout=30)
+    assert run.parse(free.stdout, 1, []).refused == ""

@@ -48,6 +48,8 @@ Usage (gpusim: `python -m provision.lab.gpusim`, `python provision/lab/gpusim`, 
                                          until clear. nvlink-errors: link L counts 5 Replay, 1 Recovery and 5
                                          CRC Errors more (nvlink -e), back to 0 at a reboot. Both refused on a
                                          GPU without NVLink (GeForce).
+                                         process: a process runs on the GPU (a python3 that sleeps, started
+                                         detached): --query-compute-apps lists it while it runs; clear ends it.
                                          clear: a repaired card: every fault above undone, its counts back to 0
                                          but the aggregate (lifetime) ECC count.
   gpusim set-driver VERSION              driver VERSION installed and loaded at once, without the reboot a real

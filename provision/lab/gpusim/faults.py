@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 
+from . import apps
 from .errors import SimError
 from .gpu import REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, normal_bus_id
 from .kernel import init_failed, kmsg, pci_short
@@ -12,9 +13,9 @@ from .models import MODELS
 from .state import healthy, open_state, require_config
 
 FAULTS = ("off-bus", "gone", "init-failed", "pcie-degraded", "pcie-degraded-under-load", "ecc", "power-brake", "thermal", "pcie-errors", "nvlink-down",
-          "nvlink-errors", "bad-riser", "clear")
+          "nvlink-errors", "bad-riser", "process", "clear")
 FAULT_USAGE = ("usage: gpusim fault GPU off-bus|gone|init-failed|pcie-degraded|pcie-degraded-under-load|ecc|power-brake|thermal|pcie-errors|nvlink-down|"
-               "nvlink-errors|bad-riser|clear [--width N] [--gen N] [--remap-failure] [--link L]")
+               "nvlink-errors|bad-riser|process|clear [--width N] [--gen N] [--remap-failure] [--link L]")
 FAULT_OPTIONS = {"pcie-degraded": {"--width": True, "--gen": True},
                  "pcie-degraded-under-load": {"--width": True, "--gen": True}, "ecc": {"--remap-failure": False},
                  "nvlink-down": {"--link": True}, "nvlink-errors": {"--link": True}}
@@ -42,7 +43,7 @@ def parse_fault_options(kind: str, args: list) -> dict:
         if name not in allowed or (allowed[name] and not rest):
             raise SimError(f"unknown fault {' '.join([kind, *args])!r}: off-bus, gone, init-failed, pcie-degraded "
                            "[--width N] [--gen N], pcie-degraded-under-load [--width N] [--gen N], ecc [--remap-failure], power-brake, thermal, pcie-errors, "
-                           "nvlink-down [--link L], nvlink-errors [--link L], bad-riser, clear")
+                           "nvlink-down [--link L], nvlink-errors [--link L], bad-riser, process, clear")
         options[name] = rest.pop(0) if allowed[name] else True
     return options
 
@@ -80,6 +81,8 @@ def cmd_fault(args: list) -> int:
             aer_corrected_error(state, record)
         elif kind == "nvlink-down":
             record["nvlink_down"] = sorted({*record["nvlink_down"], nvlink_of(record, extra.get("--link"))})
+        elif kind == "process":  # a CUDA process on it (apps.py): a job runs there
+            apps.start(record)
         elif kind == "bad-riser":  # nothing at rest: load.py logs its errors while a load runs
             record["bad_riser"] = True
         elif kind == "nvlink-errors":
@@ -87,6 +90,7 @@ def cmd_fault(args: list) -> int:
             counts = record["nvlink_errors"].get(link, [0, 0, 0])
             record["nvlink_errors"][link] = [n + more for n, more in zip(counts, NVLINK_ERROR_BURST)]
         else:  # a repaired card; its lifetime ECC count is in its InfoROM and stays
+            apps.stop_all(record)
             record.update(healthy(), off_bus=False, gone=False, init_failed=False, link=None, link_under_load=None,
                           ecc_aggregate=record["ecc_aggregate"])
     return 0

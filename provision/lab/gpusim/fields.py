@@ -6,6 +6,7 @@ import time
 from collections import namedtuple
 from collections.abc import Callable
 
+from .apps import running
 from .errors import Exit, HELP_HINT, INVALID_COMBINATION, RC_INVALID
 from .gpu import (DEPRECATED, Gpu, REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, REASON_IDLE, Special,
                   active, enabled, memory_used, yes_no)
@@ -180,10 +181,12 @@ REMAPPED_ROW_FIELDS = [
     *[f for f in GPU_FIELDS if f.names[0].startswith("remapped_rows.")],
 ]
 
-COMPUTE_APP_FIELDS = [  # no process ever runs on a simulated GPU: a header, no rows
-    field("timestamp", "", None), field("gpu_name", "", None), field("gpu_bus_id", "", None),
-    field("gpu_serial", "", None), field("gpu_uuid", "", None), field("pid", "", None),
-    field("process_name|name", "", None), field("used_gpu_memory|used_memory", "MiB", None),
+COMPUTE_APP_FIELDS = [  # a row per process on a GPU (gpusim fault GPU process: apps.py); get: (Gpu, app)
+    field("timestamp", "", lambda g, app: csv_timestamp()), field("gpu_name", "", lambda g, app: g.model.name),
+    field("gpu_bus_id", "", lambda g, app: g.bus_id), field("gpu_serial", "", lambda g, app: g.record["serial"]),
+    field("gpu_uuid", "", lambda g, app: g.uuid), field("pid", "", lambda g, app: app["pid"]),
+    field("process_name|name", "", lambda g, app: app["name"]),
+    field("used_gpu_memory|used_memory", "MiB", lambda g, app: app["used_mib"]),
 ]
 
 
@@ -253,4 +256,5 @@ def query_remapped_rows(gpus: list, spec: str, fmt: str | None) -> str:
 
 def query_compute_apps(gpus: list, spec: str, fmt: str | None) -> str:
     fields = lookup_fields(spec, COMPUTE_APP_FIELDS)
-    return render_csv(fields, [], parse_format(fmt))
+    rows = [[f.get(g, app) for f in fields] for g in gpus if not g.lost for app in running(g.record)]
+    return render_csv(fields, rows, parse_format(fmt))
