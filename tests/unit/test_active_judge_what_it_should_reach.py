@@ -147,3 +147,25 @@ def test_two_clusters_with_the_same_node_names_keep_their_own_last_good_run(tmp_
     assert history.last_good(here) == {"GPU-0": 78.0} and history.last_good(there) == {}
     history.record(there, {"GPU-0": 60.0})
     assert history.last_good(here) == {"GPU-0": 78.0}
+
+
+def test_what_follows_from_a_gpu_the_samples_judged_is_filed_under_that_finding():
+    from provision.capabilities.active import checks, run
+
+    targets = [judge.target_of(gpu4090(i)) for i in range(3)]
+    rows = [row(t / 10, g, sm="210" if g == 0 else "2520", reasons="0x2") for t in range(50) for g in (0, 1, 2)]
+    rows += [row(1.0, 2, *(["[GPU is lost]"] * 2)), row(1.2, 1, *(["[GPU is lost]"] * 2))]
+    found = judge.judge(targets, sampler.by_gpu(sampler.parse("\n".join([HEADER, *rows]))), duration=10).findings
+    [lost, stuck] = found
+    assert lost.about == ("0000:1c:00", "0000:1b:00") and stuck.about == ("0000:1a:00",)
+    gpus = [{"uuid": t.uuid, "tflops": rate, "error": error} for t, rate, error in
+            ((targets[0], 20.0, ""), (targets[1], 0.0, "CUDA error"), (targets[2], 0.0, "CUDA error"))]
+    gpus += [{"uuid": f"GPU-v100-{i}", "tflops": 200.0, "error": ""} for i in (3, 4)]
+    load = checks._load_findings(run.ActiveRun(10, targets, load={"gpus": gpus}), judge.critical_subjects(found))
+    # the lost GPUs' threads failed with them: nothing more; GPU0 slow because its clocks sit at the floor
+    [slow] = load
+    assert slow.about == ("0000:1a:00",) and slow.because == ("gpus_hold_up_under_load:0000:1a:00",)
+    as_failures = [Failure(judge.CHECK, f.expected, f.found, f.fix, list(f.because), list(f.about), f.severity)
+                   for f in [*found, *load]]
+    assert [(c.failure.expected, len(c.consequences)) for c in by_cause(as_failures)] == [
+        (lost.expected, 0), (stuck.expected, 1)]

@@ -38,13 +38,13 @@ def check_gpus_hold_up_under_load(node):
                              "run `nvidia-smi --query-gpu=timestamp,power.draw --format=csv -lms 100` on the node: "
                              "it says why"))
     if run.dcgm is not None:  # dcgmi's tests; no TFLOP/s to hold to the node's median or the last good run
-        said = dcgm.judged(run.dcgm, run.targets, {f.about for f in found if f.severity == CRITICAL})
+        said = dcgm.judged(run.dcgm, run.targets, judge.critical_subjects(found))
         for words in said.notes:
             note(node, words)
         found += said.findings
     else:
-        found += _load_findings(run, {f.about for f in found if f.severity == CRITICAL})
-    lost = {f.about for f in found if f.severity == CRITICAL}
+        found += _load_findings(run, judge.critical_subjects(found))
+    lost = judge.critical_subjects(found)
     found += [f for f in during.findings(run.during) + run.grown if f.about not in lost]  # a lost GPU's Xid 79
     fail_each(found + run.fabric)
 
@@ -78,10 +78,11 @@ def _load_findings(run, judged: set) -> list[Finding]:
             found.append(Finding(f"{who} near the node's median {median:g} TFLOP/s", f"{rate:g} TFLOP/s",
                                  "a GPU held back: its clocks, power or PCIe findings above say why; none: compare "
                                  "it with `nvidia-smi -q -d PERFORMANCE` during a load", about=about,
-                                 severity=WARNING))
+                                 because=judge.follows_on(about), severity=WARNING))
         elif rate is not None and before and rate < before * SLOWER_THAN_BEFORE:
             found.append(Finding(f"{who} near its last good run's {before:g} TFLOP/s",
                                  f"{rate:g} TFLOP/s ({rate / before:.0%} of it)",
                                  "what changed since: its clocks, power or PCIe findings above; a driver or firmware "
-                                 "update; its cooling", about=about, severity=WARNING))
+                                 "update; its cooling", about=about, because=judge.follows_on(about),
+                                 severity=WARNING))
     return found

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from provision.capabilities.active import judge
 from provision.core.checks import WARNING, Finding
 
 # The share of what the ports carry that a ring all-reduce's bus bandwidth must reach. Measured on the lab's
@@ -25,7 +26,7 @@ from provision.core.checks import WARNING, Finding
 # 90 Mb/s, one port's worth, 48% of the two (gloo paces itself to one); 0.35 leaves that a margin. NCCL on real
 # NICs spreads over both ports and reaches more; held to this, one slow port still falls well short.
 ALLREDUCE_EFFICIENCY = 0.35
-CHECK = "gpus_hold_up_under_load"  # the check whose finding this is (active/checks.py)
+CHECK = judge.CHECK  # the check whose findings these are (active/checks.py)
 RANK_LINE = re.compile(r"^rank (\d+) of (\d+) on (\S+) .*?: (\w+)(?: via [^:]*)?: all_reduce sum .*?, "
                        r"([\d.]+) MiB in ([\d.]+) ms \(bus bandwidth ([\d.]+) GB/s\)$")
 

@@ -166,6 +166,22 @@ def _over_budget(samples: dict[str, list[Sample]], budget: float | None) -> tupl
     return (total, when / 20) if total > budget else None
 
 
+CHECK = "gpus_hold_up_under_load"  # the check whose findings these are (active/checks.py)
+
+
+def follows_on(subjects: tuple[str, ...]) -> tuple[str, ...]:
+    """The leads of a consequence of what the samples found on these GPUs: a GPU slow under load follows from its
+    clocks, power or PCIe finding where it has one (that says why), and is a finding of its own where not."""
+    return tuple(f"{CHECK}:{subject}" for subject in subjects)
+
+
+def critical_subjects(findings: list[Finding]) -> set[tuple[str, ...]]:
+    """The `about` of each critical finding, and each of its subjects alone: the GPUs a load lost are one finding
+    naming them all, and what follows from one of them (its thread's error, its Xid) names it alone."""
+    grave = [f for f in findings if f.severity == CRITICAL]
+    return {f.about for f in grave} | {(subject,) for f in grave for subject in f.about}
+
+
 def about(target: Target) -> tuple[str, ...]:
     return (pci.slot(target.bus_id) or target.bus_id,)
 
