@@ -344,11 +344,14 @@ def print_verdicts(verdicts: list, verbose: bool = False, stopped: int | None = 
               for status in (PASS, FAIL, NOT_TESTED, NOT_REACHED)}
     click.echo(f"\n{len(verdicts)} host{'' if len(verdicts) == 1 else 's'}: "
                + (", ".join(f"{n} {status}" for status, n in counts.items() if n) or "none"))
-    untested = [v for v in verdicts if v.not_tested]
-    if untested:  # the summary names why for each node, a failed one too: a script's exit bit 64
+    untested: dict[str, list[str]] = {}  # why -> the nodes: one line for the nodes one cause left untested
+    for v in verdicts:
+        if v.not_tested:  # a failed node's too: a script's exit bit 64
+            untested.setdefault("; ".join(v.not_tested), []).append(v.host)
+    if untested:
         click.echo(click.style("Not tested:", bold=True))
-        for v in untested:
-            echo(f"  {v.host:<{width}}  ", f"  {v.host:<{width}}  ", "; ".join(v.not_tested), width + 4)
+        for why, hosts in untested.items():
+            echo(f"  {', '.join(hosts):<{width}}  ", f"  {', '.join(hosts):<{width}}  ", why, width + 4)
 
 
 def measured_lines(figures: list[dict]) -> list[str]:
