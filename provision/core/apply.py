@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from provision.core import remote
-from provision.core.connection import Connection, Unreachable
+from provision.core.connection import CommandResult, Connection, Lost, Unreachable
 from provision.core.errors import ProvisionError
-from provision.core.facts import new_token, split_sections
+from provision.core.facts import Section, new_token, split_sections
 from provision.core.plan import Change
 
 
@@ -64,39 +64,47 @@ def apply_changes(conn: Connection, changes: list[Change], keep_backups: int = 3
 
 def run_batch(conn: Connection, lists: list[list[Step]]) -> tuple[list[str | None], str | None, list[str]]:
     """Each change's error text or None, why the host was lost (None: it was not), and what each change's
-    commands printed. Output that came back before a connection broke still tells which commands ran."""
+    commands printed. Output that came back before a connection broke, or before the command's deadline, still
+    tells which commands ran and how they ended: only the rest is unknown."""
     token = new_token()
     inputs = {(i, j): f"{i}.{j}" for i, steps in enumerate(lists) for j, s in enumerate(steps) if s.stdin is not None}
     stdin = remote.batch_stdin(token, {name: lists[i][j].stdin or b"" for (i, j), name in inputs.items()})
+    timeout = 300 + 60 * len(lists)
+    lost = None
     try:
         outcome = conn.run(["sh", "-c", remote.command_batch(token, [[s.argv for s in steps] for steps in lists],
                                                               inputs)],
-                           sudo=True, stdin=stdin or None, timeout=300 + 60 * len(lists))
-    except Unreachable as exc:
-        return ([f"unknown whether it ran: the host was lost during it ({exc})"] * len(lists), str(exc),
-                [""] * len(lists))
+                           sudo=True, stdin=stdin or None, timeout=timeout)
+    except Unreachable as exc:  # Lost: with what the batch printed until then
+        outcome, lost = CommandResult([], -1, exc.stdout if isinstance(exc, Lost) else ""), str(exc)
     except ProvisionError as exc:  # a sudo that needs a password we do not have
         return [str(exc)] * len(lists), None, [""] * len(lists)
-    sections = split_sections(token, outcome.stdout)
-    begun = set(outcome.stdout.splitlines()) if outcome.rc < 0 else set()  # which commands had started
-    errors: list[str | None] = []
+    cut_short = ("the host was lost" if lost is not None else f"the command was stopped at its deadline ({timeout} s)"
+                 if outcome.timed_out else "the connection closed" if outcome.rc < 0 else None)
+    said = outcome.stdout
+    if cut_short and not said.endswith("\n"):  # a line cut in two ("@@TOKEN 0.1 rc=" of rc=0) says nothing
+        said = said[:said.rfind("\n") + 1]
+    sections = split_sections(token, said)
+    begun = set(said.splitlines())  # the commands that had started
     printed = ["\n".join(s.output.strip() for j in range(len(steps)) if (s := sections.get(f"{i}.{j}")))
                for i, steps in enumerate(lists)]
-    for i, steps in enumerate(lists):
-        error = None
-        for j, step in enumerate(steps):
-            ran = sections.get(f"{i}.{j}")
-            if ran is None and outcome.rc < 0:  # the channel closed with no exit status: the host went
-                # A command whose start never came back may still have run: its output can be lost with the
-                # connection (a GPU at its new limit, its marker never seen). Never say "not run" then.
-                error = (f"unknown whether {step.words()} finished: the connection closed while it ran"
-                         if f"@@{token} {i}.{j}" in begun else
-                         f"unknown whether {step.words()} ran: the connection closed before its output came back")
-                break
-            if ran is None or ran.rc != 0:
-                said = ran.output.strip() if ran else outcome.output[-500:]
-                error = step.failed(ran.rc if ran else outcome.rc, said)
-                break
-        errors.append(error)
-    return errors, None, printed
+    errors = [_error(steps, [sections.get(f"{i}.{j}") for j in range(len(steps))],
+                     [f"@@{token} {i}.{j}" in begun for j in range(len(steps))], outcome, cut_short)
+              for i, steps in enumerate(lists)]
+    return errors, lost, printed
 
+
+def _error(steps: list[Step], ran: list[Section | None], begun: list[bool], outcome: CommandResult,
+           cut_short: str | None) -> str | None:
+    """One change's error (None: every step ended 0), from what came back of its steps (ran: their sections). A
+    step whose end never came back because the command was cut short (cut_short says how) may still have run, or
+    still run: its output can be lost with the connection (a GPU at its new limit, its marker never seen). Never
+    "not run" then, and never failed with the batch's own exit code."""
+    for step, section, started in zip(steps, ran, begun):
+        if section is None and cut_short is not None:
+            return (f"unknown whether {step.words()} finished: {cut_short} while it ran" if started else
+                    f"unknown whether {step.words()} ran: {cut_short} before its output came back")
+        if section is None or section.rc != 0:
+            said = section.output.strip() if section else outcome.output[-500:]
+            return step.failed(section.rc if section else outcome.rc, said)
+    return None

@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import paramiko
 
@@ -39,12 +40,22 @@ class HostKeyRefused(Unreachable):
     pass
 
 
+class Lost(Unreachable):
+    """The connection went in the middle of a command: stdout holds what the command printed before (a batch's
+    finished changes are known by it)."""
+
+    def __init__(self, message: str, stdout: str = ""):
+        super().__init__(message)
+        self.stdout = stdout
+
+
 @dataclass
 class CommandResult:
     argv: list[str]
     rc: int
     stdout: str
     stderr: str = ""
+    timed_out: bool = False  # stopped at its deadline (rc 124): what it would have printed next is unknown
 
     @property
     def ok(self) -> bool:
@@ -126,8 +137,9 @@ class LocalConnection(Connection):
             )
         except FileNotFoundError as exc:
             return CommandResult(argv, 127, "", f"{argv[0]}: command not found ({exc.strerror})")
-        except subprocess.TimeoutExpired:
-            return CommandResult(argv, 124, "", f"timed out after {timeout}s")
+        except subprocess.TimeoutExpired as exc:
+            said = exc.stdout.decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+            return CommandResult(argv, 124, said, f"timed out after {timeout}s", timed_out=True)
         return CommandResult(argv, proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -244,6 +256,7 @@ class SSHConnection(Connection):
             self._secure(conn, options)
         self.proxy_command = args.proxy_command
         self.keepalive = args.server_alive_interval
+        self.liveness: Liveness | None = None  # once open
 
     @staticmethod
     def _secure(conn, options: SSHOptions) -> None:
@@ -288,8 +301,8 @@ class SSHConnection(Connection):
                                   ) from None
             raise Unreachable(f"cannot connect to {at.host}:{at.port}{self._via(at)}: "
                               f"{network_words(exc, at.host, at.port)}") from None
-        if self.keepalive:  # ServerAliveInterval
-            self.fabric.transport.set_keepalive(self.keepalive)
+        interval = self.keepalive or KEEPALIVE_S  # ServerAliveInterval, with OpenSSH's ServerAliveCountMax of 3
+        self.liveness = Liveness(self.fabric.transport, interval, max(SILENT_AFTER_S, 3 * interval))
 
     def _proxy_command(self) -> paramiko.ProxyCommand:
         """The args' ProxyCommand, tokens replaced, run by paramiko without a shell (words joined for its split).
@@ -310,44 +323,66 @@ class SSHConnection(Connection):
         return " (through its ProxyCommand)" if self.proxy_command else ""
 
     def close(self) -> None:
+        if self.liveness is not None:
+            self.liveness.stop()
         for conn in (self.fabric, *reversed(self.hops)):  # Fabric closes no gateway: the hops' connections too
             conn.close()
 
     def _run(self, argv, stdin, timeout):
-        """One channel of the connection: the command, stdin sent then EOF, stdout and stderr read as they come.
-        Not Fabric's run: Invoke's runner polls (its reader and waiter threads wake every 10 ms), which cost the
-        control machine CPU for as long as a host's command runs (32 hosts waiting 10 s: 3 s of CPU); and its
-        in_stream never closes the remote stdin, so `cat > file` would wait on it."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        """One channel of the connection (run_on_channel). A host that stopped answering (Liveness) or a connection
+        that closed mid-command raises Lost, with what the command printed until then."""
         try:
-            channel = self.fabric.client.get_transport().open_session()
-            agent = paramiko.agent.AgentRequestHandler(channel) if self.fabric.forward_agent else None
-            try:
-                channel.exec_command(shlex.join(argv))
-                if stdin is not None:
-                    channel.sendall(stdin.encode())
-                channel.shutdown_write()
-                out, err, timed_out = _read_until_exit(channel, deadline)
-                rc = 124 if timed_out else channel.recv_exit_status()
-            finally:
-                channel.close()
-                if agent:
-                    agent.close()
+            out, err, rc, timed_out = run_on_channel(self.fabric.client.get_transport(), shlex.join(argv), stdin,
+                                                     timeout, self.fabric.forward_agent)
         except (OSError, paramiko.SSHException, EOFError, AttributeError) as exc:
-            raise Unreachable(f"lost the connection to {self.name}: "
-                              f"{network_words(exc, self.fabric.host, self.fabric.port)}") from None
+            raise Lost(f"lost the connection to {self.name}: {self._why_lost(exc)}") from None
+        said = out.decode("utf-8", "replace")
         if timed_out:
-            return CommandResult(argv, 124, out.decode("utf-8", "replace"), f"timed out after {timeout}s")
+            return CommandResult(argv, 124, said, f"timed out after {timeout}s", timed_out=True)
         if rc == -1:  # the channel closed without an exit status: the host went away mid-command
-            raise Unreachable(f"lost the connection to {self.name}: the command ended without an exit status")
-        return CommandResult(argv, rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+            why = self._why_lost(None) or "the command ended without an exit status"
+            raise Lost(f"lost the connection to {self.name}: {why}", said)
+        return CommandResult(argv, rc, said, err.decode("utf-8", "replace"))
+
+    def _why_lost(self, exc: BaseException | None) -> str:
+        """The host's silence when Liveness ended the connection (the library's words then say only "closed"),
+        else what the error says."""
+        if self.liveness is not None and self.liveness.lost:
+            return self.liveness.lost
+        return "" if exc is None else network_words(exc, self.fabric.host, self.fabric.port)
+
+
+def run_on_channel(transport: paramiko.Transport | None, command: str, stdin: str | None, timeout: float | None,
+                   forward_agent: bool = False) -> tuple[bytes, bytes, int, bool]:
+    """The command on a new channel of the transport: stdin sent then EOF, stdout and stderr read as they come:
+    (stdout, stderr, exit status: -1 when the channel closed without one, timed out). Not Fabric's run: Invoke's
+    runner polls (its reader and waiter threads wake every 10 ms), which cost the control machine CPU for as long
+    as a host's command runs (32 hosts waiting 10 s: 3 s of CPU); and its in_stream never closes the remote stdin,
+    so `cat > file` would wait on it. No wait here outlasts a silent host: Liveness closes its transport, which
+    ends each of them (opening the channel, sending stdin, reading), and what had arrived is still read."""
+    if transport is None:
+        raise EOFError("not connected")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    channel = transport.open_session()
+    agent = paramiko.agent.AgentRequestHandler(channel) if forward_agent else None
+    try:
+        channel.exec_command(command)
+        if stdin is not None:
+            channel.sendall(stdin.encode())
+        channel.shutdown_write()
+        out, err, timed_out = _read_until_exit(channel, deadline)
+        return out, err, 124 if timed_out else channel.recv_exit_status(), timed_out
+    finally:
+        channel.close()
+        if agent:
+            agent.close()
 
 
 def _read_until_exit(channel: paramiko.Channel, deadline: float | None) -> tuple[bytes, bytes, bool]:
     """stdout and stderr as they arrive (select on the channel: no polling), until both the end of the output
     (EOF) and the exit status are in, the channel closes, or the deadline: (stdout, stderr, timed out). The
     exit status alone is not the end: OpenSSH sends it when the command exits, and what the command wrote just
-    before may still be on its way."""
+    before may still be on its way. A closed channel's buffered output is read before the end is said."""
     out, err = bytearray(), bytearray()
     while True:
         if channel.recv_ready():
@@ -364,6 +399,71 @@ def _read_until_exit(channel: paramiko.Channel, deadline: float | None) -> tuple
                 channel.status_event.wait(remaining)
             else:
                 select.select([channel], [], [], remaining)
+
+
+# A host that stops answering without closing the connection (its link or switch port dead, its kernel panicked:
+# no FIN, no RST) leaves TCP retransmitting for some 15 minutes, and a command waiting for its deadline (a batch
+# of changes: 5 minutes and more). So after KEEPALIVE_S seconds in which nothing was sent, the host is asked for
+# an answer, as OpenSSH's ServerAliveInterval does it (a global request that wants a reply: paramiko's own
+# keepalive wants none, so it proves nothing); a host with an ask unanswered for SILENT_AFTER_S is lost. sshd
+# answers from its own process, with no fork and no disk: a loaded host answers within a second or two, and four
+# asks in a row unanswered are not load. A command that runs long on a host that answers is alive: only its own
+# deadline (the caller's timeout, for what it does) ends it.
+KEEPALIVE_S = 5.0
+SILENT_AFTER_S = 20.0
+
+
+class Liveness:
+    """Whether one transport's host still answers. The asks go from paramiko's own thread, when the connection
+    has sent nothing for the interval (Packetizer.set_keepalive); a watchdog thread, waking once an interval,
+    judges: an ask unanswered for the limit closes the transport, which ends every wait on it at once (lost says
+    why). The watchdog, not the asking thread, closes it: a dead link with a full send buffer blocks the sender."""
+
+    ASK = "keepalive@openssh.com"
+
+    def __init__(self, transport: Any, interval: float, limit: float):  # a paramiko Transport: its handler table
+        self.transport = transport  # and its user-message sender are not in paramiko's annotations
+        self.interval, self.limit = interval, limit
+        self.asked: float | None = None  # when the oldest unanswered ask went (None: all answered)
+        self.lost: str | None = None
+        self._done = threading.Event()
+        table = self.transport._handler_table  # per instance, "for easier per-instance manipulation" (paramiko)
+        for kind in (paramiko.common.MSG_REQUEST_SUCCESS, paramiko.common.MSG_REQUEST_FAILURE):
+            table[kind] = self._answered(table[kind])
+        transport.packetizer.set_keepalive(interval, self.ask)
+        threading.Thread(target=self._watch, daemon=True, name="provision-liveness").start()
+
+    def _answered(self, handler):
+        def answered(message) -> None:  # any reply: OpenSSH refuses the ask (REQUEST_FAILURE), which is an answer
+            self.asked = None
+            handler(message)
+        return answered
+
+    def ask(self) -> None:
+        if not self.transport.clear_to_send.is_set():  # mid key exchange: a message now would wait for its end
+            return
+        message = paramiko.Message()
+        message.add_byte(paramiko.common.cMSG_GLOBAL_REQUEST)
+        message.add_string(self.ASK)
+        message.add_boolean(True)  # want a reply
+        if self.asked is None:
+            self.asked = time.monotonic()
+        self.transport._send_user_message(message)
+
+    def silent_for(self) -> float:
+        return 0.0 if self.asked is None else time.monotonic() - self.asked
+
+    def _watch(self) -> None:
+        while not self._done.wait(min(self.interval, self.limit / 4)):
+            if self.silent_for() >= self.limit:
+                self.lost = (f"it stopped answering: no reply to a keepalive for {self.limit:.0f} s, and no FIN or "
+                             "RST (the host is down or hung, or its network link or switch port is): check it from "
+                             "its console or BMC")
+                self.transport.close()
+                return
+
+    def stop(self) -> None:
+        self._done.set()
 
 
 def _connect_kwargs(options: SSHOptions) -> dict:

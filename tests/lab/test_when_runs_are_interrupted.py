@@ -128,12 +128,12 @@ def test_sigterm_mid_apply_stops_cleanly_and_a_plain_rerun_converges_with_no_loc
 
 @contextlib.contextmanager
 def slow_setter(lab, node: str) -> Iterator[Path]:
-    """The node's power-limit setter says it started (the file yielded, seen from here) and takes 5 s: an
-    nvidia-smi earlier on the node's PATH than the driver's, gone afterwards."""
+    """The node's power-limit setter says it started (a line per call in the file yielded, seen from here) and
+    takes 5 s: an nvidia-smi earlier on the node's PATH than the driver's, gone afterwards."""
     started = lab.node_file(node, "/var/tmp/setter-started")
     shim = lab.node_file(node, "/usr/local/sbin/nvidia-smi")
     shim.parent.mkdir(parents=True, exist_ok=True)
-    shim.write_text('#!/bin/sh\ncase " $* " in *" -pl "*) touch /var/tmp/setter-started; sleep 5;; esac\n'
+    shim.write_text('#!/bin/sh\ncase " $* " in *" -pl "*) echo "$*" >> /var/tmp/setter-started; sleep 5;; esac\n'
                     'exec /usr/bin/nvidia-smi "$@"\n')
     shim.chmod(0o755)
     try:
