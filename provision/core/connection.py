@@ -455,6 +455,8 @@ class Liveness:
 
     def _watch(self) -> None:
         while not self._done.wait(min(self.interval, self.limit / 4)):
+            if not self.transport.is_active():  # closed, or lost with a FIN or RST: that says why, not silence
+                return
             if self.silent_for() >= self.limit:
                 self.lost = (f"it stopped answering: no reply to a keepalive for {self.limit:.0f} s, and no FIN or "
                              "RST (the host is down or hung, or its network link or switch port is): check it from "

@@ -53,6 +53,9 @@ class Transport:
     def cut(self):
         self.answering = False
 
+    def is_active(self):
+        return not self.closed.is_set()
+
     def _send_user_message(self, message):
         self.asks += 1
         if self.answering:
@@ -139,6 +142,17 @@ def test_a_keepalive_never_answered_closes_the_transport_within_the_bound_and_sa
     assert LIMIT <= time.monotonic() - started < LIMIT + 4 * INTERVAL + 1
     assert liveness.lost.startswith("it stopped answering: no reply to a keepalive for 0 s, and no FIN or RST")
     assert transport.asks >= 2  # asked again while waiting, as OpenSSH's ServerAliveInterval does
+
+
+def test_a_connection_closed_by_the_host_is_not_called_silent_afterwards():
+    transport = Transport()
+    liveness = Liveness(transport, INTERVAL, LIMIT)
+    transport.cut()
+    time.sleep(3 * INTERVAL)
+    assert liveness.asked is not None  # an ask unanswered when ...
+    transport.close()  # ... sshd went: a FIN or RST, and paramiko's transport ended
+    time.sleep(LIMIT + 4 * INTERVAL)
+    assert liveness.lost is None
 
 
 def test_a_host_that_answers_its_keepalives_is_alive_however_long_it_is_quiet():
