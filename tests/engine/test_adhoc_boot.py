@@ -61,7 +61,7 @@ def test_without_a_driver_the_setting_fails_and_nothing_is_installed_for_the_boo
     result = v100_node.provision("persistence", "on", "--json")
     assert result.exit_code == 1, result.output
     assert not any(path.exists() for path in boot_files.values()), result.output
-    tasks = boot_tasks(result.output)
+    tasks = boot_tasks(result.stdout)
     assert set(tasks) == {"gpu-boot-conf", "gpu-boot-script", "gpu-boot-unit-file"}
     for task in tasks.values():
         assert task["status"] == "skipped", task
@@ -80,7 +80,7 @@ def test_a_setter_nvidia_smi_refuses_installs_nothing_for_the_boot(v100_node, bo
     result = v100_node.provision("power", "--watts", "200", "--json")
     assert result.exit_code == 1, result.output
     assert not any(path.exists() for path in boot_files.values()), result.output
-    for task in boot_tasks(result.output).values():
+    for task in boot_tasks(result.stdout).values():
         assert task["status"] == "skipped", task
         assert task["message"].startswith("not installed for the next boot: gpu-power-limit did not take effect (GPU0 "
                                           "power limit 300.00 W, not 200.00 W; "), task
@@ -90,12 +90,12 @@ def test_a_setter_nvidia_smi_refuses_installs_nothing_for_the_boot(v100_node, bo
 def test_a_setter_that_succeeds_installs_the_boot_file_script_and_unit(v100_node, boot_files):
     first = v100_node.provision("persistence", "on", "--json")  # without it the driver forgets the limit at once
     assert first.exit_code == 0, first.output
-    assert {t["status"] for t in boot_tasks(first.output).values()} == {"changed"}
+    assert {t["status"] for t in boot_tasks(first.stdout).values()} == {"changed"}
     result = v100_node.provision("power", "--watts", "200", "--json")
     assert result.exit_code == 0, result.output
     assert all(path.exists() for path in boot_files.values())
     assert boot_files["conf"].read_text().count("power_limit=200") == 4 + 1  # each card, and another V100
-    assert boot_tasks(result.output)["gpu-boot-conf"]["status"] == "changed"
+    assert boot_tasks(result.stdout)["gpu-boot-conf"]["status"] == "changed"
     check = v100_node.provision("power", "--watts", "250", "--check", "--json")  # --check: what would be installed
     assert check.exit_code == EXIT_WOULD_CHANGE, check.output
-    assert boot_tasks(check.output)["gpu-boot-conf"]["status"] == "changed"
+    assert boot_tasks(check.stdout)["gpu-boot-conf"]["status"] == "changed"

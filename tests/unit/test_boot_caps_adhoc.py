@@ -5,9 +5,11 @@ tests/engine/test_adhoc_boot.py runs the commands themselves."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
-from provision.capabilities.gpu.adhoc import AfterTheSetting
+from provision.capabilities.gpu import boot, layout
+from provision.capabilities.gpu.adhoc import AfterTheSetting, settings_from_boot_file
 from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
 from provision.capabilities.gpu.settings import GpuSettings
 from provision.capabilities.host import HostFacts, HostSettings
@@ -34,6 +36,11 @@ def host(gpu: dict):
 def v100(power: float) -> GpuFacts:
     return GpuFacts(index=0, uuid="GPU-0100-0000", name="Tesla V100-SXM2-16GB", bus_id="00000000:01:00.0",
                     persistence=True, power_limit=power, power_default=300.0, power_min=150.0, power_max=300.0)
+
+
+def facts_with(gpus: list[GpuFacts], recorded: list[GpuFacts] | None = None) -> HostFacts:
+    record = layout.parse_record(layout.record_text(recorded or gpus))
+    return HostFacts(system=SystemFacts(uid=0), nvidia=NvidiaFacts(state="ok", gpus=gpus), gpu_layout=record)
 
 
 def test_without_a_driver_no_boot_task_is_planned_and_each_says_why():
@@ -65,3 +72,17 @@ def test_the_boot_tasks_never_go_in_the_setters_command():
     batch = [Planned(setters[0], [], [Change("GPU0", "power limit", "300.00 W", "200.00 W")])]
     assert not joins(boot[0], host({"power_limit": 200}), batch)
     assert all(joins(task, host({"power_limit": 200}), [Planned(boot[0], [], [])]) for task in boot[1:])
+
+
+def test_the_boot_file_read_back_as_an_adhoc_commands_settings_renders_itself():
+    """An ad-hoc change starts from the boot file (adhoc.py): every other line, the lines for a card the file does
+    not list included, stays as it was, caps and all."""
+    cards = [replace(v100(300.0), index=n, uuid=f"GPU-0100-000{n}") for n in range(3)]
+    inventory = {"persistence": True, "power_limit": 250, "overrides": [{"index": 2, "power_limit": 200}]}
+    old = boot.render(host(inventory), facts_with(cards))
+    text = boot.render(host(inventory), facts_with(cards[:2], recorded=cards), old)  # card 2 off the bus
+    read_back = SimpleNamespace(name="node1", settings=HostSettings(gpu=settings_from_boot_file(text)),
+                                accept_gpu_changes=False)
+    assert boot.render(read_back, facts_with(cards[:2], recorded=cards), text) == text
+    assert "model=Tesla_V100-SXM2-16GB persistence=on power_limit=250\n" in text
+    assert "model=* persistence=on power_limit=200\n" in text

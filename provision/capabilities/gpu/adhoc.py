@@ -90,26 +90,41 @@ def gpu_chooser(spec: str | None) -> Callable[[GpuFacts], bool]:
 
 
 def settings_from_boot_file(text: str) -> GpuSettings:
-    """The boot file's lines back as per-UUID overrides (a GPU's resolved values are valid settings)."""
+    """The boot file's lines back as overrides (a GPU's resolved values are valid settings): per UUID for its
+    cards, per model for the lines of a card it does not list, so that those keep their caps. The line for any
+    model is made again from these (the lowest limit they give) and its persistence, the block's: a card's line
+    has persistence wherever the block sets it, so no card takes on one its line does not have."""
+    entries = [{"uuid": uuid, **_settings(words)} for uuid, words in boot.parse(text).items()]
+    models = boot.parse_models(text)
+    entries += [{"model": name, **_settings(words)} for name, words in models.items() if name != boot.ANY_MODEL]
+    block = {k: v for k, v in _settings(models.get(boot.ANY_MODEL, {})).items() if k == "persistence"}
     overrides = []
-    for uuid, words in boot.parse(text).items():
-        entry: dict[str, Any] = {"uuid": uuid}
-        if words.get("persistence") in ("on", "off"):
-            entry["persistence"] = words["persistence"] == "on"
-        if "power_limit" in words:
-            watts = float(words["power_limit"])
-            entry["power_limit"] = int(watts) if watts.is_integer() else watts
-        if "clocks" in words:
-            entry["clocks"] = _clocks(words["clocks"])
-        locks = {key: words[word] for key, word in (("sm", "locked_sm"), ("mem", "locked_mem"),
-                                                    ("mem", "mem_deferred")) if word in words}
-        if locks:
-            entry["locked_clocks"] = _locks(locks)
+    for entry in entries:
         try:
             overrides.append(GpuOverride.model_validate(entry))
         except ValidationError:
             continue  # a line edited by hand into nonsense: the inventory's value (if any) applies
-    return GpuSettings(overrides=overrides)
+    return GpuSettings(**block, overrides=overrides)
+
+
+def _settings(words: dict[str, str]) -> dict[str, Any]:
+    """One line's settings, as the inventory would write them."""
+    entry: dict[str, Any] = {}
+    if words.get("persistence") in ("on", "off"):
+        entry["persistence"] = words["persistence"] == "on"
+    if "power_limit" in words:
+        try:
+            watts = float(words["power_limit"])
+        except ValueError:
+            return {"power_limit": words["power_limit"]}  # refused by the validation, as nonsense
+        entry["power_limit"] = int(watts) if watts.is_integer() else watts
+    if "clocks" in words:
+        entry["clocks"] = _clocks(words["clocks"])
+    locks = {key: words[word] for key, word in (("sm", "locked_sm"), ("mem", "locked_mem"),
+                                                ("mem", "mem_deferred")) if word in words}
+    if locks:
+        entry["locked_clocks"] = _locks(locks)
+    return entry
 
 
 def _clocks(value: str):

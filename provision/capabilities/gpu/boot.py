@@ -172,6 +172,18 @@ def parse(text: str) -> dict[str, dict[str, str]]:
     return lines
 
 
+def parse_models(text: str) -> dict[str, dict[str, str]]:
+    """model name (as nvidia-smi names it; ANY_MODEL for the line for any model) -> {key: value}, from the
+    file's lines for a card it does not list."""
+    lines = {}
+    for line in text.splitlines():
+        words = dict(w.split("=", 1) for w in line.partition("#")[0].split() if "=" in w)
+        if "model" in words and "gpu" not in words:
+            key = words.pop("model")
+            lines[key if key == ANY_MODEL else key.replace("_", " ")] = words
+    return lines
+
+
 def model_key(name: str) -> str:
     """A model name as the file and the boot script write it: one word."""
     return name.replace(" ", "_") or "unknown"
