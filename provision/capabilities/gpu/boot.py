@@ -201,9 +201,12 @@ class Missing:
     checked: bool  # gpu is a present card of its model: its clocks can be resolved
 
 
-def missing_cards(facts: HostFacts, old: dict[str, dict[str, str]]) -> list[Missing]:
-    """The cards of the old file, then those of the record, that nvidia-smi does not show now."""
+def missing_cards(host, facts: HostFacts, old: dict[str, dict[str, str]]) -> list[Missing]:
+    """The cards of the old file, then those of the record, that nvidia-smi does not show now. Each is known by
+    the index resolve_gpus would give it: the record's, or, without a record or with the change accepted, the
+    file's; a card the record lacks is named by no `index:` override until the change is accepted."""
     seen = {g.uuid.lower() for g in facts.nvidia.gpus}
+    by_file = facts.gpu_layout is None or host.accept_gpu_changes
     recorded = {r.uuid.lower(): r for r in facts.gpu_layout or []}
     uuids = [*old, *(r.uuid for r in facts.gpu_layout or [] if r.uuid not in old)]
     cards = []
@@ -211,7 +214,7 @@ def missing_cards(facts: HostFacts, old: dict[str, dict[str, str]]) -> list[Miss
         if uuid.lower() in seen:
             continue
         words, record = old.get(uuid, {}), recorded.get(uuid.lower())
-        index = record.index if record else _int(words.get("index") or words.get("was_index"))
+        index = record.index if record else _int(words.get("index") or words.get("was_index")) if by_file else None
         name = words.get("model") or (record.name if record else "")
         cards.append(_stand_in(uuid, index, name, words, facts.nvidia.gpus))
     return cards
@@ -311,7 +314,7 @@ def render(host, facts: HostFacts, old_text: str = "") -> str:
     lines for cards the file does not list. Rendering again from this text gives this text."""
     present = sorted(resolve_gpus(host, facts).per_gpu, key=lambda pair: pair[0].index)
     lines = [f"{gpu_line(gpu, settings)}  # {about(gpu)}" for gpu, settings in present]
-    missing = missing_cards(facts, parse(old_text))
+    missing = missing_cards(host, facts, parse(old_text))
     lines += [kept_line(card, host.settings.gpu) for card in missing]
     lines += model_lines(host.settings.gpu, facts.nvidia.gpus, missing)
     return HEADER.format(host=host.name) + "".join(f"{line}\n" for line in lines)
