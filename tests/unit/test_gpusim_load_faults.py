@@ -63,3 +63,18 @@ def test_a_weak_supply_fitted_on_a_running_node_stays_across_reboots_until_clear
     assert load.budget_of(sim.state(), config) == 2000
     refused = sim.run("psu", "lots")
     assert refused.returncode != 0 and "usage: gpusim psu WATTS|clear" in refused.stderr
+
+
+def test_the_lab_fits_a_weak_supply_on_a_running_node_and_a_boot_keeps_it():
+    from provision.lab import faults
+    from tests.unit.test_lab_state import FakeNode
+
+    node = FakeNode()
+    assert faults.inject(node, "psu-weak", None, None) == "psu-weak 900 W"  # the V100 box's supplies
+    assert faults.inject(node, "psu-weak", None, None, watts=1500) == "psu-weak 1500 W"
+    assert faults.inject(node, "pcie-degraded-under-load", 0, None) == "pcie-degraded-under-load GPU 0"
+    assert node.commands == [["gpusim", "psu", "900"], ["gpusim", "psu", "1500"],
+                             ["gpusim", "fault", "0", "pcie-degraded-under-load"]]
+    recorded = ["psu-weak 1500 W", "pcie-degraded-under-load GPU 0"]
+    faults.after_boot(node, recorded)
+    assert recorded == ["psu-weak 1500 W", "pcie-degraded-under-load GPU 0"]  # hardware: a boot ends neither
