@@ -4,7 +4,8 @@
 While a load runs (state["load"]: its start and end), every GPU on the bus works flat out:
 - clocks: application clocks someone set where the cap lets them; locked clocks (`-lgc MIN,MAX`, "the range of
   desired locked GPU clock speed", nvidia-smi -h) bound boost: the GPU runs at the range's top (its boost clock
-  where that is lower) and never below its bottom; neither: boost. Each pulled down to what the power limit
+  where that is lower) and never below its bottom (users who lock 210,1900 or 180,2400 to undervolt see the
+  load run at the top, power limits taking 5-10% off it: xor2k/gpu_undervolt#1, LACT#486); neither: boost. Each pulled down to what the power limit
   allows (SW Power Cap active);
 - power: the average follows the SM clock (idle power plus the model's maximum rise times (clock / max)^1.5),
   never above the cap, which is enforced as an average. The instant reading is the average, except in one
