@@ -123,7 +123,7 @@ def test_a_gone_riser_card_moves_no_override_and_fails_the_host_until_it_is_back
             assert any(f"GPU3 {before[3]}" in m and "is gone" in m for m in layout_failures(result, RISERS))
         assert [g["power_limit"] for g in basement.gpus(RISERS)] == [400.0] * 6  # no card took the 300 W cap
         conf = basement.node_file(RISERS, CONF).read_text()
-        assert conf.count("index=3 ") == 1 and f"gpu={before[3]} " in conf and "was_index=3" in conf
+        assert cards(conf).count(" index=3 ") == 1 and f"gpu={before[3]} " in conf and "was_index=3" in conf
     finally:
         basement.lab("fault", RISERS, "clear")
     code, result = basement.apply("--limit", RISERS)

@@ -238,3 +238,16 @@ def test_a_missing_cards_limit_is_clamped_into_its_recorded_range(tmp_path):
     assert conf is not None
     assert boot.parse(conf)[v100.uuid]["power_limit"] == "300"
     assert boot_with(conf, [v100, rtx], tmp_path)[v100.uuid]["-pl"] == "300"
+
+
+def test_a_card_missing_when_its_removal_is_accepted_keeps_its_line_and_the_next_apply_changes_nothing():
+    """Accepted, the layout recorded lacks the card: back, it is a new card (no `index:` override names it), and
+    its line says so from the accepting run on."""
+    cards = [card(V100, n) for n in range(4)]
+    inventory_ = {"power_limit": 250, "overrides": [{"index": 2, "power_limit": 200}]}
+    conf = apply(inventory_, cards, cards, None)
+    accepting = SimpleNamespace(**{**vars(host(inventory_)), "accept_gpu_changes": True})
+    others = [replace(c, index=i) for i, c in enumerate(c for c in cards if c.index != 2)]  # numbered again
+    accepted = boot.render(accepting, facts(others, cards, conf), conf)
+    assert f"gpu={cards[2].uuid} power_limit=250  # not seen at the last run: model=" in accepted
+    assert apply(inventory_, others, others, accepted) == accepted  # the next run, on the layout recorded then

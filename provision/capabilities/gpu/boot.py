@@ -203,10 +203,10 @@ class Missing:
 
 def missing_cards(host, facts: HostFacts, old: dict[str, dict[str, str]]) -> list[Missing]:
     """The cards of the old file, then those of the record, that nvidia-smi does not show now. Each is known by
-    the index resolve_gpus would give it: the record's, or, without a record or with the change accepted, the
-    file's; a card the record lacks is named by no `index:` override until the change is accepted."""
+    the index resolve_gpus gives it while the layout differs from the record: the record's; none for a card the
+    record lacks, or once the change is accepted (the layout recorded then lacks it: back, it is a new card);
+    the file's where the host has no record yet."""
     seen = {g.uuid.lower() for g in facts.nvidia.gpus}
-    by_file = facts.gpu_layout is None or host.accept_gpu_changes
     recorded = {r.uuid.lower(): r for r in facts.gpu_layout or []}
     uuids = [*old, *(r.uuid for r in facts.gpu_layout or [] if r.uuid not in old)]
     cards = []
@@ -214,7 +214,8 @@ def missing_cards(host, facts: HostFacts, old: dict[str, dict[str, str]]) -> lis
         if uuid.lower() in seen:
             continue
         words, record = old.get(uuid, {}), recorded.get(uuid.lower())
-        index = record.index if record else _int(words.get("index") or words.get("was_index")) if by_file else None
+        index = None if host.accept_gpu_changes else record.index if record else \
+            _int(words.get("index") or words.get("was_index")) if facts.gpu_layout is None else None
         name = words.get("model") or (record.name if record else "")
         cards.append(_stand_in(uuid, index, name, words, facts.nvidia.gpus))
     return cards
