@@ -351,7 +351,11 @@ def print_verdicts(verdicts: list, verbose: bool = False, stopped: int | None = 
     if untested:
         click.echo(click.style("Not tested:", bold=True))
         for why, hosts in untested.items():
-            echo(f"  {', '.join(hosts):<{width}}  ", f"  {', '.join(hosts):<{width}}  ", why, width + 4)
+            if len(hosts) == 1:
+                echo(f"  {hosts[0]:<{width}}  ", f"  {hosts[0]:<{width}}  ", why, width + 4)
+            else:  # the nodes, then why under them
+                echo("  ", "  ", f"{', '.join(hosts)}:", 4)
+                echo("      ", "      ", why, 6)
 
 
 def measured_lines(figures: list[dict]) -> list[str]:

@@ -107,7 +107,7 @@ def checked(found: run.ActiveRun):
 def test_the_check_skips_what_was_not_loaded_and_fails_a_slow_or_failed_gpu():
     # not loaded: skipped here, and the verdict's "not tested" (test_active_untested.py), not a note
     assert checked(run.ActiveRun(5, refused="Slurm has jobs on it (State=ALLOCATED)")) == (
-        "skip: not loaded: Slurm has jobs on it (State=ALLOCATED)", [])
+        "skip: refused: Slurm has jobs on it (State=ALLOCATED)", [])
     no_torch = run.ActiveRun(5, TARGETS, load_rc=run.NOT_APPLICABLE, load={"error": "no torch in this Python"})
     assert checked(no_torch)[0] == "skip: not applicable: no torch in this Python"
     targets = [Target(f"GPU-{i}", f"GPU{i}", f"00000000:{i + 1:02X}:00.0") for i in range(4)]

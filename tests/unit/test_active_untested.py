@@ -69,7 +69,8 @@ def test_a_passing_run_reports_its_figures_and_an_unloaded_one_none():
         ("", "power_sum_peak_watts"): 387.0, ("", "power_headroom_watts"): 513.0,  # 900 W budget - 192 - 195
         ("ens803f0", "port_mbps"): 91.5, ("across rtx3090", "allreduce_busbw_gbs"): 0.0112}
     assert outcome.figures(run.ActiveRun(5, TARGETS, refused="Slurm has jobs on it")) == []
-    assert outcome.figures(run.ActiveRun(5, TARGETS, load_rc=run.NOT_APPLICABLE, samples=loaded_run().samples)) == []
+    idle = run.ActiveRun(5, TARGETS, load_rc=run.NOT_APPLICABLE, samples=loaded_run().samples, ports={"ens803f0": 90.0})
+    assert outcome.figures(idle) == [{"part": "ens803f0", "figure": "port_mbps", "value": 90.0}]  # its ports ran
 
 
 def test_untested_is_never_a_pass_and_has_its_own_exit_bit():
@@ -143,6 +144,20 @@ def test_the_report_names_each_untested_node_and_why_and_v_shows_the_figures():
     assert "    measured 0000:3b:00.0: power_peak_watts 192, sm_clock_median_mhz 1005, tflops 61.2" in verbose
     assert "    measured ens803f0: port_mbps 91.5" in verbose
     assert printed(False, stopped=15).startswith("Stopped by SIGTERM: every node's load was stopped")
+
+
+def test_the_summary_names_the_nodes_one_cause_left_untested_on_one_line():
+    @click.command()
+    def show():
+        alike = [Verdict(f"rtx3090-{n}", PASS) for n in (1, 2)]
+        for verdict in alike:
+            settle(verdict, run.ActiveRun(5, TARGETS, load_rc=run.NOT_APPLICABLE,
+                                          load={"error": "torch 2.13.0+cpu sees no CUDA GPU (/usr/bin/python3)"}))
+        report.print_verdicts(alike, False)
+
+    summary = CliRunner().invoke(show, env={"COLUMNS": "200"}).output.split("Not tested:\n")[1]
+    assert summary.startswith("  rtx3090-1, rtx3090-2:\n      load: no load to run here: torch 2.13.0+cpu sees no")
+    assert summary.count("\n") == 2
 
 
 @pytest.mark.usefixtures("simulated_node")

@@ -21,7 +21,7 @@ def check_gpus_hold_up_under_load(node):
         pytest.skip("not asked: `provision verify --active` loads the node")
     # a part the run did not test is the verdict's "not tested" (active/outcome.py, commands/verify.py), never a pass
     if run.refused:
-        pytest.skip(f"not loaded: {run.refused}")
+        pytest.skip(f"refused: {run.refused}")
     if run.error:
         fail_each([Finding("an active run on the node", run.error,
                            "run `provision facts` on the node: it says what nvidia-smi answers")])

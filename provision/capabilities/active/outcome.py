@@ -46,10 +46,11 @@ def untested(run: ActiveRun) -> list[str]:
 
 def figures(run: ActiveRun) -> list[dict]:
     """What was measured, each {"part", "figure", "value"} (the unit in the figure's name; part: a GPU's bus id,
-    a port, an all-reduce, or "" for the node). None for a node that was not loaded: its GPUs idled."""
+    a port, an all-reduce, or "" for the node). No GPU or power figure where the load did not run: they idled."""
+    found = [_figure(port, "port_mbps", mbps) for port, mbps in run.ports.items()]
+    found += [_figure(what, "allreduce_busbw_gbs", gbs) for what, gbs in run.allreduce.items()]
     if run.refused or run.error or not_applicable(run):
-        return []
-    found: list[dict] = []
+        return found
     rates = {g.get("uuid"): g.get("tflops") for g in run.load.get("gpus") or [] if isinstance(g, dict)}
     for target in run.targets:
         rows = run.samples.get(target.uuid, [])
@@ -67,8 +68,6 @@ def figures(run: ActiveRun) -> list[dict]:
         found.append(_figure("", "power_sum_peak_watts", total))
         if run.power_budget:
             found.append(_figure("", "power_headroom_watts", run.power_budget - total))
-    found += [_figure(port, "port_mbps", mbps) for port, mbps in run.ports.items()]
-    found += [_figure(what, "allreduce_busbw_gbs", gbs) for what, gbs in run.allreduce.items()]
     return found
 
 
@@ -87,7 +86,3 @@ def peak_sum(samples: dict[str, list[Sample]]) -> float | None:
 def _figure(part: str, name: str, value: float) -> dict:
     return {"part": part, "figure": name, "value": round(float(value), 4)}
 
-
-def shown(figure: dict) -> str:
-    """One figure in words: "0000:3b:00.0 power_peak_watts 187.2"."""
-    return " ".join(w for w in (figure["part"], figure["figure"], f"{figure['value']:g}") if w)
