@@ -169,3 +169,19 @@ def test_what_follows_from_a_gpu_the_samples_judged_is_filed_under_that_finding(
                    for f in [*found, *load]]
     assert [(c.failure.expected, len(c.consequences)) for c in by_cause(as_failures)] == [
         (lost.expected, 0), (stuck.expected, 1)]
+
+
+def test_heat_under_load_is_one_finding_with_the_headroom_check_or_the_loads_own():
+    rows = [row(t / 10, g, reasons="0x48" if g == 1 else "0x2", temp="89") for t in range(50) for g in (0, 1)]
+    targets = [judge.target_of(GpuFacts(index=i, uuid=f"GPU-v100-{i}", name="V100",
+                                        bus_id=f"00000000:{0x1a + i:02X}:00.0")) for i in range(2)]
+    [hot] = judge.judge(targets, sampler.by_gpu(sampler.parse("\n".join([HEADER, *rows]))), duration=10).findings
+    load = Failure(judge.CHECK, hot.expected, hot.found, hot.fix, list(hot.because), list(hot.about), hot.severity)
+    held = Failure("clocks_are_not_held_down_by_heat_or_power", "e", "GPU1: HW Thermal Slowdown",
+                   because=["gpus_have_thermal_headroom:0000:1b:00", "gpus_hold_up_under_load:0000:1b:00"],
+                   about=["0000:1b:00"])
+    headroom = Failure("gpus_have_thermal_headroom", "e", "GPU1 at 89 C", about=["0000:1b:00"])
+    [cause] = by_cause([headroom, held, load])  # still hot when read after the load: the headroom check says it
+    assert cause.failure is headroom and len(cause.consequences) == 2
+    [cause] = by_cause([held, load])  # cooled by then: the load's finding, the clocks check under it
+    assert cause.failure is load and cause.consequences == [held]

@@ -253,6 +253,8 @@ def _thermal(target: Target, loaded: list[Sample]) -> Finding | None:
         f"{name(target)}: thermal slowdown in {len(hot)} of {len(loaded)} samples under load, from "
         f"+{hot[0].t:.1f} s" + (f"; up to {top} C" if top is not None else ""),
         "check its airflow (fans, blanking panels, a blocked intake), then its thermal paste or pads",
+        # where the node read after the load still has no headroom, that check says it (with the temperatures)
+        because=tuple(f"gpus_have_thermal_headroom:{subject}" for subject in about(target)),
         about=about(target), severity=WARNING)
 
 
