@@ -147,9 +147,9 @@ def fault(node, kind, gpu, nic, link, port, watts, lab_dir):
       gpu-power-brake  the PSU asserts the power brake: clocks event reasons
                        HW Slowdown and HW Power Brake Slowdown, until clear
       gpu-thermal      HW Slowdown and HW Thermal Slowdown, until clear
-      gpu-process      a process runs on the GPU (nvidia-smi
-                       --query-compute-apps lists it): a job is there;
-                       until clear or a reboot
+      gpu-process      a process runs on the GPU (nvidia-smi lists it among
+                       its compute apps): a job is there; until clear or a
+                       reboot
       gpu-nvlink-down  NVLink link --link of the GPU no longer trains:
                        nvidia-smi nvlink -s says <inactive>, until clear
       gpu-nvlink-errors

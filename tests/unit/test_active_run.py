@@ -105,7 +105,7 @@ def checked(found: run.ActiveRun):
 
 
 def test_the_check_skips_what_was_not_loaded_and_fails_a_slow_or_failed_gpu():
-    # not loaded: skipped here, and the verdict's "not tested" (test_active_untested.py), not a note
+    # not loaded: skipped here, and the verdict's "not tested" (test_active_untested_verdicts.py), not a note
     assert checked(run.ActiveRun(5, refused="Slurm has jobs on it (State=ALLOCATED)")) == (
         "skip: refused: Slurm has jobs on it (State=ALLOCATED)", [])
     no_torch = run.ActiveRun(5, TARGETS, load_rc=run.NOT_APPLICABLE, load={"error": "no torch in this Python"})

@@ -129,7 +129,7 @@ def test_json_carries_findings_with_their_consequences_under_a_versioned_schema(
     assert len(host["failures"]) == 7 and host["failures"][0]["because"] == ["no_gpu_is_lost"]
     assert data["hosts"][2] | {} == {"host": "rtx3090-2", "status": "unreachable", "message": "cannot connect",
                                      "findings": [], "failures": [], "passed": [], "skipped": [], "notes": [],
-                                     "not_tested": [], "figures": []}  # verify --active's (test_active_untested.py)
+                                     "not_tested": [], "figures": []}  # verify --active's (test_active_untested_verdicts.py)
 
 
 def samples(text: str) -> dict[str, list]:

@@ -13,7 +13,7 @@ MARK = "gpusim-compute-app"  # in the process's command line: a pid reused by an
 USED_MIB = 20480  # what a training process holds on the GPU, as nvidia-smi reports it
 
 
-def start(record: dict) -> dict:
+def start_app(record: dict) -> dict:
     """A process that sleeps until killed, recorded on the GPU (read with .get: a newer key)."""
     proc = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(3600)", MARK],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -38,7 +38,7 @@ def running(record: dict) -> list[dict]:
     return found
 
 
-def stop_all(record: dict) -> None:
+def stop_apps(record: dict) -> None:
     """clear: the GPU's processes end and leave it."""
     for app in running(record):
         try:

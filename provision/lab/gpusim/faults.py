@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 
-from . import apps
+from .apps import start_app, stop_apps
 from .errors import SimError
 from .gpu import REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, normal_bus_id
 from .kernel import init_failed, kmsg, pci_short
@@ -82,7 +82,7 @@ def cmd_fault(args: list) -> int:
         elif kind == "nvlink-down":
             record["nvlink_down"] = sorted({*record["nvlink_down"], nvlink_of(record, extra.get("--link"))})
         elif kind == "process":  # a CUDA process on it (apps.py): a job runs there
-            apps.start(record)
+            start_app(record)
         elif kind == "bad-riser":  # nothing at rest: load.py logs its errors while a load runs
             record["bad_riser"] = True
         elif kind == "nvlink-errors":
@@ -90,7 +90,7 @@ def cmd_fault(args: list) -> int:
             counts = record["nvlink_errors"].get(link, [0, 0, 0])
             record["nvlink_errors"][link] = [n + more for n, more in zip(counts, NVLINK_ERROR_BURST)]
         else:  # a repaired card; its lifetime ECC count is in its InfoROM and stays
-            apps.stop_all(record)
+            stop_apps(record)
             record.update(healthy(), off_bus=False, gone=False, init_failed=False, link=None, link_under_load=None,
                           ecc_aggregate=record["ecc_aggregate"])
     return 0

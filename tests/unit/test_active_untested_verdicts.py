@@ -20,7 +20,7 @@ from provision.commands.verify import exit_code, settle
 from provision.core.results import EXIT_NOT_TESTED
 from provision.output import prometheus, report, verify_json
 from provision.verify import FAIL, NOT_TESTED, PASS, Failure, Verdict
-from test_active_stop import node as simulated_node  # noqa: F401  (a fixture: this machine with simulated GPUs)
+from test_active_stop_node import node as simulated_node  # noqa: F401  (a fixture: this machine with simulated GPUs)
 
 TARGETS = [Target("GPU-0", "GPU0", "00000000:3B:00.0", cap=200.0), Target("GPU-1", "GPU1", "00000000:5E:00.0",
                                                                           cap=200.0)]
@@ -167,7 +167,7 @@ def test_a_process_on_a_gpu_leaves_the_node_unloaded_and_not_tested():
     import subprocess
     import sys
 
-    from test_active_stop import GPUSIM, script
+    from test_active_stop_node import GPUSIM, script
 
     subprocess.run([sys.executable, str(GPUSIM), "fault", "1", "process"], check=True)
     try:
