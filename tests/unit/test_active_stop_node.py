@@ -206,3 +206,14 @@ def test_sigint_under_load_prints_the_verdicts_within_seconds_and_exits_130(node
     assert {f["figure"] for f in host["figures"]} >= {"power_peak_watts", "sm_clock_median_mhz"}
     assert gone_within(3, node), (ours(), left(node))
     print(f"SIGINT to verdicts: {took:.1f} s")
+
+
+def test_provisions_own_load_program_still_reads_its_program_from_the_node_scripts_stdin(node, tmp_path):
+    """The load runs in the background now (to be stopped at once): its stdin is still the program sent."""
+    (tmp_path / "torch.py").write_text(FAKE_TORCH)
+    argv, stdin = run.load_argv(None, sys.executable, 2)
+    done = subprocess.run(["sh", "-c", run.node_script(argv, INTERVAL_MS, "t3")], input=stdin, capture_output=True,
+                          text=True, timeout=30, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    found = run.parse(done.stdout, 2, [])
+    assert found.load_rc == 0 and found.load["gpus"][0]["tflops"] > 0 and not found.stopped, done.stdout[-500:]
+    assert not left(node)
