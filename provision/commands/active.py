@@ -39,16 +39,13 @@ def load_each(engine: Engine, states: list[HostState], seconds: float, forks: in
     before = {s.host.name: s.facts for s in ready if s.facts is not None}
     with ThreadPoolExecutor(max_workers=max(1, min(forks, len(ready) or 1))) as pool:
         runs = loads(pool, ready, seconds, engine.stop)
-        if engine.stop:  # no port test or all-reduce starts: each node that has them says so
-            said = f"not tested: the run was stopped ({signal_name(engine.stop.signum or 0)}) before them"
-            for state in ready:
-                if state.host.settings.nccl:
-                    runs[state.host.name].fabric_notes.append(said)
-        else:
+        # stopped: no port test or all-reduce starts after it, and each node that has them says so
+        if _stopped_before(engine.stop, ready, runs, "the ports and all-reduces"):
             carried = fabric.measured(measure_fabric(ready, runs, seconds))
             for host, ports in carried.items():
                 runs[host].ports.update(ports)
-            all_reduce(ready, runs, carried)
+            if _stopped_before(engine.stop, ready, runs, "the all-reduces"):
+                all_reduce(ready, runs, carried)
         reread = list(pool.map(lambda s: engine.read_into(s, lock=False), ready))
     for state, answered in zip(ready, reread):
         found = runs[state.host.name]
@@ -69,6 +66,17 @@ def remember_good(runs: dict[str, run.ActiveRun], passed: set[str]) -> None:
         rates = history.rates(found.load)
         if host in passed and rates and not found.refused:
             history.record(found.history_key or history.key(host), rates)
+
+
+def _stopped_before(stop: Stop, states: list[HostState], runs: dict[str, run.ActiveRun], what: str) -> bool:
+    """True to go on; stopped, each node with an nccl block has `what` named as not tested, and False."""
+    if not stop:
+        return True
+    for state in states:
+        if state.host.settings.nccl:
+            runs[state.host.name].fabric_notes.append(
+                f"{what} not tested: the run was stopped ({signal_name(stop.signum or 0)}) before them")
+    return False
 
 
 STOP_EVERY_S = 2.0  # a stop sent again while a node's run has not answered (it may have been starting)

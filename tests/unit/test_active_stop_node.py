@@ -217,3 +217,17 @@ def test_provisions_own_load_program_still_reads_its_program_from_the_node_scrip
     found = run.parse(done.stdout, 2, [])
     assert found.load_rc == 0 and found.load["gpus"][0]["tflops"] > 0 and not found.stopped, done.stdout[-500:]
     assert not left(node)
+
+
+def test_after_a_stop_no_port_test_or_all_reduce_starts_and_each_node_with_ports_says_so():
+    from types import SimpleNamespace
+
+    states = [SimpleNamespace(host=SimpleNamespace(name=name, settings=SimpleNamespace(nccl=nccl)))
+              for name, nccl in (("blade-1", {"socket_ifname": "ens803f"}), ("v100-1", None))]
+    runs = {"blade-1": run.ActiveRun(5), "v100-1": run.ActiveRun(5)}
+    stop = Stop(lambda words: None)
+    assert active._stopped_before(stop, states, runs, "the all-reduces") is True and not runs["blade-1"].fabric_notes
+    stop.request(signal.SIGTERM)
+    assert active._stopped_before(stop, states, runs, "the all-reduces") is False
+    assert runs["blade-1"].fabric_notes == ["the all-reduces not tested: the run was stopped (SIGTERM) before them"]
+    assert runs["v100-1"].fabric_notes == []  # no port, no all-reduce: nothing it lacks
