@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from test_verify_active_judging import loaded, verify_active
+
 from provision.lab.netns import LabNet, lab_links, lab_namespaces
 from provision.lab.system import mounts_under
 
@@ -204,6 +206,24 @@ def _snapshot(path: Path) -> tuple[bytes, int] | None:
     return (path.read_bytes(), path.stat().st_mtime_ns) if path.exists() else None
 
 
+# The session's lab is up until the test below: the last good runs of two labs that reuse node names
+# (issue 42), on it and on the basement lab.
+def test_two_labs_with_the_same_node_names_keep_their_own_last_good_runs(lab, basement, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    # the session's lab-v100-1 at 300 W, unpinned: 1530 MHz under load, its last good run about 78 TFLOP/s
+    fast = loaded(lab, "active-v100-300w", {V100: {"gpu": {"power_limit": 300}}})
+    assert lab.apply("--limit", V100, inventory=fast)[0] == 0
+    code, hosts = verify_active(lab, fast, V100)
+    assert code == 0, hosts[V100]["findings"]
+    # the basement's lab-v100-1 (its clocks pinned at 1005 MHz, about 51 TFLOP/s): another machine, same name
+    assert basement.apply("--limit", V100)[0] == 0  # its blades left as they are: test_tuning.py applies them first
+    code, hosts = verify_active(basement, loaded(basement, "active"), V100)
+    assert code == 0 and hosts[V100]["findings"] == [], hosts[V100]["findings"]
+    kept = sorted(p.name for p in (tmp_path / "provision" / "active").iterdir())
+    assert len(kept) == 2 and all(name.startswith(f"{V100}.") for name in kept), kept
+    assert lab.apply("--limit", V100)[0] == 0
+
+
 def test_down_leaves_nothing_behind(lab):
     slot = lab.status()["slot"]
     lab.lab("down")
@@ -220,7 +240,8 @@ def _processes_rooted_under(directory: Path) -> list[int]:
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if os.readlink(f"/proc/{pid}/root").startswith(str(directory)):
+            root = os.readlink(f"/proc/{pid}/root")  # not a lab beside it: LAB_DIR-NAME shares the prefix
+            if root == str(directory) or root.startswith(f"{directory}/"):
                 found.append(int(pid))
         except OSError:
             pass

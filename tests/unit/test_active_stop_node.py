@@ -4,7 +4,7 @@ runs it. Told to stop (stop_script, what the first Ctrl-C sends), it stops the l
 reports what was sampled; with its controller gone (the pipe its stdout goes to closed: provision killed, the
 SSH channel gone) it hangs itself up; after either, no load, sampler or temporary directory is left. Then the
 load program's own stop, and the whole CLI: SIGINT a few seconds into `verify --local --active --duration 60`
-prints the verdicts within seconds and exits 130. (tests/lab/test_active_stop.py: the same over SSH.)"""
+prints the verdicts within seconds and exits 130. (tests/lab/test_verify_active_stop.py: the same over SSH.)"""
 
 from __future__ import annotations
 

@@ -105,7 +105,8 @@ def node_script(load: list[str], interval_ms: int, token: str = "") -> str:
         "exec 3<&-",
         # the watchdog: an empty line (read as nothing) each second; a write that fails means no one reads the
         # run any more (sshd gone with provision, the channel closed): hang the run up
-        "( while printf '\\n' 2>/dev/null; do sleep 1 >/dev/null; done; kill -HUP $$ ) &",
+        # hang the run up with USR1, not HUP: a shell started with HUP ignored (under nohup) cannot trap it
+        "( while printf '\\n' 2>/dev/null; do sleep 1 >/dev/null; done; kill -USR1 $$ ) &",
         "w=$!",
         "[ -z \"$stop\" ] || halt",  # a stop that came before $l was known
         "wait \"$l\"; rc=$?",
@@ -123,7 +124,7 @@ def node_script(load: list[str], interval_ms: int, token: str = "") -> str:
 def _stopping(token: str) -> list[str]:
     """The node script's traps. halt: TERM to the load's group (or the load), the sampler and the watchdog;
     ended: wait STOP_GRACE_S for the load to go (it may print what it did), then KILL. INT and TERM: stop and
-    report; HUP (no controller): stop and exit at once; on every exit the directory goes."""
+    report; HUP, or USR1 from the watchdog (no controller): stop and exit at once; on every exit the directory goes."""
     return [
         "command -v setsid >/dev/null 2>&1 && g=setsid || g=''",
         "halt() { [ -z \"$l\" ] || kill -TERM -\"$l\" 2>/dev/null || kill -TERM \"$l\" 2>/dev/null; "
@@ -134,7 +135,7 @@ def _stopping(token: str) -> list[str]:
         "trap 'halt; ended; rm -rf \"$d\"' EXIT",
         "trap 'stop=SIGINT; halt' INT",
         "trap 'stop=SIGTERM; halt' TERM",
-        "trap 'stop=SIGHUP; halt; exit 129' HUP",
+        "trap 'stop=SIGHUP; halt; exit 129' HUP USR1",
         f"printf '%s\\n' {shlex.quote(token)} >\"$d/token\"; echo $$ >\"$d/pid\"",
     ]
 

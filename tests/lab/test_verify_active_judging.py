@@ -7,8 +7,8 @@
   passive check under it); a brown-out at stock 300 W on a weak supply (`lab fault ... psu-weak`) that loses
   GPU3 then GPU2 is one; JUnit lists the checks that follow from a cause under it, not as failures;
 - a riser that trains down only under load (`lab fault ... pcie-degraded-under-load`): clean at rest, named under
-  load;
-- the last good run of the session lab's lab-v100-1 is not the basement's lab-v100-1's.
+  load.
+(The last good runs of two labs that reuse node names: test_cluster.py, while the session's lab is up.)
 
 On the `basement` lab (conftest.py), its hosts loaded by the GPU simulator's stand-in (active.load_command);
 each test clears its faults and leaves the lab converged.
@@ -166,18 +166,3 @@ def test_a_riser_that_trains_down_only_under_load_is_clean_at_rest_and_named_und
         assert finding["check"] == CHECK and "x8 in" in finding["found"] and finding["consequences"] == []
     finally:
         basement.lab("fault", RISERS, "clear")
-
-
-def test_two_labs_with_the_same_node_names_keep_their_own_last_good_runs(lab, basement, tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    # the session's lab-v100-1 at 300 W, unpinned: 1530 MHz under load, its last good run about 78 TFLOP/s
-    fast = loaded(lab, "active-v100-300w", {V100: {"gpu": {"power_limit": 300}}})
-    assert lab.apply("--limit", V100, inventory=fast)[0] == 0
-    code, hosts = verify_active(lab, fast, V100)
-    assert code == 0, hosts[V100]["findings"]
-    # the basement's lab-v100-1 (its clocks pinned at 1005 MHz, about 51 TFLOP/s): another machine, same name
-    code, hosts = verify_active(basement, loaded(basement, "active"), V100)
-    assert code == 0 and hosts[V100]["findings"] == [], hosts[V100]["findings"]
-    kept = sorted(p.name for p in (tmp_path / "provision" / "active").iterdir())
-    assert len(kept) == 2 and all(name.startswith(f"{V100}.") for name in kept), kept
-    assert lab.apply("--limit", V100)[0] == 0
