@@ -151,19 +151,23 @@ def one_loss(lost: list[tuple[float, Finding]]) -> list[Finding]:
 
 def _over_budget(samples: dict[str, list[Sample]], budget: float | None) -> tuple[float, float] | None:
     """(the highest sum of the GPUs' instant draws at one instant, when) where it passed the budget."""
-    if not budget:
-        return None
+    peak = peak_instant(samples) if budget else None
+    return peak if peak is not None and budget and peak[0] > budget else None
+
+
+def peak_instant(samples: dict[str, list[Sample]]) -> tuple[float, float] | None:
+    """(the highest sum of the GPUs' instant draws in one sampler round, when in s); None without a power reading.
+    A round prints every GPU within milliseconds: its rows are put together by their time rounded to 50 ms."""
     instants: dict[int, dict[str, float]] = {}
     for uuid, rows in samples.items():
         for row in rows:
-            if row.peak_power is not None:  # one sampler round prints every GPU within milliseconds
+            if row.peak_power is not None:
                 draws = instants.setdefault(round(row.t * 20), {})
                 draws[uuid] = max(draws.get(uuid, 0.0), row.peak_power)
     if not instants:
         return None
     when = max(instants, key=lambda k: sum(instants[k].values()))
-    total = sum(instants[when].values())
-    return (total, when / 20) if total > budget else None
+    return sum(instants[when].values()), when / 20
 
 
 CHECK = "gpus_hold_up_under_load"  # the check whose findings these are (active/checks.py)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from provision.capabilities.active import judge
 from provision.capabilities.active.run import NOT_APPLICABLE, ActiveRun
-from provision.capabilities.active.sampler import Sample
 from provision.core import pci
 
 LOAD, FABRIC = "load", "ports and all-reduce"  # the parts of an active run a verdict names
@@ -63,24 +62,13 @@ def figures(run: ActiveRun) -> list[dict]:
             ("power_peak_watts", max(peaks) if peaks else None),
             ("sm_clock_median_mhz", judge.percentile(clocks, 50) if clocks else None),
             ("tflops", rate if isinstance(rate, (int, float)) else None)) if value is not None]
-    total = peak_sum(run.samples)
-    if total is not None:
+    peak = judge.peak_instant(run.samples)
+    if peak is not None:
+        total = peak[0]
         found.append(_figure("", "power_sum_peak_watts", total))
         if run.power_budget:
             found.append(_figure("", "power_headroom_watts", run.power_budget - total))
     return found
-
-
-def peak_sum(samples: dict[str, list[Sample]]) -> float | None:
-    """The highest sum of the GPUs' instant draws in one sampler round (a round prints every GPU within
-    milliseconds: rounded to 50 ms); None without a power reading."""
-    instants: dict[int, dict[str, float]] = {}
-    for uuid, rows in samples.items():
-        for row in rows:
-            if row.peak_power is not None:
-                draws = instants.setdefault(round(row.t * 20), {})
-                draws[uuid] = max(draws.get(uuid, 0.0), row.peak_power)
-    return max((sum(draws.values()) for draws in instants.values()), default=None)
 
 
 def _figure(part: str, name: str, value: float) -> dict:
