@@ -203,30 +203,37 @@ def known_host_keys(paths: list[str]) -> paramiko.HostKeys:
 class HostKeyPolicy(paramiko.MissingHostKeyPolicy):
     """Refuse unknown host keys unless the user opted in (like StrictHostKeyChecking=accept-new).
 
-    A *changed* key is always refused by paramiko itself (BadHostKeyException).
+    A *changed* key is always refused by paramiko itself (BadHostKeyException). `alias`: the HostKeyAlias, the
+    name the key is recorded under in known_hosts instead of the host's (paramiko still asks by the host's name).
     """
 
-    def __init__(self, accept_new: bool, known_hosts: Path):
+    def __init__(self, accept_new: bool, known_hosts: Path, alias: str | None = None):
         self.accept_new = accept_new
         self.known_hosts = known_hosts
+        self.alias = alias
 
     def missing_host_key(self, client, hostname, key):
         fingerprint = key.fingerprint  # "SHA256:..." as ssh-keygen -l prints it
+        recorded = self.alias or hostname
         if not self.accept_new:
             raise HostKeyRefused(
-                f"unknown SSH host key for {hostname} ({key.get_name()} {fingerprint}); "
-                f"verify it and add it to {self.known_hosts} (ssh-keyscan), "
+                f"unknown SSH host key for {hostname}{_as_alias(self.alias)} ({key.get_name()} {fingerprint}); "
+                f"verify it and add it to {self.known_hosts} as {recorded} (ssh-keyscan), "
                 "or rerun with --accept-new-host-keys to trust and record it"
             )
         client.get_host_keys().add(hostname, key.get_name(), key)
         self.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with open(self.known_hosts, "a") as fh:
-            fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+            fh.write(f"{recorded} {key.get_name()} {key.get_base64()}\n")
+
+
+def _as_alias(alias: str | None) -> str:
+    return f" (known_hosts name {alias}: its HostKeyAlias)" if alias else ""
 
 
 @dataclass
 class SSHOptions:
-    ssh_config: str | None = None  # an ssh_config file instead of ~/.ssh/config
+    ssh_config: str | None = None  # an ssh_config file instead of ~/.ssh/config (else the args' -F, if any)
     connect_timeout: float = 10.0
     accept_new_host_keys: bool = False
     identity_file: str | None = None
@@ -242,7 +249,7 @@ class SSHConnection(Connection):
         import fabric  # imported here: local-only runs do not pay for it
 
         args = options.args
-        config = fabric.Config(runtime_ssh_path=options.ssh_config) if options.ssh_config else fabric.Config()
+        config = _fabric_config(options.ssh_config or args.config_file)
         timeout = int(args.connect_timeout or options.connect_timeout)  # the inventory's, for its host
         self.fabric = fabric.Connection(
             address, user=user, port=port, config=config, connect_timeout=timeout,
@@ -252,30 +259,36 @@ class SSHConnection(Connection):
         if args.proxy_jump:
             self.fabric.gateway = _jump_chain(fabric.Connection, args.proxy_jump, config, timeout)
         self.hops = _hops(self.fabric)
-        for conn in (self.fabric, *self.hops):  # ProxyJump hops (the args' or ssh_config's): the same policy
-            self._secure(conn, options)
+        # ProxyJump hops (the args' or ssh_config's): the same policy; the args' HostKeyAlias names the target only
+        self.host_key_alias = self._secure(self.fabric, options, args.host_key_alias)
+        for hop in self.hops:
+            self._secure(hop, options, None)
         self.proxy_command = args.proxy_command
         self.keepalive = args.server_alive_interval
         self.liveness: Liveness | None = None  # once open
 
     @staticmethod
-    def _secure(conn, options: SSHOptions) -> None:
-        """Fabric auto-adds unknown host keys and loads no known_hosts: undo both. The args' UserKnownHostsFile
-        and StrictHostKeyChecking beat ssh_config's, as on ssh's command line; --accept-new-host-keys beats both."""
+    def _secure(conn, options: SSHOptions, alias: str | None) -> str | None:
+        """Fabric auto-adds unknown host keys and loads no known_hosts: undo both. The args' UserKnownHostsFile,
+        StrictHostKeyChecking and HostKeyAlias (`alias`) beat ssh_config's, as on ssh's command line;
+        --accept-new-host-keys beats both. Returns the HostKeyAlias used (None: the host's own name)."""
         files = [options.known_hosts] if options.known_hosts else []
         files += list(options.args.known_hosts) or conn.ssh_config.get("userknownhostsfile", "").split()
         files = [os.path.expanduser(f) for f in files] or [os.path.expanduser("~/.ssh/known_hosts")]
-        # The keys known for this host, as paramiko will look them up when it connects (its name for a port).
+        # The name paramiko looks the host up by when it connects (with its port); with a HostKeyAlias, OpenSSH
+        # looks up the alias alone, no port added, and never the host's own name: its keys are given under `name`.
         name = conn.host if int(conn.port) == 22 else f"[{conn.host}]:{conn.port}"
-        known = known_host_keys(["/etc/ssh/ssh_known_hosts", *files]).lookup(name)
+        alias = alias or conn.ssh_config.get("hostkeyalias")
+        known = known_host_keys(["/etc/ssh/ssh_known_hosts", *files]).lookup(alias or name)
         for keytype, key in (known or {}).items():
             conn.client.get_host_keys().add(name, keytype, key)
         # The user's own ssh_config may opt in too, as OpenSSH would honour it. No and off read as accept-new:
         # a changed key is always refused (paramiko's BadHostKeyException); checking is never turned off.
         strict = options.args.strict_host_key_checking or conn.ssh_config.get("stricthostkeychecking", "")
         opted_in = strict.lower() in ("accept-new", "no", "off")
-        policy = HostKeyPolicy(options.accept_new_host_keys or opted_in, Path(files[0]))
+        policy = HostKeyPolicy(options.accept_new_host_keys or opted_in, Path(files[0]), alias)
         conn.client.set_missing_host_key_policy(policy)
+        return alias
 
     def open(self) -> None:
         try:
@@ -286,9 +299,9 @@ class SSHConnection(Connection):
             raise
         except paramiko.BadHostKeyException as exc:
             raise HostKeyRefused(
-                f"SSH host key for {exc.hostname} CHANGED (got {exc.key.fingerprint}, "
-                f"expected {exc.expected_key.fingerprint}); if the machine was reinstalled, "
-                "remove the old key with ssh-keygen -R"
+                f"SSH host key for {exc.hostname}{_as_alias(self.host_key_alias)} CHANGED (got "
+                f"{exc.key.fingerprint}, expected {exc.expected_key.fingerprint}); if the machine was reinstalled, "
+                f"remove the old key with ssh-keygen -R {self.host_key_alias or exc.hostname}"
             ) from None
         except paramiko.AuthenticationException as exc:
             at = self._failed_at()
@@ -466,6 +479,16 @@ class Liveness:
 
     def stop(self) -> None:
         self._done.set()
+
+
+def _fabric_config(ssh_config: str | None):
+    """Fabric's configuration with this ssh_config file alone (as ssh -F: neither ~/.ssh/config nor the system's);
+    "" (-F none): no ssh_config at all; None: the user's and the system's, as ssh reads them."""
+    import fabric
+
+    if ssh_config:
+        return fabric.Config(runtime_ssh_path=ssh_config)
+    return fabric.Config(overrides={"load_ssh_configs": False}) if ssh_config == "" else fabric.Config()
 
 
 def _connect_kwargs(options: SSHOptions) -> dict:

@@ -3,11 +3,13 @@ OpenSSH reads Ansible's ssh command line, and mapped to what Fabric and paramiko
 refused, never dropped: the host would be reached another way than the inventory says (directly, not through
 its bastion).
 
-Read: `-o Option=value` (also `-oOption=value`, `-o "Option value"`), `-J hops`, and the flags short for an
-option (-A -C -i -l -p). As in OpenSSH the first value of an option wins (IdentityFile adds a key), and
-ProxyJump and ProxyCommand share one slot. Ansible writes ansible_ssh_args first, then ansible_port and
+Read: `-o Option=value` (also `-oOption=value`, `-o "Option value"`), `-J hops`, the flags short for an
+option (-A -C -i -l -p) and `-F file`. As in OpenSSH the first value of an option wins (IdentityFile adds a key),
+the last -F wins, and ProxyJump and ProxyCommand share one slot. Ansible writes ansible_ssh_args first, then ansible_port and
 ansible_user (as -o Port=, -o User=), then ansible_ssh_common_args and ansible_ssh_extra_args: host_args()
-follows that order. A ProxyCommand runs as paramiko runs it: split into words, no shell.
+follows that order. ansible.cfg's [ssh_connection] ssh_args is the same Ansible option as ansible_ssh_args (a host's
+ansible_ssh_args replaces it; ansiblecfg.py reads it). A ProxyCommand runs as paramiko runs it: split into words,
+no shell. ansible_ssh_executable names the program Ansible would run: provision runs none (executable_refusals).
 """
 
 from __future__ import annotations
@@ -33,12 +35,20 @@ NAME_LENGTHS = "a host name of at most 253 characters, 63 between dots (RFC 1035
 HOP = re.compile(r"(?:(?P<user>[^@]+)@)?(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:]+))(?::(?P<port>[0-9]+))?")
 
 SHORT_FLAGS = {"A": ("ForwardAgent", "yes"), "C": ("Compression", "yes")}  # flags without a value
-VALUE_FLAGS = {"J": "ProxyJump", "i": "IdentityFile", "l": "User", "p": "Port"}  # flags taking one
+# flags taking one; -F is no -o option: its name here, "-F", cannot be written as one (_pairs reads letters only)
+VALUE_FLAGS = {"J": "ProxyJump", "i": "IdentityFile", "l": "User", "p": "Port", "F": "-F"}
 SHELL_OPERATORS = set("|;&<>()")
 TOKENS = re.compile(r"%(.?)", re.S)
 COMMAND_TOKENS = "hnpr%"  # %h host, %n the name as given, %p port, %r remote user, %% a percent sign
 SSH_CONFIG_BYTES = 64 << 20  # a generated ssh_config for 100,000 hosts is a few MiB
 SSH_CONFIG_HINT = "name an OpenSSH client configuration file (man ssh_config: Host blocks of 'Keyword value' lines)"
+EXECUTABLE_KEY = "ansible_ssh_executable"
+# OpenSSH's ssh, as Ansible's default (ssh, found on PATH) or at the places distributions install it. provision
+# speaks SSH itself (paramiko), so naming the stock client changes nothing; any other program may do more.
+PLAIN_SSH = ("ssh", "/usr/bin/ssh", "/bin/ssh", "/usr/local/bin/ssh")
+# A name written into known_hosts as it is (OpenSSH: no port added): no space or comma (a line's name list), no
+# pattern character (it would match other hosts), not the marker of a hashed name (|) or of @cert-authority.
+ALIAS_PATTERN = r"^[^\s,*?!|@#][^\s,*?!]*$"
 
 
 class Refused(ValueError):
@@ -73,6 +83,8 @@ class SshArgs:
     compression: bool | None = None
     forward_agent: bool | None = None
     identities_only: bool | None = None
+    host_key_alias: str | None = None  # HostKeyAlias: the name looked up in and recorded to known_hosts
+    config_file: str | None = None  # -F: absolute; "" for -F none (no ssh_config at all, as OpenSSH)
 
     @property
     def gateway_given(self) -> bool:
@@ -177,6 +189,13 @@ def _command(value: str) -> tuple[str, ...]:
     return tuple(os.path.expanduser(w) if w.startswith("~") else w for w in words)
 
 
+def _alias(value: str) -> str:
+    word = _word(value)
+    if not re.match(ALIAS_PATTERN, word):
+        raise Refused("is one name, as known_hosts holds it (no space, comma, * ? !; not starting with | @ #)")
+    return word
+
+
 def _strictness(value: str) -> str:
     word = _word(value).lower()
     if word not in ("yes", "ask", "accept-new", "no", "off"):
@@ -210,6 +229,8 @@ OPTIONS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
     "compression": ("Compression", "compression", _yes_no),
     "forwardagent": ("ForwardAgent", "forward_agent", _yes_no),
     "identitiesonly": ("IdentitiesOnly", "identities_only", _yes_no),
+    "hostkeyalias": ("HostKeyAlias", "host_key_alias", _alias),
+    "-f": ("-F", "config_file", _word),
     "controlmaster": ("ControlMaster", "", _noop()),
     "controlpersist": ("ControlPersist", "", _noop()),
     "controlpath": ("ControlPath", "", _noop()),
@@ -219,8 +240,8 @@ OPTIONS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
     "kbdinteractiveauthentication": ("KbdInteractiveAuthentication", "", _noop("no")),
 }
 PROXY = ("proxy_jump", "proxy_command")  # one slot: whichever comes first wins, as in OpenSSH
-HINT = (f"provision honours -o {', '.join(name for name, field, _ in OPTIONS.values() if field)} and -J -A -C -i -l "
-        "-p; leave others out, or keep them in an ssh_config file (ssh_config: FILE) for OpenSSH")
+HINT = (f"provision honours -o {', '.join(name for name, field, _ in OPTIONS.values() if field and name[0] != '-')} "
+        "and -J -A -C -i -l -p -F; leave others out, or keep them in an ssh_config file (-F FILE) for OpenSSH")
 
 
 # --- reading a value ---
@@ -283,6 +304,8 @@ def _value(option: str, value: str, base_dir: Path) -> tuple[str, Any]:
         raise Refused("has no value")
     if field in ("identity_files", "known_hosts"):
         return field, _paths(read(value), base_dir, must_exist=field == "identity_files")
+    if field == "config_file":
+        return field, _config_file(read(value), base_dir)
     value = read(value)
     if field == "proxy_command" and not value:  # ProxyCommand none: no gateway, as ProxyJump none
         return "proxy_jump", ()
@@ -302,6 +325,19 @@ def _paths(words: str | list[str], base_dir: Path, must_exist: bool) -> tuple[st
     return tuple(paths)
 
 
+def _config_file(word: str, base_dir: Path) -> str:
+    """-F: a file paramiko reads as an ssh_config (refused here when it cannot: Fabric would skip it without a word
+    and connect without what it says); `none`: no ssh_config at all."""
+    if word.lower() == "none":
+        return ""
+    path = _paths(word, base_dir, must_exist=False)[0]
+    try:
+        _read_ssh_config(path)
+    except Refused as exc:
+        raise Refused(f"{word!r} {exc} (relative paths start at {base_dir})", exc.hint) from None
+    return path
+
+
 def _is_file(path: Path) -> bool:
     try:
         return path.is_file()
@@ -313,6 +349,8 @@ def _take(given: dict[str, Any], field: str, value: Any) -> None:
     """The first value wins (OpenSSH); keys add up; one proxy slot."""
     if field == "identity_files":
         given[field] = given.get(field, ()) + value
+    elif field == "config_file":  # ssh keeps the last -F it reads
+        given[field] = value
     elif field and not (field in PROXY and given.keys() & set(PROXY)):
         given.setdefault(field, value)
 
@@ -322,6 +360,31 @@ def _take(given: dict[str, Any], field: str, value: Any) -> None:
 def refusals(text: Any, base_dir: Path) -> list[Refused]:
     """What one key's value asks that provision cannot honour (empty: all of it is honoured)."""
     return _read(text, base_dir)[1]
+
+
+def executable_refusals(value: Any) -> list[Refused]:
+    """ansible_ssh_executable (or ansible.cfg's ssh_executable): Ansible runs this program for ssh; provision
+    connects with paramiko and runs none. OpenSSH's own ssh changes nothing; any other program (a wrapper that
+    logs, picks a jump host, fetches a key) is refused, never dropped: the host would be reached without it."""
+    if value in PLAIN_SSH:
+        return []
+    if not isinstance(value, str):
+        return [Refused(f"is {type(value).__name__}, not a program's path", "write the program as text, or leave "
+                        "the key out")]
+    return [Refused(f"{value!r}: provision connects with paramiko and runs no ssh program, so what this one does "
+                    "besides OpenSSH's ssh would not happen", "leave it out (or write ssh) for this host if it "
+                    "only runs OpenSSH's ssh; what a wrapper adds goes in ansible_ssh_common_args, which provision "
+                    "honours (-J, -o ProxyCommand=, -i, -F), or leave the host out of the run with --limit")]
+
+
+CHECKED_KEYS = (*ARGS_KEYS, EXECUTABLE_KEY)  # the keys key_refusals() reads
+
+
+def key_refusals(key: str, value: Any, base_dir: Path) -> list[Refused]:
+    """What one of CHECKED_KEYS asks that provision cannot honour (empty: none, or not a key of these)."""
+    if key == EXECUTABLE_KEY:
+        return executable_refusals(value)
+    return refusals(value, base_dir) if key in ARGS_KEYS else []
 
 
 def host_args(variables: Mapping[str, Any], bases: Mapping[str, Path], user: Any,

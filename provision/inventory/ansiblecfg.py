@@ -9,9 +9,17 @@ the first of $ANSIBLE_CONFIG, ./ansible.cfg (not in a world-writable directory),
     [privilege_escalation]
     become = true
     become_user = root
+    [ssh_connection]
+    ssh_args = -F ssh.config -i keys/cluster -o ControlMaster=auto      # also ssh_common_args, ssh_extra_args
+    ssh_executable = ssh
 
 The connection settings are the lowest level of every host's variables (an inventory's ansible_user wins, as
-in Ansible); they are validated like the inventory's own, with the file named. The file is read as the inventory's
+in Ansible); they are validated like the inventory's own, with the file named. [ssh_connection] ssh_args is
+the option a host's ansible_ssh_args sets (that replaces it, as in Ansible), written first on ssh's command line;
+Ansible passes its text to ssh as it is, and ssh runs in Ansible's working directory (measured with a recording
+ssh_executable and ANSIBLE_CONFIG elsewhere: cwd was the working directory, not the file's), so relative paths in
+the ssh args start at the working directory, where the file's own paths (inventory, private_key_file) start at
+its directory, as Ansible's `path` type does. The file is read as the inventory's
 files are (files.py): a regular file, of at most files.MAX_FILE_BYTES.
 """
 
@@ -33,7 +41,12 @@ CONNECTION = [("defaults", "remote_user", "ANSIBLE_REMOTE_USER", "ansible_user")
               ("defaults", "private_key_file", "ANSIBLE_PRIVATE_KEY_FILE", "ansible_private_key_file"),
               ("privilege_escalation", "become", "ANSIBLE_BECOME", "ansible_become"),
               ("privilege_escalation", "become_user", "ANSIBLE_BECOME_USER", "ansible_become_user"),
-              ("privilege_escalation", "become_method", "ANSIBLE_BECOME_METHOD", "ansible_become_method")]
+              ("privilege_escalation", "become_method", "ANSIBLE_BECOME_METHOD", "ansible_become_method"),
+              # Ansible's ssh plugin: the same options as these variables (ansible-doc -t connection ssh)
+              ("ssh_connection", "ssh_args", "ANSIBLE_SSH_ARGS", "ansible_ssh_args"),
+              ("ssh_connection", "ssh_common_args", "ANSIBLE_SSH_COMMON_ARGS", "ansible_ssh_common_args"),
+              ("ssh_connection", "ssh_extra_args", "ANSIBLE_SSH_EXTRA_ARGS", "ansible_ssh_extra_args"),
+              ("ssh_connection", "ssh_executable", "ANSIBLE_SSH_EXECUTABLE", "ansible_ssh_executable")]
 
 
 @dataclass
@@ -41,7 +54,8 @@ class AnsibleConfig:
     file: str = ""  # the configuration file read ("" for none)
     inventory: list[str] = field(default_factory=list)  # the sources to read when no -i is given
     variables: dict = field(default_factory=dict)  # ansible_user & co.: every host's lowest level
-    base_dir: Path = field(default_factory=Path.cwd)  # relative paths in the file start here
+    # Where the relative paths still in `variables` start: only the ssh args keep theirs (the module's docstring)
+    base_dir: Path = field(default_factory=Path.cwd)
 
 
 def find_config(env: Mapping[str, str], cwd: Path) -> Path | None:
@@ -64,11 +78,12 @@ def read_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
             parser.read_string(text, source=str(path))
         except configparser.Error as exc:
             raise InputError([Problem(str(path), "", "", f"cannot read the Ansible configuration: {exc}")]) from None
-    config = AnsibleConfig(str(path or ""), base_dir=path.parent if path else cwd)
+    config = AnsibleConfig(str(path or ""), base_dir=cwd)
+    file_dir = path.parent if path else cwd  # the file's own paths start here
     if env.get("ANSIBLE_INVENTORY"):
         config.inventory = [_path(p, cwd) for p in env["ANSIBLE_INVENTORY"].split(",") if p.strip()]
     elif parser.get("defaults", "inventory", fallback=None):
-        config.inventory = [_path(p, config.base_dir) for p in parser.get("defaults", "inventory").split(",")
+        config.inventory = [_path(p, file_dir) for p in parser.get("defaults", "inventory").split(",")
                             if p.strip()]
     elif Path(DEFAULT_INVENTORY).exists():
         config.inventory = [DEFAULT_INVENTORY]
@@ -76,7 +91,7 @@ def read_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
         value = env.get(variable) or parser.get(section, key, fallback=None)
         if value:
             if key == "private_key_file" and not env.get(variable):
-                value = _path(value, config.base_dir)
+                value = _path(value, file_dir)
             config.variables[name] = value.strip()
     return config
 
