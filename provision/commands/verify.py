@@ -92,6 +92,7 @@ def _verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOpti
                               target.inventory_path, active=runs.get(s.host.name))
                          for s in states if s.facts is not None and s.conn is not None]
                 checked = run_checks(nodes, junitxml) if nodes or srun is None else {}
+                checked.update(active_run.lost_verdicts(runs, checked))  # judged on what they sent until lost
                 for host, verdict in checked.items():
                     settle(verdict, runs.get(host))
                 active_run.remember_good(runs, {host for host, v in checked.items() if v.status == PASS})

@@ -26,7 +26,7 @@ import pytest
 from provision.capabilities.active.run import ActiveRun
 from provision.capabilities.host import HostFacts
 from provision.capabilities.registry import check_files
-from provision.core.checks import CRITICAL, CheckFailed
+from provision.core.checks import CRITICAL, CheckFailed, Finding
 from provision.inventory.model import Host
 from provision.core.plan import Task
 
@@ -123,13 +123,16 @@ class Collector:
         else:
             error = call.excinfo.value if call.excinfo else None
             if isinstance(error, CheckFailed):
-                verdict.failures += [Failure(check, f.expected, f.found, f.fix, list(f.because), list(f.about),
-                                             f.severity)
-                                     for f in error.findings]
+                verdict.failures += failures(check, error.findings)
             else:  # a check that broke: shown as found, never hidden
                 verdict.failures.append(Failure(check, "the check to run", f"{type(error).__name__}: {error}",
                                                 "a bug in provision's checks: please report it"))
             verdict.status = FAIL
+
+
+def failures(check: str, findings: list[Finding]) -> list[Failure]:
+    """A check's findings as a verdict records them."""
+    return [Failure(check, f.expected, f.found, f.fix, list(f.because), list(f.about), f.severity) for f in findings]
 
 
 @dataclass

@@ -46,7 +46,22 @@ def check_gpus_hold_up_under_load(node):
         found += _load_findings(run, judge.critical_subjects(found))
     lost = judge.critical_subjects(found)
     found += [f for f in during.findings(run.during) + run.grown if f.about not in lost]  # a lost GPU's Xid 79
+    if run.lost:  # the gravest, unless the samples show the supply that took the node down: then under it
+        gone = node_lost(run, judged.supply)
+        found = [*found, gone] if judged.supply else [gone, *found]
     fail_each(found + run.fabric)
+
+
+def node_lost(run, supply: Finding | None) -> Finding:
+    """A node lost mid-load (its connection closed or went silent): when, and its GPUs' highest summed draw
+    until then; a consequence of the supply's finding where the samples have one."""
+    peak = judge.peak_instant(run.samples)
+    drew = f"; its GPUs' instant draws peaked at {peak[0]:.0f} W together at +{peak[1]:.1f} s" if peak else ""
+    return Finding("the node answering through the load", f"{run.lost}{drew}",
+                   "the node went down or off the network under load: read its BMC's event log (verify's BMC "
+                   "checks: a PSU that tripped) and its kernel log once it answers (`provision facts`); then "
+                   "`provision verify --active` again", because=(judge.lead(supply),) if supply else (),
+                   severity=CRITICAL)
 
 
 def _load_findings(run, judged: set) -> list[Finding]:
@@ -54,7 +69,7 @@ def _load_findings(run, judged: set) -> list[Finding]:
     below the node's median or its own last good run (the median first: one GPU unlike its peers), a load that
     printed no report."""
     gpus = run.load.get("gpus")
-    if not isinstance(gpus, list) and run.stopped:  # stopped before it reported: the samples are what there is
+    if not isinstance(gpus, list) and (run.stopped or run.lost):  # cut short: the samples are what there is
         return []
     if not isinstance(gpus, list):
         said = (run.load.get("error") or run.load_stderr.strip().splitlines()[-1:] or ["no output"])

@@ -96,6 +96,8 @@ def percentile(values: list[float], q: float) -> float:
 class Judged:
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # said, not failed: transients past a cap, where no harm came
+    supply: Finding | None = None  # the finding that says the supply could not carry the load (GPUs lost, past
+    # the budget, a power brake): what a node lost under load follows from
 
 
 def judge(targets: list[Target], samples: dict[str, list[Sample]], duration: float,
@@ -133,7 +135,15 @@ def judge(targets: list[Target], samples: dict[str, list[Sample]], duration: flo
             "(gpu.clocks, or locked clocks on GeForce) as well as the power limit: the cap is enforced as an "
             "average, boost transients pass it", severity=WARNING))
     judged.findings = gone + judged.findings  # the GPUs lost first: the gravest
+    braked = [f for f in judged.findings if f.expected.endswith(BRAKE_EXPECTED)]
+    judged.supply = next(iter(gone), None) or (judged.findings[0] if over else next(iter(braked), None))
     return judged
+
+
+def lead(finding: Finding) -> str:
+    """The `because` that names this finding of the check: by its first subject, else the check alone (a finding
+    about the node, the first of the check's: the GPUs past the budget, inserted first)."""
+    return f"{CHECK}:{finding.about[0]}" if finding.about else CHECK
 
 
 def one_loss(lost: list[tuple[float, Finding]]) -> list[Finding]:
@@ -219,12 +229,15 @@ def _lost(target: Target, rows: list[Sample], end: float, duration: float) -> tu
         about=about(target), severity=CRITICAL)
 
 
+BRAKE_EXPECTED = "under load without a power brake"
+
+
 def _brake(target: Target, loaded: list[Sample]) -> Finding | None:
     braked = [s for s in loaded if s.reasons is not None and s.reasons & POWER_BRAKE]
     if not braked:
         return None
     return Finding(
-        f"{name(target)} under load without a power brake",
+        f"{name(target)} {BRAKE_EXPECTED}",
         f"{name(target)}: HW Power Brake Slowdown in {len(braked)} of {len(loaded)} samples under load, from "
         f"+{braked[0].t:.1f} s",
         "the power supply asked the GPUs to draw less: the node's load is at its PSUs' limit; pin the clocks and "

@@ -39,6 +39,8 @@ def untested(run: ActiveRun) -> list[str]:
                     "active.dcgm_diag names one)")
     elif run.stopped:
         said.append(f"{LOAD}: stopped by {run.stopped} after {run.seconds:g} s of sampling")
+    elif run.lost:
+        said.append(f"{LOAD}: cut short: the node was {run.lost}")
     said += [f"{FABRIC}: {words}" for words in run.fabric_notes]
     return said
 

@@ -42,6 +42,7 @@ class ActiveRun:
     refused: str = ""  # why the node was not loaded: its GPUs or Slurm were busy, or the run was stopped first
     stopped: str = ""  # the signal that stopped the load before its end ("SIGINT"): what was sampled is judged
     error: str = ""  # the run could not be made (no nvidia-smi answer, the connection, a timeout)
+    lost: str = ""  # the node was lost mid-load (the connection: why): what it sampled until then is judged
     samples: dict[str, list[Sample]] = field(default_factory=dict)
     load_rc: int | None = None
     load: dict = field(default_factory=dict)  # the load's JSON line
@@ -103,32 +104,76 @@ def node_script(load: list[str], interval_ms: int, token: str = "") -> str:
         f"$g {shlex.join(load)} <&3 3<&- >\"$d/load\" 2>\"$d/err\" &",
         "l=$!",
         "exec 3<&-",
-        # the watchdog: an empty line (read as nothing) each second; a write that fails means no one reads the
-        # run any more (sshd gone with provision, the channel closed): hang the run up
-        # hang the run up with USR1, not HUP: a shell started with HUP ignored (under nohup) cannot trap it
-        "( while printf '\\n' 2>/dev/null; do sleep 1 >/dev/null; done; kill -USR1 $$ ) &",
+        # the samples as they come (a node lost mid-load has sent what it sampled until then), and the watchdog
+        f"echo '{MARK}samples'",
+        _watchdog("samples"),
         "w=$!",
         "[ -z \"$stop\" ] || halt",  # a stop that came before $l was known
         "wait \"$l\"; rc=$?",
         "[ -z \"$stop\" ] || ended",
         "l=''",
         "[ -n \"$stop\" ] || sleep 1",  # the ramp down, sampled (not after a stop: stopped means now)
-        "kill \"$s\" \"$w\" 2>/dev/null; wait \"$s\" 2>/dev/null; s='' w=''",
+        "kill \"$s\" 2>/dev/null; wait \"$s\" 2>/dev/null; s=''",
+        WATCHDOG_DONE,  # the last samples sent
         f"[ -z \"$stop\" ] || echo \"{MARK}stopped $stop\"",
-        f"echo '{MARK}samples'; cat \"$d/samples\"",
         f"echo \"{MARK}load $rc\"; cat \"$d/load\"",
         f"echo '{MARK}stderr'; tail -c 4000 \"$d/err\"",
     ])
 
 
+# Ends the watchdog: it sends what is left of the file it streams, then exits (halt leaves it running for that).
+# Waited for until it is gone: a stop sent again (stop_script) interrupts a wait, and its last lines would follow.
+WATCHDOG_DONE = "rm -f \"$d/live\"; while [ -n \"$w\" ] && kill -0 \"$w\" 2>/dev/null; do wait \"$w\"; done; w=''"
+
+
+def _watchdog(stream: str = "") -> str:
+    """The watchdog, in the background while the file $d/live is there: each second the new whole lines of the
+    file $d/STREAM (a node lost mid-run has sent them), then an empty line (read as nothing); a write that fails
+    means no one reads the run any more (sshd gone with provision, the channel closed): it hangs the run up, with
+    USR1, not HUP: a shell started with HUP ignored (under nohup) cannot trap HUP. Once live is gone it sends
+    what is left and ends (WATCHDOG_DONE)."""
+    send = (f"m=$(($(wc -l <\"$d/{stream}\" 2>/dev/null || echo \"$n\"))); "
+            f"[ \"$m\" -le \"$n\" ] || sed -n \"$((n + 1)),${{m}}p\" \"$d/{stream}\"; n=$m; ") if stream else ""
+    return (": >\"$d/live\"; ( n=0; while :; do [ -e \"$d/live\" ] && going=1 || going=''; " + send
+            + "[ -n \"$going\" ] || exit 0; printf '\\n' 2>/dev/null || { kill -USR1 $$; exit 0; }; "
+            "sleep 1 >/dev/null; done ) &")
+
+
+def allreduce_script(check: str, argv: list[str], env: dict[str, str], token: str) -> str:
+    """The all-reduce (argv: the torchrun wrapper and its program) on a node, stopped as the load is: its own
+    process group, named by token for stop_script, hung up by the watchdog once its controller is gone (no
+    torchrun left to wait out its rendezvous); check: sh that exits 3, saying why, where it cannot run. Prints
+    its output, after the stopped mark where it was stopped."""
+    return "\n".join([
+        "set -u",
+        "trap '' PIPE",
+        check,
+        f"d=$(mktemp -d \"${{TMPDIR:-/tmp}}/{TEMP_PREFIX}XXXXXX\") || exit 90",
+        "s='' l='' w='' stop='' rc=''",
+        *_stopping(token),
+        f"$g env {shlex.join([f'{k}={v}' for k, v in env.items()])} {shlex.join(argv)} </dev/null >\"$d/out\" 2>&1 &",
+        "l=$!",
+        _watchdog(),
+        "w=$!",
+        "[ -z \"$stop\" ] || halt",
+        "wait \"$l\"; rc=$?",
+        "[ -z \"$stop\" ] || ended",
+        "l=''",
+        WATCHDOG_DONE,
+        f"[ -z \"$stop\" ] || echo \"{MARK}stopped $stop\"",
+        "cat \"$d/out\"",
+        "exit \"$rc\"",
+    ])
+
+
 def _stopping(token: str) -> list[str]:
-    """The node script's traps. halt: TERM to the load's group (or the load), the sampler and the watchdog;
-    ended: wait STOP_GRACE_S for the load to go (it may print what it did), then KILL. INT and TERM: stop and
+    """The node script's traps. halt: TERM to the load's group (or the load) and the sampler (the watchdog ends
+    by itself: WATCHDOG_DONE, or the directory gone); ended: wait STOP_GRACE_S for the load to go (it may print what it did), then KILL. INT and TERM: stop and
     report; HUP, or USR1 from the watchdog (no controller): stop and exit at once; on every exit the directory goes."""
     return [
         "command -v setsid >/dev/null 2>&1 && g=setsid || g=''",
         "halt() { [ -z \"$l\" ] || kill -TERM -\"$l\" 2>/dev/null || kill -TERM \"$l\" 2>/dev/null; "
-        "for p in $s $w; do kill -TERM \"$p\" 2>/dev/null; done; }",
+        "for p in $s; do kill -TERM \"$p\" 2>/dev/null; done; }",
         f"ended() {{ n=0; while [ -n \"$l\" ] && kill -0 \"$l\" 2>/dev/null && [ $n -lt {STOP_GRACE_S * 10} ]; "
         "do sleep 0.1; n=$((n + 1)); done; [ -z \"$l\" ] || kill -KILL -\"$l\" 2>/dev/null || "
         "kill -KILL \"$l\" 2>/dev/null; [ -z \"$l\" ] || { wait \"$l\"; rc=$?; }; }",
@@ -173,8 +218,9 @@ def parse(text: str, seconds: float, targets: list[Target], dcgm_diag: int | Non
         run.refused = "processes run on its GPUs: " + "; ".join(sections["busy"][:4])
     elif "unreadable" in sections:
         run.error = "nvidia-smi could not list the GPUs' processes: " + " ".join(sections["unreadable"][-2:])
-    elif "samples" not in sections:
-        said = [line for line in text.splitlines() if line.strip()]  # the watchdog's empty lines say nothing
+    elif "load" not in sections:  # the samples come as they are taken: the load's section says it reported
+        sampled = set(sections.get("samples", []))  # the watchdog's empty lines say nothing, nor the samples
+        said = [line for line in text.splitlines() if line.strip() and line not in sampled]
         run.error = "the run ended before it reported: " + (" ".join(said[-2:]) or "no output")
     run.samples = sampler.by_gpu(sampler.parse("\n".join(sections.get("samples", []))))
     run.load_stderr = "\n".join(sections.get("stderr", []))
@@ -183,7 +229,7 @@ def parse(text: str, seconds: float, targets: list[Target], dcgm_diag: int | Non
         run.seconds = round(max((s.t for rows in run.samples.values() for s in rows), default=seconds), 1)
     else:
         run.load = _json_line(sections.get("load", []))
-    if run.stopped:  # judged on what was sampled: its length is the run's
+    if run.stopped or "load" not in sections:  # judged on what was sampled: its length is the run's
         run.seconds = round(max((s.t for rows in run.samples.values() for s in rows), default=0.0), 1)
     return run
 
