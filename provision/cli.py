@@ -14,14 +14,15 @@ import click
 
 from provision import __version__
 from provision.commands.apply import apply as apply_command  # the other commands: imported where they run
-from provision.commands.playbook import load_playbook, select_tasks, unapplied_blocks, with_bmc_record
+from provision.commands import listing
+from provision.commands.playbook import load_playbook, playbook_file, select_tasks, unapplied_blocks, with_bmc_record
 from provision.commands.run import Target, connector
 from provision.commands.via_slurm import apply_arguments, verify_arguments
 from provision.commands.run import default_sources, select_hosts as target_hosts
 from provision.core.connection import SSHOptions
 from provision.core.errors import InputError, Problem, ProvisionError
 from provision.core.localfiles import check_writable, not_a_file
-from provision.core.resources import playbook_path, templates_dir
+from provision.core.resources import templates_dir
 from provision.core.results import EXIT_BAD_INPUT, EXIT_NOT_WRITTEN, EXIT_STOPPED_BASE, exit_code, to_json
 from provision.core.run import RunOptions
 from provision.core.runlog import RunLog, default_path
@@ -104,12 +105,42 @@ def exit_with(code: int, unwritten: list[str]) -> NoReturn:
     sys.exit(code | EXIT_NOT_WRITTEN if any(unwritten) and code < EXIT_STOPPED_BASE else code)
 
 
+def options(*declared):
+    """Several click options as one decorator, listed in --help in the order given."""
+    def decorate(func):
+        for option in reversed(declared):
+            func = option(func)
+        return func
+    return decorate
+
+
+# ansible-playbook's habits, each declared once, for every command that takes them.
+check_option = click.option("-C", "--check", is_flag=True, help="Show what would change; touch nothing.")
+diff_option = click.option("-D", "--diff", "show_diff", is_flag=True, help="Show file and value changes.")
+user_option = click.option(
+    "-u", "--user", "remote_user", metavar="REMOTE_USER",
+    help="Connect as this user, as ansible-playbook -u: over ansible.cfg's remote_user, under the inventory's "
+         "ansible_user or ansible_ssh_user.")
+become_option = click.option(
+    "-b", "--become", is_flag=True, expose_value=False,
+    help="Accepted for ansible-playbook's habit: provision becomes root for what needs it anyway (sudo where the "
+         "login user is not root); an inventory's ansible_become: false still wins, as in Ansible.")
+list_hosts_option = click.option("--list-hosts", is_flag=True,
+                                 help="Print the hosts the run would select, as ansible-playbook does; contact none.")
+
+
 def inventory_options(func):
     """Options shared by every command that works on hosts. The inventory as the INVENTORY argument, or as
     -i/--inventory (Ansible's way, repeatable): the command gets its sources as `inventory` either way."""
     @functools.wraps(func)
-    def one_inventory(*args, inventory=None, inventory_option=(), extra_vars=(), **kwargs):
-        return func(*args, inventory=InventoryArgs(given_sources(inventory, inventory_option), extra_vars), **kwargs)
+    def one_inventory(*args, inventory=None, inventory_option=(), extra_vars=(), remote_user=None, list_hosts=False,
+                      **kwargs):
+        given = InventoryArgs(given_sources(inventory, inventory_option), extra_vars, remote_user)
+        if getattr(func, "plays", False):  # the playbook's commands list hosts with their play (playbook_options)
+            kwargs["list_hosts"] = list_hosts
+        elif list_hosts:
+            print_hosts(select_hosts(given, kwargs["local"], kwargs["limit"]))
+        return func(*args, inventory=given, **kwargs)
 
     options = [
         click.argument("inventory", required=False),
@@ -119,6 +150,9 @@ def inventory_options(func):
                      help="Work on this machine, no SSH (with an INVENTORY: this machine as its selected hosts)."),
         click.option("-l", "--limit", help="Hosts or groups as Ansible's patterns: a,b (or a:b), globs, ~regex, "
                      "!exclude, &intersect, group[0] or group[1:3], @file of patterns."),
+        list_hosts_option,
+        user_option,
+        become_option,
         click.option("-f", "--forks", type=click.IntRange(1, 512), default=16, show_default=True,
                      help="Hosts worked on in parallel."),
         click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout."),
@@ -144,8 +178,9 @@ def adhoc_options(func):
         click.option("-i", "--inventory", multiple=True,
                      help="Work on this inventory's hosts instead of this machine (repeatable, as for apply)."),
         click.option("-l", "--limit", help="Hosts or groups of the inventory, Ansible's patterns (as for apply)."),
+        list_hosts_option,
         click.option("--gpu", help="GPU indexes or UUIDs, comma-separated.  [default: every GPU]"),
-        click.option("--check", is_flag=True, help="Show what would change; touch nothing."),
+        check_option,
         click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout."),
         click.option("-f", "--forks", type=click.IntRange(1, 512), default=16, show_default=True,
                      help="Hosts worked on in parallel."),
@@ -155,6 +190,8 @@ def adhoc_options(func):
         click.option("--identity", "--private-key", "identity_file", type=click.Path(exists=True, dir_okay=False),
                      callback=key_file,
                      help="SSH private key file."),
+        user_option,
+        become_option,
         click.option("-K", "--ask-sudo-pass", is_flag=True, help="Ask once for the sudo password."),
     ]
     for option in reversed(options):
@@ -168,6 +205,7 @@ class InventoryArgs:
 
     sources: tuple[str, ...] = ()
     extra_vars: tuple[str, ...] = ()
+    remote_user: str | None = None  # -u
 
     def __bool__(self) -> bool:
         return bool(self.sources)
@@ -184,7 +222,57 @@ def select_hosts(inventory: InventoryArgs, local: bool, limit: str | None) -> Ta
     if not sources and not local:
         raise click.UsageError("give an INVENTORY (or -i INVENTORY, or inventory= in ansible.cfg), or --local to "
                                "work on this machine")
-    return target_hosts(sources, local, limit, inventory.extra_vars)
+    return target_hosts(sources, local, limit, inventory.extra_vars, inventory.remote_user)
+
+
+def print_hosts(target: Target) -> NoReturn:
+    """--list-hosts of a command without a playbook: `ansible PATTERN --list-hosts`'s lines; nothing contacted."""
+    click.echo("\n".join(listing.host_lines([host.name for host in target.hosts])))
+    sys.exit(0)
+
+
+def playbook_options(tags: bool):
+    """--playbook and --templates, and what the playbook would do, listed as ansible-playbook lists it (with
+    --list-hosts, which inventory_options declares): the run is then only read, nothing contacted. `tags`: the
+    command takes -t/--tags and --skip-tags, and lists them (--list-tags)."""
+    declared = [
+        click.option("--playbook", default=None,
+                     help="A playbook file, or a shipped one by name (site, gpu).  [default: site]"),
+        click.option("--templates", type=click.Path(exists=True, file_okay=False),
+                     help="Templates folder (default: shipped)."),
+        click.option("--list-tasks", is_flag=True,
+                     help="Print the tasks the run would do, as ansible-playbook does (each task's name is a tag "
+                          "too); contact no host."),
+    ]
+    if tags:
+        declared += [
+            click.option("-t", "--tags", default="", help="Run only tasks with these tags (comma-separated)."),
+            click.option("--skip-tags", default="", help="Skip tasks with these tags (comma-separated)."),
+            click.option("--list-tags", is_flag=True, help="Print the tags of the tasks the run would do, as "
+                         "ansible-playbook does (with the task names, every tag -t takes); contact no host."),
+        ]
+
+    def decorate(func):
+        @functools.wraps(func)
+        def run_or_list(*args, list_hosts=False, list_tasks=False, list_tags=False, **kwargs):
+            if list_hosts or list_tasks or list_tags:
+                print_plays(kwargs, list_hosts, list_tasks, list_tags)
+            return func(*args, **kwargs)
+        run_or_list.plays = True  # type: ignore[attr-defined]
+        return options(*declared)(run_or_list)
+    return decorate
+
+
+def print_plays(opts: dict, list_hosts: bool, list_tasks: bool, list_tags: bool) -> NoReturn:
+    """--list-hosts, --list-tasks, --list-tags: the inventory and the playbook read and checked as for the run,
+    the tasks --tags and --skip-tags select; nothing contacted."""
+    target = select_hosts(opts["inventory"], opts["local"], opts["limit"])
+    book = playbook_file(opts["playbook"])
+    tasks = select_tasks(load_playbook(book, templates_dir(opts["templates"])), _split(opts.get("tags", "")),
+                         _split(opts.get("skip_tags", "")), str(book))
+    hosts = [host.name for host in target.hosts] if list_hosts else None
+    click.echo("\n".join(listing.play_lines(book, hosts, tasks, list_tasks, list_tags)))
+    sys.exit(0)
 
 
 def ssh_options(opts: dict, connect_timeout: float = 10) -> SSHOptions:
@@ -237,12 +325,9 @@ def main():
 
 @main.command(epilog=EXIT_CODES_HELP)
 @inventory_options
-@click.option("--check", is_flag=True, help="Show what would change; touch nothing.")
-@click.option("--diff", "show_diff", is_flag=True, help="Show file and value changes.")
-@click.option("--playbook", default=None, help="A playbook file, or a shipped one by name (site, gpu).  [default: site]")
-@click.option("--templates", type=click.Path(exists=True, file_okay=False), help="Templates folder (default: shipped).")
-@click.option("-t", "--tags", default="", help="Run only tasks with these tags (comma-separated).")
-@click.option("--skip-tags", default="", help="Skip tasks with these tags (comma-separated).")
+@check_option
+@diff_option
+@playbook_options(tags=True)
 @click.option("-K", "--ask-sudo-pass", is_flag=True, help="Ask once for the sudo password (never stored or shown).")
 @click.option("--lock-wait", type=click.FloatRange(0, 3600), default=60, show_default=True,
               help="Seconds to wait when another run holds a host's lock.")
@@ -302,7 +387,7 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
         target.hosts = [replace(h, accept_gpu_changes=True) for h in target.hosts]
     if accept_bmc_events:
         target.hosts = [replace(h, accept_bmc_events=True) for h in target.hosts]
-    book = playbook_path(playbook)
+    book = playbook_file(playbook)
     loaded = load_playbook(book, templates_dir(templates))
     tasks = select_tasks(loaded, _split(tags), _split(skip_tags), str(book))
     if accept_bmc_events:
@@ -405,8 +490,7 @@ LOCK_COLORS = {"no lock": "green", "removed": "yellow", "left alone": "red", "un
 
 @main.command()
 @inventory_options
-@click.option("--playbook", default=None, help="The playbook whose tasks say what is intended.  [default: site]")
-@click.option("--templates", type=click.Path(exists=True, file_okay=False), help="Templates folder (default: shipped).")
+@playbook_options(tags=False)
 @click.option("--junitxml", type=click.Path(), callback=output_file("--junitxml", make_directory=True),
               help="Also write the results as JUnit XML (for CI).")
 @click.option("--drain", is_flag=True, help="Drain failed Slurm compute nodes, the reason starting 'provision-verify:'.")
@@ -473,7 +557,7 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     target = select_hosts(inventory, local, limit)
     via_slurm = verify_arguments(playbook, templates, local, drain, resume, duration if active else None,
                                  junitxml) if via == "slurm" else None
-    tasks = load_playbook(playbook_path(playbook), templates_dir(templates))
+    tasks = load_playbook(playbook_file(playbook), templates_dir(templates))
     ssh = SSHOptions(ssh_config=ssh_config, connect_timeout=connect_timeout,
                      accept_new_host_keys=accept_new_host_keys, identity_file=identity_file)
     progress = run_progress(as_json)
@@ -500,8 +584,7 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
 
 def run_adhoc(command: str, change: dict, option: str, opts: dict) -> None:
     """Plan and apply one ad-hoc change like `apply` does (commands/adhoc.py); exits with apply's codes."""
-    inventory = InventoryArgs(opts["inventory"])
-    target = select_hosts(inventory, not inventory, opts["limit"])
+    inventory, target = adhoc_target(opts)
     password = click.prompt("sudo password", hide_input=True, err=True) if opts["ask_sudo_pass"] else None
     check, as_json = opts["check"], opts["as_json"]
     command += " --check" if check else ""
@@ -567,9 +650,17 @@ def _mhz_range(value, option: str) -> list[int]:
     return numbers * 2 if len(numbers) == 1 else numbers
 
 
-def list_clocks(opts: dict) -> None:
-    inventory = InventoryArgs(opts["inventory"])
+def adhoc_target(opts: dict) -> tuple[InventoryArgs, Target]:
+    """An ad-hoc command's inventory (-i, else this machine) and the hosts it selects; --list-hosts prints them."""
+    inventory = InventoryArgs(opts["inventory"], remote_user=opts["remote_user"])
     target = select_hosts(inventory, not inventory, opts["limit"])
+    if opts["list_hosts"]:
+        print_hosts(target)
+    return inventory, target
+
+
+def list_clocks(opts: dict) -> None:
+    _, target = adhoc_target(opts)
     from provision.commands import adhoc as adhoc_command
     states = adhoc_command.read_gpus(target, RunOptions(forks=opts["forks"], command="clocks --list"),
                                      ssh_options(opts))
@@ -609,38 +700,68 @@ def _split(text: str) -> set[str]:
     return {t.strip() for t in text.split(",") if t.strip()}
 
 
+def inventory_and_group(args: tuple[str, ...], inventory_option: tuple[str, ...],
+                        graph: bool) -> tuple[tuple[str, ...], str | None]:
+    """`provision inventory`'s words: its sources and the GROUP --graph starts at. ansible-inventory's one
+    positional is the GROUP; provision's first is the INVENTORY. So with -i, a positional is the GROUP, as
+    ansible-inventory reads it; without, INVENTORY [GROUP], and with --graph one word that names no file and
+    no host list (a,b) is the GROUP of the default inventory (ANSIBLE_INVENTORY, ansible.cfg)."""
+    if len(args) > (1 if inventory_option else 2):
+        raise click.UsageError(f"got {' '.join(args)}: give [INVENTORY] [GROUP], or -i INVENTORY [GROUP]")
+    if inventory_option:
+        sources, group = inventory_option, (args[0] if args else None)
+    elif len(args) == 2:
+        sources, group = args[:1], args[1]
+    elif args and graph and not Path(args[0]).exists() and "," not in args[0] and default_sources():
+        sources, group = tuple(default_sources()), args[0]
+    else:
+        sources, group = args or tuple(default_sources()), None
+    if group is not None and not graph:
+        raise click.UsageError(f"a GROUP ({group!r}) goes with --graph, as for ansible-inventory; for --list or "
+                               "--host, choose hosts with --limit")
+    return sources, group
+
+
 @main.command("inventory")
-@click.argument("inventory", required=False)
+@click.argument("args", nargs=-1, metavar="[INVENTORY] [GROUP]")
 @click.option("-i", "--inventory", "inventory_option", multiple=True, help=INVENTORY_HELP)
 @click.option("--list", "as_list", is_flag=True, help="Every group and host, and the variables provision reads, as "
-              "ansible-inventory --list prints them (JSON).")
-@click.option("--graph", is_flag=True, help="The groups as a tree, with their hosts.")
+              "ansible-inventory --list prints them (JSON; YAML with --yaml).")
+@click.option("-y", "--yaml", "as_yaml", is_flag=True, help="With --list: ansible-inventory --list --yaml's shape.")
+@click.option("--graph", is_flag=True, help="The groups as a tree, with their hosts; from GROUP down where one is "
+              "given (ansible-inventory --graph GROUP).")
 @click.option("--host", "host_name", metavar="NAME", help="One host's effective settings, each with the file and "
               "group or host that set it.")
 @click.option("-l", "--limit", help="Only these hosts (Ansible's patterns, as for apply).")
 @click.option("--json", "as_json", is_flag=True, help="With --host: print JSON.")
 @click.option("-e", "--extra-vars", multiple=True, help=EXTRA_VARS_HELP)
 @click.option("-v", "--verbose", is_flag=True, help="Also name the other roles' variables left alone.")
-def inventory_command(inventory, inventory_option, as_list, graph, host_name, limit, as_json, extra_vars, verbose):
+def inventory_command(args, inventory_option, as_list, as_yaml, graph, host_name, limit, as_json, extra_vars, verbose):
     """Show what provision understood of the inventory, without connecting.
 
     \b
       provision inventory -i inventories/prod --graph
+      provision inventory -i inventories/prod --graph gpu
+      provision inventory -i inventories/prod --list --yaml
       provision inventory -i inventories/prod --host gpu01
     """
     from provision.commands import inventory as inventory_view
 
     if sum(map(bool, (as_list, graph, host_name))) != 1:
         raise click.UsageError("give one of --list, --graph or --host NAME")
-    sources = given_sources(inventory, inventory_option) or tuple(default_sources())
+    if as_yaml and not as_list:
+        raise click.UsageError("--yaml goes with --list")
+    sources, group = inventory_and_group(args, inventory_option, graph)
     if not sources:
         raise click.UsageError("give an INVENTORY (or -i INVENTORY, or inventory= in ansible.cfg)")
     inv = inventory_view.load(sources, extra_vars)
     hosts = inv.select(limit)
-    if as_list:
+    if as_list and as_yaml:
+        click.echo(inventory_view.yaml_text(inv, hosts), nl=False)
+    elif as_list:
         click.echo(json.dumps(inventory_view.list_view(inv, hosts), indent=4, default=str))
     elif graph:
-        click.echo("\n".join(inventory_view.graph_lines(inv, hosts)))
+        click.echo("\n".join(inventory_view.graph_lines(inv, hosts, inventory_view.graph_group(inv, group or "all"))))
     elif as_json:
         click.echo(json.dumps({v.key: {"value": v.value, "from": v.origin}
                                for v in inventory_view.host_values(inventory_view.host(inv, host_name))},

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import yaml
+
 from provision.capabilities.host import BLOCKS
 from provision.core.errors import InputError, Problem
 from provision.core.settings import did_you_mean
@@ -51,6 +53,42 @@ def children(inventory: Inventory, group: str) -> list[str]:
 
 def ansible_vars(host: Host) -> dict:
     return {ANSIBLE_NAMES.get(key, key): value for key, value in host.vars.items()}
+
+
+def yaml_text(inventory: Inventory, hosts: list[Host]) -> str:
+    """`ansible-inventory --list --yaml`: the groups nested from all, as its yaml_inventory() builds them, dumped
+    with sorted keys as its dumper does."""
+    return yaml.safe_dump(yaml_view(inventory, hosts), default_flow_style=False, allow_unicode=True)
+
+
+def yaml_view(inventory: Inventory, hosts: list[Host]) -> dict:
+    """Each group under its parent's `children`, with its own hosts; a host's variables at its first appearance
+    and {} after, a group met again as {}; a group with neither hosts nor children left out."""
+    chosen = {h.name: h for h in hosts}
+    seen_hosts: set[str] = set()
+    seen_groups: set[str] = set()
+
+    def one(name: str) -> dict:
+        kids: dict[str, Any] = {}
+        for child in children(inventory, name):
+            kids.update({child: {}} if child in seen_groups else one(child))
+            seen_groups.add(child)  # after: a group inside itself is Ansible's error, not met here
+        own = {}
+        for host in (h for h in _group(inventory, name).hosts if h in chosen and name != "all"):
+            own[host] = {} if host in seen_hosts else ansible_vars(chosen[host])
+            seen_hosts.add(host)
+        body = {key: value for key, value in (("children", kids), ("hosts", own)) if value}
+        return {name: body} if body else {}
+
+    return one("all")
+
+
+def graph_group(inventory: Inventory, name: str) -> str:
+    """--graph GROUP: a group of the inventory (all and ungrouped always are, as in Ansible)."""
+    if name in inventory.groups or name in ("all", "ungrouped"):
+        return name
+    raise InputError([Problem(inventory.path, "", "--graph", f"{name!r} is not a group of the inventory",
+                              did_you_mean(name, list(inventory.groups)) or "provision inventory --graph lists them")])
 
 
 def graph_lines(inventory: Inventory, hosts: list[Host], group: str = "all", depth: int = 0) -> list[str]:

@@ -22,6 +22,25 @@ from provision.core.settings import did_you_mean
 from provision.capabilities.registry import TASK_TYPES
 from provision.capabilities.system.files import template_problems
 from provision.core.plan import Task
+from provision.core.resources import playbook_path, shipped
+
+
+def shipped_playbooks() -> list[str]:
+    return sorted(path.stem for path in shipped("playbooks").glob("*.yaml"))
+
+
+def playbook_file(name_or_path: str | None) -> Path:
+    """--playbook: a playbook file, or a shipped one by name. One that is neither is bad input naming the shipped
+    ones (the file path the name would have had inside the package helps nobody)."""
+    path = playbook_path(name_or_path)
+    if path.is_file():
+        return path
+    names = shipped_playbooks()
+    given = str(name_or_path)
+    what = f"no file {given!r}" if Path(given).suffix in (".yaml", ".yml") or "/" in given else \
+        f"{given!r} is neither a file nor a shipped playbook"
+    hint = f"shipped playbooks: {', '.join(names)}; or a playbook file's path"
+    raise InputError([Problem("command line", "", "--playbook", what, f"{did_you_mean(given, names)} {hint}".strip())])
 
 
 def load_playbook(path: Path, templates: Path) -> list[Task]:

@@ -38,10 +38,11 @@ def default_sources() -> list[str]:
     return read_config().inventory
 
 
-def select_hosts(sources: Sequence[str], local: bool, limit: str | None, extra_vars: Sequence[str] = ()) -> Target:
-    """The inventory's hosts (--limit), with ansible.cfg's connection defaults and -e; or this machine (no
+def select_hosts(sources: Sequence[str], local: bool, limit: str | None, extra_vars: Sequence[str] = (),
+                 remote_user: str | None = None) -> Target:
+    """The inventory's hosts (--limit), with ansible.cfg's connection defaults, -u and -e; or this machine (no
     inventory)."""
-    inv = load_inventory(sources, read_config(), extra_vars) if sources else local_inventory()
+    inv = load_inventory(sources, read_config(), extra_vars, remote_user) if sources else local_inventory()
     hosts = inv.select(limit)
     refused = inv.refusals(hosts) + ([] if local else unreadable_ssh_configs(inv.path, hosts))
     if refused:

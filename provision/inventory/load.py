@@ -24,14 +24,17 @@ from provision.inventory.templating import LOAD_SPENT, load_budget
 
 
 def load_inventory(sources: str | Path | Sequence[str | Path], config: AnsibleConfig | None = None,
-                   extra_vars: Sequence[str] = ()) -> Inventory:
+                   extra_vars: Sequence[str] = (), remote_user: str | None = None) -> Inventory:
     """Read and validate an inventory (one source, or several merged in order, as repeated -i), with the
     connection defaults of the user's Ansible configuration and -e/--extra-vars, if given; raises InputError
-    listing every problem."""
+    listing every problem. `remote_user` (-u) is ansible-playbook's: a default over ansible.cfg's remote_user,
+    under every ansible_user or ansible_ssh_user the inventory sets."""
     names = [str(sources)] if isinstance(sources, (str, Path)) else [str(s) for s in sources]
     builder = Builder()
     if config is not None and config.variables:
         builder.add_defaults(config.file or "environment", config.variables, config.base_dir)
+    if remote_user is not None:  # the later default wins
+        builder.add_defaults("command line (-u)", {"ansible_user": remote_user}, Path.cwd())
     for origin, variables in parse_extra_vars(tuple(extra_vars)):
         builder.add_extra_vars(origin, variables)
     for source in names:

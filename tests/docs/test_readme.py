@@ -99,6 +99,7 @@ WHERE = {
     "provision verify /var/lib/provision-lab/slurm/inventory.yaml --via slurm --drain": "slurm-via",
     ".venv/bin/python benchmarks/inventory_load.py": "inventory",
     "provision inventory -i inventories/ansible-style --graph": "offline",
+    "provision inventory -i inventories/ansible-style --graph gpu": "offline",
     "provision inventory -i inventories/ansible-style --host gpu04": "offline",
     "provision lab up --like tests/lab/driver.yaml --dir /var/lib/provision-lab/driver": "driver",
     "provision apply /var/lib/provision-lab/driver/inventory.yaml": "driver",
