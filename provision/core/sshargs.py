@@ -14,6 +14,7 @@ no shell. ansible_ssh_executable names the program Ansible would run: provision 
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -331,11 +332,29 @@ def _config_file(word: str, base_dir: Path) -> str:
     if word.lower() == "none":
         return ""
     path = _paths(word, base_dir, must_exist=False)[0]
+    refused = _ssh_config_refused(path, _identity(path))
+    if refused is not None:
+        raise Refused(f"{word!r} {refused} (relative paths start at {base_dir})", refused.hint)
+    return path
+
+
+@functools.lru_cache(maxsize=64)
+def _ssh_config_refused(path: str, identity: tuple[int, int, int] | None) -> Refused | None:
+    """Why paramiko cannot read this ssh_config, read once per version of the file (`identity`): every host's
+    args are read (host_args), and thousands of hosts share one -F file of a few MiB."""
     try:
         _read_ssh_config(path)
     except Refused as exc:
-        raise Refused(f"{word!r} {exc} (relative paths start at {base_dir})", exc.hint) from None
-    return path
+        return exc
+    return None
+
+
+def _identity(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _is_file(path: Path) -> bool:
