@@ -242,7 +242,8 @@ OPTIONS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
 }
 PROXY = ("proxy_jump", "proxy_command")  # one slot: whichever comes first wins, as in OpenSSH
 HINT = (f"provision honours -o {', '.join(name for name, field, _ in OPTIONS.values() if field and name[0] != '-')} "
-        "and -J -A -C -i -l -p -F; leave others out, or keep them in an ssh_config file (-F FILE) for OpenSSH")
+        "and -J -A -C -i -l -p -F; leave others out, or keep them in an ssh_config file (-F FILE, or "
+        "provision_ssh_config: FILE) for OpenSSH")
 
 
 # --- reading a value ---
