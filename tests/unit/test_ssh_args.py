@@ -162,7 +162,7 @@ def test_what_cannot_be_honoured_is_refused_naming_the_host_or_group_the_key_and
         ("host h: ansible_ssh_common_args: -o BatchMode=no: is yes here", ""),
         ("host h: ansible_ssh_common_args: -p 99999: is a port, 1..65535", ""),
         ("host i: ansible_ssh_common_args: cannot be split into words: No closing quotation", ""),
-        ("group behind: ansible_ssh_common_args: -F: provision does not read this ssh flag", "ssh_config: FILE"),
+        ("group behind: ansible_ssh_common_args: -F ssh_config: 'ssh_config' cannot be read: No such file", ""),
     ]
     for start, hint in expected:
         found = [line for line in lines if line.startswith(start) and hint in line]
