@@ -127,6 +127,24 @@ become_option = click.option(
          "login user is not root); an inventory's ansible_become: false still wins, as in Ansible.")
 list_hosts_option = click.option("--list-hosts", is_flag=True,
                                  help="Print the hosts the run would select, as ansible-playbook does; contact none.")
+ask_pass_option = click.option("-K", "--ask-become-pass", "--ask-sudo-pass", "ask_sudo_pass", is_flag=True,
+                               help="Ask once for the sudo password (never stored or shown).")
+# What every command working on hosts shares, declared once.
+inventory_source_option = click.option("-i", "--inventory", "inventory_option", multiple=True, help=INVENTORY_HELP)
+limit_option = click.option("-l", "--limit", help="Hosts or groups as Ansible's patterns: a,b (or a:b), globs, "
+                            "~regex, !exclude, &intersect, group[0] or group[1:3], @file of patterns.")
+forks_option = click.option("-f", "--forks", type=click.IntRange(1, 512), default=16, show_default=True,
+                            help="Hosts worked on in parallel.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+ssh_config_option = click.option(
+    "--ssh-config", type=click.Path(), callback=ssh_config_file,
+    help="An ssh_config file for every host, instead of the inventory's ssh_config or ~/.ssh/config.")
+accept_keys_option = click.option("--accept-new-host-keys", is_flag=True,
+                                  help="Trust and record unknown SSH host keys (like StrictHostKeyChecking=accept-new). "
+                                       "Changed keys are always refused.")
+identity_option = click.option("--identity", "--private-key", "identity_file",
+                               type=click.Path(exists=True, dir_okay=False), callback=key_file,
+                               help="SSH private key file.")
 
 
 def inventory_options(func):
@@ -142,61 +160,30 @@ def inventory_options(func):
             print_hosts(select_hosts(given, kwargs["local"], kwargs["limit"]))
         return func(*args, inventory=given, **kwargs)
 
-    options = [
+    return options(
         click.argument("inventory", required=False),
-        click.option("-i", "--inventory", "inventory_option", multiple=True, help=INVENTORY_HELP),
+        inventory_source_option,
         click.option("-e", "--extra-vars", multiple=True, help=EXTRA_VARS_HELP),
         click.option("--local", is_flag=True,
                      help="Work on this machine, no SSH (with an INVENTORY: this machine as its selected hosts)."),
-        click.option("-l", "--limit", help="Hosts or groups as Ansible's patterns: a,b (or a:b), globs, ~regex, "
-                     "!exclude, &intersect, group[0] or group[1:3], @file of patterns."),
-        list_hosts_option,
-        user_option,
-        become_option,
-        click.option("-f", "--forks", type=click.IntRange(1, 512), default=16, show_default=True,
-                     help="Hosts worked on in parallel."),
-        click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout."),
-        click.option("--ssh-config", type=click.Path(), callback=ssh_config_file,
-                     help="An ssh_config file for every host, instead of the inventory's ssh_config or ~/.ssh/config."),
-        click.option("--accept-new-host-keys", is_flag=True,
-                     help="Trust and record unknown SSH host keys (like StrictHostKeyChecking=accept-new). "
-                          "Changed keys are always refused."),
+        limit_option, list_hosts_option, user_option, become_option, forks_option, json_option, ssh_config_option,
+        accept_keys_option,
         click.option("--connect-timeout", type=click.FloatRange(1, 600), default=10, show_default=True,
                      help="Seconds to wait for an SSH connection."),
-        click.option("--identity", "--private-key", "identity_file", type=click.Path(exists=True, dir_okay=False),
-                     callback=key_file,
-                     help="SSH private key file."),
-    ]
-    for option in reversed(options):
-        one_inventory = option(one_inventory)
-    return one_inventory
+        identity_option,
+    )(one_inventory)
 
 
 def adhoc_options(func):
     """The ad-hoc commands: this machine by default, or -i INVENTORY; --gpu; --check; the SSH options."""
-    options = [
+    return options(
         click.option("-i", "--inventory", multiple=True,
                      help="Work on this inventory's hosts instead of this machine (repeatable, as for apply)."),
-        click.option("-l", "--limit", help="Hosts or groups of the inventory, Ansible's patterns (as for apply)."),
-        list_hosts_option,
+        limit_option, list_hosts_option,
         click.option("--gpu", help="GPU indexes or UUIDs, comma-separated.  [default: every GPU]"),
-        check_option,
-        click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout."),
-        click.option("-f", "--forks", type=click.IntRange(1, 512), default=16, show_default=True,
-                     help="Hosts worked on in parallel."),
-        click.option("--ssh-config", type=click.Path(), callback=ssh_config_file,
-                     help="An ssh_config file for every host, instead of the inventory's ssh_config or ~/.ssh/config."),
-        click.option("--accept-new-host-keys", is_flag=True, help="Trust and record unknown SSH host keys."),
-        click.option("--identity", "--private-key", "identity_file", type=click.Path(exists=True, dir_okay=False),
-                     callback=key_file,
-                     help="SSH private key file."),
-        user_option,
-        become_option,
-        click.option("-K", "--ask-sudo-pass", is_flag=True, help="Ask once for the sudo password."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+        check_option, json_option, forks_option, ssh_config_option, accept_keys_option, identity_option, user_option,
+        become_option, ask_pass_option,
+    )(func)
 
 
 @dataclass(frozen=True)
@@ -328,7 +315,7 @@ def main():
 @check_option
 @diff_option
 @playbook_options(tags=True)
-@click.option("-K", "--ask-sudo-pass", is_flag=True, help="Ask once for the sudo password (never stored or shown).")
+@ask_pass_option
 @click.option("--lock-wait", type=click.FloatRange(0, 3600), default=60, show_default=True,
               help="Seconds to wait when another run holds a host's lock.")
 @click.option("--log", "log_path", type=click.Path(), default=None,
@@ -724,7 +711,7 @@ def inventory_and_group(args: tuple[str, ...], inventory_option: tuple[str, ...]
 
 @main.command("inventory")
 @click.argument("args", nargs=-1, metavar="[INVENTORY] [GROUP]")
-@click.option("-i", "--inventory", "inventory_option", multiple=True, help=INVENTORY_HELP)
+@inventory_source_option
 @click.option("--list", "as_list", is_flag=True, help="Every group and host, and the variables provision reads, as "
               "ansible-inventory --list prints them (JSON; YAML with --yaml).")
 @click.option("-y", "--yaml", "as_yaml", is_flag=True, help="With --list: ansible-inventory --list --yaml's shape.")
@@ -732,7 +719,7 @@ def inventory_and_group(args: tuple[str, ...], inventory_option: tuple[str, ...]
               "given (ansible-inventory --graph GROUP).")
 @click.option("--host", "host_name", metavar="NAME", help="One host's effective settings, each with the file and "
               "group or host that set it.")
-@click.option("-l", "--limit", help="Only these hosts (Ansible's patterns, as for apply).")
+@limit_option
 @click.option("--json", "as_json", is_flag=True, help="With --host: print JSON.")
 @click.option("-e", "--extra-vars", multiple=True, help=EXTRA_VARS_HELP)
 @click.option("-v", "--verbose", is_flag=True, help="Also name the other roles' variables left alone.")
@@ -793,8 +780,8 @@ def _parameter_count(ctx, param, value):
 
 @main.command()
 @click.argument("inventory", required=False)
-@click.option("-i", "--inventory", "inventory_option", multiple=True, help=INVENTORY_HELP)
-@click.option("-l", "--limit", help="Hosts or groups of the INVENTORY, Ansible's patterns (as for apply).")
+@inventory_source_option
+@limit_option
 @click.option("--params", required=True, callback=_parameter_count,
               help="Model parameters: 25M, 25.6M, 1.5B, 7e9, 350k.")
 @click.option("--bytes-per-grad", type=click.IntRange(1, 8), default=4, show_default=True,
@@ -813,7 +800,7 @@ def _parameter_count(ctx, param, value):
               help="Steps per all-reduce in the gradient-accumulation what-if.")
 @click.option("--gpu-memory-gib", type=click.FloatRange(0, min_open=True),
               help="Memory of one GPU, GiB: adds how many GPUs the model state needs.")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+@json_option
 def advise(inventory, inventory_option, limit, params, bytes_per_grad, step_ms, comm_ms, nodes, gpus_per_node, link_mbps, links,
            accumulate, gpu_memory_gib, as_json):
     """Estimate how well a data-parallel job scales over the network, and what would help.

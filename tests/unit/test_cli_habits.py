@@ -73,8 +73,8 @@ def no_connection(monkeypatch):
     monkeypatch.setattr(run_module, "LocalConnection", refuse)
 
 
-def invoke(*args: str, env: dict | None = None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env, catch_exceptions=False)
+def invoke(*args: str, env: dict | None = None, input: str | None = None):
+    return CliRunner().invoke(main, [str(a) for a in args], env=env, input=input, catch_exceptions=False)
 
 
 @pytest.fixture
@@ -133,6 +133,14 @@ def test_become_is_accepted_and_an_inventorys_become_false_still_wins(inventory,
     assert result.exit_code == 0, result.output
     [target] = facts_run
     assert {h.name: h.become for h in target.hosts} == {"login01": True, "gpu01": True, "gpu02": True, "gpu03": False}
+
+
+@pytest.mark.parametrize("ask", ["-K", "--ask-become-pass", "--ask-sudo-pass"])
+def test_ask_become_pass_is_ansibles_name_for_the_sudo_password(inventory, adhoc_run, ask):
+    result = invoke("persistence", "on", "-i", inventory, ask, input="secret\n")
+    assert result.exit_code == 0, result.output
+    [(target, options)] = adhoc_run
+    assert options.sudo_password == "secret" and "secret" not in result.output
 
 
 # --- -u/--user: a default under the inventory's, over ansible.cfg's --------------------------------------
