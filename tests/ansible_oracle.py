@@ -15,6 +15,7 @@ from typing import Sequence
 import pytest
 
 from provision.inventory.load import load_inventory
+from provision.inventory.model import Inventory
 
 ANSIBLE_INVENTORY = shutil.which("ansible-inventory", path=str(Path(sys.executable).parent)) or \
     shutil.which("ansible-inventory")
@@ -36,8 +37,11 @@ def run_ansible_inventory(sources: Path | Sequence[Path], *args: str, home: Path
 
 def ansible_view(sources: Path | Sequence[Path], home: Path | None = None) -> dict:
     """What Ansible makes of the sources: host -> (its groups but all, its effective values)."""
-    out = run_ansible_inventory(sources, "--list", home=home)
-    data = json.loads(out)
+    return _view(json.loads(run_ansible_inventory(sources, "--list", home=home)))
+
+
+def _view(data: dict) -> dict:
+    data = dict(data)
     hostvars = data.pop("_meta")["hostvars"]
     parents: dict[str, set[str]] = {}
     for group, body in data.items():
@@ -72,7 +76,10 @@ def truth(value) -> bool | None:
 
 
 def provision_view(sources: Path | Sequence[Path]) -> dict:
-    inventory = load_inventory(sources)
+    return _provision_view(load_inventory(sources))
+
+
+def _provision_view(inventory: Inventory) -> dict:
     return {h.name: (set(h.groups) - {"all"}, (h.address, h.user, h.port, h.connection,
                                                h.settings.gpu.power_limit if h.settings.gpu else None,
                                                truth(h.vars.get("become"))))
@@ -97,3 +104,52 @@ def ansible_rendered(sources: Path, expression: str, home: Path) -> dict:
         if result:
             found[host] = json.loads(result)["msg"]
     return found
+
+
+def ansible_tree(sources: Path | Sequence[Path]) -> dict[str, tuple[list[str], list[str]]]:
+    """Each group ansible-inventory --list shows (one with hosts or children), with its own hosts and its children,
+    both in the order Ansible built them, which its `group[N]` subscripts and --graph follow."""
+    return _tree(json.loads(run_ansible_inventory(sources, "--list")))
+
+
+def ansible_view_and_tree(sources: Path | Sequence[Path]) -> tuple[dict, dict]:
+    """ansible_view and ansible_tree of one ansible-inventory run (it takes a second or two)."""
+    data = json.loads(run_ansible_inventory(sources, "--list"))
+    return _view(data), _tree(data)
+
+
+def _tree(data: dict) -> dict[str, tuple[list[str], list[str]]]:
+    return {group: (body.get("hosts", []), body.get("children", [])) for group, body in data.items()
+            if group != "_meta"}
+
+
+def provision_tree(sources: Path | Sequence[Path]) -> dict[str, tuple[list[str], list[str]]]:
+    """The same from provision's inventory: Ansible's holds `ungrouped` from the start, all's first child."""
+    return _provision_tree(load_inventory(sources))
+
+
+def provision_view_and_tree(sources: Path | Sequence[Path]) -> tuple[dict, dict]:
+    inventory = load_inventory(sources)
+    return _provision_view(inventory), _provision_tree(inventory)
+
+
+def _provision_tree(inventory: Inventory) -> dict[str, tuple[list[str], list[str]]]:
+    tree = {}
+    for name, group in inventory.groups.items():
+        children = list(group.children)
+        if name == "all":
+            children = ["ungrouped", *(child for child in children if child != "ungrouped")]
+        hosts = [] if name == "all" else list(group.hosts)
+        if hosts or children:
+            tree[name] = (hosts, children)
+    return tree
+
+
+def ansible_selected(sources: Path, pattern: str) -> list[str]:
+    """The hosts `ansible PATTERN --list-hosts` selects, in its order (connects to nothing)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(sources.parent), "ANSIBLE_LOCAL_TEMP": str(sources.parent / "tmp"),
+           "LC_ALL": "C.UTF-8", "ANSIBLE_INVENTORY_UNPARSED_FAILED": "1"}
+    with tempfile.TemporaryDirectory() as cwd:
+        out = subprocess.run([str(ANSIBLE), pattern, "-i", str(sources), "--list-hosts"], capture_output=True,
+                             text=True, env=env, cwd=cwd, check=True).stdout
+    return [line.strip() for line in out.splitlines()[1:] if line.strip()]  # under "  hosts (N):"

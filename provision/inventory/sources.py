@@ -10,6 +10,7 @@ Ansible would read the same files again and again until the path grew too long."
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -73,32 +74,41 @@ def _file(path: Path, base: Path) -> Document:
 
 
 def read_document(path: str | Path) -> Any:
-    """The file's document in the YAML reader's shape. .yml, .yaml and .json are YAML, .ini is INI; a file with
-    another name (`hosts`, Ansible's usual one) is YAML where it reads as a YAML mapping, else INI, as Ansible
-    tries its yaml plugin before its ini one."""
+    """The file's document in the YAML reader's shape, read as Ansible's enabled inventory plugins read a file
+    (host_list, script, auto, yaml, ini, toml: the first that takes it): its yaml plugin for a name ending in
+    .yml, .yaml or .json or without extension, then its ini plugin for any name. So a .yaml file of INI text
+    (terraform writes them) is INI, and a file that neither reads is an error saying what each said."""
     file, text = str(path), read_text(path, "inventory")
-    suffix = Path(path).suffix
-    if suffix in YAML_SUFFIXES:
-        return _not_a_plugin(path, yaml_format.parse(text, file, names=True))
-    if suffix == ".ini":
-        return ini_format.parse_file(text, file)
-    try:
-        document = yaml_format.parse(text, file, names=True)
-    except InputError as as_yaml:
+    suffix = os.path.splitext(path)[1]
+    if suffix == ".toml":  # only Ansible's toml plugin reads these: its yaml and ini plugins leave them
+        raise InputError([Problem(file, "", "", "is a TOML inventory, which provision does not read",
+                                  f"write it as YAML: ansible-inventory -i {path} --list --yaml > hosts.yml")])
+    readers = [("INI", ini_format.parse_file)]
+    if suffix in ("", *YAML_SUFFIXES):
+        readers.insert(0, ("YAML", lambda text, file: _not_a_plugin(path, yaml_format.inventory(text, file))))
+    refused: list[tuple[str, InputError]] = []
+    for kind, reader in readers:
         try:
-            return ini_format.parse_file(text, file)
-        except InputError as as_ini:
-            raise InputError([*as_yaml.problems, *as_ini.problems]) from None
-    if isinstance(document, dict) or document is None:
-        return _not_a_plugin(path, document)
-    return ini_format.parse_file(text, file)  # YAML took it for a scalar or a list: host names, one per line, are INI
+            return reader(text, file)
+        except PluginFile:
+            raise
+        except InputError as exc:
+            refused.append((kind, exc))
+    if len(refused) == 1 or yaml_format.opens_as_mapping(text):  # meant as YAML: INI's "cannot read all:" is noise
+        raise refused[0][1]
+    raise InputError([dataclasses.replace(problem, where=", ".join(filter(None, (f"read as {kind}", problem.where))))
+                      for kind, exc in refused for problem in exc.problems])
+
+
+class PluginFile(InputError):
+    """The configuration of an inventory plugin: no other reader is tried (Ansible's auto plugin takes these)."""
 
 
 def _not_a_plugin(path: str | Path, document: Any) -> Any:
     """An inventory plugin's configuration (`plugin: openstack.cloud.openstack`) asks a service for the hosts:
     refused by name, with the way to give provision the hosts it finds."""
     if isinstance(document, dict) and isinstance(document.get("plugin"), str):
-        raise InputError([Problem(str(path), "", "plugin", f"is the configuration of Ansible's inventory plugin "
+        raise PluginFile([Problem(str(path), "", "plugin", f"is the configuration of Ansible's inventory plugin "
                                   f"{document['plugin']!r}; provision reads inventory files and scripts",
                                   f"write the hosts it finds to a file: ansible-inventory -i {path} --list --yaml "
                                   "> hosts.yml, and give provision that file")])

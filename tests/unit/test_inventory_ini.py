@@ -4,14 +4,18 @@ inventories and on a DeepOps-style one; and the errors a user gets for what Ansi
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
-from ansible_oracle import ansible_view, needs_ansible, provision_view
+from ansible_oracle import (ansible_selected, ansible_view, ansible_view_and_tree, needs_ansible, provision_view,
+                            provision_view_and_tree)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provision.core.errors import InputError
 from provision.inventory.formats.ini import expand, parse
 from provision.inventory.load import load_inventory
+from provision.inventory.select import select
 
 # --- generated inventories --------------------------------------------------------------------------------
 
@@ -31,8 +35,9 @@ def ini_inventories(draw) -> str:
     if lonely:
         lines.append("lonely ansible_host=192.0.2.1")  # before any section: ungrouped
     used: set[str] = set()
+    sections = []  # each a list of lines, the section's header first
     for group in groups:
-        lines.append(f"[{group}]")
+        section = [f"[{group}]"]
         for _ in range(draw(st.integers(0 if lonely or used else 1, 2))):
             stem = draw(st.sampled_from(["node", "blade", "gpu-"]))
             rng = draw(st.sampled_from(["", "[1:3]", "[01:04]", "[a:c]", "[1:9:4]", "[08:10]"]))
@@ -45,17 +50,22 @@ def ini_inventories(draw) -> str:
             if not rng and draw(st.booleans()):  # one machine, one address (provision refuses a shared one)
                 variables.append(draw(st.sampled_from([f"ansible_host=10.0.{len(used)}.5",
                                                        f"ansible_host='node{len(used)}.example'"])))
-            lines.append(" ".join([pattern + port, *variables]))
+            section.append(" ".join([pattern + port, *variables]))
+        sections.append(section)
         group_vars = [f"{key}={draw(KEYS[key])}" for key in KEYS if group in owners[key]]
         if draw(st.integers(0, 4)) == 0:
             group_vars.append(f"ansible_group_priority={draw(st.integers(0, 3))}")
         group_vars += ["ntp_server=pool.ntp.org"] if draw(st.booleans()) else []
         if group_vars:
-            lines += [f"[{group}:vars]", *group_vars]
+            sections.append([f"[{group}:vars]", *group_vars])
     for i, parent in enumerate(groups):
-        children = [g for g in groups[i + 1:] if draw(st.booleans())]
+        children = draw(st.permutations([g for g in groups[i + 1:] if draw(st.booleans())]))
         if children:
-            lines += [f"[{parent}:children]", *children]
+            sections.append([f"[{parent}:children]", *children])
+    # Sections in any order (a [parent:children] list before or after its children's sections, :vars first):
+    # Ansible orders a group's children by where their sections come, not by the list.
+    for section in draw(st.permutations(sections)):
+        lines += section
     if draw(st.booleans()):
         lines.insert(0, "# a comment; and an empty line")
         lines.insert(1, "")
@@ -64,11 +74,11 @@ def ini_inventories(draw) -> str:
 
 @needs_ansible
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=ini_inventories())
-def test_generated_ini_inventories_read_as_ansible_reads_them(tmp_path, text):
-    path = tmp_path / "hosts"
+@given(text=ini_inventories(), name=st.sampled_from(["hosts", "hosts.ini", "inventory.yaml"]))
+def test_generated_ini_inventories_read_as_ansible_reads_them(tmp_path, text, name):
+    path = tmp_path / name  # INI text in a .yaml file too: Ansible's yaml plugin fails on it, its ini plugin reads it
     path.write_text(text)
-    assert provision_view(path) == ansible_view(path), text
+    assert provision_view_and_tree(path) == ansible_view_and_tree(path), text
 
 
 DEEPOPS_STYLE = """\
@@ -117,8 +127,8 @@ def test_a_deepops_style_inventory_reads_as_ansible_reads_it(tmp_path):
 
 def test_provision_blocks_in_ini_are_python_literals_and_a_host_line_wins_over_its_group(tmp_path):
     path = tmp_path / "hosts"
-    path.write_text("[v100]\nrig1 gpu=\"{'power_limit': 250}\"\nrig2\n[v100:vars]\n"
-                    "gpu={'persistence': True, 'power_limit': 200, 'clocks': {'mem': 877, 'sm': 1005}}\n")
+    path.write_text("[v100]\nrig1 provision_gpu=\"{'power_limit': 250}\"\nrig2\n[v100:vars]\n"
+                    "provision_gpu={'persistence': True, 'power_limit': 200, 'clocks': {'mem': 877, 'sm': 1005}}\n")
     rig1, rig2 = load_inventory(path).hosts.values()
     assert (rig1.settings.gpu.power_limit, rig2.settings.gpu.power_limit) == (250, 200)
     # provision merges its blocks key by key (Ansible's default hash_behaviour would replace rig1's whole gpu)
@@ -155,7 +165,7 @@ def test_what_ansible_refuses_is_an_error_naming_the_line(tmp_path, text, said):
     assert said in words and (str(path) in words), words
 
 
-def test_a_yaml_file_without_extension_is_still_yaml_and_a_broken_one_says_both_readers_refused(tmp_path):
+def test_a_yaml_file_without_extension_is_still_yaml_and_a_broken_one_says_yamls_reason(tmp_path):
     yaml_hosts = tmp_path / "hosts"
     yaml_hosts.write_text("all:\n  children:\n    gpu:\n      hosts:\n        rig1:\n          ansible_port: 2222\n")
     assert load_inventory(yaml_hosts).hosts["rig1"].port == 2222
@@ -163,7 +173,68 @@ def test_a_yaml_file_without_extension_is_still_yaml_and_a_broken_one_says_both_
     broken.write_text("all:\n  children: [\n[gpu\n")
     with pytest.raises(InputError) as error:
         load_inventory(broken)
-    assert "invalid YAML at line 4" in str(error.value) and "line 1: cannot read the host 'all:'" in str(error.value)
+    # INI is tried too, as Ansible tries it, but a file that opens as a YAML mapping is meant as YAML: INI's
+    # "cannot read the host 'all:'" would only hide the line to fix.
+    assert str(error.value).splitlines() == [f"{broken}: invalid YAML at line 4, column 1: expected ',' or ']', "
+                                             "but got '<stream end>' (while parsing a flow sequence that starts at "
+                                             "line 3)"]
+
+
+# --- the order of a group's children -------------------------------------------------------------------------
+
+OUT_OF_ORDER = """\
+# In the style of an HPC site's inventory: the cluster's parts listed first, defined below (written for this test)
+[cluster:children]
+compute
+storage
+login
+
+[login]
+login01
+
+[cluster:vars]
+ansible_user=hpc
+
+[storage]
+nfs01
+
+[compute:children]
+gpu
+cpu
+
+[cpu]
+cpu[01:02]
+
+[gpu]
+gpu[01:03]
+"""
+
+
+@needs_ansible
+def test_children_are_ordered_by_where_their_sections_come_as_ansible_orders_them(tmp_path):
+    path = tmp_path / "hosts"
+    path.write_text(OUT_OF_ORDER)
+    view, tree = provision_view_and_tree(path)
+    assert (view, tree) == ansible_view_and_tree(path)
+    assert tree["cluster"] == ([], ["login", "storage", "compute"]) and tree["compute"] == ([], ["cpu", "gpu"])
+    inventory = load_inventory(path)
+    for pattern in ("cluster[0]", "cluster[-1]", "cluster[1:3]", "compute[0]", "compute[-1]", "cluster"):
+        assert [h.name for h in select(inventory, pattern)] == ansible_selected(path, pattern), pattern
+
+
+@needs_ansible
+@pytest.mark.parametrize("text, line, said", [
+    ("[cluster:children]\nb\n[b:vars]\nx=1\n", 2, "[cluster:children] names the group 'b', which no section defines"),
+    ("[b:vars]\nx=1\n[cluster:children]\nc\nb\n[c]\nh3\n", 1, "[b:vars] is for a group that no section defines"),
+])
+def test_a_group_only_named_or_given_vars_is_refused_as_ansible_refuses_it(tmp_path, text, line, said):
+    path = tmp_path / "hosts.ini"
+    path.write_text(text)
+    with pytest.raises(subprocess.CalledProcessError):
+        ansible_view(path)
+    with pytest.raises(InputError) as error:
+        load_inventory(path)
+    assert f"line {line}: {said}" in str(error.value)
 
 
 def test_an_ansible_port_on_the_line_wins_over_name_port_as_in_ansible():

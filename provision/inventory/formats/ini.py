@@ -63,11 +63,7 @@ def parse_file(text: str, file: str) -> dict:
 
 
 def parse(text: str) -> dict:
-    groups: dict[str, dict[str, Any]] = {}  # name -> {"hosts": {...}, "vars": {...}, "children": {...}}
-
-    def group(name: str) -> dict[str, Any]:
-        return groups.setdefault(name, {})
-
+    groups = _Groups()
     current, kind = "ungrouped", "hosts"
     ranged = 0  # the hosts the ranges above named
     for number, raw in enumerate(text.splitlines(), 1):
@@ -81,26 +77,80 @@ def parse(text: str) -> dict:
             current, kind = header.group(1), header.group(2) or "hosts"
             if kind not in ("hosts", "vars", "children"):
                 raise IniError(number, f"invalid section type {kind!r} in {line}", "[group:vars] or [group:children]")
-            group(current)
+            groups.section(current, kind, number)
         elif kind == "hosts":
             found = host_line(line, number, MAX_RANGE_HOSTS - ranged)
             ranged += len(found) if RANGE.search(line) else 0
             for name, variables in found:
-                group(current).setdefault("hosts", {}).setdefault(name, {}).update(variables)
+                groups.body(current).setdefault("hosts", {}).setdefault(name, {}).update(variables)
         elif kind == "vars":
             key, value = variable_line(line, number)
-            group(current).setdefault("vars", {})[key] = value
+            groups.body(current).setdefault("vars", {})[key] = value
         else:
             words = line.split()  # never empty: blank lines were skipped
             if len(words) > 1 and not words[1].startswith(("#", ";")):
                 raise IniError(number, f"a [{current}:children] line names one group: {line}")
-            child = words[0]
-            group(current).setdefault("children", {})[child] = None  # a reference: its own section says the rest
-            group(child)
-    # Flat, in the order the groups first appear (a section, or a [parent:children] line): the builder makes a
-    # group with no parent a child of all once every source is read, as Ansible does, in that order, and finds
-    # groups that contain each other.
-    return {"all": groups.pop("all", {}), **groups}
+            groups.child(current, words[0], number)
+    return groups.document()
+
+
+class _Groups:
+    """The groups of one INI file and their children, each child added to its parent when Ansible's ini plugin
+    adds it: at the [parent:children] line if the child's own section came before, else ("pending") once its
+    [child] or [child:children] section comes (a [child:vars] section does not count). So a parent's children are
+    in the order their sections appear, not the order of the list, and `group[0]` and --graph follow that.
+    A pending group no section ever defines is an error, as in Ansible."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, dict[str, Any]] = {}  # name -> {"hosts": {...}, "vars": {...}, "children": {...}}
+        self.defined = {"all", "ungrouped"}  # the groups Ansible's inventory holds: these two from the start
+        self.pending: dict[str, tuple[str, int, list[str]]] = {}  # group -> (section kind, line, parents waiting)
+
+    def body(self, name: str) -> dict[str, Any]:
+        return self.groups.setdefault(name, {})
+
+    def section(self, name: str, kind: str, number: int) -> None:
+        self.body(name)
+        if name not in self.defined:
+            if kind == "vars" and name not in self.pending:
+                self.pending[name] = ("vars", number, [])
+            self.defined.add(name)
+        if name in self.pending and kind != "vars":
+            if self.pending[name][0] == "children":
+                self._adopt(name)
+            else:
+                del self.pending[name]
+
+    def child(self, parent: str, child: str, number: int) -> None:
+        if child in self.defined:
+            self._add(parent, child)
+        elif child in self.pending:
+            self.pending[child][2].append(parent)
+        else:
+            self.pending[child] = ("children", number, [parent])
+
+    def _adopt(self, name: str) -> None:
+        """The parents that waited for `name` take it, in the order they named it (_add_pending_children)."""
+        for parent in self.pending[name][2]:
+            self._add(parent, name)
+            if parent in self.pending and self.pending[parent][0] == "children":
+                self._adopt(parent)
+        del self.pending[name]
+
+    def _add(self, parent: str, child: str) -> None:
+        self.body(parent).setdefault("children", {})[child] = None  # a reference: its own section says the rest
+
+    def document(self) -> dict:
+        for name, (kind, number, parents) in self.pending.items():
+            if kind == "vars":
+                raise IniError(number, f"[{name}:vars] is for a group that no section defines",
+                               f"add a [{name}] section with its hosts (or [{name}:children]), as Ansible requires")
+            raise IniError(number, f"[{parents[-1]}:children] names the group {name!r}, which no section defines",
+                           f"add a [{name}] section with its hosts (or [{name}:children]), as Ansible requires")
+        # Flat, in the order the groups' sections first appear: the builder makes a group with no parent a child of
+        # all once every source is read, as Ansible does, in that order, and finds groups that contain each other.
+        groups = self.groups
+        return {"all": groups.pop("all", {}), **groups}
 
 
 def host_line(line: str, number: int, most: int = MAX_RANGE_HOSTS) -> list[tuple[str, dict[str, Any]]]:
@@ -120,13 +170,25 @@ def host_line(line: str, number: int, most: int = MAX_RANGE_HOSTS) -> list[tuple
             raise IniError(number, f"expected key=value host variables, found {word!r}",
                            "each variable on a host line is NAME=VALUE")
         variables[key] = typed(value)
-    found = HOST_AND_PORT.match(pattern)
-    if found is None:
-        raise IniError(number, f"cannot read the host {pattern!r}", "NAME, NAME:PORT, or a range: node[01:04]")
-    name, port = found.groups()
+    if pattern.endswith(":"):  # Ansible's ini plugin: the colon is kept for a port
+        raise IniError(number, f"cannot read the host {pattern!r}", "NAME, NAME:PORT, or a range: node[01:04]; YAML is read "
+                       "from a file named .yml, .yaml or .json, or without extension")
+    names, port = host_pattern(pattern, number, most)
+    if "---" in names:
+        raise IniError(number, "'---' is not a host: it starts a YAML document",
+                       "a YAML inventory is read as YAML from a .yml or .yaml file, or one without extension")
     if port is not None:  # NAME:PORT first: an ansible_port= on the same line overrides it, as in Ansible
-        variables = {"ansible_port": int(port), **variables}
-    return [(host, dict(variables)) for host in expand(name, number, most)]
+        variables = {"ansible_port": port, **variables}
+    return [(host, dict(variables)) for host in names]
+
+
+def host_pattern(pattern: str, number: int, most: int = MAX_RANGE_HOSTS) -> tuple[list[str], int | None]:
+    """The hosts one host pattern names, its ranges expanded (to at most `most` hosts), and the port written after
+    it (NAME:PORT), as both Ansible's yaml plugin (a key under hosts:) and its ini plugin (a host line's first
+    word) read one (_expand_hostpattern). A pattern that is not NAME[:PORT] is a name as written, as there."""
+    found = HOST_AND_PORT.match(pattern)
+    name, port = found.groups() if found else (pattern, None)
+    return expand(name, number, most), int(port) if port is not None else None
 
 
 def variable_line(line: str, number: int) -> tuple[str, Any]:

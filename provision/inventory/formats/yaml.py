@@ -13,7 +13,8 @@ import yaml
 
 from provision.core.errors import InputError, Problem
 from provision.core.localfiles import read_text
-from provision.inventory.build import Vaulted, where_group
+from provision.inventory.build import Vaulted, _kind, where_group
+from provision.inventory.formats import ini
 
 
 MERGE_TAG = "tag:yaml.org,2002:merge"  # `<<: *anchor`
@@ -150,7 +151,92 @@ def _key_kind(loader: _StrictLoader, node: yaml.ScalarNode) -> str:
 
 def read(path: str | Path) -> Any:
     """The document of a YAML inventory file, as Python values; InputError for anything that is not one."""
-    return parse(read_text(path, "inventory"), str(path), names=True)
+    return inventory(read_text(path, "inventory"), str(path))
+
+
+GROUP_SECTIONS = ("hosts", "children", "vars")
+
+
+def inventory(text: str, file: str) -> dict:
+    """An inventory's YAML text as Ansible's yaml plugin takes it, in the builder's shape: host ranges in the keys
+    under hosts: expanded (`gs-vcompute[01:05]:`, `node[a:c]:2222:`, one function with the INI reader's), a
+    section written as one name (`children: galaxyservers`) read as that name, a host written with an empty value
+    (`""`, 0) as one with none. InputError for what the plugin refuses (empty, not a mapping, a section that is a
+    list or a number, a host's value that is not a mapping): Ansible tries its next reader, INI, then."""
+    document = parse(text, file, names=True)
+    if not document or not isinstance(document, dict):
+        said = "the YAML is empty" if not document else f"the top level must be a mapping of groups, not {_kind(document)}"
+        raise InputError([Problem(file, "", "", said, "start with all: {hosts: ..., children: ..., vars: ...}")])
+    if isinstance(document.get("plugin"), str):
+        return document  # an inventory plugin's configuration, not an inventory: the caller names it
+    return _Plugin(file).groups(document)
+
+
+class _Plugin:
+    """One file's groups, read as Ansible's yaml plugin reads them (_parse_group, _parse_host)."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.ranged = 0  # the hosts the file's ranges named so far: bounded as an INI file's (MAX_RANGE_HOSTS)
+
+    def groups(self, mapping: dict) -> dict:
+        return {name: self.group(str(name), body) for name, body in mapping.items()}
+
+    def group(self, name: str, body: Any) -> Any:
+        if not isinstance(body, dict):
+            return body  # None is a group with nothing in it; anything else the builder refuses, named
+        read = dict(body)
+        for section in GROUP_SECTIONS:
+            if isinstance(read.get(section), str):  # `children: galaxyservers`: the plugin's "strings are allowed"
+                read[section] = {read[section]: None}
+        # A section that is a list or a number fails the plugin (and then INI): the builder refuses it, named.
+        if isinstance(read.get("hosts"), dict):
+            read["hosts"] = self.hosts(name, read["hosts"])
+        if isinstance(read.get("children"), dict):
+            read["children"] = self.groups(read["children"])
+        return read
+
+    def hosts(self, group: str, patterns: dict) -> dict:
+        hosts: dict[str, Any] = {}
+        for pattern, variables in patterns.items():
+            variables = variables or None  # `h1: ""` or `h1: 0`: the plugin reads `value or {}`
+            for name, port in self.expand(group, str(pattern)):
+                if port is not None:
+                    variables = {"ansible_port": port, **variables} if isinstance(variables, dict) else (
+                        variables or {"ansible_port": port})  # a value that is not a mapping: the builder refuses
+                hosts[name] = _merged(hosts.get(name), variables)
+        return hosts
+
+    def expand(self, group: str, pattern: str) -> list[tuple[str, int | None]]:
+        try:
+            names, port = ini.host_pattern(pattern, 0, ini.MAX_RANGE_HOSTS - self.ranged)
+        except ini.IniError as exc:
+            raise InputError([Problem(self.file, where_group(group), f"hosts.{pattern}", exc.message,
+                                      exc.hint)]) from None
+        self.ranged += len(names) if ini.RANGE.search(pattern) else 0
+        return [(name, port) for name in names]
+
+
+def _merged(before: Any, variables: Any) -> Any:
+    """A host written twice in one hosts: mapping (`node[1:2]:` and `node1:`): each variable set again, as the
+    plugin sets them one by one."""
+    if isinstance(before, dict) and isinstance(variables, dict):
+        return {**before, **variables}
+    return variables if variables is not None else before
+
+
+def opens_as_mapping(text: str) -> bool:
+    """Whether YAML reads the text's first document as a mapping, whatever errors come further in."""
+    loader = yaml.SafeLoader(text)
+    try:
+        events = [loader.get_event() for _ in range(3)]  # the stream's start, the document's, then its root
+        return isinstance(events[-1], yaml.MappingStartEvent)
+    except yaml.YAMLError:
+        return False
+    finally:
+        loader.dispose()
+
+
 
 
 def read_vars(path: str | Path) -> Any:
