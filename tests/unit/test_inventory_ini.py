@@ -8,10 +8,12 @@ import subprocess
 
 import pytest
 from ansible_oracle import (ansible_selected, ansible_view, ansible_view_and_tree, needs_ansible, provision_view,
-                            provision_view_and_tree)
+                            provision_view_and_tree, run_ansible_inventory)
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from provision.cli import main
 from provision.core.errors import InputError
 from provision.inventory.formats.ini import expand, parse
 from provision.inventory.load import load_inventory
@@ -220,6 +222,8 @@ def test_children_are_ordered_by_where_their_sections_come_as_ansible_orders_the
     inventory = load_inventory(path)
     for pattern in ("cluster[0]", "cluster[-1]", "cluster[1:3]", "compute[0]", "compute[-1]", "cluster"):
         assert [h.name for h in select(inventory, pattern)] == ansible_selected(path, pattern), pattern
+    drawn = CliRunner().invoke(main, ["inventory", "-i", str(path), "--graph"], catch_exceptions=False)
+    assert drawn.output == run_ansible_inventory(path, "--graph")
 
 
 @needs_ansible
