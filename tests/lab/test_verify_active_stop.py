@@ -18,7 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from provision.capabilities import host as host_settings
+
 pytestmark = pytest.mark.lab
+# The inventory's name of the active block: provision_active once provision's variables have their prefix (issue 43)
+ACTIVE = getattr(host_settings, "VARIABLE_OF", {}).get("active", "active")
 
 NODES = ["lab-v100-1", "lab-rtx4090-1"]
 # What an active run leaves on a node while it runs: the simulator's load, the sampler, its directory. The words
@@ -30,17 +34,17 @@ LEFT = ("for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); c
 
 def loaded(lab) -> Path:
     tree = yaml.safe_load(lab.inventory.read_text())
-    tree["all"].setdefault("vars", {})["active"] = {"load_command": ["/usr/lib/provision-lab/gpusim", "load"]}
+    tree["all"].setdefault("vars", {})[ACTIVE] = {"load_command": ["/usr/lib/provision-lab/gpusim", "load"]}
     path = lab.dir / "active-stop.yaml"
     path.write_text(yaml.safe_dump(tree))
     return path
 
 
-def on_nodes(lab) -> dict[str, list[str]]:
-    """Node -> what of an active run is there now."""
+def on_nodes(lab, nodes: list[str] = NODES, listing: str = LEFT) -> dict[str, list[str]]:
+    """Node -> what of an active run is there now (listing: sh that prints it)."""
     said = {}
-    for node in NODES:
-        done = lab.ssh(node, LEFT)
+    for node in nodes:
+        done = lab.ssh(node, listing)
         assert done.returncode == 0, done.stderr
         said[node] = done.stdout.splitlines()
     return said
