@@ -96,6 +96,16 @@ def test_what_the_yaml_plugin_refuses_is_refused_with_yamls_reason_alone(tmp_pat
     assert said in words and "INI" not in words, words  # the file is a YAML mapping: INI's "g:" would be noise
 
 
+@needs_ansible
+@pytest.mark.parametrize("name, text", [
+    ("hosts.yml", 'v6:\n  hosts:\n    "fe80::1":\n    "[2001:db8::5]:2222":\n    10.0.0.5:2200:\n'),
+    ("hosts.ini", "[v6]\nfe80::1\n[2001:db8::5]:2222\n10.0.0.5:2200\n"),  # a host line, not a section
+])
+def test_ipv6_addresses_as_host_names_with_and_without_a_port_read_as_ansible_reads_them(tmp_path, name, text):
+    view, tree = same_as_ansible(written(tmp_path, name, text))
+    assert tree["v6"] == (["fe80::1", "2001:db8::5", "10.0.0.5"], []) and view["2001:db8::5"][1][2] == 2222
+
+
 # --- files the yaml plugin cannot read: its ini plugin, next in Ansible's enabled list ------------------------
 
 TERRAFORM_STYLE = """\

@@ -38,6 +38,7 @@ from provision.core.localfiles import read_text
 SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:[#;].*)?$")
 HOST_AND_PORT = re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])+)(?::(\d+))?$")  # a range's colons are inside brackets
 RANGE = re.compile(r"\[([^\]]*)\]")
+BRACKETED = re.compile(r"^\[([0-9A-Fa-f:.]+)\](?::(\d+))?$")  # [2001:db8::5]:2222, or a range: [1:9:2]
 MAX_RANGE_HOSTS = 100_000  # the hosts one file's ranges may name, all lines together: loaded in about 7 s
 
 
@@ -70,8 +71,8 @@ def parse(text: str) -> dict:
         line = raw.strip()
         if not line or line[0] in "#;":
             continue
-        if line.startswith("["):
-            header = SECTION.match(line)
+        header = SECTION.match(line)
+        if header or line.startswith("[") and not BRACKETED.match(line.split()[0]):  # [2001:db8::5]:22 is a host
             if header is None:
                 raise IniError(number, f"invalid section header: {line}", "[group], [group:vars] or [group:children]")
             current, kind = header.group(1), header.group(2) or "hosts"
@@ -186,6 +187,9 @@ def host_pattern(pattern: str, number: int, most: int = MAX_RANGE_HOSTS) -> tupl
     """The hosts one host pattern names, its ranges expanded (to at most `most` hosts), and the port written after
     it (NAME:PORT), as both Ansible's yaml plugin (a key under hosts:) and its ini plugin (a host line's first
     word) read one (_expand_hostpattern). A pattern that is not NAME[:PORT] is a name as written, as there."""
+    address = BRACKETED.match(pattern)
+    if address and ("::" in address[1] or address[1].count(":") == 7):  # IPv6, as parse_address: a range has neither
+        return [address[1]], int(address[2]) if address[2] is not None else None
     found = HOST_AND_PORT.match(pattern)
     name, port = found.groups() if found else (pattern, None)
     return expand(name, number, most), int(port) if port is not None else None
