@@ -21,7 +21,9 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -79,29 +81,45 @@ def ended(proc: subprocess.Popen, seconds: float) -> tuple[str, str, float]:
     return out, err, time.monotonic() - began
 
 
-def test_sigint_during_the_blades_all_reduce_stops_it_on_every_blade_and_it_is_not_tested(basement):
-    code, applied = basement.apply()
+@contextmanager
+def all_reduce_waiting(lab) -> Iterator[subprocess.Popen]:
+    """verify --active on the blades, yielded once the group's all-reduce runs on every blade: the held blade's
+    torchrun at its start, the other three at the rendezvous, waiting for it."""
+    code, applied = lab.apply()
     assert code == 0, applied
     held = BLADES[-1]
-    assert basement.ssh(held, f"printf '%s\\n' {shlex.quote(HOLD)} > {SLOW_JOIN}").returncode == 0
-    proc = verify(basement, loaded(basement, "active-cut-short"), "rtx3090", 5)
+    assert lab.ssh(held, f"printf '%s\\n' {shlex.quote(HOLD)} > {SLOW_JOIN}").returncode == 0
+    proc = verify(lab, loaded(lab, "active-cut-short"), "rtx3090", 5)
     try:
         deadline = time.monotonic() + 120  # the loads, the port tests, then the all-reduce
         while time.monotonic() < deadline:
-            running = on_nodes(basement, BLADES, LEFT)
+            running = on_nodes(lab, BLADES, LEFT)
             if all(any(line.startswith("process:") for line in lines) for lines in running.values()):
                 break
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.5)
         else:
             pytest.fail(f"the all-reduce never started on every blade: {running}")
-        time.sleep(1)  # the three at the rendezvous, waiting for the fourth
-        proc.send_signal(signal.SIGINT)
-        out, err, took = ended(proc, 40)  # before: 40 s on, still waiting for the all-reduce
+        time.sleep(1)  # the three at the rendezvous
+        yield proc
     finally:
         if proc.poll() is None:
             proc.kill()
-        basement.ssh(held, f"rm -f {SLOW_JOIN}")
+        lab.ssh(held, f"rm -f {SLOW_JOIN}")
+
+
+def nothing_left_within(lab, seconds: float) -> tuple[bool, dict]:
+    deadline, left = time.monotonic() + seconds, on_nodes(lab, BLADES, LEFT)
+    while any(left.values()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = on_nodes(lab, BLADES, LEFT)
+    return not any(left.values()), left
+
+
+def test_sigint_during_the_blades_all_reduce_stops_it_on_every_blade_and_it_is_not_tested(basement):
+    with all_reduce_waiting(basement) as proc:
+        proc.send_signal(signal.SIGINT)
+        out, err, took = ended(proc, 40)  # before: 40 s on, still waiting for the all-reduce
     assert proc.returncode == 130, (proc.returncode, took, err[-3000:])
     assert took < 15, f"{took:.1f} s from SIGINT to the verdicts"
     hosts = {h["host"]: h for h in json.loads(out)["hosts"]}
@@ -111,12 +129,19 @@ def test_sigint_during_the_blades_all_reduce_stops_it_on_every_blade_and_it_is_n
         assert "ports and all-reduce: the all-reduce of rtx3090 not tested: stopped by SIGINT during it" in \
             verdict["not_tested"], verdict["not_tested"]
         assert not any(f["figure"] == "allreduce_busbw_gbs" for f in verdict["figures"])
-    deadline, left = time.monotonic() + 10, on_nodes(basement, BLADES, LEFT)
-    while any(left.values()) and time.monotonic() < deadline:
-        time.sleep(0.5)
-        left = on_nodes(basement, BLADES, LEFT)
-    assert not any(left.values()), left
+    clean, left = nothing_left_within(basement, 10)
+    assert clean, left
     print(f"SIGINT during the all-reduce to the verdicts: {took:.1f} s")
+
+
+def test_a_provision_killed_during_the_all_reduce_leaves_no_torchrun_on_any_blade(basement):
+    with all_reduce_waiting(basement) as proc:
+        proc.kill()  # SIGKILL: no handler runs, only the connections close
+        proc.communicate()
+        killed = time.monotonic()
+        clean, left = nothing_left_within(basement, 15)
+    assert clean, left  # before: torchrun waited out its rendezvous on three blades, the fourth held
+    print(f"blades clean {time.monotonic() - killed:.1f} s after provision was killed")
 
 
 def test_a_node_lost_mid_load_is_judged_on_what_it_sent_and_its_supply_is_the_finding(basement):
