@@ -4,10 +4,10 @@ refused, never dropped: the host would be reached another way than the inventory
 its bastion).
 
 Read: `-o Option=value` (also `-oOption=value`, `-o "Option value"`), `-J hops`, the flags short for an
-option (-A -C -i -l -p) and `-F file`. As in OpenSSH the first value of an option wins (IdentityFile adds a key),
-the last -F wins, and ProxyJump and ProxyCommand share one slot. Ansible writes ansible_ssh_args first, then ansible_port and
-ansible_user (as -o Port=, -o User=), then ansible_ssh_common_args and ansible_ssh_extra_args: host_args()
-follows that order. ansible.cfg's [ssh_connection] ssh_args is the same Ansible option as ansible_ssh_args (a host's
+option (-A -C -i -l -p) and `-F file`. As in OpenSSH the first value of an option wins (IdentityFile adds a
+key), the last -F wins, and ProxyJump and ProxyCommand share one slot. Ansible writes ansible_ssh_args first, then
+ansible_port and ansible_user (as -o Port=, -o User=), then ansible_ssh_common_args and ansible_ssh_extra_args:
+host_args() follows that order. ansible.cfg's [ssh_connection] ssh_args is the same Ansible option as ansible_ssh_args (a host's
 ansible_ssh_args replaces it; ansiblecfg.py reads it). A ProxyCommand runs as paramiko runs it: split into words,
 no shell. ansible_ssh_executable names the program Ansible would run: provision runs none (executable_refusals).
 """

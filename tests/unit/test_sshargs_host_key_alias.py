@@ -30,13 +30,13 @@ def line(name: str, key: paramiko.PKey) -> str:
     return f"{name} {key.get_name()} {key.get_base64()}\n"
 
 
-def connection(tmp_path: Path, ssh_args: str, ssh_config: str = "", port: int = 2222, **options) -> SSHConnection:
+def connection(tmp_path: Path, ssh_args: str, config_text: str = "", port: int = 2222, **options) -> SSHConnection:
     """gpu1 at 10.0.0.5 on `port`, its known_hosts tmp_path/kh (the args' UserKnownHostsFile)."""
     config = tmp_path / "ssh_config"
-    config.write_text(ssh_config)
+    config.write_text(config_text)
     return SSHConnection("gpu1", "10.0.0.5", "root", port, SSHOptions(
-        ssh_config=str(config), args=args(f"{ssh_args} -o UserKnownHostsFile={tmp_path / 'kh'} -o IdentitiesOnly=yes"),
-        **options))
+        ssh_config=str(config), **options,
+        args=args(f"{ssh_args} -o UserKnownHostsFile={tmp_path / 'kh'} -o IdentitiesOnly=yes")))
 
 
 @pytest.fixture
