@@ -150,6 +150,14 @@ def test_a_file_neither_reader_takes_says_what_each_said(tmp_path):
     assert "read as INI, line 1: invalid section header: [gpu" in lines[1]
 
 
+def test_a_control_character_neither_reader_takes_is_an_input_error(tmp_path):
+    path = tmp_path / "hosts.yml"
+    path.write_bytes(b"\x08all:\n  hosts:\n    h: {}\n")  # YAML refuses it before any event: INI then
+    with pytest.raises(InputError) as error:
+        load_inventory(path)
+    assert "read as YAML: invalid YAML" in str(error.value) and "read as INI, line 1" in str(error.value)
+
+
 def test_an_ini_extension_is_never_read_as_yaml_nor_a_toml_one_as_ini(tmp_path):
     with pytest.raises(InputError) as error:  # Ansible's yaml plugin takes no .ini file: its ini plugin fails
         load_inventory(written(tmp_path, "hosts.ini", "all:\n  hosts:\n    a:\n"))

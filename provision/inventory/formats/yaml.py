@@ -227,14 +227,12 @@ def _merged(before: Any, variables: Any) -> Any:
 
 def opens_as_mapping(text: str) -> bool:
     """Whether YAML reads the text's first document as a mapping, whatever errors come further in."""
-    loader = yaml.SafeLoader(text)
     try:
+        loader = yaml.SafeLoader(text)  # refuses a control character at once
         events = [loader.get_event() for _ in range(3)]  # the stream's start, the document's, then its root
-        return isinstance(events[-1], yaml.MappingStartEvent)
     except yaml.YAMLError:
         return False
-    finally:
-        loader.dispose()
+    return isinstance(events[-1], yaml.MappingStartEvent)
 
 
 
