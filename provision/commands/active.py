@@ -331,13 +331,11 @@ def used_ports(state: HostState) -> list:
 
 
 def all_reduce(states: list[HostState], runs: dict[str, run.ActiveRun], carried: dict[str, dict[str, float]],
-               stop: Stop | None = None, token: str = "") -> None:
+               stop: Stop, token: str) -> None:
     """Each training group's loaded nodes with a launcher (collective.py): every node's own all-reduce where it
     starts two processes or more; then the group's at once where it has two nodes or more, and pairwise along
     a ring of them when that falls short. Findings go to the nodes' runs. Stopped: each node's all-reduce is told
     to stop (run.stop_script, its token), one the stop cut short is not tested, and none starts after it."""
-    stop = stop if stop is not None else Stop(lambda words: None)
-    token = token or f"{os.getpid()}-{secrets.token_hex(6)}"
     for group, members in loaded_groups(states, runs, launcher=True).items():
         if not _stopped_before(stop, members, runs, "the all-reduces"):
             return

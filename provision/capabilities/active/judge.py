@@ -110,6 +110,7 @@ def judge(targets: list[Target], samples: dict[str, list[Sample]], duration: flo
         return judged
     end = max((s.t for rows in samples.values() for s in rows), default=0.0)
     lost: list[tuple[float, Finding]] = []
+    braked: list[Finding] = []
     for target in targets:
         rows = samples.get(target.uuid, [])
         went = _lost(target, rows, end, duration)
@@ -120,7 +121,9 @@ def judge(targets: list[Target], samples: dict[str, list[Sample]], duration: flo
         if not loaded:
             continue  # the run says a GPU the load never reached, with the load's own report
         judged.notes += [n for n in (_transients(target, loaded),) if n]
-        judged.findings += [f for f in (_brake(target, loaded), _thermal(target, loaded), _clocks(target, loaded),
+        brake = _brake(target, loaded)
+        braked += [brake] if brake else []
+        judged.findings += [f for f in (brake, _thermal(target, loaded), _clocks(target, loaded),
                                         _pcie(target, loaded)) if f]
     gone = one_loss(lost)
     over = _over_budget(samples, budget)
@@ -135,7 +138,6 @@ def judge(targets: list[Target], samples: dict[str, list[Sample]], duration: flo
             "(gpu.clocks, or locked clocks on GeForce) as well as the power limit: the cap is enforced as an "
             "average, boost transients pass it", severity=WARNING))
     judged.findings = gone + judged.findings  # the GPUs lost first: the gravest
-    braked = [f for f in judged.findings if f.expected.endswith(BRAKE_EXPECTED)]
     judged.supply = next(iter(gone), None) or (judged.findings[0] if over else next(iter(braked), None))
     return judged
 
@@ -229,15 +231,12 @@ def _lost(target: Target, rows: list[Sample], end: float, duration: float) -> tu
         about=about(target), severity=CRITICAL)
 
 
-BRAKE_EXPECTED = "under load without a power brake"
-
-
 def _brake(target: Target, loaded: list[Sample]) -> Finding | None:
     braked = [s for s in loaded if s.reasons is not None and s.reasons & POWER_BRAKE]
     if not braked:
         return None
     return Finding(
-        f"{name(target)} {BRAKE_EXPECTED}",
+        f"{name(target)} under load without a power brake",
         f"{name(target)}: HW Power Brake Slowdown in {len(braked)} of {len(loaded)} samples under load, from "
         f"+{braked[0].t:.1f} s",
         "the power supply asked the GPUs to draw less: the node's load is at its PSUs' limit; pin the clocks and "

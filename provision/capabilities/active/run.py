@@ -11,6 +11,10 @@ what was sampled so far, marked stopped. The node side also ends by itself when 
 killed, the connection cut): a watchdog writes an empty line to the run's stdout each second, which fails once
 nothing reads it (sshd gone, or the channel closed), and hangs the run up. Every end (done, stopped, hung up)
 stops the load and the sampler and removes the temporary directory: an interrupted run leaves nothing behind.
+The all-reduce (the torchrun wrapper) runs on the node the same way (allreduce_script), so it stops with a stop.
+
+The watchdog also sends the samples as they are taken, so a node lost mid-load (its connection closed or silent)
+has sent what it sampled until then, to be judged (commands/active.py: lost_verdicts).
 """
 
 from __future__ import annotations
