@@ -188,7 +188,7 @@ def adhoc_options(func):
 
 @dataclass(frozen=True)
 class InventoryArgs:
-    """The inventory a command was given: its sources (INVENTORY or -i), and -e extra variables."""
+    """The inventory a command was given: its sources (INVENTORY or -i), -e extra variables and -u."""
 
     sources: tuple[str, ...] = ()
     extra_vars: tuple[str, ...] = ()
@@ -236,7 +236,7 @@ def playbook_options(tags: bool):
             click.option("-t", "--tags", default="", help="Run only tasks with these tags (comma-separated)."),
             click.option("--skip-tags", default="", help="Skip tasks with these tags (comma-separated)."),
             click.option("--list-tags", is_flag=True, help="Print the tags of the tasks the run would do, as "
-                         "ansible-playbook does (with the task names, every tag -t takes); contact no host."),
+                         "ansible-playbook does (each task's name is a tag too); contact no host."),
         ]
 
     def decorate(func):

@@ -31,9 +31,10 @@ def shipped_playbooks() -> list[str]:
 
 def playbook_file(name_or_path: str | None) -> Path:
     """--playbook: a playbook file, or a shipped one by name. One that is neither is bad input naming the shipped
-    ones (the file path the name would have had inside the package helps nobody)."""
+    ones (the file path the name would have had inside the package helps nobody). A path that is there but no
+    regular file (a FIFO, a directory) is load_playbook's to name by its kind."""
     path = playbook_path(name_or_path)
-    if path.is_file():
+    if path.exists():
         return path
     names = shipped_playbooks()
     given = str(name_or_path)
