@@ -191,13 +191,11 @@ def yaml_inventories(draw) -> str:
             key += draw(st.sampled_from(["", ":2022"]))
             used += 1
             hosts[key] = draw(st.sampled_from([None, "", {"ansible_user": "ops"}, {"rack": "a3", "ansible_port": 22}]))
-        form = draw(st.sampled_from(["mapping", "string", "null", "absent"]))
-        if hosts and (form == "mapping" or len(hosts) > 1 or any(hosts.values())):
-            body["hosts"] = hosts
-        elif hosts and form == "string":
+        form = draw(st.sampled_from(["mapping", "string"] if hosts else ["null", "absent"]))
+        if form == "string" and len(hosts) == 1 and not any(hosts.values()):
             body["hosts"] = next(iter(hosts))
-        elif form == "null":
-            body["hosts"] = None
+        elif hosts or form == "null":
+            body["hosts"] = hosts or None
         if draw(st.booleans()):
             body["vars"] = draw(st.sampled_from([None, "site_flag", {"ansible_user": "ubuntu", "ntp": "pool"}]))
         bodies[group] = body

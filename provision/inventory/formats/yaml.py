@@ -161,8 +161,9 @@ def inventory(text: str, file: str) -> dict:
     """An inventory's YAML text as Ansible's yaml plugin takes it, in the builder's shape: host ranges in the keys
     under hosts: expanded (`gs-vcompute[01:05]:`, `node[a:c]:2222:`, one function with the INI reader's), a
     section written as one name (`children: galaxyservers`) read as that name, a host written with an empty value
-    (`""`, 0) as one with none. InputError for what the plugin refuses (empty, not a mapping, a section that is a
-    list or a number, a host's value that is not a mapping): Ansible tries its next reader, INI, then."""
+    (`""`, 0) as one with none. InputError where the text is empty or not a mapping, or a range is wrong: the plugin
+    fails there, and Ansible tries its next reader, INI. (A section that is a list or a number fails it too: the
+    builder names that one, as INI could not read such a file either.)"""
     document = parse(text, file, names=True)
     if not document or not isinstance(document, dict):
         said = "the YAML is empty" if not document else f"the top level must be a mapping of groups, not {_kind(document)}"
@@ -200,21 +201,22 @@ class _Plugin:
         hosts: dict[str, Any] = {}
         for pattern, variables in patterns.items():
             variables = variables or None  # `h1: ""` or `h1: 0`: the plugin reads `value or {}`
-            for name, port in self.expand(group, str(pattern)):
-                if port is not None:
-                    variables = {"ansible_port": port, **variables} if isinstance(variables, dict) else (
-                        variables or {"ansible_port": port})  # a value that is not a mapping: the builder refuses
+            names, port = self.expand(group, str(pattern))
+            if port is not None:  # NAME:PORT first, then the host's own ansible_port, as the plugin sets them
+                variables = {"ansible_port": port, **variables} if isinstance(variables, dict) else (
+                    variables or {"ansible_port": port})  # a value that is not a mapping: the builder refuses it
+            for name in names:
                 hosts[name] = _merged(hosts.get(name), variables)
         return hosts
 
-    def expand(self, group: str, pattern: str) -> list[tuple[str, int | None]]:
+    def expand(self, group: str, pattern: str) -> tuple[list[str], int | None]:
         try:
             names, port = ini.host_pattern(pattern, 0, ini.MAX_RANGE_HOSTS - self.ranged)
         except ini.IniError as exc:
             raise InputError([Problem(self.file, where_group(group), f"hosts.{pattern}", exc.message,
                                       exc.hint)]) from None
         self.ranged += len(names) if ini.RANGE.search(pattern) else 0
-        return [(name, port) for name in names]
+        return names, port
 
 
 def _merged(before: Any, variables: Any) -> Any:
@@ -233,8 +235,6 @@ def opens_as_mapping(text: str) -> bool:
     except yaml.YAMLError:
         return False
     return isinstance(events[-1], yaml.MappingStartEvent)
-
-
 
 
 def read_vars(path: str | Path) -> Any:
