@@ -39,6 +39,7 @@ SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:[#;].*)?$")
 HOST_AND_PORT = re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])+)(?::(\d+))?$")  # a range's colons are inside brackets
 RANGE = re.compile(r"\[([^\]]*)\]")
 BRACKETED = re.compile(r"^\[([0-9A-Fa-f:.]+)\](?::(\d+))?$")  # [2001:db8::5]:2222, or a range: [1:9:2]
+YAML_FILES = "YAML is read from a file named .yml, .yaml or .json, or without extension"  # as Ansible's yaml plugin
 MAX_RANGE_HOSTS = 100_000  # the hosts one file's ranges may name, all lines together: loaded in about 7 s
 
 
@@ -100,7 +101,7 @@ class _Groups:
     adds it: at the [parent:children] line if the child's own section came before, else ("pending") once its
     [child] or [child:children] section comes (a [child:vars] section does not count). So a parent's children are
     in the order their sections appear, not the order of the list, and `group[0]` and --graph follow that.
-    A pending group no section ever defines is an error, as in Ansible."""
+    A group that only a [parent:children] line or a [group:vars] section names is an error, as in Ansible."""
 
     def __init__(self) -> None:
         self.groups: dict[str, dict[str, Any]] = {}  # name -> {"hosts": {...}, "vars": {...}, "children": {...}}
@@ -131,12 +132,10 @@ class _Groups:
             self.pending[child] = ("children", number, [parent])
 
     def _adopt(self, name: str) -> None:
-        """The parents that waited for `name` take it, in the order they named it (_add_pending_children)."""
-        for parent in self.pending[name][2]:
+        """The parents that waited for `name` take it, in the order they named it (_add_pending_children; its
+        step to a parent still pending never runs: a parent's own [parent:children] header has defined it)."""
+        for parent in self.pending.pop(name)[2]:
             self._add(parent, name)
-            if parent in self.pending and self.pending[parent][0] == "children":
-                self._adopt(parent)
-        del self.pending[name]
 
     def _add(self, parent: str, child: str) -> None:
         self.body(parent).setdefault("children", {})[child] = None  # a reference: its own section says the rest
@@ -172,12 +171,10 @@ def host_line(line: str, number: int, most: int = MAX_RANGE_HOSTS) -> list[tuple
                            "each variable on a host line is NAME=VALUE")
         variables[key] = typed(value)
     if pattern.endswith(":"):  # Ansible's ini plugin: the colon is kept for a port
-        raise IniError(number, f"cannot read the host {pattern!r}", "NAME, NAME:PORT, or a range: node[01:04]; YAML is read "
-                       "from a file named .yml, .yaml or .json, or without extension")
+        raise IniError(number, f"cannot read the host {pattern!r}", f"NAME, NAME:PORT, or a range: node[01:04]; {YAML_FILES}")
     names, port = host_pattern(pattern, number, most)
     if "---" in names:
-        raise IniError(number, "'---' is not a host: it starts a YAML document",
-                       "a YAML inventory is read as YAML from a .yml or .yaml file, or one without extension")
+        raise IniError(number, "'---' is not a host: it starts a YAML document", YAML_FILES)
     if port is not None:  # NAME:PORT first: an ansible_port= on the same line overrides it, as in Ansible
         variables = {"ansible_port": port, **variables}
     return [(host, dict(variables)) for host in names]
