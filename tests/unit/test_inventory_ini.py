@@ -226,6 +226,45 @@ def test_children_are_ordered_by_where_their_sections_come_as_ansible_orders_the
     assert drawn.output == run_ansible_inventory(path, "--graph")
 
 
+CLOUD_HPC_STYLE = """\
+# In the style of a cloud HPC stack's terraform-written inventory (written for this test): empty sections kept for
+# later, the parents' lists at the end, [all:children] naming some groups, spaces around = in :vars
+[bastion]
+hpc-bastion ansible_host=172.16.0.2 ansible_user=opc role=bastion
+[slurm_backup]
+[login]
+hpc-login ansible_host=172.16.0.3 ansible_user=opc role=login
+[compute_to_add]
+[compute_configured]
+gpu-node-1 ansible_host=172.16.1.11 ansible_user=opc role=compute
+gpu-node-2 ansible_host=172.16.1.12 ansible_user=opc role=compute
+[compute_to_destroy]
+[compute:children]
+compute_to_add
+compute_configured
+[nfs]
+hpc-nfs ansible_user=opc role=nfs
+[all:children]
+bastion
+compute
+[all:vars]
+ansible_connection=ssh
+cluster_name = hpc-a
+"""
+
+
+@needs_ansible
+def test_all_s_children_named_and_not_named_come_in_ansible_s_order(tmp_path):
+    path = tmp_path / "inventory.yaml"  # as terraform names it: INI text that Ansible's yaml plugin leaves to INI
+    path.write_text(CLOUD_HPC_STYLE)
+    view, tree = provision_view_and_tree(path)
+    assert (view, tree) == ansible_view_and_tree(path)
+    assert tree["all"][1] == ["ungrouped", "bastion", "compute", "slurm_backup", "login", "compute_to_destroy", "nfs"]
+    inventory = load_inventory(path)
+    for pattern in ("all[0]", "all[-1]", "all[1:2]", "compute[-1]"):
+        assert [h.name for h in select(inventory, pattern)] == ansible_selected(path, pattern), pattern
+
+
 @needs_ansible
 @pytest.mark.parametrize("text, line, said", [
     ("[cluster:children]\nb\n[b:vars]\nx=1\n", 2, "[cluster:children] names the group 'b', which no section defines"),
