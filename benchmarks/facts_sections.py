@@ -462,7 +462,7 @@ def main() -> None:
     parser.add_argument("--tags", default="", help="apply's --tags (comma-separated)")
     parser.add_argument("--skip-tags", default="", help="apply's --skip-tags")
     parser.add_argument("--gpus", default="v100-sxm2-16gb:4", help="the simulated GPUs, MODEL:COUNT[,MODEL:COUNT]")
-    parser.add_argument("--nccl-ifname", help="the default inventory's nccl.socket_ifname (default: this machine's "
+    parser.add_argument("--nccl-ifname", help="the default inventory's provision_nccl.socket_ifname (default: this machine's "
                         "first interface up; the lab's ens803f is not here, and nccl-files would fail, writing nothing)")
     parser.add_argument("--repeat", type=int, default=20, help="runs per measurement (medians)")
     parser.add_argument("--no-converge", action="store_true", help="measure the sandbox as first read (no files, "

@@ -87,18 +87,18 @@ def write_inventory(root: Path, hosts: int) -> Path:
         (root / directory / f"{name}.yml").write_text(yaml.safe_dump(data, sort_keys=False))
 
     vars_file("group_vars", "all", {**other_roles_vars(), "ntp_servers": ["0.pool.ntp.org", "1.pool.ntp.org"],
-                                    "gpu": {"persistence": True, "power_limit": 250},
-                                    "nccl": {"socket_ifname": "=ib0,ib1", "ib_hca": "=mlx5_0:1,mlx5_1:1"}})
-    vars_file("group_vars", "gpu", {"gpu": {"count": 8, "clocks": {"mem": 1215, "sm": 1410}},
-                                    "launcher": {"nproc_per_node": "gpu", "rdzv_port": 29400},
-                                    "nccl": {"expected_link_speed_mbps": 200000}, "docker_storage": "/raid"})
-    vars_file("group_vars", "slurm-cluster", {"slurm": {"controller": "login01", "cluster_name": "bench",
+                                    "provision_gpu": {"persistence": True, "power_limit": 250},
+                                    "provision_nccl": {"socket_ifname": "=ib0,ib1", "ib_hca": "=mlx5_0:1,mlx5_1:1"}})
+    vars_file("group_vars", "gpu", {"provision_gpu": {"count": 8, "clocks": {"mem": 1215, "sm": 1410}},
+                                    "provision_launcher": {"nproc_per_node": "gpu", "rdzv_port": 29400},
+                                    "provision_nccl": {"expected_link_speed_mbps": 200000}, "docker_storage": "/raid"})
+    vars_file("group_vars", "slurm-cluster", {"provision_slurm": {"controller": "login01", "cluster_name": "bench",
                                                         "partition": "batch"}})
     for r in range(5, len(racks) + 1, 5):  # a weak PDU every fifth rack
-        vars_file("group_vars", f"rack-{r:03d}", {"gpu": {"power_limit": 220}, "rack_notes": "PDU B derated"})
-    vars_file("host_vars", "login01", {"slurm": {"role": "controller"}})
+        vars_file("group_vars", f"rack-{r:03d}", {"provision_gpu": {"power_limit": 220}, "rack_notes": "PDU B derated"})
+    vars_file("host_vars", "login01", {"provision_slurm": {"role": "controller"}})
     for name in host_vars:  # a GPU under RMA watch, reached as another user
-        vars_file("host_vars", name, {"ansible_user": "maint", "gpu": {"overrides": [{"index": 3, "power_limit": 200}]}})
+        vars_file("host_vars", name, {"ansible_user": "maint", "provision_gpu": {"overrides": [{"index": 3, "power_limit": 200}]}})
     return root / "hosts"
 
 

@@ -1,6 +1,6 @@
 """ansible-inventory as the oracle for the differential tests: ansible-core is a test-only tool run as a
 subprocess, never imported (it is GPL, provision is Apache-2.0). Both sides give one view per host: its groups
-but `all`, and its effective address, user, port, connection and provision's gpu.power_limit."""
+but `all`, and its effective address, user, port, connection and provision_gpu.power_limit."""
 
 from __future__ import annotations
 
@@ -62,8 +62,12 @@ def _view(data: dict) -> dict:
 
 
 def _values(name: str, variables: dict) -> tuple:
+    # Of two names for one setting, Ansible's ssh plugin takes the last one set: the _ssh_ one
+    # (tests/unit/test_inventory_namespace.py holds that against what `ansible -vvv` runs).
+    variables = {**variables, **{k.replace("_ssh_", "_"): v for k, v in variables.items()
+                                 if k in ("ansible_ssh_host", "ansible_ssh_user", "ansible_ssh_port")}}
     port = variables.get("ansible_port")  # a quoted port is text to Ansible too, until it connects: the number
-    gpu = variables.get("gpu")
+    gpu = variables.get("provision_gpu")
     return (str(variables.get("ansible_host", name)), variables.get("ansible_user"),
             int(port) if isinstance(port, str) and port.isdigit() else port, variables.get("ansible_connection", "ssh"),
             gpu.get("power_limit") if isinstance(gpu, dict) else None, truth(variables.get("ansible_become")))
@@ -82,7 +86,7 @@ def provision_view(sources: Path | Sequence[Path]) -> dict:
 def _provision_view(inventory: Inventory) -> dict:
     return {h.name: (set(h.groups) - {"all"}, (h.address, h.user, h.port, h.connection,
                                                h.settings.gpu.power_limit if h.settings.gpu else None,
-                                               truth(h.vars.get("become"))))
+                                               truth(h.vars.get("ansible_become"))))
             for h in inventory.hosts.values()}
 
 

@@ -34,7 +34,7 @@ DEFAULT_VENV = Path("/var/cache/provision-bench/venv")
 # The work every tool does on every node (a lab node: 4x V100 SXM2, whose defaults are persistence
 # off, 300 W, application clocks 877,1312).
 WORK = {"persistence": True, "power_limit": 200, "clocks": {"mem": 877, "sm": 1005},
-        "nccl": {"socket_ifname": "ens803f", "socket_nthreads": 1}}
+        "provision_nccl": {"socket_ifname": "ens803f", "socket_nthreads": 1}}
 UNIT = "provision-gpu-tuning.service"
 SCRIPT = "/usr/local/sbin/provision-gpu-tuning"
 FILES = ("/etc/nccl.conf", "/etc/provision/gpu-tuning.conf", f"/etc/systemd/system/{UNIT}")

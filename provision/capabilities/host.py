@@ -29,7 +29,7 @@ from provision.capabilities.launcher.settings import LauncherSettings
 from provision.capabilities.nccl.settings import NcclSettings
 from provision.capabilities.slurm.settings import SlurmSettings
 from provision.core.errors import Problem
-from provision.core.settings import Block, setting, validation_problems
+from provision.core.settings import Block, setting, validation_problems, variable
 from pydantic import ValidationError
 
 
@@ -72,6 +72,8 @@ class HostSettings(Block):
 
 
 BLOCKS = tuple(HostSettings.model_fields)
+VARIABLES = {variable(block): block for block in BLOCKS}  # provision_gpu -> gpu: the inventory's names
+VARIABLE_OF = {block: variable for variable, block in VARIABLES.items()}  # gpu -> provision_gpu
 
 
 def parse_host_settings(raw: dict, file: str, where: str,

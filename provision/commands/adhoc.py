@@ -16,7 +16,7 @@ from provision.core.runlog import RunLog, default_path
 def adhoc(target: Target, change: dict, option: str, gpus: str | None, from_inventory: bool, options: RunOptions,
           ssh: SSHOptions) -> tuple[list[HostResult], int | None, list[str], str]:
     """(results, the signal that stopped the run or None, warnings, why the run log stopped short or ""). The
-    tasks: the one for each changed setting (gpu.power_limit -> gpu-power-limit), and the boot ones."""
+    tasks: the one for each changed setting (provision_gpu.power_limit -> gpu-power-limit), and the boot ones."""
     check_change(change, option)
     task_names = {"gpu-" + setting.replace("_", "-") for setting in change}
     playbook = load_playbook(playbook_path("gpu"), templates_dir(None))

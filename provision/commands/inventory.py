@@ -11,9 +11,11 @@ import yaml
 
 from provision.capabilities.host import BLOCKS
 from provision.core.errors import InputError, Problem
+from provision.core.sshargs import CHECKED_KEYS, Hop
 from provision.core.settings import did_you_mean
 from provision.inventory.ansiblecfg import read_config
-from provision.inventory.build import ANSIBLE_NAMES, leaves
+from provision.capabilities.host import VARIABLE_OF
+from provision.inventory.build import leaves
 from provision.inventory.load import load_inventory
 from provision.inventory.model import Group, Host, Inventory
 
@@ -52,7 +54,8 @@ def children(inventory: Inventory, group: str) -> list[str]:
 
 
 def ansible_vars(host: Host) -> dict:
-    return {ANSIBLE_NAMES.get(key, key): value for key, value in host.vars.items()}
+    """The variables provision reads, as written; ansible_group_priority is a group's, never a host's (Ansible)."""
+    return {key: value for key, value in host.vars.items() if key != "ansible_group_priority"}
 
 
 def yaml_text(inventory: Inventory, hosts: list[Host]) -> str:
@@ -108,7 +111,7 @@ def _group(inventory: Inventory, name: str) -> Group:
 
 @dataclass
 class Value:
-    key: str  # dotted: gpu.power_limit, or a connection setting: user, port, ...
+    key: str  # dotted: provision_gpu.power_limit, or a connection setting: user, port, ...
     value: Any
     origin: str  # "FILE (group G)", "FILE (host H)", or "default"
 
@@ -119,14 +122,27 @@ def host_values(host: Host) -> list[Value]:
     reach = {"address": (host.address, "host"), "user": (host.user, "user"), "port": (host.port, "port"),
              "connection": (host.connection, "connection"), "become": (host.become, "become"),
              "identity_file": (host.identity_file, "identity_file"), "ssh_config": (host.ssh_config, "ssh_config")}
-    for key, (value, written) in reach.items():
-        values.append(Value(key, value, host.origins.get(written, DEFAULT)))
+    for key, (value, setting) in reach.items():
+        written = host.reached_by.get(setting, "")
+        values.append(Value(key, value, f"{host.origins.get(written, DEFAULT)}{f' as {written}' if written else ''}"))
+    for setting in ("become_user", "become_method"):
+        if setting in host.reached_by:
+            written = host.reached_by[setting]
+            values.append(Value(setting, host.vars[written], f"{host.origins.get(written, DEFAULT)} as {written}"))
+    values += [Value(key, host.vars[key], host.origins.get(key, DEFAULT)) for key in CHECKED_KEYS if key in host.vars]
+    if host.ssh_args.proxy_jump:  # the bastion the ssh arguments name, hop by hop
+        values.append(Value("bastion", " -> ".join(_hop(hop) for hop in host.ssh_args.proxy_jump),
+                            "ssh arguments (-J / ProxyJump)"))
     for block in BLOCKS:
         settings = getattr(host.settings, block, None)
         data = settings if isinstance(settings, dict) else settings.model_dump() if settings is not None else {}
         values += [Value(key, value, host.origins.get(key, DEFAULT))
-                   for key, value in leaves(data, f"{block}.", keep_empty=True)]
+                   for key, value in leaves(data, f"{VARIABLE_OF[block]}.", keep_empty=True)]
     return values
+
+
+def _hop(hop: Hop) -> str:
+    return f"{hop.user + '@' if hop.user else ''}{hop.host}{f':{hop.port}' if hop.port else ''}"
 
 
 def host_lines(host: Host, cwd: str) -> list[str]:

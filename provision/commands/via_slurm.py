@@ -53,14 +53,14 @@ def controller_of(hosts: list[Host], everyone: list[Host], inventory: str) -> Ho
                                   "none of the selected hosts is a Slurm compute node (a slurm block, role compute "
                                   "or both)", "select the nodes with --limit, or leave out --via")])
     if len(names) > 1 or None in names:
-        raise InputError([Problem(inventory, "", "slurm.controller",
+        raise InputError([Problem(inventory, "", "provision_slurm.controller",
                                   f"the selected nodes belong to {len(names)} Slurm clusters "
                                   f"({', '.join(sorted(map(str, names)))}): one srun runs on one cluster",
                                   "--limit the nodes of one controller")])
     name = names.pop()
     controller = next((h for h in everyone if h.name == name), None)
     if controller is None:
-        raise InputError([Problem(inventory, "", "slurm.controller", f"{name!r} is not a host of this inventory",
+        raise InputError([Problem(inventory, "", "provision_slurm.controller", f"{name!r} is not a host of this inventory",
                                   "add the controller as a host: --via slurm runs srun there")])
     return controller
 

@@ -43,14 +43,14 @@ def unwritable_names(host: Host) -> list[tuple[str, str, str]]:
     would write into file names, scripts or slurm.conf that is not one such word."""
     found = []
     if host.settings.launcher is not None and not NAME_IN_FILES.match(launcher_group(host)):
-        found.append(("launcher.group", launcher_group(host), "the torchrun wrapper's file and job name"))
+        found.append(("provision_launcher.group", launcher_group(host), "the torchrun wrapper's file and job name"))
     if host.settings.slurm is not None and not NAME_IN_FILES.match(partition_of(host)):
-        found.append(("slurm.partition", partition_of(host), "its Slurm partition's name"))
+        found.append(("provision_slurm.partition", partition_of(host), "its Slurm partition's name"))
     return found
 
 
 def launcher_group(host: Host) -> str:
-    """The group whose hosts train together: launcher.group, else the host's innermost group."""
+    """The group whose hosts train together: provision_launcher.group, else the host's innermost group."""
     launcher = host.settings.launcher
     return (launcher and launcher.group) or host.groups[-1]
 

@@ -15,7 +15,7 @@ class Problem:
 
     file: str  # inventory or playbook path
     where: str  # "host gpu1", "group v100", "all", "" when file-level
-    key: str  # dotted key path, e.g. "gpu.clocks.mem"; "" when not key-specific
+    key: str  # dotted key path, e.g. "provision_gpu.clocks.mem"; "" when not key-specific
     message: str  # what is wrong, including the allowed range
     hint: str = ""  # how to fix it
 

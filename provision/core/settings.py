@@ -23,6 +23,17 @@ from pydantic_core import PydanticCustomError
 
 from provision.core.errors import Problem
 
+# An inventory serves many roles: provision's variables carry its name, as an Ansible role's do (a role's `gpu:`
+# flag or `slurm:` mapping is never read as provision's). One variable per block, not one `provision:` mapping:
+# each block is then refined level by level on its own, and `ansible-inventory --list` shows each by name.
+PREFIX = "provision_"
+
+
+def variable(block: str) -> str:
+    """The inventory variable of a settings block: provision_gpu for gpu."""
+    return PREFIX + block
+
+
 def refuse(message: str, hint: str = "") -> PydanticCustomError:
     """The error our validators raise: the message and hint reach the Problem as written."""
     return PydanticCustomError("provision", "{message}", {"message": message, "hint": hint})

@@ -11,7 +11,7 @@ and host_vars/ files beside them. Rules (see inventories/README.md):
   ranked by depth (longest path from all), then by ansible_group_priority (default 1, read from the
   inventories only), then by name: of two sibling groups that set the same key, the one whose name sorts last
   wins, wherever it is written. Several sources: each level in source order, the later winning.
-- Mappings merge key by key at every level (a group sets gpu.power_limit, a host adds gpu.clocks: both
+- Mappings merge key by key at every level (a group sets provision_gpu.power_limit, a host adds provision_gpu.clocks: both
   apply); anything else, lists included, replaces. Ansible's default (hash_behaviour=replace) would replace
   the whole gpu block instead: provision's blocks are meant to be refined level by level.
 - A host or group written in several places of one file: its variables merge, and a key given two different
@@ -23,40 +23,49 @@ and host_vars/ files beside them. Rules (see inventories/README.md):
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from provision.capabilities.host import BLOCKS, HostSettings, parse_host_settings
+from provision.capabilities.host import BLOCKS, VARIABLE_OF, VARIABLES, HostSettings, parse_host_settings
 from provision.core import cluster as clusters
 from provision.core.errors import InputError, Problem
 from provision.core.localfiles import not_a_file
-from provision.core.settings import Port, did_you_mean, refuse, setting, validation_problems
-from provision.core.sshargs import (ADDRESS_PATTERN, ARGS_KEYS, NAME_LENGTHS, USER_PATTERN, host_args,
-                                    is_address, refusals)
+from provision.core.settings import PREFIX, Port, did_you_mean, refuse, setting, validation_problems
+from provision.core.sshargs import (ADDRESS_PATTERN, ARGS_KEYS, CHECKED_KEYS, NAME_LENGTHS, USER_PATTERN, host_args,
+                                    is_address, key_refusals)
 from provision.inventory.model import Document, Group, Host, Inventory
 from provision.inventory.templating import HostContext, RenderError, is_templated, render, without_templates
 
 
 GROUP_KEYS = ("hosts", "children", "vars")
 CONNECTIONS = ("ssh", "local", "paramiko", "smart")  # Ansible's connection plugins that provision stands in for
-CONNECTION_KEYS = ("host", "user", "port", "connection", "ssh_config", "become", "identity_file", "become_user",
-                   "become_method")
-ALIASES = {"ansible_host": "host", "ansible_ssh_host": "host", "ansible_user": "user", "ansible_ssh_user": "user",
-           "ansible_port": "port", "ansible_ssh_port": "port", "ansible_connection": "connection",
-           "ansible_become": "become", "ansible_ssh_private_key_file": "identity_file",
-           "ansible_private_key_file": "identity_file", "ansible_become_user": "become_user",
-           "ansible_become_method": "become_method"}
-
-
-ANSIBLE_NAMES = {"host": "ansible_host", "user": "ansible_user", "port": "ansible_port",  # for ansible-inventory's
-                 "connection": "ansible_connection", "become": "ansible_become",  # shape (provision inventory)
-                 "identity_file": "ansible_ssh_private_key_file", "become_user": "ansible_become_user",
-                 "become_method": "ansible_become_method"}
-
-
+# Ansible's connection variables, as its ssh plugin reads them: of several names for one setting, the last one set
+# wins (ansible_ssh_user over ansible_user), whichever level set each: an -e ansible_user loses to a host's
+# ansible_ssh_user, as in Ansible. provision_ssh_config is provision's own (an ssh_config file to read).
+CONNECTION_VARS: dict[str, tuple[str, ...]] = {
+    "host": ("ansible_host", "ansible_ssh_host"),
+    "user": ("ansible_user", "ansible_ssh_user"),
+    "port": ("ansible_port", "ansible_ssh_port"),
+    "connection": ("ansible_connection",),
+    "become": ("ansible_become",),
+    "identity_file": ("ansible_private_key_file", "ansible_ssh_private_key_file"),
+    "become_user": ("ansible_become_user",),
+    "become_method": ("ansible_become_method",),
+    "ssh_config": ("provision_ssh_config",),
+}
+SETTING_OF = {name: setting for setting, names in CONNECTION_VARS.items() for name in names}
+FILE_VARS = {"ansible_private_key_file": "an SSH private key file", "ansible_ssh_private_key_file":
+             "an SSH private key file", "provision_ssh_config": "an ssh_config file"}
+OWN = (*VARIABLES, "provision_ssh_config")  # every provision_* variable provision reads
+# The names before provision's namespace (issue 43): an inventory still written with them is told what to rename.
+OLD_NAMES = {**VARIABLE_OF, "host": "ansible_host", "user": "ansible_user", "port": "ansible_port",
+             "connection": "ansible_connection", "become": "ansible_become",
+             "identity_file": "ansible_ssh_private_key_file", "become_user": "ansible_become_user",
+             "become_method": "ansible_become_method", "ssh_config": "provision_ssh_config"}
 
 
 BAD_NAME_CHARS = set(",!&*?[] \t")  # these would break --limit patterns
@@ -64,30 +73,6 @@ BAD_NAME_CHARS = set(",!&*?[] \t")  # these would break --limit patterns
 
 ANSIBLE_TRUE = frozenset({"y", "yes", "on", "1", "true", "t"})  # Ansible's boolean() of a string
 ANSIBLE_FALSE = frozenset({"n", "no", "off", "0", "false", "f"})
-
-
-GENERIC_NAMES = ("host", "user", "port")  # "hosts", "users", "ports" are other roles' names, not typos of these
-
-
-def typo_of(key: str) -> str:
-    """The name of provision's that `key` is one slip from (gpus, slrum, ansible_usr, ssh_confg), or ''. One
-    slip only: nfs_config and sssd_config, other roles' names, are two and more from ssh_config."""
-    for name in (*BLOCKS, *ALIASES, *CONNECTION_KEYS):
-        if key != name and one_edit_apart(key.lower(), name) and not (name in GENERIC_NAMES and key == name + "s"):
-            return name
-    return ""
-
-
-def one_edit_apart(a: str, b: str) -> bool:
-    """One letter added, dropped, changed, or two neighbours swapped (Damerau's distance is 1)."""
-    if abs(len(a) - len(b)) > 1 or a == b:
-        return False
-    start = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    if len(a) == len(b):
-        return a[start + 1:] == b[start + 1:] or (a[start:start + 2] == b[start:start + 2][::-1]
-                                                  and a[start + 2:] == b[start + 2:])
-    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
-    return longer[start + 1:] == shorter[start:]
 
 
 class Vaulted:
@@ -105,29 +90,9 @@ def _vaulted(value: Any) -> bool:
     return isinstance(value, Vaulted)
 
 
-SHARED_NAMES = frozenset({"cluster_name", "conf_dir", "conf_path", "env_file", "master_port", "gpu_type",
-                          "provision_command", "wrapper_path"})
-
-
-def _block_keys() -> dict[str, str]:
-    """The keys of provision's blocks that say what they are (power_limit, socket_ifname, ...): written at the
-    top level, they are a block's key misplaced, not another role's variable. Plain words (count, version,
-    group) and names other roles use too (cluster_name, conf_dir, master_port, ...) are left to them."""
-    keys: dict[str, str] = {}
-    for block, field in HostSettings.model_fields.items():
-        for model in get_args(field.annotation):
-            if isinstance(model, type) and issubclass(model, BaseModel):
-                for key in model.model_fields:
-                    if ("_" in key or key in ("persistence", "clocks", "overrides")) and key not in SHARED_NAMES:
-                        keys.setdefault(key, block)
-    return keys
-
-
-BLOCK_KEYS = _block_keys()
-
-
 class ConnectionVars(BaseModel):
-    """How to reach a host: `host`/`ansible_host` and friends, checked where they are written."""
+    """How to reach a host, one field per setting of CONNECTION_VARS (each of its names is checked as the field),
+    checked where it is written."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     # Never read as an ssh option ("-oProxyCommand=...") nor a shell word: names and addresses only.
@@ -224,6 +189,9 @@ class Builder:
         self.validated: dict[Any, HostSettings | None] = {}  # settings_of(): the blocks' key -> their settings
         self.value_keys = ValueKeys()
         self.members: dict[str, set[str]] = {}  # group -> its hosts, as Group.hosts (a list: the order written)
+        self.old_names: dict[str, dict[str, str]] = {}  # file -> provision's old names written there -> new names
+        self.old_blocks: set[str] = set()  # files with a block of provision's under its old name (gpu:, ...)
+        self.host_refused: dict[str, list[Problem]] = {}  # host -> what its rendered templates ask that cannot be
 
     def problem(self, where: str, key: str, message: str, hint: str = "") -> None:
         self.problems.append(Problem(self.file, where, key, message, hint))
@@ -276,6 +244,7 @@ class Builder:
             self.problem(where_group(cycle[0]), "children", f"groups contain each other: {' -> '.join(cycle)}",
                          "a group cannot be its own descendant; remove one of these children")
         level_vars = {level: self.level_vars(level) for level in self.mentions}
+        self.problems[:0] = self.old_name_problems()
         self.check_controllers(level_vars)
         for name, group in self.groups.items():
             group.vars = merge_levels(level_vars, self.inline_levels(where_group(name))
@@ -424,104 +393,102 @@ class Builder:
         variables = self.normalize(merged, level)
         if is_templated(variables):
             self.templated.add(level)
-        if self.validate_level(variables, where, self.base[level]):
+        if self.validate_level(variables, where, level):
             self.bad_levels.add(level)
         return variables
 
     def normalize(self, raw: dict, level: Level) -> dict:
-        """ansible_host & co. under their short names; other ansible_* kept as they are (ignored); unknown
-        keys refused; passwords and connections provision cannot use refused for the hosts a run selects."""
+        """The variables provision reads, as written: its own (provision_*: another name with that prefix is a
+        problem) and Ansible's (ansible_*). Every other variable is another role's, left alone whatever its name,
+        type or value. Passwords, and connections provision cannot use, are refused for the hosts a run
+        selects; so is a vaulted value provision would need."""
         variables: dict = {}
         where = level.where
         for key, value in raw.items():
-            if _vaulted(value) and (key in ALIASES or key in CONNECTION_KEYS or key in BLOCKS or key in ARGS_KEYS):
-                self.problem(where, key, "is encrypted with Ansible Vault, which provision does not decrypt",
-                             "write the value in the clear (it is not a secret provision needs) or leave it out")
-                continue
-            if key.startswith("ansible_") and "pass" in key:
+            if key.lower().startswith(PREFIX) and key not in OWN:  # Provision_gpu is a slip too
+                self.problem(where, key, f"unknown variable {key!r}: provision_ names provision's variables "
+                             f"({', '.join(OWN)})", did_you_mean(key, list(OWN))
+                             or "rename it: the provision_ prefix is provision's own")
+            elif _vaulted(value) and (key in OWN or key in SETTING_OF or key in CHECKED_KEYS):
+                self.defer(level, key, "is encrypted with Ansible Vault, which provision does not decrypt",
+                           "write the value in the clear (it is not a secret provision needs) or leave it out")
+            elif key.startswith("ansible_") and "pass" in key:  # never kept: a secret is neither shown nor logged
                 self.defer(level, key, "is a password: provision reads none from an inventory",
                            "use SSH keys; a sudo password is asked once at run time (-K)")
-            elif ALIASES.get(key, key) == "connection" and isinstance(value, str) and value not in CONNECTIONS:
+            elif key == "ansible_connection" and isinstance(value, str) and value not in CONNECTIONS:
                 self.defer(level, key, f"is {value!r}: provision reaches hosts by SSH (ssh, paramiko, smart) or "
                            "works on this machine (local)", "")
-            elif key in ALIASES or key in CONNECTION_KEYS:
-                short = ALIASES.get(key, key)
-                if short in variables and variables[short] != value:
-                    self.problem(where, key, f"conflicts with the {short!r} given for the same host or group",
-                                 f"keep only one of {short} and ansible_{short}")
-                variables[short] = value
-            elif key in BLOCKS:
-                variables[key] = value
-            elif key in BLOCK_KEYS:  # power_limit: 200 beside gpu:, not in it
-                block = BLOCK_KEYS[key]
-                self.problem(where, key, f"{key!r} is a key of the {block} block, here outside it",
-                             f"write it inside the block: {block}: {{{key}: ...}}")
-            elif typo_of(key):
-                self.problem(where, key, f"unknown variable {key!r}, one letter from provision's {typo_of(key)!r}",
-                             f"did you mean {typo_of(key)!r}? (another role's variable is left alone)")
-            elif key.startswith("ansible_"):  # Ansible's own (ansible_python_interpreter): kept, not read
+            elif key in OWN or key.startswith("ansible_"):
                 variables[key] = value
             else:  # another role's variable (an inventory serves many): not provision's to read or judge
+                self.note_old_name(level, key, value)
                 self.foreign.add(key)
                 self.foreign_vars.setdefault(level, {})[key] = value  # a template may still name it
         return variables
+
+    def note_old_name(self, level: Level, key: str, value: Any) -> None:
+        """A name provision read before its namespace (gpu:, user:, ...). Only a mapping that is, key for key, a
+        valid block of provision's marks the file as written for provision's old names; another role's `gpu:
+        true` or `slurm: {...}` does not, and then nothing in that file is taken for an old name."""
+        if key not in OLD_NAMES:
+            return
+        if key in BLOCKS and key != "custom" and isinstance(value, dict) and value:
+            keys = set(map(str, value))
+            if (keys <= _block_fields(key) and keys & _telling_fields(key)
+                    and not parse_host_settings({key: value}, "", "", partial=True)[1]):
+                self.old_blocks.add(level.file)
+        self.old_names.setdefault(level.file, {}).setdefault(key, OLD_NAMES[key])
+
+    def old_name_problems(self) -> list[Problem]:
+        """One problem per file written with provision's old names: every rename it needs."""
+        return [Problem(file, "", "", "uses provision's names from before its namespace: rename "
+                        + ", ".join(f"{old} to {new}" for old, new in self.old_names[file].items()),
+                        "provision reads only its own provision_* variables and Ansible's ansible_* ones, so other "
+                        "roles' variables (gpu, user, slurm, ...) are never taken for provision's")
+                for file in self.old_blocks]
 
     def defer(self, level: Level, key: str, message: str, hint: str) -> None:
         """A problem only for the hosts a run selects (Windows hosts and containers may share the inventory)."""
         self.deferred.setdefault(level, []).append(Problem(self.file, level.where, key, message, hint))
 
-    def validate_level(self, variables: dict, where: str, base: Path) -> bool:
-        """Whether the level's own variables have problems (reported here). Paths it names become absolute:
-        relative ones start at the directory of the inventory that wrote them."""
+    def validate_level(self, variables: dict, where: str, level: Level) -> bool:
+        """Whether the level's own settings have problems (reported here). What concerns how to reach its hosts
+        is a problem for the runs that select them (deferred)."""
         before = len(self.problems)
         known = without_templates(variables)  # a templated value is checked per host, once rendered
-        self.problems += parse_host_settings(_settings_part(known), self.file, where, partial=True)[1]
-        self.check_connection(known, where, base)
-        for key in ("ssh_config", "identity_file"):
-            if key in known and isinstance(known[key], str):
-                variables[key] = known[key]  # made absolute
+        self.problems += settings_problems(_settings_part(known), self.file, where, partial=True)
+        for problem in self.connection_problems(known, where, self.base[level]):
+            self.deferred.setdefault(level, []).append(problem)
         return len(self.problems) > before
 
-    def check_connection(self, variables: dict, where: str, base: Path) -> None:
-        try:
-            ConnectionVars.model_validate(_connection_part(variables))
-        except ValidationError as exc:
-            self.problems += validation_problems(exc, ConnectionVars, self.file, where)
-        for key, what in (("ssh_config", "an ssh_config file"), ("identity_file", "an SSH private key file")):
-            found = self.check_file(variables.get(key), where, key, what, base)
-            if found is not None:
-                variables[key] = str(found)
-        for key in ARGS_KEYS:  # what ssh's command line asks that provision cannot honour (core/sshargs.py)
-            for refused in refusals(variables[key], base) if key in variables else []:
-                self.problem(where, key, str(refused), refused.hint)
-
-    def check_file(self, path: Any, where: str, key: str, what: str, base: Path) -> Path | None:
-        """A file the inventory names (ssh_config, a key file): there, relative to the inventory's directory."""
-        if not isinstance(path, str) or not path:  # not a path: ConnectionVars said so
-            return None
-        found = _inventory_path(base, path)
-        if found is None:
-            self.problem(where, key, f"{path!r}: cannot be read as a path (an unknown ~user?)",
-                         f"give the path of {what}, or remove the key")
-        else:
-            try:
-                missing = "" if found.is_file() else not_a_file(found.stat().st_mode)
-            except FileNotFoundError:
-                missing = "no such file"
-            except OSError as exc:  # a name longer than the file system takes, ...: not a file either
-                missing = exc.strerror or str(exc)
+    def connection_problems(self, variables: dict, where: str, base: Path) -> list[Problem]:
+        """Each of Ansible's connection variables checked as the setting it stands for, a file it names checked
+        for being there, and the ssh arguments for what provision cannot honour."""
+        problems: list[Problem] = []
+        for name, value in variables.items():
+            if name in SETTING_OF:
+                try:
+                    ConnectionVars.model_validate({SETTING_OF[name]: value})
+                except ValidationError as exc:
+                    problems += [replace(problem, key=name) for problem in
+                                 validation_problems(exc, ConnectionVars, self.file, where)]
+        for name, what in FILE_VARS.items():
+            missing = file_missing(variables.get(name), base)
             if missing:
-                self.problem(where, key, f"{path!r}: {missing} (relative paths start at {base.absolute()})",
-                             f"give the path of {what}, or remove the key")
-        return found
+                problems.append(Problem(self.file, where, name, f"{variables[name]!r}: {missing}",
+                                        f"give the path of {what}, or remove the key"))
+        for key in CHECKED_KEYS:  # what ssh's command line asks that provision cannot honour (core/sshargs.py)
+            for refused in key_refusals(key, variables[key], base) if key in variables else []:
+                problems.append(Problem(self.file, where, key, str(refused), refused.hint))
+        return problems
 
     def check_controllers(self, level_vars: dict[Level, dict]) -> None:
         for level, variables in level_vars.items():
-            slurm = variables.get("slurm")
+            slurm = variables.get(VARIABLE_OF["slurm"])
             controller = slurm.get("controller") if isinstance(slurm, dict) else None
             if isinstance(controller, str) and controller not in self.host_groups:
                 self.file = level.file
-                self.problem(level.where, "slurm.controller", f"{controller!r} is not a host of this inventory",
+                self.problem(level.where, "provision_slurm.controller", f"{controller!r} is not a host of this inventory",
                              did_you_mean(controller, list(self.host_groups)) or "name one of its hosts")
 
     def check_clusters(self, hosts: dict[str, "Host"]) -> None:
@@ -532,7 +499,7 @@ class Builder:
             launcher, slurm = host.settings.launcher, host.settings.slurm
             if launcher and launcher.group and launcher.group not in host.groups:
                 known = launcher.group in self.groups
-                self.problem(where_host(name), "launcher.group",
+                self.problem(where_host(name), "provision_launcher.group",
                              f"{launcher.group!r} is {'a group this host is not in' if known else 'not a group'}",
                              did_you_mean(launcher.group, host.groups) or f"its groups: {', '.join(host.groups)}")
             for key, group, becomes in clusters.unwritable_names(host):
@@ -540,13 +507,14 @@ class Builder:
                                             f"{becomes}: its name is not one word of letters, digits and _ . -",
                                             f"rename the group, or set {key} to a name that is"))
             if slurm and slurm.controller is None:
-                self.problem(where_host(name), "slurm.controller", "is required: the host where slurmctld runs",
-                             "set it once for the cluster, e.g. in the group's vars: slurm: {controller: head}")
+                self.problem(where_host(name), "provision_slurm.controller", "is required: the host where slurmctld "
+                             "runs", "set it once for the cluster, e.g. in the group's vars: provision_slurm: "
+                             "{controller: head}")
             elif slurm and slurm.controller in hosts and hosts[slurm.controller].settings.slurm is None:
                 self.at(where_host(slurm.controller))
-                self.problem(where_host(slurm.controller), "slurm",
+                self.problem(where_host(slurm.controller), "provision_slurm",
                              f"is not set, but {name} names this host as its Slurm controller",
-                             "give the controller a slurm block too (role: controller)")
+                             "give the controller provision_slurm too (role: controller)")
 
     def inline_levels(self, where: str) -> list[Level]:
         return self.inline.get(where, [])
@@ -590,15 +558,18 @@ class Builder:
             settings = None
             if not self.bad_levels.intersection(levels):  # else already reported where it is written
                 settings = self.settings_of(_settings_part(variables), where_host(name))
-            bases = {key: self.base[level] for level in levels for key in ARGS_KEYS if key in level_vars[level]}
+            bases = {key: self.base[level] for level in levels for key in (*ARGS_KEYS, *FILE_VARS)
+                     if key in level_vars[level]}
             host = _host(name, groups, variables, settings or HostSettings(), bases)
             host.origins_of = functools.partial(origins_text, level_vars, levels)  # worked out when asked
             host.refused = [problem for level in levels for problem in self.deferred.get(level, [])]
+            host.refused += self.host_refused.get(name, [])
             if host.refused:  # not a host provision reaches: its address is not provision's business
                 hosts[name] = host
                 continue
             named_well = name.isprintable() and not BAD_NAME_CHARS.intersection(name)  # else check_names said so
-            if host.connection == "ssh" and "host" not in variables and named_well and not is_address(name):
+            addressed = any(key in variables for key in CONNECTION_VARS["host"])
+            if host.connection == "ssh" and not addressed and named_well and not is_address(name):
                 self.problem(where_host(name), "host", f"the name {name!r} is the address (no ansible_host), and "
                              "it is not a host name or IP address", "set ansible_host, or rename the host")
             target = (str(host.address), str(host.port or 22))  # str: unchecked values may be unhashable
@@ -615,7 +586,8 @@ class Builder:
         key = self.value_keys.key(blocks)
         if key in self.validated:
             return self.validated[key]
-        settings, problems = parse_host_settings(blocks, self.file, where)
+        problems = settings_problems(blocks, self.file, where)
+        settings = None if problems else parse_host_settings(blocks, self.file, where)[0]
         self.problems += problems
         if not problems:  # a problem names its host: each host with one is validated, and told, on its own
             self.validated[key] = settings
@@ -626,7 +598,6 @@ class Builder:
         """The host's variables with their templates rendered (templating.py), each checked as it would have
         been where it is written; a problem names the file that wrote the template, the host and the key."""
         context = HostContext({**merge_levels(self.foreign_vars, levels), **variables,
-                               **{ANSIBLE_NAMES[k]: v for k, v in variables.items() if k in ANSIBLE_NAMES},
                                "inventory_hostname": name, "inventory_hostname_short": name.split(".")[0],
                                "group_names": [g for g in groups if g != "all"]})
         written = origins(level_vars, levels)
@@ -639,14 +610,17 @@ class Builder:
             try:
                 done[key] = render(value, context)
             except RenderError as exc:
-                self.problem(where_host(name), key, f"cannot render {exc}", "write the value itself, or a template "
-                             "of Jinja's own filters over this host's variables")
+                problem = Problem(self.file, where_host(name), key, f"cannot render {exc}", "write the value itself, "
+                                  "or a template of Jinja's own filters over this host's variables")
+                if key in SETTING_OF or key in CHECKED_KEYS:  # how to reach this host: its own runs' problem
+                    self.host_refused.setdefault(name, []).append(problem)
+                else:
+                    self.problems.append(problem)
                 done.pop(key)
                 continue
-            if key in CONNECTION_KEYS or key in ARGS_KEYS:
-                part = {key: done[key]}
-                self.check_connection(part, where_host(name), self.base[origin])
-                done[key] = part[key]
+            if key in SETTING_OF or key in CHECKED_KEYS:
+                self.host_refused.setdefault(name, []).extend(
+                    self.connection_problems({key: done[key]}, where_host(name), self.base[origin]))
         self.at(where_host(name))
         return done
 
@@ -682,18 +656,50 @@ def _inventory_path(base_dir: Path, ssh_config: str) -> Path | None:
 
 
 def _host(name: str, groups: list[str], variables: dict, settings: HostSettings, bases: dict[str, Path]) -> Host:
-    """`bases`: for the ssh args keys, the directory their paths start at (that of the level that set them)."""
+    """`bases`: for the ssh args keys and the files named, the directory their paths start at (that of the level
+    that set them)."""
+    names = _winning_names(variables)
+    raw = {setting: variables[name] for setting, name in names.items()}
     try:  # the values as read (a port written as text is the number); each level was validated where written
-        reach = ConnectionVars.model_validate(_connection_part(variables)).model_dump()
-    except ValidationError:  # already reported at its level
-        reach = _connection_part(variables)
+        reach = ConnectionVars.model_validate(raw).model_dump()
+    except ValidationError:  # a problem for the runs that select this host (host.refused)
+        reach = raw
+    files = {what: _inventory_path(bases.get(names[what], Path.cwd()), reach[what])
+             for what in ("ssh_config", "identity_file") if isinstance(reach.get(what), str)}
     connection = "local" if reach.get("connection") == "local" else "ssh"
-    ssh_config, identity = reach.get("ssh_config"), reach.get("identity_file")  # absolute: validate_level
     ssh_args, user, port = host_args(variables, bases, reach.get("user"), reach.get("port"))
     return Host(name=name, address=reach.get("host") or name, user=user, port=port, connection=connection,
-                ssh_config=ssh_config if isinstance(ssh_config, str) else None,
+                ssh_config=str(files["ssh_config"]) if files.get("ssh_config") else None,
                 become=reach.get("become") is not False, groups=groups, vars=variables, settings=settings,
-                identity_file=identity if isinstance(identity, str) else None, ssh_args=ssh_args)
+                identity_file=str(files["identity_file"]) if files.get("identity_file") else None,
+                ssh_args=ssh_args, reached_by=names)
+
+
+def _winning_names(variables: dict) -> dict[str, str]:
+    """Each connection setting -> the variable that gives it: of its names, the last one set (Ansible's order)."""
+    names = {}
+    for what, candidates in CONNECTION_VARS.items():
+        for name in candidates:
+            if variables.get(name) is not None:
+                names[what] = name
+    return names
+
+
+def file_missing(path: Any, base: Path) -> str:
+    """Why a file the inventory names (a key file, an ssh_config) is not there to read, or '' (also for a value
+    that is not a path: its own check says so). Relative paths start at the inventory's directory."""
+    if not isinstance(path, str) or not path:
+        return ""
+    found = _inventory_path(base, path)
+    if found is None:
+        return "cannot be read as a path (an unknown ~user?)"
+    try:
+        missing = "" if found.is_file() else not_a_file(found.stat().st_mode)
+    except FileNotFoundError:
+        missing = "no such file"
+    except OSError as exc:  # a name longer than the file system takes, ...: not a file either
+        missing = exc.strerror or str(exc)
+    return f"{missing} (relative paths start at {base.absolute()})" if missing else ""
 
 
 class ValueKeys:
@@ -726,7 +732,7 @@ def origins_text(level_vars: dict[Level, dict], levels: list[Level]) -> dict[str
 
 
 def origins(level_vars: dict[Level, dict], levels: list[Level]) -> dict[str, Level]:
-    """For each value of the merged variables (a dotted key into provision's blocks: gpu.power_limit), the
+    """For each value of the merged variables (a dotted key into provision's blocks: provision_gpu.power_limit), the
     level that set it: what `provision inventory --host` shows beside each value."""
     found: dict[str, Level] = {}
     for level in levels:
@@ -738,7 +744,7 @@ def origins(level_vars: dict[Level, dict], levels: list[Level]) -> dict[str, Lev
 
 
 def leaves(data: dict, prefix: str = "", keep_empty: bool = False) -> list[tuple[str, Any]]:
-    """(dotted key, value) of each value in nested mappings: gpu.clocks.mem. An empty mapping is a value only
+    """(dotted key, value) of each value in nested mappings: provision_gpu.clocks.mem. An empty mapping is a value only
     with keep_empty (merged over another, it changes nothing)."""
     found: list[tuple[str, Any]] = []
     for key, value in data.items():
@@ -757,11 +763,38 @@ def merge_levels(level_vars: dict[Level, dict], levels: list[Level]) -> dict:
 
 
 def _settings_part(variables: dict) -> dict:
-    return {k: v for k, v in variables.items() if k in BLOCKS}
+    """provision's blocks under the settings' names: provision_gpu -> gpu."""
+    return {VARIABLES[k]: v for k, v in variables.items() if k in VARIABLES}
 
 
-def _connection_part(variables: dict) -> dict:
-    return {k: v for k, v in variables.items() if k in CONNECTION_KEYS}
+def settings_problems(blocks: dict, file: str, where: str, partial: bool = False) -> list[Problem]:
+    """parse_host_settings' problems, each key named as the inventory writes it (provision_gpu.power_limit)."""
+    return [replace(problem, key=_variable_key(problem.key))
+            for problem in parse_host_settings(blocks, file, where, partial)[1]]
+
+
+def _variable_key(key: str) -> str:
+    head = re.match(r"[A-Za-z_]*", key)[0]  # type: ignore[index]
+    return VARIABLE_OF[head] + key[len(head):] if head in VARIABLE_OF else key
+
+
+# Keys of provision's blocks that no other role's mapping of the same name would plausibly hold (a Slurm role's
+# `slurm: {partition: batch}` or `cluster_name` are its own): one of them is what marks a block as provision's.
+TELLING_EXTRA = {"persistence", "clocks", "overrides", "controller"}
+GENERIC_FIELDS = {"cluster_name", "conf_dir", "conf_path", "env_file", "master_port", "gpu_type", "wrapper_path",
+                  "provision_command"}
+
+
+@functools.cache
+def _telling_fields(block: str) -> set[str]:
+    return {key for key in _block_fields(block) if ("_" in key or key in TELLING_EXTRA) and key not in GENERIC_FIELDS}
+
+
+@functools.cache
+def _block_fields(block: str) -> set[str]:
+    model = next(m for m in get_args(HostSettings.model_fields[block].annotation)
+                 if isinstance(m, type) and issubclass(m, BaseModel))
+    return set(model.model_fields)
 
 
 def where_group(name: str) -> str:

@@ -74,7 +74,7 @@ def _spent_once(problems: list[Problem]) -> list[Problem]:
 def local_inventory(vars: dict | None = None) -> Inventory:
     """This machine as the one host "localhost" (connection local), its settings validated from `vars`."""
     builder = Builder()
-    builder.read(Document("<local>", {"all": {"hosts": {"localhost": {**(vars or {}), "connection": "local"}}}},
+    builder.read(Document("<local>", {"all": {"hosts": {"localhost": {**(vars or {}), "ansible_connection": "local"}}}},
                           Path.cwd(), vars_dir=False))
     inventory = builder.build()
     inventory.path = "<local>"

@@ -23,7 +23,7 @@ class Host:
     ssh_config: str | None  # an ssh_config file for this host (absolute; written relative to the inventory)
     become: bool  # run privileged commands as root (sudo when the login user is not root)
     groups: list[str]  # every group the host is in (transitively), outermost first, incl. "all"
-    vars: dict  # merged raw variables (connection keys under their short names)
+    vars: dict  # merged variables provision reads, as written: provision_* and ansible_*
     settings: HostSettings
     # The GPUs differ from the last good run's record, and that is intended (apply --accept-gpu-changes):
     # record the new layout; `index:` overrides follow the new numbering (capabilities/gpu/layout.py).
@@ -32,12 +32,13 @@ class Host:
     # newest entry, after which verify judges (capabilities/bmc/tasks.py).
     accept_bmc_events: bool = False
     identity_file: str | None = None  # ansible_ssh_private_key_file (absolute; written relative to the inventory)
-    # Each of `vars`' values (dotted into blocks: gpu.power_limit) -> "FILE (group G)" that set it: the builder
+    # Each of `vars`' values (dotted into blocks: provision_gpu.power_limit) -> "FILE (group G)" that set it: the builder
     # leaves the function that works it out, since only `provision inventory --host` asks.
     origins_of: Callable[[], dict[str, str]] = dict
     # Why provision cannot work on this host (a password, a winrm connection): an error only if a run selects it.
     refused: list[Problem] = field(default_factory=list)
     ssh_args: SshArgs = field(default_factory=SshArgs)  # ansible_ssh_args, _common_args, _extra_args, as read
+    reached_by: dict[str, str] = field(default_factory=dict)  # connection setting -> the variable that gave it
 
 
     @property

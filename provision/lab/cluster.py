@@ -13,8 +13,8 @@ Layout of a lab directory (default /var/lib/provision-lab/default):
                       machine, while it runs)
 
 Each node's disk is its upper/ over the lab's Python layer (torch, pylayer.py; not for a node with
-custom.lab.torch: false) over the Debian image, both cached under /var/cache/provision-lab; a node with
-custom.lab.provision: true has the provision layer (this checkout, pylayer.py) above those.
+provision_custom.lab.torch: false) over the Debian image, both cached under /var/cache/provision-lab; a node with
+provision_custom.lab.provision: true has the provision layer (this checkout, pylayer.py) above those.
 
 `down` undoes a lab from its state file AND from names (the "plab<slot>-"
 prefix, the management bridge's alias = this directory), so a half-made lab

@@ -82,7 +82,7 @@ def clear(node: Node, faults: list[str]) -> str:
     for gpu in range(node.spec.gpu_count):
         node.gpusim("fault", str(gpu), "clear")
     if node.spec.gpu_count:
-        node.gpusim("psu", "clear")  # the supplies the node was made with (custom.lab.psu_watts)
+        node.gpusim("psu", "clear")  # the supplies the node was made with (provision_custom.lab.psu_watts)
     for k in range(len(node.spec.nics)):
         netns.set_cable(node.net, node.spec.index, k, plugged=True)
     mgmt_cable(node, plugged=True)

@@ -46,7 +46,7 @@ NODE_BMC_CONSOLE = 9000  # ipmi_sim's command console, on the node's 127.0.0.1: 
 
 # --- versions and a node's defaults -------------------------------------------------------------------
 
-DRIVER_VERSION = "580.159.04"  # the simulated driver a node gets unless its inventory says driver.version
+DRIVER_VERSION = "580.159.04"  # the simulated driver a node gets unless its inventory says provision_driver.version
 OTHER_DRIVER_VERSION = "570.195.03"  # a second branch in the apt repository: drivers to move between
 
 

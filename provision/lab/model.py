@@ -53,7 +53,7 @@ class LabSpec:
         tree = copy.deepcopy(self.tree)
         for hosts in _host_maps(tree):
             for name, own in hosts.items():
-                hosts[name] = {"ansible_host": addresses[name], "ansible_user": "root", "ssh_config": ssh_config,
+                hosts[name] = {"ansible_host": addresses[name], "ansible_user": "root", "provision_ssh_config": ssh_config,
                                **own}
         return tree
 

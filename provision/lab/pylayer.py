@@ -11,7 +11,7 @@ The wheel comes from what pip is configured with (`pip config list`: find-links,
 CUDA build. The pin names the +cpu local version, and the result is checked (torch's own version, no
 nvidia-* packages) before the layer is kept.
 
-The provision layer (custom.lab.provision: true on a host; ensure_provision_layer): this checkout's provision,
+The provision layer (provision_custom.lab.provision: true on a host; ensure_provision_layer): this checkout's provision,
 built into a wheel (`pip wheel --no-deps` of a copy of its sources) and installed with its dependencies the
 same way (wheels only, cp311 or pure, manylinux for glibc 2.36 or older), with /usr/local/bin/provision
 (`/usr/bin/python3 -m provision`), so a node runs `provision verify --local` (Slurm's HealthCheckProgram).
@@ -46,7 +46,7 @@ TORCHRUN_SCRIPT = """\
 # provision lab: torch's console script (pip --target makes none a node can run)
 exec /usr/bin/python3 -m torch.distributed.run "$@"
 """
-OFF_SWITCH = "PROVISION_LAB_TORCH"  # =0: nodes without the layer (spec.py), custom.lab.torch: false per host
+OFF_SWITCH = "PROVISION_LAB_TORCH"  # =0: nodes without the layer (spec.py), provision_custom.lab.torch: false per host
 
 
 def layer_path() -> Path:
@@ -68,7 +68,7 @@ def ensure_torch_layer(log=print) -> Path:
             raise LabError(f"{exc}\npip could not install {TORCH_BUILD} for Python {NODE_PYTHON} "
                            f"({NODE_PLATFORM}): the CPU wheel must be where this machine's pip finds it "
                            f"(`pip config list`: find-links or an index). Without it: {OFF_SWITCH}=0, or "
-                           "custom.lab.torch: false for a host of a --like inventory.") from None
+                           "provision_custom.lab.torch: false for a host of a --like inventory.") from None
         check_cpu_build(site)
         shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts with this machine's python in #!
         script = tmp / "root" / TORCHRUN
@@ -147,7 +147,7 @@ def repo_root() -> Path:
     root = Path(provision.__file__).resolve().parents[1]
     if not (root / "pyproject.toml").is_file() or not (root / "provision" / "__main__.py").is_file():
         raise LabError(f"provision runs from {root}, not a checkout (no pyproject.toml there): the lab's "
-                       "provision layer is built from one; leave custom.lab.provision out", 2)
+                       "provision layer is built from one; leave provision_custom.lab.provision out", 2)
     return root
 
 
@@ -210,7 +210,7 @@ def ensure_provision_layer(log=print) -> Path:
             raise LabError(f"{exc}\npip could not install provision's dependencies for Python {NODE_PYTHON} "
                            f"(wheels only, manylinux x86_64): they must be where this machine's pip finds them "
                            "(`pip config list`: find-links or an index). Without them: leave "
-                           "custom.lab.provision out of the --like inventory.") from None
+                           "provision_custom.lab.provision out of the --like inventory.") from None
         kinds = check_wheel_tags(site)
         if not any(name.startswith("provision-") for name in kinds):
             raise LabError(f"pip did not install provision itself into {site}")

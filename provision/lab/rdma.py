@@ -1,6 +1,6 @@
 """A lab node's RDMA ports: /sys/class/infiniband as the node's own processes read it, and the drills on it.
 
-Each RDMA NIC of custom.lab.rdma (mlx5_0, ...) is an HCA with one InfiniBand port, 1, at 4X EDR. Its files are
+Each RDMA NIC of provision_custom.lab.rdma (mlx5_0, ...) is an HCA with one InfiniBand port, 1, at 4X EDR. Its files are
 written as the kernel writes them (drivers/infiniband/core/sysfs.c): ports/1/state "4: ACTIVE", phys_state
 "5: LinkUp", rate "100 Gb/sec (4X EDR)", link_layer "InfiniBand", and counters/* (the port's PMA PortCounters),
 all 0 at power-on.
@@ -77,7 +77,7 @@ def which_port(rdma: list[dict], node: str, wanted: str | None) -> str:
     """"mlx5_0:1" for --port mlx5_0 (or mlx5_0:1); the node's first RDMA NIC when not given."""
     ports = [f"{nic['name']}:{PORT}" for nic in rdma]
     if not ports:
-        raise LabError(f"{node} has no RDMA NIC (custom.lab.rdma)", 2)
+        raise LabError(f"{node} has no RDMA NIC (provision_custom.lab.rdma)", 2)
     if wanted is None:
         return ports[0]
     chosen = wanted if ":" in wanted else f"{wanted}:{PORT}"

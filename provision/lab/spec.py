@@ -1,33 +1,33 @@
 """What a lab is made of: its nodes (GPUs, NICs) and its inventory, from --nodes N or --like INVENTORY.
 
 With --like, the lab mirrors the inventory: the same groups, nesting and
-variables, every host renamed "lab-<host>" (also where slurm.controller names it) and reached at its lab address
+variables, every host renamed "lab-<host>" (also where provision_slurm.controller names it) and reached at its lab address
 as root (the inventory's own connection variables are dropped). Each host's
 GPUs and NICs come from, first match wins:
 
-  GPUs  1. custom.lab.gpus: [{model: v100-sxm2-16gb, count: 4}, ...]  (host or group variable)
+  GPUs  1. provision_custom.lab.gpus: [{model: v100-sxm2-16gb, count: 4}, ...]  (host or group variable)
         2. the host's name, then its groups (innermost first), containing a model hint:
            v100 -> 4x v100-sxm2-16gb, 3090 -> 1x rtx-3090, 4090 -> 7x rtx-4090, h100 -> 8x h100-80gb-hbm3
         3. 4x v100-sxm2-16gb
-  NICs  1. custom.lab.nics: [ens803f0, ens803f1]
-        2. nccl.socket_ifname: "=a,b" gives a and b; one prefix "p" gives p0 and p1
+  NICs  1. provision_custom.lab.nics: [ens803f0, ens803f1]
+        2. provision_nccl.socket_ifname: "=a,b" gives a and b; one prefix "p" gives p0 and p1
         3. ens803f0, ens803f1
-  RDMA  custom.lab.rdma: [{name: mlx5_0, near_gpu: 0}, ...]: RDMA NICs as `nvidia-smi topo -m` shows
+  RDMA  provision_custom.lab.rdma: [{name: mlx5_0, near_gpu: 0}, ...]: RDMA NICs as `nvidia-smi topo -m` shows
         them (PIX to the GPU slot near_gpu, NODE or PHB to the others; numa: N places one on a socket), each
         an InfiniBand HCA with one port in the node's own /sys/class/infiniband (rdma.py);
-        custom.lab.numa_nodes: 2 splits the GPUs over two sockets (SYS between them). Default: none, one.
-  driver.version, when set, is the simulated driver's version; custom.lab.persistenced: true
+        provision_custom.lab.numa_nodes: 2 splits the GPUs over two sockets (SYS between them). Default: none, one.
+  provision_driver.version, when set, is the simulated driver's version; provision_custom.lab.persistenced: true
   installs the simulated nvidia-persistenced too.
-  driver  custom.lab.driver: false makes a node with its GPUs but no NVIDIA driver: no nvidia-smi (nor
+  driver  provision_custom.lab.driver: false makes a node with its GPUs but no NVIDIA driver: no nvidia-smi (nor
         nvidia-persistenced), nothing loaded, no /dev/nvidia*, no /proc/driver/nvidia, until a driver package
         of the lab's apt repository is installed and the node rebooted. Default true.
-  torch  custom.lab.torch: false leaves the lab's Python layer (torch for the node's python3, pylayer.py)
+  torch  provision_custom.lab.torch: false leaves the lab's Python layer (torch for the node's python3, pylayer.py)
         out of that node; default true, or false for every node with PROVISION_LAB_TORCH=0.
-  provision  custom.lab.provision: true puts this checkout's provision (and its dependencies) on the node's
+  provision  provision_custom.lab.provision: true puts this checkout's provision (and its dependencies) on the node's
         python3, with /usr/local/bin/provision, so the node runs `provision verify --local` (a Slurm
         HealthCheckProgram): the lab's provision layer (pylayer.py), rebuilt when the code changes.
         Default false (--nodes N too): building it takes about 15 s.
-  PSU   custom.lab.psu_watts: N is what the node's power supplies give its GPUs: under a load (the GPU
+  PSU   provision_custom.lab.psu_watts: N is what the node's power supplies give its GPUs: under a load (the GPU
         simulator's `load`, verify --active's stand-in) whose transients add up past it, a GPU falls off the
         bus (Xid 79), as on the V100 box. Default: no limit.
 """
@@ -50,7 +50,7 @@ MODEL_HINTS = (("v100", "v100-sxm2-16gb", 4), ("3090", "rtx-3090", 1), ("4090", 
                ("h100", "h100-80gb-hbm3", 8))
 LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes", "torch", "provision", "driver", "psu_watts")
 # The default lab rehearses the basement V100 fix: persistence on, 200 W.
-DEFAULT_VARS = {"gpu": {"persistence": True, "power_limit": 200}}
+DEFAULT_VARS = {"provision_gpu": {"persistence": True, "power_limit": 200}}
 NIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
 HOST_PREFIX = "lab-"
 DEFAULT_NODES = 3
@@ -79,7 +79,7 @@ def like_spec(path: str | Path) -> LabSpec:
 
 def _node_for(host, index: int) -> NodeSpec:
     lab = host.settings.custom.get("lab") or {}
-    where = f"host {host.name}: custom.lab"
+    where = f"host {host.name}: provision_custom.lab"
     if not isinstance(lab, dict) or set(lab) - set(LAB_KEYS):
         raise LabError(f"{where} must be a mapping with keys among {', '.join(LAB_KEYS)}", 2)
     driver = host.settings.driver.version if host.settings.driver and host.settings.driver.version else None
@@ -177,11 +177,11 @@ def _mirror_group(body) -> dict:
 
 
 def _without_connection(variables) -> dict:
-    """The variables a lab host keeps: no connection ones; a host a setting names (slurm.controller) renamed."""
-    from provision.inventory.build import CONNECTION_KEYS
+    """The variables a lab host keeps: no connection ones; a host a setting names (provision_slurm.controller) renamed."""
+    from provision.inventory.build import SETTING_OF
 
-    kept = {k: v for k, v in (variables or {}).items() if k not in CONNECTION_KEYS and not k.startswith("ansible_")}
-    slurm = kept.get("slurm")
+    kept = {k: v for k, v in (variables or {}).items() if k not in SETTING_OF and not k.startswith("ansible_")}
+    slurm = kept.get("provision_slurm")
     if isinstance(slurm, dict) and isinstance(slurm.get("controller"), str):
-        kept["slurm"] = {**slurm, "controller": HOST_PREFIX + slurm["controller"]}
+        kept["provision_slurm"] = {**slurm, "controller": HOST_PREFIX + slurm["controller"]}
     return kept

@@ -69,7 +69,7 @@ def test_after_a_power_cycle_the_boot_unit_brings_every_setting_back(demo):
 
 def test_the_demo_tunes_what_the_basement_inventory_says_for_its_v100_box():
     basement = load_inventory(REPO / "inventories" / "basement.yaml").hosts["v100-1"].settings.gpu
-    demo = local_inventory({"gpu": BASEMENT_V100_GPU}).hosts["localhost"].settings.gpu
+    demo = local_inventory({"provision_gpu": BASEMENT_V100_GPU}).hosts["localhost"].settings.gpu
     assert demo == basement
 
 
@@ -78,7 +78,7 @@ def test_the_demo_playbook_is_the_shipped_one_with_every_path_under_its_root(tmp
     (tmp_path / "pb.yaml").write_text(__import__("yaml").safe_dump(sandboxed_playbook(tmp_path / "root")))
     tasks = load_playbook(tmp_path / "pb.yaml", templates_dir())
     assert [t.name for t in tasks] == shipped_names
-    host = local_inventory({"gpu": BASEMENT_V100_GPU}).hosts["localhost"]
+    host = local_inventory({"provision_gpu": BASEMENT_V100_GPU}).hosts["localhost"]
     # The GPU setters' own files (the persistence daemon's drop-in) are not written: the demo has no daemon.
     writers = [t for t in tasks if isinstance(t, (TemplateFile, BootConf, ServiceEnabled))]
     paths = [p for t in writers for p in t.file_paths(host)] + [u.root for t in writers for u in t.unit_names(host)]

@@ -181,7 +181,7 @@ def test_every_readme_command_is_run_by_a_test():
 
 
 def test_the_blocks_are_read_like_a_reader_reads_them():
-    text = "Prose\n\n    provision a   # note\n    provision b \\\n        --x\n\n    gpu: {}\n\n```sh\necho 1\n```\n"
+    text = "Prose\n\n    provision a   # note\n    provision b \\\n        --x\n\n    provision_gpu: {}\n\n```sh\necho 1\n```\n"
     assert command_blocks(text) == [["provision a", "provision b --x"], ["echo 1"]]
 
 

@@ -54,9 +54,9 @@ class SimNode:
         return [line.strip() for line in out.splitlines()]
 
     def inventory(self, gpu: dict, extra_hosts: dict | None = None, name: str = "inventory.yaml") -> str:
-        """One group `nodes` with the local host node1 (plus extra_hosts), its `gpu:` block as given."""
-        hosts = {"node1": {"connection": "local"}} | (extra_hosts or {})
-        data = {"all": {"children": {"nodes": {"hosts": hosts, "vars": {"gpu": gpu}}}}}
+        """One group `nodes` with the local host node1 (plus extra_hosts), its `provision_gpu` as given."""
+        hosts = {"node1": {"ansible_connection": "local"}} | (extra_hosts or {})
+        data = {"all": {"children": {"nodes": {"hosts": hosts, "vars": {"provision_gpu": gpu}}}}}
         path = self.root / name
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         return str(path)

@@ -54,7 +54,7 @@ def test_an_unsupported_pair_is_one_problem_per_host_in_the_commands_flags(v100_
     assert line.startswith("command line: host localhost: provision clocks --mem 877 --sm 1001: "
                            "GPU0-3 (Tesla V100-SXM2-16GB): not a supported (memory,graphics) pair; nearest: 877,1005 ")
     assert line.endswith("(hint: add --nearest, or see `provision clocks --list`)")
-    for inventory_word in ("gpu.clocks", "nearest: true", "<local>", "mem 877, sm 1001"):
+    for inventory_word in ("provision_gpu.clocks", "nearest: true", "<local>", "mem 877, sm 1001"):
         assert inventory_word not in line
     assert v100_node.query("clocks.applications.graphics") == before
 
@@ -66,7 +66,7 @@ def test_with_an_inventory_the_command_line_is_the_culprit_and_only_the_chosen_g
     assert result.exit_code == 2, result.output
     [line] = problem_lines(result.output)
     assert line.startswith("command line: host node1: provision clocks --mem 877 --sm 1001: GPU0, GPU2 (Tesla ")
-    assert inventory not in result.output and "gpu.clocks" not in result.output
+    assert inventory not in result.output and "provision_gpu.clocks" not in result.output
     hinted = v100_node.provision("clocks", "--mem", "877", "--sm", "1001", "--nearest", "-i", inventory,
                                  "--gpu", "0,2", "--check")
     assert hinted.exit_code == 8, hinted.output  # what the hint says to add works
@@ -88,7 +88,7 @@ def test_geforce_refuses_application_clocks_and_suggests_the_locked_command(rtx3
     [line] = problem_lines(result.output)
     assert line == ("command line: host localhost: provision clocks --mem 9751 --sm 1500: GPU0 (NVIDIA GeForce RTX "
                     "3090): takes no application clocks (hint: use `provision clocks --locked --sm 210,1500`)")
-    assert "locked_clocks" not in result.output and "gpu.clocks" not in result.output
+    assert "locked_clocks" not in result.output and "provision_gpu.clocks" not in result.output
     suggested = re.search(r"use `provision (.*?)`", line).group(1).split()
     assert rtx3090_node.provision(*suggested, "--check").exit_code == 8  # the suggestion is a command that works
 
@@ -124,7 +124,7 @@ def test_apply_keeps_its_inventory_wording(v100_node):
     assert result.exit_code == 2, result.output
     lines = problem_lines(result.output)
     assert lines and all(line.startswith(f"{inventory}: host node1: gpu-clocks: GPU") for line in lines)
-    assert all("gpu.clocks mem 877, sm 1001 is not a supported" in line for line in lines)
+    assert all("provision_gpu.clocks mem 877, sm 1001 is not a supported" in line for line in lines)
 
 
 # --- warnings: values as typed ---------------------------------------------------------------------
@@ -135,7 +135,7 @@ def test_the_inventory_differs_warning_prints_values_as_typed_once_per_host(v100
     result = v100_node.provision("clocks", "--mem", "877", "--sm", "1312", "-i", inventory, "--check")
     assert result.exit_code == 8, result.output
     assert warnings(result.output) == [
-        "Warning: node1 GPU0-3: the inventory says gpu.clocks {mem: 877, sm: 1005} (`provision clocks --mem 877 "
+        "Warning: node1 GPU0-3: the inventory says provision_gpu.clocks {mem: 877, sm: 1005} (`provision clocks --mem 877 "
         "--sm 1005`); the next `provision apply` sets that back"]
     no_python_reprs(result.output)
     snapped = v100_node.provision("clocks", "--mem", "877", "--sm", "1001", "--nearest", "-i", inventory, "--check")
@@ -143,15 +143,15 @@ def test_the_inventory_differs_warning_prints_values_as_typed_once_per_host(v100
 
     power = v100_node.provision("power", "--watts", "250", "-i", inventory, "--gpu", "1", "--check")
     assert warnings(power.output) == [
-        "Warning: node1 GPU1: the inventory says gpu.power_limit 200 (`provision power --watts 200`); the next "
+        "Warning: node1 GPU1: the inventory says provision_gpu.power_limit 200 (`provision power --watts 200`); the next "
         "`provision apply` sets that back"]
 
     reset = v100_node.provision("clocks", "--reset", "-i", inventory, "--gpu", "0,1", "--check", "--json")
     said = json.loads(reset.stdout)["warnings"]
     assert said == [
-        "node1 GPU0, GPU1: the inventory says gpu.clocks {mem: 877, sm: 1005} (`provision clocks --mem 877 "
+        "node1 GPU0, GPU1: the inventory says provision_gpu.clocks {mem: 877, sm: 1005} (`provision clocks --mem 877 "
         "--sm 1005`); the next `provision apply` sets that back",
-        "node1 GPU0, GPU1: the inventory does not set gpu.locked_clocks; the next `provision apply` removes it from "
+        "node1 GPU0, GPU1: the inventory does not set provision_gpu.locked_clocks; the next `provision apply` removes it from "
         "the boot file (it stays until reboot)"]
 
 
@@ -161,7 +161,7 @@ def test_locked_ranges_are_quoted_as_yaml_and_as_flags(rtx4090_node):
     result = rtx4090_node.provision("clocks", "--locked", "--sm", "1500", "-i", inventory, "--gpu", "1", "--check")
     assert result.exit_code == 8, result.output
     assert warnings(result.output) == [
-        "Warning: node1 GPU1: the inventory says gpu.locked_clocks {sm: [210, 2520]} (`provision clocks --locked "
+        "Warning: node1 GPU1: the inventory says provision_gpu.locked_clocks {sm: [210, 2520]} (`provision clocks --locked "
         "--sm 210,2520`); the next `provision apply` sets that back"]
     no_python_reprs(result.output)
 

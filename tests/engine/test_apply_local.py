@@ -72,7 +72,7 @@ def test_invalid_inventory_value_is_refused_before_connecting(v100_node):
     inventory = v100_node.inventory({"power_limit": -5})
     result = v100_node.apply(inventory)
     assert result.exit_code == 2
-    assert inventory in result.output and "gpu.power_limit" in result.output
+    assert inventory in result.output and "provision_gpu.power_limit" in result.output
     assert not (v100_node.root / "state" / "provision" / "runs.jsonl").exists()  # the run never started
 
 
@@ -313,7 +313,7 @@ def test_a_tag_no_task_has_is_bad_input_before_any_host_is_touched(v100_node):
 
 
 def test_a_block_no_task_applies_is_named_once_per_run(v100_node):
-    inventory = v100_node.inventory(V100_FIX, extra_hosts={"node2": {"connection": "local"}})
+    inventory = v100_node.inventory(V100_FIX, extra_hosts={"node2": {"ansible_connection": "local"}})
     data = yaml.safe_load(open(inventory))
     data["all"]["children"]["nodes"]["vars"].update(nccl={"socket_ifname": "ens803f"}, launcher={"nproc_per_node": 1})
     with open(inventory, "w") as fh:

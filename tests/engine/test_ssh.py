@@ -25,7 +25,7 @@ def ssh_node(v100_node):
     v100_node.known_hosts = known_hosts
     v100_node.server = server
     data = {"all": {"children": {"v100": {"hosts": {"sshnode": None},
-                                          "vars": {"gpu": {"persistence": True, "power_limit": 200}}}}}}
+                                          "vars": {"provision_gpu": {"persistence": True, "power_limit": 200}}}}}}
     v100_node.ssh_inventory = v100_node.root / "ssh-inventory.yaml"
     v100_node.ssh_inventory.write_text(yaml.safe_dump(data))
     yield v100_node

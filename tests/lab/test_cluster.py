@@ -177,7 +177,7 @@ def test_verify_requires_an_rdma_nic_as_close_as_the_inventory_says(lab, tmp_pat
 
     def verify(level: str) -> dict:
         data = yaml.safe_load(lab.inventory.read_text())
-        data["all"]["children"]["v100"]["vars"]["nccl"] = {"require_nic_within": level}
+        data["all"]["children"]["v100"]["vars"]["provision_nccl"] = {"require_nic_within": level}
         path = tmp_path / f"{level}.yaml"
         path.write_text(yaml.safe_dump(data))
         proc = lab.provision("verify", str(path), "--ssh-config", str(lab.ssh_config), "--limit", V100, "--json")
@@ -191,7 +191,7 @@ def test_verify_requires_an_rdma_nic_as_close_as_the_inventory_says(lab, tmp_pat
 
 def test_bad_inventory_value_touches_no_node(lab, tmp_path):
     data = yaml.safe_load(lab.inventory.read_text())
-    data["all"]["children"]["v100"]["vars"]["gpu"]["power_limit"] = 5000
+    data["all"]["children"]["v100"]["vars"]["provision_gpu"]["power_limit"] = 5000
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(data))
     watched = ["/var/lib/nvidia-sim/state.json", "/etc/provision/gpu-tuning.conf", "/var/log/lastlog"]
@@ -211,7 +211,7 @@ def _snapshot(path: Path) -> tuple[bytes, int] | None:
 def test_two_labs_with_the_same_node_names_keep_their_own_last_good_runs(lab, basement, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     # the session's lab-v100-1 at 300 W, unpinned: 1530 MHz under load, its last good run about 78 TFLOP/s
-    fast = loaded(lab, "active-v100-300w", {V100: {"gpu": {"power_limit": 300}}})
+    fast = loaded(lab, "active-v100-300w", {V100: {"provision_gpu": {"power_limit": 300}}})
     assert lab.apply("--limit", V100, inventory=fast)[0] == 0
     code, hosts = verify_active(lab, fast, V100)
     assert code == 0, hosts[V100]["findings"]

@@ -56,7 +56,7 @@ def on(lab, node: str, command: str, ok: bool = True) -> subprocess.CompletedPro
 def with_driver(lab, path: Path, **driver) -> Path:
     """A copy of the lab's inventory whose gpu group pins another driver."""
     tree = yaml.safe_load(lab.inventory.read_text())
-    tree["all"]["children"]["gpu"]["vars"]["driver"].update(driver)
+    tree["all"]["children"]["gpu"]["vars"]["provision_driver"].update(driver)
     path.write_text(yaml.safe_dump(tree))
     return path
 

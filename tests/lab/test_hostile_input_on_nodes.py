@@ -47,7 +47,7 @@ def test_a_group_name_that_would_run_a_command_reaches_no_node(basement, tmp_pat
 
     before = sorted(basement.node_file(BLADE, "/usr/local/bin").iterdir())
     code, result = basement.apply(inventory=edited(basement, tmp_path, rename))
-    assert code == 2 and "launcher.group" in result["stderr"] and "no host was touched" in result["stderr"], result
+    assert code == 2 and "provision_launcher.group" in result["stderr"] and "no host was touched" in result["stderr"], result
     assert sorted(basement.node_file(BLADE, "/usr/local/bin").iterdir()) == before
     no_canary_anywhere(basement)
 
@@ -65,7 +65,7 @@ def test_odd_values_that_are_accepted_reach_the_wrapper_as_written_and_run_nothi
     assert made.returncode == 0, made.stderr
 
     def odd(tree):
-        blades(tree)["rtx3090"]["vars"]["launcher"] = {
+        blades(tree)["rtx3090"]["vars"]["provision_launcher"] = {
             "torchrun": STAND_IN, "wrapper_path": WRAPPER, "options": ["--log-dir=/tmp/%s,y:z@d+e"],
             "env": {"MY_VAR": "~root%s=a,b:c@d+e#f"}}
 

@@ -1,7 +1,7 @@
 """The lab's NVIDIA driver as a real one behaves: a package installs it, the node's next boot loads it, and a node
 reboots itself (`reboot` over SSH), as provision will do after a driver install.
 
-Its own two-node lab beside the session's: lab-bare has its GPUs but no driver (custom.lab.driver: false), lab-v100
+Its own two-node lab beside the session's: lab-bare has its GPUs but no driver (provision_custom.lab.driver: false), lab-v100
 the lab's default one. Tests run in file order on that lab; the last one takes it down and checks nothing is left.
 """
 
@@ -23,8 +23,8 @@ pytestmark = pytest.mark.lab
 
 BARE, V100 = "lab-bare", "lab-v100"
 INVENTORY = {"all": {"hosts": {
-    "bare": {"custom": {"lab": {"driver": False, "torch": False, "gpus": [{"model": "rtx-3090", "count": 2}]}}},
-    "v100": {"custom": {"lab": {"torch": False}}},
+    "bare": {"provision_custom": {"lab": {"driver": False, "torch": False, "gpus": [{"model": "rtx-3090", "count": 2}]}}},
+    "v100": {"provision_custom": {"lab": {"torch": False}}},
 }}}
 APT = "DEBIAN_FRONTEND=noninteractive apt-get -q -y"
 DRIVER_QUERY = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"

@@ -32,14 +32,14 @@ def test_like_basement_mirrors_groups_models_counts_and_nics():
     assert nodes["lab-v100-1"].gpus == [{"model": "v100-sxm2-16gb", "count": 4}]
     assert nodes["lab-rtx3090-2"].gpus == [{"model": "rtx-3090", "count": 1}]
     assert nodes["lab-rtx4090-1"].gpus == [{"model": "rtx-4090", "count": 7}]
-    assert nodes["lab-rtx3090-1"].nics == ["ens803f0", "ens803f1"]  # from nccl.socket_ifname: ens803f
+    assert nodes["lab-rtx3090-1"].nics == ["ens803f0", "ens803f1"]  # from provision_nccl.socket_ifname: ens803f
     tree = spec.inventory({name: f"10.213.9.{n.index + 10}" for name, n in nodes.items()}, "/lab/ssh_config")
     groups = tree["all"]["children"]["gpu_nodes"]["children"]
     assert groups["v100"]["hosts"]["lab-v100-1"] == {"ansible_host": "10.213.9.11", "ansible_user": "root",
                                                      "ssh_config": "/lab/ssh_config"}
-    assert groups["v100"]["vars"]["gpu"]["power_limit"] == 200
-    assert groups["rtx4090"]["hosts"]["lab-rtx4090-1"]["gpu"]["overrides"] == [{"index": 3, "power_limit": 300}]
-    assert tree["all"]["vars"]["gpu"] == {"persistence": True}
+    assert groups["v100"]["vars"]["provision_gpu"]["power_limit"] == 200
+    assert groups["rtx4090"]["hosts"]["lab-rtx4090-1"]["provision_gpu"]["overrides"] == [{"index": 3, "power_limit": 300}]
+    assert tree["all"]["vars"]["provision_gpu"] == {"persistence": True}
 
 
 def test_like_custom_lab_wins_and_connection_vars_are_dropped(tmp_path):
@@ -51,9 +51,9 @@ def test_like_custom_lab_wins_and_connection_vars_are_dropped(tmp_path):
               hosts:
                 box1: {ansible_host: 192.0.2.50, ansible_user: ops, ansible_port: 2222}
               vars:
-                driver: {version: "570.86.15"}
-                nccl: {socket_ifname: "=enp1s0f0,enp1s0f1"}
-                custom: {lab: {gpus: [{model: h100-80gb-hbm3, count: 2}], persistenced: true, numa_nodes: 2,
+                provision_driver: {version: "570.86.15"}
+                provision_nccl: {socket_ifname: "=enp1s0f0,enp1s0f1"}
+                provision_custom: {lab: {gpus: [{model: h100-80gb-hbm3, count: 2}], persistenced: true, numa_nodes: 2,
                                rdma: [{name: mlx5_0, near_gpu: 1}]}}
         """))
     node = like_spec(path).nodes[0]
@@ -66,16 +66,16 @@ def test_like_custom_lab_wins_and_connection_vars_are_dropped(tmp_path):
 
 
 @pytest.mark.parametrize("lab, message", [
-    ({"gpus": [{"model": "a100", "count": 1}]}, "custom.lab.gpus"),
-    ({"nics": ["eth0"]}, "custom.lab.nics"),
+    ({"gpus": [{"model": "a100", "count": 1}]}, "provision_custom.lab.gpus"),
+    ({"nics": ["eth0"]}, "provision_custom.lab.nics"),
     ({"gpu": []}, "keys among"),
-    ({"rdma": [{"name": "mlx5_0", "near": 0}]}, "custom.lab.rdma"),
-    ({"rdma": ["mlx5_0"]}, "custom.lab.rdma"),
-    ({"numa_nodes": 0}, "custom.lab.numa_nodes must be 1..8"),
+    ({"rdma": [{"name": "mlx5_0", "near": 0}]}, "provision_custom.lab.rdma"),
+    ({"rdma": ["mlx5_0"]}, "provision_custom.lab.rdma"),
+    ({"numa_nodes": 0}, "provision_custom.lab.numa_nodes must be 1..8"),
 ])
 def test_like_refuses_bad_custom_lab(tmp_path, lab, message):
     path = tmp_path / "inv.yaml"
-    path.write_text(yaml.safe_dump({"all": {"hosts": {"h1": {"custom": {"lab": lab}}}}}))
+    path.write_text(yaml.safe_dump({"all": {"hosts": {"h1": {"provision_custom": {"lab": lab}}}}}))
     with pytest.raises(LabError, match=message) as caught:
         like_spec(path)
     assert caught.value.exit_code == 2

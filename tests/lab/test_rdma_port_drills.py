@@ -5,7 +5,7 @@ alone, with one finding naming the port; after `clear` it passes. A pulled or sl
 error counts do not.
 
 Its own lab in its own directory (PROVISION_RDMA_LAB_DIR, default /var/lib/provision-lab/ib), made and always
-taken down by this module; no torch layer (custom.lab.torch: false), so it is up in seconds.
+taken down by this module; no torch layer (provision_custom.lab.torch: false), so it is up in seconds.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.lab
 LAB_DIR = Path(os.environ.get("PROVISION_RDMA_LAB_DIR", "/var/lib/provision-lab/ib"))
 NODE = "lab-ib-1"
 CHECK = "rdma_ports_are_up_at_rate_without_errors"
-INVENTORY = {"all": {"hosts": {"ib-1": {"custom": {"lab": {
+INVENTORY = {"all": {"hosts": {"ib-1": {"provision_custom": {"lab": {
     # V100s: the proprietary kernel module (the open ones do not drive Volta), so no DMA-BUF: GPUDirect RDMA
     # rests on nvidia_peermem, as on the V100 box
     "torch": False, "gpus": [{"model": "v100-sxm2-16gb", "count": 4}],

@@ -281,11 +281,11 @@ def test_verify_drains_a_failed_node_and_resumes_only_what_it_drained(slurm_lab)
 
 
 def apply_with(slurm_lab, inventory: Path, interval: int, **blocks) -> None:
-    """The lab's inventory with slurm.health_check_interval and the given blocks in every group, applied, the
+    """The lab's inventory with provision_slurm.health_check_interval and the given blocks in every group, applied, the
     nodes idle again under the slurm.conf it wrote."""
     tree = yaml.safe_load(slurm_lab.inventory.read_text())
     for group in tree["all"]["children"].values():
-        group["vars"]["slurm"]["health_check_interval"] = interval
+        group["vars"]["provision_slurm"]["health_check_interval"] = interval
         group["vars"].update(blocks)
     inventory.write_text(yaml.safe_dump(tree))
     code, result = slurm_lab.apply(inventory=inventory)

@@ -65,14 +65,14 @@ def test_the_settings_come_back_after_a_reboot(basement):
 def test_bad_values_are_refused_on_every_node_before_any_is_touched(basement, tmp_path):
     tree = yaml.safe_load(basement.inventory.read_text())
     groups = tree["all"]["children"]["gpu_nodes"]["children"]
-    groups["v100"]["vars"]["gpu"]["clocks"] = {"mem": 877, "sm": 1001}  # not a supported pair
-    groups["rtx3090"]["vars"]["gpu"] = {"clocks": {"mem": 9751, "sm": 1500}}  # GeForce: no application clocks
+    groups["v100"]["vars"]["provision_gpu"]["clocks"] = {"mem": 877, "sm": 1001}  # not a supported pair
+    groups["rtx3090"]["vars"]["provision_gpu"] = {"clocks": {"mem": 9751, "sm": 1500}}  # GeForce: no application clocks
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(tree))
     before = {node: basement.node_file(node, CONF).read_text() for node in (V100, BLADE)}
     code, result = basement.apply(inventory=bad)
     assert code == 2, result
-    assert "877,1005" in result["stderr"] and "use gpu.locked_clocks" in result["stderr"]
+    assert "877,1005" in result["stderr"] and "use provision_gpu.locked_clocks" in result["stderr"]
     assert {node: basement.node_file(node, CONF).read_text() for node in (V100, BLADE)} == before
     assert [g["app_clock_sm"] for g in basement.gpus(V100)] == [1005] * 4
 
@@ -80,7 +80,7 @@ def test_bad_values_are_refused_on_every_node_before_any_is_touched(basement, tm
 def test_adhoc_commands_on_one_node_and_a_group_then_apply_converges_back(basement):
     done = adhoc(basement, "power", "--watts", "250", "-l", V100, "--gpu", "1")
     assert done.returncode == 0, done.stderr
-    assert "the inventory says gpu.power_limit 200" in done.stderr
+    assert "the inventory says provision_gpu.power_limit 200" in done.stderr
     assert [g["power_limit"] for g in basement.gpus(V100)] == [200.0, 250.0, 200.0, 200.0]
     conf = cards(basement.node_file(V100, CONF).read_text())
     assert conf.count("power_limit=250") == 1 and conf.count("clocks=877,1005") == 4  # other settings kept

@@ -25,7 +25,7 @@ def task(result: dict, host: str, name: str = "nccl-files") -> dict:
 def with_threads(lab, tmp_path, threads: int, **nccl):
     """The lab's inventory with the blades' NCCL_SOCKET_NTHREADS (and other nccl keys) changed."""
     tree = yaml.safe_load(lab.inventory.read_text())
-    blades = tree["all"]["children"]["gpu_nodes"]["children"]["rtx3090"]["vars"]["nccl"]
+    blades = tree["all"]["children"]["gpu_nodes"]["children"]["rtx3090"]["vars"]["provision_nccl"]
     blades.update(socket_nthreads=threads, **nccl)
     path = tmp_path / f"threads-{threads}.yaml"
     path.write_text(yaml.safe_dump(tree))

@@ -26,7 +26,7 @@ BOOT_FILES = ("/etc/provision/gpu-tuning.conf", "/usr/local/sbin/provision-gpu-t
 def v100_at(lab, tmp_path: Path, watts: int) -> Path:
     """The lab's inventory with the V100 box at another power limit."""
     tree = yaml.safe_load(lab.inventory.read_text())
-    tree["all"]["children"]["gpu_nodes"]["children"]["v100"]["vars"]["gpu"]["power_limit"] = watts
+    tree["all"]["children"]["gpu_nodes"]["children"]["v100"]["vars"]["provision_gpu"]["power_limit"] = watts
     path = tmp_path / f"v100-{watts}.yaml"
     path.write_text(yaml.safe_dump(tree, sort_keys=False))
     return path

@@ -38,9 +38,9 @@ def variant(lab, tmp_path: Path, v100, risers, blades) -> Path:
     """The lab's inventory with other power limits (the RISERS' GPU3 override stays 300 W)."""
     tree = yaml.safe_load(lab.inventory.read_text())
     groups = tree["all"]["children"]["gpu_nodes"]["children"]
-    groups["v100"]["vars"]["gpu"]["power_limit"] = v100
-    groups["rtx4090"]["vars"]["gpu"]["power_limit"] = risers
-    groups["rtx3090"]["vars"]["gpu"]["power_limit"] = blades
+    groups["v100"]["vars"]["provision_gpu"]["power_limit"] = v100
+    groups["rtx4090"]["vars"]["provision_gpu"]["power_limit"] = risers
+    groups["rtx3090"]["vars"]["provision_gpu"]["power_limit"] = blades
     path = tmp_path / f"power-{v100}-{risers}-{blades}.yaml"
     path.write_text(yaml.safe_dump(tree, sort_keys=False))
     return path

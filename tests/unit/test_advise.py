@@ -114,8 +114,8 @@ all:
         blade-3: {ansible_host: 192.0.2.3}
         blade-4: {ansible_host: 192.0.2.4}
       vars:
-        gpu: {count: 1}
-        nccl: {socket_ifname: ens803f, expected_link_speed_mbps: 10000}
+        provision_gpu: {count: 1}
+        provision_nccl: {socket_ifname: ens803f, expected_link_speed_mbps: 10000}
 """
 
 
@@ -147,7 +147,7 @@ def test_the_inventory_gives_nodes_gpus_and_link_speed_and_links_2_is_both_ports
 def test_a_prefix_counts_as_one_link_and_says_so(small_inventory):
     result = run(small_inventory, "--params", "25M")
     assert result.exit_code == 0, result.output
-    assert "note: nccl.socket_ifname is ens803f, a prefix: it may take more than one port; 1 link per node " \
+    assert "note: provision_nccl.socket_ifname is ens803f, a prefix: it may take more than one port; 1 link per node " \
            "assumed, --links N says how many" in result.output
     assert "no step time (--step-ms): no efficiency" in result.output and "%" not in result.output
 
@@ -155,11 +155,11 @@ def test_a_prefix_counts_as_one_link_and_says_so(small_inventory):
 def test_an_exact_ifname_list_gives_the_links_and_missing_gpu_counts_are_said(tmp_path):
     path = tmp_path / "inventory.yaml"
     exact_ports = SMALL_INVENTORY.replace("ens803f,", "'=ens803f0,ens803f1',")
-    path.write_text(exact_ports.replace("gpu: {count: 1}", "custom: {}"))
+    path.write_text(exact_ports.replace("provision_gpu: {count: 1}", "provision_custom: {}"))
     hosts = load_inventory(path).select(None)
     network, notes = network_from_hosts(hosts)
     assert network == Network(nodes=4, gpus_per_node=1, link_mbps=10_000, links=2)
-    assert notes == ["gpu.count is not set for blade-1, blade-2, blade-3 (+1 more): 1 GPU per node assumed "
+    assert notes == ["provision_gpu.count is not set for blade-1, blade-2, blade-3 (+1 more): 1 GPU per node assumed "
                      "(--gpus-per-node G)"]
 
 

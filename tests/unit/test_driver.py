@@ -252,7 +252,7 @@ def test_a_local_repository_is_one_source_file_then_apt_get_update():
     (change,) = DriverRepository().plan(node(source="local", repository=line), host_facts()).changes
     assert change.write.path == SOURCE_LIST and change.write.content.endswith(line + "\n")
     assert change.after_write[0][-1] == "update"
-    assert DriverRepository().plan(node(), host_facts()).skipped == "driver.source is distro"
+    assert DriverRepository().plan(node(), host_facts()).skipped == "provision_driver.source is distro"
 
 
 def test_gpu_tasks_wait_for_the_reboot_and_say_so():
@@ -265,11 +265,11 @@ def test_gpu_tasks_wait_for_the_reboot_and_say_so():
     facts = host_facts({"nvidia-driver-580": "580.159.04-1"}, loaded="570.195.03", state="mismatch", os_id="debian")
     plan = PowerLimit().plan(host, facts)  # waiting is a state, not a failure: the host says its reboot is pending
     assert not plan.failed and plan.changes == []
-    assert plan.skipped == ("gpu.power_limit is set but the GPUs wait for a reboot: driver 580.159.04 is installed, "
+    assert plan.skipped == ("provision_gpu.power_limit is set but the GPUs wait for a reboot: driver 580.159.04 is installed, "
                             "570.195.03 is loaded (nvidia-smi: Driver/library version mismatch)")
     fresh = host_facts(state="missing", os_id="debian")
     assert PowerLimit().plan(host, fresh).skipped == (
-        "gpu.power_limit is set but the GPUs wait for driver 580.159.04, which the nvidia-driver task installs "
+        "provision_gpu.power_limit is set but the GPUs wait for driver 580.159.04, which the nvidia-driver task installs "
         "(it loads at the next boot: apply --reboot)")
     assert GpuLayout().plan(host, fresh).skipped.startswith("cannot read the GPUs: the GPUs wait for driver 580.159.04")
 
@@ -281,7 +281,7 @@ def test_a_driver_that_cannot_drive_the_gpus_is_an_input_error():
     facts.nvidia.gpus = [GpuFacts(i, f"GPU-{i}", "Tesla V100-SXM2-16GB", f"0000:0{i}:00.0", compute_cap="7.0")
                          for i in range(4)]
     (open_modules,) = NvidiaDriver().plan(node(open=True), facts).problems
-    assert open_modules.startswith("driver.open: the open kernel modules drive Turing and newer GPUs only")
+    assert open_modules.startswith("provision_driver.open: the open kernel modules drive Turing and newer GPUs only")
     assert "GPU0 Tesla V100-SXM2-16GB (7.0), GPU1 Tesla V100-SXM2-16GB (7.0) ..." in open_modules
     (branch,) = NvidiaDriver().plan(node(version="590.48.01"), facts).problems
     assert branch.endswith("580 is their last branch")

@@ -5,7 +5,7 @@ The scripts are run for real, under `sh -x` (and bash, which is /bin/sh on some 
 PATH that record the arguments and environment they are given: each value arrives as exactly the one argument it
 should be, and nothing else runs (a canary file that any injected command would create never appears, and no
 `touch` is in the shell's trace). The other files are read back as their readers split them: slurm.conf's
-partition line and the apt source keep their words, nccl.env its variables.
+partition line and the apt source keep their words, provision_nccl.env its variables.
 
 Names and values are drawn from payloads seen in the issue (command substitution, backticks, ; | &, quotes,
 ../, leading -, a=b, a trailing backslash, a lookalike letter) and from random text over shell characters.
@@ -101,27 +101,27 @@ class Node:
 # Each place a name or value of the inventory reaches a generated file, the key a refusal of it names, and a
 # word that is accepted there (what the place goes back to when its hostile word is refused, so that the others are
 # still rendered and run).
-PLACES = {"group": ("launcher.group", "gpu"), "host": ("", "n2"), "torchrun": ("launcher.torchrun", "torchrun"),
-          "option": ("launcher.options", "max-restarts=3"), "env": ("launcher.env", "x"),
-          "wrapper": ("launcher.wrapper_path", "run"), "nccl": ("nccl.env", "INIT"), "env_file": ("nccl.env_file", "n"),
-          "conf": ("nccl.conf_path", "n"), "provision": ("slurm.provision_command", "provision"),
-          "also": ("slurm.health_check_also", "nhc"), "repo": ("driver.repository", "nvidia")}
+PLACES = {"group": ("provision_launcher.group", "gpu"), "host": ("", "n2"), "torchrun": ("provision_launcher.torchrun", "torchrun"),
+          "option": ("provision_launcher.options", "max-restarts=3"), "env": ("provision_launcher.env", "x"),
+          "wrapper": ("provision_launcher.wrapper_path", "run"), "nccl": ("provision_nccl.env", "INIT"), "env_file": ("provision_nccl.env_file", "n"),
+          "conf": ("provision_nccl.conf_path", "n"), "provision": ("provision_slurm.provision_command", "provision"),
+          "also": ("provision_slurm.health_check_also", "nhc"), "repo": ("provision_driver.repository", "nvidia")}
 
 
 def inventory_text(node: Node, words: dict[str, str]) -> str:
     """Two hosts of one group: a Slurm controller and a compute node that trains; a word in every place."""
     w, bin_dir = words, node.bin
     data = {"all": {"children": {w["group"]: {
-        "hosts": {"head": {"ansible_host": "192.0.2.11", "slurm": {"controller": "head", "role": "controller"}},
+        "hosts": {"head": {"ansible_host": "192.0.2.11", "provision_slurm": {"controller": "head", "role": "controller"}},
                   w["host"]: {"ansible_host": "192.0.2.12"}},
         "vars": {
-            "launcher": {"torchrun": f"{bin_dir}/{w['torchrun']}", "options": [f"--{w['option']}"],
+            "provision_launcher": {"torchrun": f"{bin_dir}/{w['torchrun']}", "options": [f"--{w['option']}"],
                          "env": {"MY_VAR": w["env"]}, "wrapper_path": f"{node.root}/{w['wrapper']}-torchrun"},
-            "nccl": {"env_file": f"{node.root}/{w['env_file']}.env", "conf_path": f"{node.root}/{w['conf']}.conf",
+            "provision_nccl": {"env_file": f"{node.root}/{w['env_file']}.env", "conf_path": f"{node.root}/{w['conf']}.conf",
                      "env": {"NCCL_DEBUG_SUBSYS": w["nccl"]}},
-            "slurm": {"controller": "head", "health_check_interval": 60,
+            "provision_slurm": {"controller": "head", "health_check_interval": 60,
                       "provision_command": f"{bin_dir}/{w['provision']}", "health_check_also": f"{bin_dir}/{w['also']}"},
-            "driver": {"version": "580.1.2", "source": "local",
+            "provision_driver": {"version": "580.1.2", "source": "local",
                        "repository": f"deb [trusted=yes] http://m/{w['repo']} ./"},
         }}}}}
     return yaml.safe_dump(data, sort_keys=False).replace(CANARY, str(node.canary))
@@ -241,7 +241,7 @@ def test_a_group_name_that_would_inject_or_escape_is_refused_for_its_hosts_only(
     path = tmp_path / "inventory.yaml"
     path.write_text(textwrap.dedent("""
         all:
-          vars: {launcher: {}}
+          vars: {provision_launcher: {}}
           children:
             "g$(cd;touch${IFS}pwned)": {hosts: {n1: {ansible_host: 192.0.2.1}}}
             "../../../tmp/x": {hosts: {n2: {ansible_host: 192.0.2.2}}}
@@ -249,26 +249,26 @@ def test_a_group_name_that_would_inject_or_escape_is_refused_for_its_hosts_only(
         """))
     inv = load_inventory(str(path))
     refused = inv.refusals(list(inv.hosts.values()))
-    assert [(p.where, p.key) for p in refused] == [("host n1", "launcher.group"), ("host n2", "launcher.group")]
+    assert [(p.where, p.key) for p in refused] == [("host n1", "provision_launcher.group"), ("host n2", "provision_launcher.group")]
     assert "'../../../tmp/x' would be the torchrun wrapper's file and job name" in refused[1].message
-    assert "rename the group, or set launcher.group" in refused[1].hint
+    assert "rename the group, or set provision_launcher.group" in refused[1].hint
     assert inv.refusals([inv.hosts["n3"]]) == []
 
 
 @pytest.mark.parametrize("block, value", [
-    ({"launcher": {"wrapper_path": "/usr/local/bin/$(id)"}}, "launcher.wrapper_path"),
-    ({"launcher": {"wrapper_path": "/usr/local/bin/../../tmp/x"}}, "launcher.wrapper_path"),
-    ({"nccl": {"conf_path": "/etc/x;touch y"}}, "nccl.conf_path"),
-    ({"nccl": {"env_file": "/etc/a b"}}, "nccl.env_file"),
-    ({"slurm": {"controller": "n1", "conf_dir": "/etc/slurm/./"}}, "slurm.conf_dir"),
-    ({"slurm": {"controller": "n1", "health_check_also": "/usr/sbin/nhc`id`"}}, "slurm.health_check_also"),
-    ({"slurm": {"controller": "n1", "provision_command": "PATH=/tmp"}}, "slurm.provision_command"),
-    ({"launcher": {"torchrun": "-c"}}, "launcher.torchrun"),
-    ({"active": {"python": "a=b"}}, "active.python"),
-    ({"driver": {"version": "580.1.2", "source": "local", "repository": "deb [trusted=yes] http://m/$(id) ./"}},
-     "driver.repository"),
-    ({"driver": {"version": "580.1.2", "source": "local", "repository": "deb http://m ./; rm -rf /"}},
-     "driver.repository"),
+    ({"provision_launcher": {"wrapper_path": "/usr/local/bin/$(id)"}}, "provision_launcher.wrapper_path"),
+    ({"provision_launcher": {"wrapper_path": "/usr/local/bin/../../tmp/x"}}, "provision_launcher.wrapper_path"),
+    ({"provision_nccl": {"conf_path": "/etc/x;touch y"}}, "provision_nccl.conf_path"),
+    ({"provision_nccl": {"env_file": "/etc/a b"}}, "provision_nccl.env_file"),
+    ({"provision_slurm": {"controller": "n1", "conf_dir": "/etc/slurm/./"}}, "provision_slurm.conf_dir"),
+    ({"provision_slurm": {"controller": "n1", "health_check_also": "/usr/sbin/nhc`id`"}}, "provision_slurm.health_check_also"),
+    ({"provision_slurm": {"controller": "n1", "provision_command": "PATH=/tmp"}}, "provision_slurm.provision_command"),
+    ({"provision_launcher": {"torchrun": "-c"}}, "provision_launcher.torchrun"),
+    ({"provision_active": {"python": "a=b"}}, "provision_active.python"),
+    ({"provision_driver": {"version": "580.1.2", "source": "local", "repository": "deb [trusted=yes] http://m/$(id) ./"}},
+     "provision_driver.repository"),
+    ({"provision_driver": {"version": "580.1.2", "source": "local", "repository": "deb http://m ./; rm -rf /"}},
+     "provision_driver.repository"),
 ])
 def test_paths_commands_and_apt_sources_that_a_shell_or_a_path_would_misread_are_refused(tmp_path, block, value):
     path = tmp_path / "inventory.yaml"
@@ -283,11 +283,11 @@ def test_the_shipped_paths_and_commands_are_accepted(tmp_path):
     path = tmp_path / "inventory.yaml"
     path.write_text(yaml.safe_dump({"all": {"hosts": {"n1": {
         "ansible_host": "192.0.2.1",
-        "launcher": {"torchrun": "/opt/venv/bin/torchrun", "wrapper_path": "/usr/local/bin/train-torchrun"},
-        "nccl": {"conf_path": "/etc/nccl.conf", "env_file": "/etc/provision/nccl.env"},
-        "slurm": {"controller": "n1", "conf_dir": "/etc/slurm-llnl", "health_check_also": "/usr/sbin/nhc",
+        "provision_launcher": {"torchrun": "/opt/venv/bin/torchrun", "wrapper_path": "/usr/local/bin/train-torchrun"},
+        "provision_nccl": {"conf_path": "/etc/nccl.conf", "env_file": "/etc/provision/nccl.env"},
+        "provision_slurm": {"controller": "n1", "conf_dir": "/etc/slurm-llnl", "health_check_also": "/usr/sbin/nhc",
                   "provision_command": "/opt/provision/bin/provision"},
-        "driver": {"version": "580.1.2", "source": "local",
+        "provision_driver": {"version": "580.1.2", "source": "local",
                    "repository": "deb [arch=amd64 signed-by=/usr/share/keyrings/n.gpg] https://m.lan/nvidia/$(ARCH) /"},
     }}}}))
     assert load_inventory(str(path)).hosts["n1"].settings.launcher.torchrun == "/opt/venv/bin/torchrun"
@@ -297,9 +297,9 @@ def test_a_hostname_read_from_a_node_that_is_not_one_is_not_written_into_slurm_c
     path = tmp_path / "inventory.yaml"
     path.write_text(textwrap.dedent("""
         all:
-          vars: {slurm: {controller: head}}
+          vars: {provision_slurm: {controller: head}}
           hosts:
-            head: {ansible_host: 192.0.2.1, slurm: {controller: head, role: controller}}
+            head: {ansible_host: 192.0.2.1, provision_slurm: {controller: head, role: controller}}
             n2: {ansible_host: 192.0.2.2}
         """))
     inv = load_inventory(str(path))

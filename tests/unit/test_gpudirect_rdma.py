@@ -94,9 +94,9 @@ def test_a_peer_memory_module_or_dma_buf_passes_and_neither_is_one_warning_with_
 
 def test_where_nccl_would_not_use_gpudirect_rdma_the_check_says_why():
     bare = DriverFacts(loaded="570.195.03", loaded_open=False, kernel="6.1.0")
-    assert verdict(node(bare, ib_disable=True)).startswith("skip: not applicable: nccl.ib_disable")
+    assert verdict(node(bare, ib_disable=True)).startswith("skip: not applicable: provision_nccl.ib_disable")
     assert verdict(node(bare, net_gdr_level="LOC")) == \
-        "skip: not applicable: nccl.net_gdr_level LOC turns GPUDirect RDMA off"
+        "skip: not applicable: provision_nccl.net_gdr_level LOC turns GPUDirect RDMA off"
     assert verdict(node(bare, topo=None)) == "skip: the topology was not read (nvidia-smi topo -m)"
     far = TOPO.replace("PIX", "SYS").replace("PXB", "SYS")  # every NIC across the sockets
     assert verdict(node(bare, topo=far)).startswith("skip: not applicable: no GPU has an RDMA NIC NCCL may use at PXB")

@@ -178,7 +178,7 @@ def test_an_ssh_config_option_that_is_no_ssh_config_is_bad_input(inventory, tmp_
 def test_an_inventory_ssh_config_that_is_no_ssh_config_is_bad_input(tmp_path, name, why):
     path = ssh_configs(tmp_path)[name]
     inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(INVENTORY.replace("192.0.2.2}", f"192.0.2.2, ssh_config: {path}}}"))
+    inventory.write_text(INVENTORY.replace("192.0.2.2}", f"192.0.2.2, provision_ssh_config: {path}}}"))
     result = refused(apply_check(inventory), str(inventory), "host n2: ssh_config", repr(str(path)), why)
     assert "SECRETHASH" not in result.output
 
@@ -188,6 +188,6 @@ def test_an_inventory_ssh_config_that_is_no_ssh_config_is_bad_input(tmp_path, na
 def test_a_lookalike_letter_in_a_key_is_named(tmp_path):
     inventory = tmp_path / "inventory.yaml"
     inventory.write_text(INVENTORY.replace("n1: {ansible_host: 192.0.2.1}",
-                                           "n1: {ansible_host: 192.0.2.1, gpu: {power_lim\u0456t: 200}}"))
+                                           "n1: {ansible_host: 192.0.2.1, provision_gpu: {power_lim\u0456t: 200}}"))
     refused(apply_check(inventory), "did you mean 'power_limit'? ('power_lim\u0456t' has U+0456 CYRILLIC SMALL "
             "LETTER BYELORUSSIAN-UKRAINIAN I at position 10, not 'i')")

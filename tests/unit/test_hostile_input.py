@@ -53,27 +53,27 @@ CASES = [
     # Names and values that would run or write where they should not.
     Case("a group name that runs a command in the wrapper",
          ["apply", "ROOT/inv.yaml", "--check"],
-         {"inv.yaml": "all:\n  vars: {launcher: {}}\n  children:\n    'g$(cd;touch${IFS}CANARY)':\n"
+         {"inv.yaml": "all:\n  vars: {provision_launcher: {}}\n  children:\n    'g$(cd;touch${IFS}CANARY)':\n"
                       "      hosts: {n1: {ansible_host: 127.0.0.1, ansible_port: PORT}}\n"},
-         ("launcher.group", "inv.yaml")),
+         ("provision_launcher.group", "inv.yaml")),
     Case("a group name that writes the wrapper outside /usr/local/bin",
          ["apply", "ROOT/inv.yaml", "--check"],
-         {"inv.yaml": "all:\n  vars: {launcher: {}}\n  children:\n    ../../../tmp/x:\n"
+         {"inv.yaml": "all:\n  vars: {provision_launcher: {}}\n  children:\n    ../../../tmp/x:\n"
                       "      hosts: {n1: {ansible_host: 127.0.0.1, ansible_port: PORT}}\n"},
-         ("launcher.group", "../../../tmp/x")),
+         ("provision_launcher.group", "../../../tmp/x")),
     Case("a wrapper path with a command in it",
          ["apply", "ROOT/inv.yaml", "--check"],
-         {"inv.yaml": HOSTS + "  vars: {launcher: {wrapper_path: '/usr/local/bin/$(touch CANARY)'}}\n"},
-         ("launcher.wrapper_path",)),
+         {"inv.yaml": HOSTS + "  vars: {provision_launcher: {wrapper_path: '/usr/local/bin/$(touch CANARY)'}}\n"},
+         ("provision_launcher.wrapper_path",)),
     Case("an nccl.conf path with ; in it",
          ["apply", "ROOT/inv.yaml", "--check"],
-         {"inv.yaml": HOSTS + "  vars: {nccl: {conf_path: '/etc/x;touch CANARY'}}\n"},
-         ("nccl.conf_path",)),
+         {"inv.yaml": HOSTS + "  vars: {provision_nccl: {conf_path: '/etc/x;touch CANARY'}}\n"},
+         ("provision_nccl.conf_path",)),
     Case("an apt source with a command in it",
          ["apply", "ROOT/inv.yaml", "--check"],
-         {"inv.yaml": HOSTS + "  vars: {driver: {version: '580.1.2', source: local, "
+         {"inv.yaml": HOSTS + "  vars: {provision_driver: {version: '580.1.2', source: local, "
                               "repository: 'deb [trusted=yes] http://m/$(touch CANARY) ./'}}\n"},
-         ("driver.repository",)),
+         ("provision_driver.repository",)),
     # A --limit that would widen the run.
     Case("an unbalanced [ in a regex limit", ["apply", "ROOT/inv.yaml", "--check", "--limit", "~["],
          {"inv.yaml": HOSTS}, ("limit", "[")),
@@ -116,21 +116,21 @@ CASES = [
           "shadow": "root:$6$SECRETHASH$abc:19000:0:99999:7:::\n"},
          ("-F",), ("SECRETHASH",)),
     Case("an ssh_config key naming a secret", ["apply", "ROOT/inv.yaml", "--check"],
-         {"inv.yaml": HOSTS + "  vars: {ssh_config: ROOT/shadow}\n",
+         {"inv.yaml": HOSTS + "  vars: {provision_ssh_config: ROOT/shadow}\n",
           "shadow": "root:$6$SECRETHASH$abc:19000:0:99999:7:::\n"},
          ("ssh_config", "shadow"), ("SECRETHASH",)),
     Case("a FIFO as the SSH key", ["apply", "ROOT/inv.yaml", "--check", "--identity", "ROOT/key"],
          {"inv.yaml": HOSTS, "key": "fifo"}, ("--identity", "a FIFO")),
     Case("a FIFO as the inventory's SSH key", ["apply", "ROOT/inv.yaml", "--check"],
          {"inv.yaml": HOSTS + "  vars: {ansible_ssh_private_key_file: ROOT/key}\n", "key": "fifo"},
-         ("identity_file", "a FIFO")),
+         ("ansible_ssh_private_key_file", "a FIFO")),
     Case("a billion laughs in a playbook", ["apply", "ROOT/inv.yaml", "--check", "--playbook", "ROOT/pb.yaml"],
          {"inv.yaml": HOSTS, "pb.yaml": LAUGHS + "\ntasks: *j\n"}, ("pb.yaml",)),
     Case("a FIFO as the playbook", ["verify", "ROOT/inv.yaml", "--playbook", "ROOT/pb.yaml"],
          {"inv.yaml": HOSTS, "pb.yaml": "fifo"}, ("pb.yaml", "a FIFO")),
     # A lookalike letter is named, not only the near name.
     Case("a Cyrillic letter in a setting's name", ["apply", "ROOT/inv.yaml", "--check"],
-         {"inv.yaml": HOSTS + "  vars: {gpu: {power_lim\u0456t: 200}}\n"}, ("power_limit", "U+0456")),
+         {"inv.yaml": HOSTS + "  vars: {provision_gpu: {power_lim\u0456t: 200}}\n"}, ("power_limit", "U+0456")),
 ]
 
 

@@ -99,7 +99,7 @@ def test_a_billion_laughs_given_whole_to_e_is_refused(tmp_path):
 
 def test_aliases_that_share_a_block_are_still_read(tmp_path):
     hosts = "".join(f"    n{i}: *common\n" for i in range(200))
-    inventory = write(tmp_path / "hosts.yml", "all:\n  vars:\n    shared: &common {custom: {rack: a3}}\n"
+    inventory = write(tmp_path / "hosts.yml", "all:\n  vars:\n    shared: &common {provision_custom: {rack: a3}}\n"
                       f"  hosts:\n{hosts}")
     assert load_inventory(inventory).hosts["n199"].settings.custom == {"rack": "a3"}
 
@@ -217,10 +217,10 @@ DOUBLING = "    x0: '" + "a" * 80 + "'\n" + "".join(f"    x{n}: \"{{{{ x{n - 1} 
      "takes more than 100,000 steps to render (provision's limit)"),
 ])
 def test_a_template_that_would_render_too_much_is_refused_naming_host_and_key(tmp_path, template, variables, said):
-    text = f"all:\n  hosts:\n    n1:\n      ansible_host: \"{template}\"\n  vars:\n    unused: 0\n{variables}"
+    text = f"all:\n  hosts:\n    n1:\n      provision_custom: {{x: \"{template}\"}}\n  vars:\n    unused: 0\n{variables}"
     inventory = write(tmp_path / "hosts.yml", text)
     error = refused(lambda: load_inventory(inventory), inventory, said, "provision's limit")
-    assert (error.problems[0].where, error.problems[0].key) == ("host n1", "host")
+    assert (error.problems[0].where, error.problems[0].key) == ("host n1", "provision_custom")
     assert len(str(error)) < 1000
 
 
@@ -228,10 +228,10 @@ def test_the_templates_of_a_whole_inventory_share_one_budget_said_once(tmp_path)
     """90,000 steps a host, under the bound of one value; 30 hosts of them pass the inventory's 2,000,000."""
     hosts = "".join(f"    n{i}: {{ansible_host: 192.0.2.{i + 1}}}\n" for i in range(30))
     loops = "{% for i in range(300) %}{% for j in range(300) %}{% endfor %}{% endfor %}"
-    inventory = write(tmp_path / "hosts.yml", f"all:\n  vars:\n    custom: {{x: \"{loops}\"}}\n  hosts:\n{hosts}")
+    inventory = write(tmp_path / "hosts.yml", f"all:\n  vars:\n    provision_custom: {{x: \"{loops}\"}}\n  hosts:\n{hosts}")
     error = refused(lambda: load_inventory(inventory), inventory, "templates took more than 2,000,000 steps to "
                     "render in all (provision's limit) (and ")
-    assert error.problems[0].key == "custom"
+    assert error.problems[0].key == "provision_custom"
 
 
 def test_templates_within_the_bounds_render_as_before(tmp_path):

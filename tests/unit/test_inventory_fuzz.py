@@ -163,25 +163,27 @@ def gpu_blocks(hostile: bool) -> st.SearchStrategy:
 
 
 def host_vars(hostile: bool) -> st.SearchStrategy:
-    """One host's (or group's) variables, under either spelling of the connection keys."""
+    """One host's (or group's) variables: provision's, Ansible's connection variables under either name, and other
+    roles' under any name, provision's old ones included (gpu, user, slurm: never read as provision's)."""
     optional = {
-        "gpu": gpu_blocks(hostile),
-        "custom": junk if hostile else st.just({"rack": "basement"}),
+        "provision_gpu": gpu_blocks(hostile),
+        "provision_custom": junk if hostile else st.just({"rack": "basement"}),
         "ansible_python_interpreter": st.just("/usr/bin/python3"),
+        "gpu": junk, "user": junk, "slurm": junk, "driver": junk, "host": junk, "port": junk,
     }
     for short, long in (("host", "ansible_host"), ("user", "ansible_user"), ("port", "ansible_port")):
         value = {"host": addresses, "user": users, "port": ports}[short](hostile)
         optional[long] = value
         if hostile:
-            optional[short] = value  # both spellings: equal or conflicting
+            optional[long.replace("ansible_", "ansible_ssh_")] = value  # both names: the _ssh_ one wins
     if hostile:
         optional |= {
-            "connection": either(st.sampled_from(["ssh", "local", "paramiko", "smart"]), hostile),
-            "become": either(st.booleans(), hostile),
-            "ssh_config": hostile_text,
+            "ansible_connection": either(st.sampled_from(["ssh", "local", "paramiko", "smart"]), hostile),
+            "ansible_become": either(st.booleans(), hostile),
+            "provision_ssh_config": hostile_text,
             "ansible_password": st.just("hunter2"),
-            "nccl": junk,
-            "gpus": junk,
+            "provision_nccl": junk,
+            "provision_gpus": junk,
         }
     mapping = st.fixed_dictionaries({}, optional=optional)
     return st.one_of(mapping, st.none(), junk) if hostile else st.one_of(mapping, st.none())
@@ -324,7 +326,8 @@ def test_loader_returns_an_inventory_or_input_error(content):
         refused_at_run = not isinstance(outcome, InputError) and any(h.refused for h in outcome.hosts.values())
         if isinstance(outcome, InputError) or refused_at_run:
             event("refused")
-            check_problems(outcome, path)
+            check_problems(outcome if isinstance(outcome, InputError)
+                           else InputError(outcome.refusals(list(outcome.hosts.values()))), path)
         else:
             event("accepted")
             check_inventory(outcome)
@@ -431,7 +434,8 @@ def test_a_name_used_as_address_obeys_the_address_rule(name):
     with inventory_file(yaml.safe_dump({"all": {"hosts": {name: None}}}).encode()) as path:
         outcome = load(path)
         if isinstance(outcome, Inventory):
-            assert all(ADDRESS_RULE.match(h.address) for h in outcome.hosts.values()), list(outcome.hosts)
+            assert all(ADDRESS_RULE.match(h.address) for h in outcome.hosts.values() if not h.refused), \
+                list(outcome.hosts)
 
 
 @REPRODUCE
@@ -442,8 +446,8 @@ def test_the_connection_is_built_with_the_inventory_values(address, port):
     variables = {"ansible_host": address} | ({"ansible_port": port} if port is not None else {})
     with inventory_file(yaml.safe_dump({"all": {"hosts": {"gpu1": variables}}}).encode()) as path:
         outcome = load(path)
-        if isinstance(outcome, InputError):
-            return
+        if isinstance(outcome, InputError) or any(h.refused for h in outcome.hosts.values()):
+            return  # a host whose address is refused is never connected to
         (path.parent / "ssh_config").write_text("")
         connect = cli.connector(False, SSHOptions(ssh_config=str(path.parent / "ssh_config")))
         for host in outcome.hosts.values():
@@ -454,11 +458,12 @@ def test_the_connection_is_built_with_the_inventory_values(address, port):
 @REPRODUCE
 @given(st.from_regex(r"~[a-z]{12,16}(/[a-z]{1,8})?", fullmatch=True))
 @example("~nosuchuser/ssh_config")
-def test_ssh_config_of_an_unknown_user_is_an_input_error(ssh_config):
-    with inventory_file(yaml.safe_dump({"all": {"hosts": {"gpu1": {"ssh_config": ssh_config}}}}).encode()) as path:
+def test_ssh_config_of_an_unknown_user_refuses_its_host(ssh_config):
+    with inventory_file(yaml.safe_dump({"all": {"hosts": {"gpu1": {"provision_ssh_config": ssh_config}}}}).encode()) \
+            as path:
         outcome = load(path)
-        assert isinstance(outcome, InputError)
-        check_problems(outcome, path)
+        assert not isinstance(outcome, InputError)
+        check_problems(InputError(outcome.refusals(list(outcome.hosts.values()))), path)
 
 
 def typed_strings(value, key: str = ""):
@@ -479,7 +484,7 @@ def typed_strings(value, key: str = ""):
 @example(("nccl", "ib_hca"), "mlx5_0:1\nNCCL_DEBUG=INFO")
 def test_typed_settings_hold_no_control_characters(block_key, value):
     block, key = block_key
-    doc = {"all": {"hosts": {"gpu1": {block: {key: value}}}}}
+    doc = {"all": {"hosts": {"gpu1": {f"provision_{block}": {key: value}}}}}
     with inventory_file(yaml.safe_dump(doc).encode()) as path:
         outcome = load(path)
         if isinstance(outcome, InputError):

@@ -9,7 +9,7 @@ from provision.inventory.load import load_inventory
 
 
 def shared_block(hosts: int, levels: int) -> str:
-    lines = ["all:", "  vars:", "    custom:", "      l0: &l0 [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"]
+    lines = ["all:", "  vars:", "    provision_custom:", "      l0: &l0 [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"]
     lines += [f"      l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, levels)]
     lines += ["  hosts:"] + [f"    n{n}: {{ansible_host: 10.0.{n // 250}.{n % 250 + 1}}}" for n in range(hosts)]
     return "\n".join(lines) + "\n"

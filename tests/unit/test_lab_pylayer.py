@@ -268,7 +268,7 @@ def test_custom_lab_provision_picks_the_nodes(tmp_path):
     path.write_text(textwrap.dedent("""\
         all:
           hosts:
-            a: {custom: {lab: {provision: true}}}
+            a: {provision_custom: {lab: {provision: true}}}
             b: {}
         """))
     nodes = {n.name: n for n in like_spec(path).nodes}
@@ -277,8 +277,8 @@ def test_custom_lab_provision_picks_the_nodes(tmp_path):
 
 def test_custom_lab_provision_must_be_a_bool(tmp_path):
     path = tmp_path / "inv.yaml"
-    path.write_text(yaml.safe_dump({"all": {"hosts": {"h1": {"custom": {"lab": {"provision": "yes"}}}}}}))
-    with pytest.raises(LabError, match="custom.lab.provision must be true or false") as caught:
+    path.write_text(yaml.safe_dump({"all": {"hosts": {"h1": {"provision_custom": {"lab": {"provision": "yes"}}}}}}))
+    with pytest.raises(LabError, match="provision_custom.lab.provision must be true or false") as caught:
         like_spec(path)
     assert caught.value.exit_code == 2
 

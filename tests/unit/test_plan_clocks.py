@@ -116,7 +116,7 @@ def test_application_clocks_on_geforce_is_a_plan_error_suggesting_locked_clocks(
     assert geforce.supported_clocks, "GeForce lists pairs yet refuses -ac: decided by default clocks, not the list"
     plan = ApplicationClocks().plan(host_with({"clocks": {"mem": 9751, "sm": 1005}}), facts_with(geforce))
     [problem] = plan.problems
-    assert "not supported by this GPU" in problem and "use gpu.locked_clocks" in problem and "1005]}" in problem
+    assert "not supported by this GPU" in problem and "use provision_gpu.locked_clocks" in problem and "1005]}" in problem
     reset = ApplicationClocks().plan(host_with({"clocks": "default"}), facts_with(geforce))
     assert reset.problems == [] and reset.changes == [] and "no application clocks" in reset.unchanged[0].after
 
@@ -160,7 +160,7 @@ def test_volta_locks_graphics_but_memory_lock_is_refused():
     assert LockedClocks().plan(host_with({"locked_clocks": {"sm": [135, 1005]}}), facts_with(v100)).changes
     plan = LockedClocks().plan(host_with({"locked_clocks": {"mem": [877, 877]}}), facts_with(v100))
     [problem] = plan.problems
-    assert "needs Ampere or newer" in problem and "this GPU is 7.0" in problem and "gpu.clocks" in problem
+    assert "needs Ampere or newer" in problem and "this GPU is 7.0" in problem and "provision_gpu.clocks" in problem
 
 
 def test_hopper_locks_memory_at_the_next_driver_load_with_lmcd():

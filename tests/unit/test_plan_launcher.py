@@ -22,7 +22,7 @@ from provision.capabilities.launcher.tasks import TorchrunLauncher
 BLADES = """
 all:
   vars:
-    launcher: {nproc_per_node: gpu, options: ["--max-restarts=3"], env: {OMP_NUM_THREADS: 4}}
+    provision_launcher: {nproc_per_node: gpu, options: ["--max-restarts=3"], env: {OMP_NUM_THREADS: 4}}
   children:
     rtx3090:
       hosts:
@@ -31,7 +31,7 @@ all:
         rtx3090-3: {ansible_host: 198.51.100.13}
         rtx3090-4: {ansible_host: 198.51.100.14}
       vars:
-        nccl: {socket_ifname: ens803f, socket_nthreads: 1}
+        provision_nccl: {socket_ifname: ens803f, socket_nthreads: 1}
     v100:
       hosts:
         v100-1: {ansible_host: 192.0.2.10}
@@ -40,7 +40,7 @@ all:
 
 def inventory(tmp_path, text=BLADES, **changes):
     data = yaml.safe_load(textwrap.dedent(text))
-    data["all"]["vars"]["launcher"].update(changes)
+    data["all"]["vars"]["provision_launcher"].update(changes)
     path = tmp_path / "inventory.yaml"
     path.write_text(yaml.safe_dump(data))
     return load_inventory(str(path))
@@ -73,7 +73,7 @@ def test_each_blade_counts_every_blade_and_meets_on_the_first(tmp_path):
     assert ". /etc/provision/nccl.env" in text and "export OMP_NUM_THREADS=4" in text
     v100 = planned(inv, "v100-1", gpus(4)).changes[0].write
     assert v100.path == "/usr/local/bin/v100-torchrun" and "--nproc-per-node=4" in v100.content
-    assert "nccl.env" not in v100.content and '--nnodes="${PROVISION_NNODES:-1}"' in v100.content
+    assert "provision_nccl.env" not in v100.content and '--nnodes="${PROVISION_NNODES:-1}"' in v100.content
 
 
 def test_a_node_without_gpus_fails_when_one_process_per_gpu_is_asked(tmp_path):
@@ -103,7 +103,7 @@ def test_the_wrapper_runs_torchrun_with_the_nccl_environment_and_passes_argument
     """The rendered script, run by sh, with a fake torchrun that prints what it got."""
     inv = inventory(tmp_path, torchrun=str(tmp_path / "torchrun"))
     text = planned(inv, "rtx3090-2").changes[0].write.content
-    env_file = tmp_path / "nccl.env"
+    env_file = tmp_path / "provision_nccl.env"
     env_file.write_text("NCCL_SOCKET_IFNAME='ens803f'\n")
     (tmp_path / "torchrun").write_text('#!/bin/sh\necho "NCCL_SOCKET_IFNAME=$NCCL_SOCKET_IFNAME"\n'
                                        'for a in "$@"; do echo "[$a]"; done\n')
@@ -118,14 +118,14 @@ def test_the_wrapper_runs_torchrun_with_the_nccl_environment_and_passes_argument
                    "[--lr]", "[0.1 0.2]"]
     env_file.unlink()  # a node whose NCCL file is missing must not train with NCCL's defaults
     missing = subprocess.run(["sh", str(wrapper), "train.py"], capture_output=True, text=True, env=env)
-    assert missing.returncode != 0 and "nccl.env" in missing.stderr
+    assert missing.returncode != 0 and "provision_nccl.env" in missing.stderr
 
 
 def test_slurm_nodes_get_the_sbatch_script_beside_the_wrapper(tmp_path):
-    text = BLADES.replace("nccl: {socket_ifname: ens803f, socket_nthreads: 1}",
-                          "nccl: {socket_ifname: ens803f, socket_nthreads: 1}\n        slurm: {controller: v100-1}")
+    text = BLADES.replace("provision_nccl: {socket_ifname: ens803f, socket_nthreads: 1}",
+                          "provision_nccl: {socket_ifname: ens803f, socket_nthreads: 1}\n        provision_slurm: {controller: v100-1}")
     text = text.replace("v100-1: {ansible_host: 192.0.2.10}",
-                        "v100-1: {ansible_host: 192.0.2.10, slurm: {controller: v100-1}}")
+                        "v100-1: {ansible_host: 192.0.2.10, provision_slurm: {controller: v100-1}}")
     inv = inventory(tmp_path, text)
     wrapper, sbatch, allreduce = (c.write for c in planned(inv, "rtx3090-1").changes)
     assert sbatch.path == "/usr/local/bin/rtx3090-torchrun.sbatch" and sbatch.mode == "0755"
@@ -138,17 +138,17 @@ def test_slurm_nodes_get_the_sbatch_script_beside_the_wrapper(tmp_path):
 def test_one_process_per_gpu_counts_the_intended_gpus_not_the_ones_readable_today(tmp_path):
     """A card off the bus fails verify; it does not rewrite the launch command for fewer processes."""
     inv = inventory(tmp_path, BLADES.replace("v100-1: {ansible_host: 192.0.2.10}",
-                                             "v100-1: {ansible_host: 192.0.2.10, gpu: {count: 4}}"))
+                                             "v100-1: {ansible_host: 192.0.2.10, provision_gpu: {count: 4}}"))
     assert "--nproc-per-node=4" in planned(inv, "v100-1", gpus(3)).changes[0].write.content
 
 
 # --- provision-allreduce: the smoke test beside the wrapper ---------------------------------------------------
 
 def slurm_blades(tmp_path, **changes):
-    text = BLADES.replace("nccl: {socket_ifname: ens803f, socket_nthreads: 1}",
-                          "nccl: {socket_ifname: ens803f, socket_nthreads: 1}\n        slurm: {controller: v100-1}")
+    text = BLADES.replace("provision_nccl: {socket_ifname: ens803f, socket_nthreads: 1}",
+                          "provision_nccl: {socket_ifname: ens803f, socket_nthreads: 1}\n        provision_slurm: {controller: v100-1}")
     text = text.replace("v100-1: {ansible_host: 192.0.2.10}",
-                        "v100-1: {ansible_host: 192.0.2.10, slurm: {controller: v100-1}}")
+                        "v100-1: {ansible_host: 192.0.2.10, provision_slurm: {controller: v100-1}}")
     return inventory(tmp_path, text, **changes)
 
 

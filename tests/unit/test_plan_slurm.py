@@ -27,13 +27,13 @@ all:
   children:
     head:
       hosts:
-        head-1: {ansible_host: 192.0.2.1, slurm: {controller: head-1}}
+        head-1: {ansible_host: 192.0.2.1, provision_slurm: {controller: head-1}}
     blades:
       hosts:
         blade-1: {ansible_host: 192.0.2.11}
         blade-2: {ansible_host: 192.0.2.12}
       vars:
-        slurm: {controller: head-1}
+        provision_slurm: {controller: head-1}
 """
 KEY = bytes(range(128))
 
@@ -226,10 +226,10 @@ def test_the_health_check_runs_verify_on_the_node_against_an_inventory_that_mean
     from provision.core.resources import templates_dir
     from provision.capabilities.slurm.tasks import HEALTH_CHECK, NODE_INVENTORY, SlurmConfig, node_inventory
 
-    text = textwrap.dedent(CLUSTER).replace("slurm: {controller: head-1}\n",
-                                            "slurm: {controller: head-1, health_check_interval: 60}\n"
-                                            "        launcher: {nproc_per_node: 2}\n")
-    text = text.replace("slurm: {controller: head-1}}", "slurm: {controller: head-1, health_check_interval: 60}}")
+    text = textwrap.dedent(CLUSTER).replace("provision_slurm: {controller: head-1}\n",
+                                            "provision_slurm: {controller: head-1, health_check_interval: 60}\n"
+                                            "        provision_launcher: {nproc_per_node: 2}\n")
+    text = text.replace("provision_slurm: {controller: head-1}}", "provision_slurm: {controller: head-1, health_check_interval: 60}}")
     (tmp_path / "inventory.yaml").write_text(text)
     inv = load_inventory(str(tmp_path / "inventory.yaml"))
     copy = tmp_path / "node.yaml"

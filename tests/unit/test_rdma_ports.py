@@ -171,7 +171,7 @@ def test_a_slow_port_is_one_warning_held_to_the_setting_or_to_the_fastest_other_
     assert slow.about == ("mlx5_0:1",)
     by_setting = rdma.findings(ports, 200.0)
     assert [f.found.split(" at ")[0] for f in by_setting] == ["mlx5_0 port 1", "mlx5_1 port 1"]
-    assert by_setting[1].expected == "mlx5_1 port 1 at 200 Gb/s (nccl.expected_ib_rate_gbps)"
+    assert by_setting[1].expected == "mlx5_1 port 1 at 200 Gb/s (provision_nccl.expected_ib_rate_gbps)"
     assert rdma.findings([port(gbps=25.0)]) == []  # alone and nothing asked: nothing to hold it to
     assert rdma.findings([port("mlx5_0", gbps=25.0), port("mlx5_1", state="DOWN", phys="Polling")])[0].expected \
         == "mlx5_1 port 1 ACTIVE, physical state LinkUp"  # a down port's rate is no standard either
@@ -229,7 +229,7 @@ def test_the_check_passes_a_clean_node_and_fails_with_one_finding_per_port_and_c
 def test_the_check_says_why_it_does_not_apply():
     assert verdict(node([])) == "skip: not applicable: no RDMA device (/sys/class/infiniband is empty)"
     assert verdict(node([port(state="DOWN")], ib_disable=True)) == \
-        "skip: not applicable: nccl.ib_disable is set (NCCL uses no RDMA port)"
+        "skip: not applicable: provision_nccl.ib_disable is set (NCCL uses no RDMA port)"
     assert verdict(node([port("mlx5_0")], ib_hca="^mlx5")) == \
         "skip: not applicable: NCCL_IB_HCA=^mlx5 leaves out every RDMA port here (mlx5_0:1)"
     assert verdict(node([port()], interfaces=None)) == "skip: the network was not read"
@@ -371,7 +371,7 @@ def test_the_lab_names_an_rdma_port_by_its_hca_and_refuses_one_the_node_lacks():
     assert lab_rdma.which_port(nics, "lab-v100-1", "mlx5_1") == lab_rdma.which_port(nics, "n", "mlx5_1:1") == "mlx5_1:1"
     with pytest.raises(LabError, match="--port mlx5_2: lab-v100-1 has RDMA ports mlx5_0:1, mlx5_1:1"):
         lab_rdma.which_port(nics, "lab-v100-1", "mlx5_2")
-    with pytest.raises(LabError, match=r"lab-a has no RDMA NIC \(custom.lab.rdma\)"):
+    with pytest.raises(LabError, match=r"lab-a has no RDMA NIC \(provision_custom.lab.rdma\)"):
         lab_rdma.which_port([], "lab-a", None)
 
 

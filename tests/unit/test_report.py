@@ -22,7 +22,7 @@ TASKS = ("gpu-layout", "gpu-persistence", "gpu-power-limit", "gpu-clocks", "gpu-
 def converged(host: str) -> HostResult:
     tasks = [TaskResult(name, OK, [Item(f"GPU{i}", OK, "power limit", after="200.00 W") for i in range(4)])
              for name in TASKS]
-    tasks[4] = TaskResult("gpu-locked-clocks", SKIPPED, message="gpu.locked_clocks not set")
+    tasks[4] = TaskResult("gpu-locked-clocks", SKIPPED, message="provision_gpu.locked_clocks not set")
     return HostResult(host, OK, tasks, commands=1, seconds=0.21)
 
 

@@ -240,7 +240,7 @@ def test_a_one_character_ifname_is_refused_because_nccl_ignores_it():
 def test_nccl_env_names_must_be_variables_nccl_reads():
     refused({"nccl": {"env": {"NCCL_SOCKET_NTHREAD": "2"}}}, "nccl.env", "NCCL_SOCKET_NTHREAD is not a variable",
             "did you mean 'NCCL_SOCKET_NTHREADS'?", "launcher.env")
-    refused({"nccl": {"env": {"NCCL_SOCKET_IFNAME": "eth"}}}, "nccl.env", "set it as nccl.socket_ifname")
+    refused({"nccl": {"env": {"NCCL_SOCKET_IFNAME": "eth"}}}, "nccl.env", "set it as provision_nccl.socket_ifname")
     refused({"nccl": {"env": {"NCCL_ALGO": "Ring;reboot $(id)"}}}, "nccl.env", "spaces are not allowed")
     refused({"nccl": {"ib_hca": "mlx5_0;reboot"}}, "nccl.ib_hca", "NCCL_IB_HCA syntax")
     assert settings({"nccl": {"env": {"NCCL_ASYNC_ERROR_HANDLING": 1}}}).nccl.env  # PyTorch's own NCCL_ name

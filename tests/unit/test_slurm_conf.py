@@ -26,7 +26,7 @@ V100_BUSES = ["00000000:1A:00.0", "00000000:1C:00.0", "00000000:88:00.0", "00000
 CLUSTER = """
 all:
   vars:
-    slurm: {controller: head, cluster_name: basement}
+    provision_slurm: {controller: head, cluster_name: basement}
   children:
     control:
       hosts:
@@ -145,7 +145,7 @@ def test_every_real_gpu_name_has_a_short_type(real_output):
                                        ("GeForce GTX 1080 Ti", "gtx1080ti"), ("NVIDIA A100 80GB PCIe", "a100")])
 def test_gpu_types(name, kind):
     assert slurm.gpu_type(name) == kind
-    assert re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", kind)  # what slurm.gpu_type accepts
+    assert re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", kind)  # what provision_slurm.gpu_type accepts
 
 
 def test_autodetect_types_are_part_of_the_name_slurmd_detects():
@@ -213,7 +213,7 @@ def test_every_node_of_the_cluster_is_in_each_hosts_context(inventory):
     inv = inventory(CLUSTER + """
     other:
       vars:
-        slurm: {controller: head2, cluster_name: other}
+        provision_slurm: {controller: head2, cluster_name: other}
       hosts:
         head2: {ansible_host: 10.0.1.1}
         rtx-1: {ansible_host: 10.0.1.11}
@@ -280,11 +280,11 @@ def test_a_cpu_only_node_has_no_gres_and_roles_decide_the_nodes(inventory):
     inv = inventory("""
         all:
           vars:
-            slurm: {controller: head}
+            provision_slurm: {controller: head}
           children:
             cpu:
               hosts:
-                head: {ansible_host: 10.0.0.1, slurm: {role: both}}
+                head: {ansible_host: 10.0.0.1, provision_slurm: {role: both}}
                 cpu01: {ansible_host: 10.0.0.21}
             gpu:
               hosts:
@@ -323,16 +323,16 @@ def test_a_node_mixing_models_lists_each_type(inventory):
 
 def test_gpu_type_setting_overrides_the_name(inventory):
     inv = inventory(CLUSTER.replace("v100-1: {ansible_host: 10.0.0.11}",
-                                    "v100-1: {ansible_host: 10.0.0.11, slurm: {gpu_type: tesla}}"))
+                                    "v100-1: {ansible_host: 10.0.0.11, provision_slurm: {gpu_type: tesla}}"))
     context = slurm.slurm_context(inv.hosts["head"], inv.hosts.values(), cluster_facts())
     assert [n["gres"] for n in context["nodes"]] == ["gpu:tesla:4", "gpu:v100:4"]
 
 
 def test_cluster_wide_settings_must_agree(inventory):
     inv = inventory(CLUSTER.replace("v100-2: {ansible_host: 10.0.0.12}",
-                                    "v100-2: {ansible_host: 10.0.0.12, slurm: {cluster_name: attic}}"))
+                                    "v100-2: {ansible_host: 10.0.0.12, provision_slurm: {cluster_name: attic}}"))
     assert slurm.slurm_context(inv.hosts["head"], inv.hosts.values(), cluster_facts()) == [
-        "slurm.cluster_name must be the same on every host of the Slurm cluster (slurm.conf is one file): "
+        "provision_slurm.cluster_name must be the same on every host of the Slurm cluster (slurm.conf is one file): "
         "head, v100-1 say 'basement'; v100-2 says 'attic'"]
 
 
@@ -345,9 +345,9 @@ def test_two_hosts_with_one_hostname_are_refused(inventory):
 
 def test_a_second_controller_role_is_refused(inventory):
     inv = inventory(CLUSTER.replace("v100-2: {ansible_host: 10.0.0.12}",
-                                    "v100-2: {ansible_host: 10.0.0.12, slurm: {role: both}}"))
+                                    "v100-2: {ansible_host: 10.0.0.12, provision_slurm: {role: both}}"))
     assert slurm.slurm_context(inv.hosts["head"], inv.hosts.values(), cluster_facts()) == [
-        "v100-2 has slurm.role both but the cluster's controller is head: one slurmctld per cluster"]
+        "v100-2 has provision_slurm.role both but the cluster's controller is head: one slurmctld per cluster"]
 
 
 # --- gres.conf -------------------------------------------------------------------------------------
@@ -412,7 +412,7 @@ def test_autodetect_writes_the_types_and_counts_without_files(inventory):
 
 def test_autodetect_per_node_where_nodes_differ(inventory):
     inv = inventory(CLUSTER.replace("v100-2: {ansible_host: 10.0.0.12}",
-                                    "v100-2: {ansible_host: 10.0.0.12, slurm: {gres_autodetect: nvidia}}"))
+                                    "v100-2: {ansible_host: 10.0.0.12, provision_slurm: {gres_autodetect: nvidia}}"))
     gres = rendered(slurm.slurm_context(inv.hosts["head"], inv.hosts.values(), cluster_facts()), "gres.conf.j2")
     assert "# AutoDetect=nvidia needs Slurm 24.11 or newer (22.05 knows nvml, rsmi and off)." in gres
     assert [line for line in gres.splitlines() if not line.startswith("#")] == [
@@ -427,7 +427,7 @@ def test_a_gpu_type_autodetect_cannot_match_is_refused(inventory):
                                     "cluster_name: basement, gres_autodetect: nvml, gpu_type: volta}"))
     problems = slurm.slurm_context(inv.hosts["head"], inv.hosts.values(), cluster_facts())
     assert len(problems) == 8  # each GPU of both nodes
-    assert problems[0] == ("v100-1: slurm.gpu_type 'volta' is not part of the name AutoDetect=nvml gives GPU0 "
+    assert problems[0] == ("v100-1: provision_slurm.gpu_type 'volta' is not part of the name AutoDetect=nvml gives GPU0 "
                            "(tesla_v100-sxm2-16gb): slurmd would not match them (gres.conf(5), Type); use e.g. 'v100'")
 
 

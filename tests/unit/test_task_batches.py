@@ -18,11 +18,11 @@ all:
   hosts:
     node-1:
       ansible_host: 192.0.2.1
-      driver: {version: "580.95.05", source: local, repository: "deb [trusted=yes] http://mirror/ ./"}
-      gpu: {persistence: true, power_limit: 200, clocks: {mem: 877, sm: 1005}}
-      nccl: {socket_ifname: "=ens803f0,ens803f1"}
-      launcher: {nproc_per_node: gpu}
-      slurm: {controller: node-1, role: both}
+      provision_driver: {version: "580.95.05", source: local, repository: "deb [trusted=yes] http://mirror/ ./"}
+      provision_gpu: {persistence: true, power_limit: 200, clocks: {mem: 877, sm: 1005}}
+      provision_nccl: {socket_ifname: "=ens803f0,ens803f1"}
+      provision_launcher: {nproc_per_node: gpu}
+      provision_slurm: {controller: node-1, role: both}
 """
 
 
@@ -98,7 +98,7 @@ def test_a_task_for_blocks_the_host_does_not_set_never_splits_a_batch(tmp_path):
     (tmp_path / "inventory.yaml").write_text(textwrap.dedent("""\
         all:
           hosts:
-            node-1: {gpu: {persistence: true}, nccl: {socket_ifname: "=ens803f0"}}
+            node-1: {provision_gpu: {persistence: true}, provision_nccl: {socket_ifname: "=ens803f0"}}
         """))
     host = load_inventory(str(tmp_path / "inventory.yaml")).hosts["node-1"]
     tasks = {t.name: t for t in load_playbook(playbook_path("site"), templates_dir())}

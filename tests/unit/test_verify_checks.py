@@ -130,10 +130,10 @@ def test_the_gpu_count_of_the_inventory_counts_lost_gpus_and_says_what_it_found(
     assert verdict(count, one_lost) is None  # still enumerated: no_gpu_is_lost fails for it
     gone = node(NvidiaFacts(state="ok", gpus=[gpu(i) for i in range(6)]), {"count": 7})
     failed = verdict(count, gone)
-    assert (failed.expected, failed.found) == ("7 GPU(s) (gpu.count)", "6") and "reseat" in failed.fix
+    assert (failed.expected, failed.found) == ("7 GPU(s) (provision_gpu.count)", "6") and "reseat" in failed.fix
     no_driver = node(NvidiaFacts(state="error", message="NVIDIA-SMI has failed"), {"count": 4})
     assert verdict(count, no_driver).found == "0 (error: NVIDIA-SMI has failed)"
-    with pytest.raises(pytest.skip.Exception, match="no gpu.count"):
+    with pytest.raises(pytest.skip.Exception, match="no provision_gpu.count"):
         count(node(NvidiaFacts(state="ok", gpus=[gpu(0)])))
 
 
@@ -234,7 +234,7 @@ def test_a_gpu_whose_nearest_nic_is_across_sockets_fails_the_level_the_inventory
 def test_without_a_required_level_the_cross_socket_pairs_are_noted_not_failed():
     check = checks_topology.check_every_gpu_has_a_nic_within_reach
     quiet = topo_node(DUAL_SOCKET)
-    with pytest.raises(pytest.skip.Exception, match="no nccl.require_nic_within"):
+    with pytest.raises(pytest.skip.Exception, match="no provision_nccl.require_nic_within"):
         check(quiet)
     assert len(quiet.notes) == 2
 

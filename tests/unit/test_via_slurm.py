@@ -28,7 +28,7 @@ all:
       hosts:
         head: {ansible_host: 10.0.0.1}
       vars:
-        slurm: {controller: head}
+        provision_slurm: {controller: head}
     gpu:
       hosts:
         gpu-1: {ansible_host: 10.0.0.11}
@@ -36,11 +36,11 @@ all:
         gpu-3: {ansible_host: 10.0.0.13}
         gpu-4: {ansible_host: 10.0.0.14}
       vars:
-        slurm: {controller: head, provision_command: /usr/local/bin/provision}
-        gpu: {persistence: true}
+        provision_slurm: {controller: head, provision_command: /usr/local/bin/provision}
+        provision_gpu: {persistence: true}
     other:
       hosts:
-        ws: {ansible_host: 10.0.0.50, gpu: {persistence: true}}
+        ws: {ansible_host: 10.0.0.50, provision_gpu: {persistence: true}}
 """
 # sinfo --noheader --Node --format=%N|%o|%t, as Slurm prints it: NodeName|NodeAddr|compact state
 SINFO = """node-a|10.0.0.11|idle

@@ -1,6 +1,6 @@
 """Which NVIDIA driver packages a host needs, whether they are the pinned version, and whether a reboot is pending.
 
-Package names per distribution and source (what each ships; explicit `driver.packages` overrides them):
+Package names per distribution and source (what each ships; explicit `provision_driver.packages` overrides them):
 
   Ubuntu's archive    nvidia-driver-580[-server][-open]; compute only: nvidia-headless-580[-server][-open]
                       plus nvidia-utils-580[-server] (nvidia-smi is not in the headless metapackage)
@@ -44,12 +44,12 @@ def package_names(settings: DriverSettings, os_id: str) -> list[str]:
         return [f"nvidia-driver-{branch}{flavour}"]
     if os_id == "debian":
         if settings.server:
-            raise ValueError("Debian has no -server driver packages: leave driver.server out, or name the "
-                             "packages (driver.packages)")
+            raise ValueError("Debian has no -server driver packages: leave provision_driver.server out, or name the "
+                             "packages (provision_driver.packages)")
         module = "nvidia-open-kernel-dkms" if settings.open else "nvidia-kernel-dkms"
         return [module, "nvidia-smi", "libcuda1"] if settings.headless else ["nvidia-driver"]
     raise ValueError(f"no default driver package names for {os_id or 'this system'!r} (Debian and Ubuntu only): "
-                     "name them in driver.packages")
+                     "name them in provision_driver.packages")
 
 
 def candidate_names(settings: DriverSettings) -> list[str]:
@@ -132,7 +132,7 @@ def unfit_for_the_gpus(settings: DriverSettings, facts: HostFacts) -> list[str]:
     named = ", ".join(f"GPU{g.index} {g.name} ({g.compute_cap})" for g in older[:2]) + (" ..." if len(older) > 2 else "")
     problems = []
     if settings.open:
-        problems.append(f"driver.open: the open kernel modules drive Turing and newer GPUs only (they need the "
+        problems.append(f"provision_driver.open: the open kernel modules drive Turing and newer GPUs only (they need the "
                         f"GPU's GSP), and this host has older ones: {named}; leave open out")
     if int(settings.wanted_branch) > LAST_BRANCH_BEFORE_TURING:
         problems.append(f"driver branch {settings.wanted_branch} does not drive GPUs older than Turing, and this host "

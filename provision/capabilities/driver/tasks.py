@@ -15,7 +15,7 @@ from provision.core.plan import OK, Change, FileWrite, Item, Plan, Task
 from provision.capabilities.system.files import plan_written
 
 NOUVEAU_CONF = "/etc/modprobe.d/provision-blacklist-nouveau.conf"
-NOUVEAU_TEXT = ("# Managed by provision (driver.blacklist_nouveau): the NVIDIA driver, not nouveau, takes the GPUs.\n"
+NOUVEAU_TEXT = ("# Managed by provision (provision_driver.blacklist_nouveau): the NVIDIA driver, not nouveau, takes the GPUs.\n"
                 "blacklist nouveau\noptions nouveau modeset=0\n")
 # nouveau loads from the initramfs on Debian and Ubuntu: the blacklist counts there only once it is rebuilt.
 REBUILD_INITRAMFS = ["sh", "-c", "if command -v update-initramfs >/dev/null; then update-initramfs -u; "
@@ -45,14 +45,14 @@ class DriverTask(Task):
 
 
 class NouveauBlacklist(DriverTask):
-    """Playbook: `task: nouveau-blacklist`: nouveau never binds the GPUs (driver.blacklist_nouveau, default on)."""
+    """Playbook: `task: nouveau-blacklist`: nouveau never binds the GPUs (provision_driver.blacklist_nouveau, default on)."""
 
     name = "nouveau-blacklist"
     plans_from = frozenset()  # its own file
     alters = frozenset({"initramfs"})  # and its file
 
     def not_wanted(self, wanted):
-        return "" if wanted.blacklist_nouveau else "driver.blacklist_nouveau is false"
+        return "" if wanted.blacklist_nouveau else "provision_driver.blacklist_nouveau is false"
 
     def file_paths(self, host):
         wanted = host.settings.driver
@@ -66,7 +66,7 @@ class NouveauBlacklist(DriverTask):
 
 
 class DriverRepository(DriverTask):
-    """Playbook: `task: driver-repository`: with driver.source: local, the apt source line of driver.repository,
+    """Playbook: `task: driver-repository`: with provision_driver.source: local, the apt source line of provision_driver.repository,
     then apt-get update (the index of a source that just changed)."""
 
     name = "driver-repository"
@@ -74,22 +74,22 @@ class DriverRepository(DriverTask):
     alters = frozenset({"apt_index"})  # and its file: what apt may install, not what is installed
 
     def not_wanted(self, wanted):
-        return "" if wanted.source == "local" else f"driver.source is {wanted.source}"
+        return "" if wanted.source == "local" else f"provision_driver.source is {wanted.source}"
 
     def file_paths(self, host):
         wanted = host.settings.driver
         return [SOURCE_LIST] if wanted and not self.not_wanted(wanted) else []
 
     def plan_driver(self, plan, wanted, facts):
-        plan_written(plan, FileWrite(SOURCE_LIST, f"# Managed by provision (driver.repository)\n{wanted.repository}\n"),
+        plan_written(plan, FileWrite(SOURCE_LIST, f"# Managed by provision (provision_driver.repository)\n{wanted.repository}\n"),
                      facts)
         for change in plan.changes:
             change.after_write = [APT_UPDATE]
 
 
 class NvidiaDriver(DriverTask):
-    """Playbook: `task: nvidia-driver`: the driver's packages at the pinned version (driver.version, or the
-    newest of driver.branch), from one apt-get that installs, upgrades or downgrades them; held (driver.hold)."""
+    """Playbook: `task: nvidia-driver`: the driver's packages at the pinned version (provision_driver.version, or the
+    newest of provision_driver.branch), from one apt-get that installs, upgrades or downgrades them; held (provision_driver.hold)."""
 
     name = "nvidia-driver"
     plans_from = frozenset({"packages", "held", "driver", "system", "nvidia.gpus"})
@@ -107,7 +107,7 @@ class NvidiaDriver(DriverTask):
             plan.failed = str(exc)
             return
         if wanted.source == "cuda" and not facts.packages.get("cuda-keyring"):
-            plan.failed = ("driver.source cuda: NVIDIA's CUDA repository is not set up here (no cuda-keyring package): "
+            plan.failed = ("provision_driver.source cuda: NVIDIA's CUDA repository is not set up here (no cuda-keyring package): "
                            "install it (developer.download.nvidia.com/compute/cuda/repos/<distro>/<arch>/"
                            "cuda-keyring_1.1-1_all.deb), or use source: local with your mirror")
             return
@@ -135,7 +135,7 @@ class NvidiaDriver(DriverTask):
 
     @staticmethod
     def plan_hold(plan: Plan, wanted, names: list[str], facts) -> None:
-        """driver.hold: every package held (apt-mark hold), so no upgrade moves it; false: none held."""
+        """provision_driver.hold: every package held (apt-mark hold), so no upgrade moves it; false: none held."""
         action, off = ("hold", [n for n in names if n not in facts.held]) if wanted.hold else \
             ("unhold", [n for n in names if n in facts.held])
         if not off:

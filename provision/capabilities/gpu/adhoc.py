@@ -226,10 +226,10 @@ class AdhocSettings:
                     differ.setdefault((key, yaml_words(said)), (said, []))[1].append(gpu)
         for (key, words), (said, where) in differ.items():
             if said is None:
-                self.warnings.append(f"{host.name} {gpu_list(where)}: the inventory does not set gpu.{key}; the "
+                self.warnings.append(f"{host.name} {gpu_list(where)}: the inventory does not set provision_gpu.{key}; the "
                                      "next `provision apply` removes it from the boot file (it stays until reboot)")
             else:
-                self.warnings.append(f"{host.name} {gpu_list(where)}: the inventory says gpu.{key} {words} "
+                self.warnings.append(f"{host.name} {gpu_list(where)}: the inventory says provision_gpu.{key} {words} "
                                      f"(`{as_typed({key: said})}`); the next `provision apply` sets that back")
 
 

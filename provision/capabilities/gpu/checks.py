@@ -66,15 +66,15 @@ def check_nvidia_smi_reads_the_gpus(node):
 def check_gpu_count_is_as_the_inventory_says(node):
     expected = node.inventory.settings.gpu.count if node.inventory.settings.gpu else None
     if expected is None:
-        pytest.skip("the inventory sets no gpu.count for this host")
+        pytest.skip("the inventory sets no provision_gpu.count for this host")
     unless_the_driver_is_pending(node)
     nvidia = node.facts.nvidia
     found = len(nvidia.gpus) + len(nvidia.lost)  # a lost GPU is still enumerated: no_gpu_is_lost speaks of it
     if found != expected:
-        fail(f"{expected} GPU(s) (gpu.count)", f"{found}" + (f" ({nvidia.state}: {nvidia.message})"
+        fail(f"{expected} GPU(s) (provision_gpu.count)", f"{found}" + (f" ({nvidia.state}: {nvidia.message})"
                                                               if nvidia.state != "ok" else ""),
              "a missing card: reseat it, check its riser and power, then reboot "
-             "(every_gpu_of_the_last_good_run_is_here names it); a card added or removed on purpose: change gpu.count",
+             "(every_gpu_of_the_last_good_run_is_here names it); a card added or removed on purpose: change provision_gpu.count",
              because=("no_gpu_failed_to_initialize", "every_gpu_of_the_last_good_run_is_here"))
 
 

@@ -28,7 +28,7 @@ LOCK_KEYS = ("sm", "mem", "mem_deferred")
 
 
 class ApplicationClocks(Task):
-    """gpu.clocks: {mem, sm[, nearest]} -> nvidia-smi -ac MEM,SM; "default" -> -rac."""
+    """provision_gpu.clocks: {mem, sm[, nearest]} -> nvidia-smi -ac MEM,SM; "default" -> -rac."""
 
     name = "gpu-clocks"
     tags = frozenset({"gpu", "clocks"})
@@ -68,7 +68,7 @@ def _check_app_clocks(facts: HostFacts, uuid: str, target: ClockPair) -> str | N
 
 
 class LockedClocks(Task):
-    """gpu.locked_clocks: {sm: [MIN, MAX], mem: [MIN, MAX]} -> -lgc / -lmc (Hopper: -lmcd); "default" resets."""
+    """provision_gpu.locked_clocks: {sm: [MIN, MAX], mem: [MIN, MAX]} -> -lgc / -lmc (Hopper: -lmcd); "default" resets."""
 
     name = "gpu-locked-clocks"
     tags = frozenset({"gpu", "clocks"})

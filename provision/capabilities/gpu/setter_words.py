@@ -40,13 +40,13 @@ def _meaning(said: str) -> str | None:
         return ("nvidia-smi may not change this setting here: it needs root on the host itself (inside a "
                 "container GPU settings belong to the host: run provision against the host, not the container)")
     if limits := _RANGE.search(said):
-        return (f"outside what this GPU accepts ({float(limits[1]):g}..{float(limits[2]):g} W): set gpu.power_limit "
+        return (f"outside what this GPU accepts ({float(limits[1]):g}..{float(limits[2]):g} W): set provision_gpu.power_limit "
                 "within it (provision facts shows each GPU's range)")
     if "clock combination" in said and "is not supported" in said:
         return "not a clock pair this GPU supports: pick one from `provision clocks --list` (or use --nearest)"
     if "not supported" in said.lower():
         return ("this GPU or driver does not take this setting (a GeForce card takes locked clocks, not "
-                "application clocks: gpu.locked_clocks, `provision clocks --locked`; a vGPU or MIG instance: "
+                "application clocks: provision_gpu.locked_clocks, `provision clocks --locked`; a vGPU or MIG instance: "
                 "set it on the host's whole GPU)")
     if any(words in said for words in _LOST):
         return "the GPU no longer answers: see `provision verify` (a GPU off the bus needs a reset or a reboot)"

@@ -98,10 +98,10 @@ def wanted_per_gpu(host, facts: HostFacts, setting: str, plan: Plan) -> Iterator
     """
     gpu_settings = host.settings.gpu
     if gpu_settings is None or not _asks_for(gpu_settings, setting):
-        plan.skipped = f"gpu.{setting} not set"
+        plan.skipped = f"provision_gpu.{setting} not set"
         return
     if facts.nvidia.state != "ok":
-        cannot_use_gpus(plan, host, facts, f"gpu.{setting} is set but ")
+        cannot_use_gpus(plan, host, facts, f"provision_gpu.{setting} is set but ")
         return
     resolution = resolve_gpus(host, facts)
     for held in resolution.held:
@@ -180,7 +180,7 @@ def unless_persistent(facts: HostFacts, gpu: GpuFacts) -> str:
     """Why a setting read back unchanged, when the likely cause is an unloaded driver."""
     if gpu.persistence is False and not facts.nvidia.persistenced_running:
         return ("; persistence mode is off, so the driver unloaded when nvidia-smi exited and forgot it: "
-                "turn persistence on first (gpu.persistence: true, or `provision persistence on`)")
+                "turn persistence on first (provision_gpu.persistence: true, or `provision persistence on`)")
     return ""
 
 
@@ -192,7 +192,7 @@ PACKAGED_UNITS = ("/lib/systemd/system/nvidia-persistenced.service", "/usr/lib/s
 DAEMON_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/provision.conf"
 DROPIN_TEXT = """\
 # Managed by provision: the packaged unit starts the daemon with --no-persistence-mode,
-# which keeps persistence off; the inventory says gpu.persistence: true.
+# which keeps persistence off; the inventory says provision_gpu.persistence: true.
 [Service]
 ExecStart=
 ExecStart={exec_start}

@@ -80,14 +80,14 @@ def nearest_pairs(gpu: GpuFacts, mem: int, sm: int, count: int = 4) -> list[Cloc
 
 
 def app_clocks_target(gpu: GpuFacts, want) -> tuple[ClockPair | None, str]:
-    """(the pair to set, a note for the report), for gpu.clocks = {mem, sm, nearest} or "default".
+    """(the pair to set, a note for the report), for provision_gpu.clocks = {mem, sm, nearest} or "default".
     None for "default" on a GPU without application clocks: there is nothing to reset."""
     if not takes_app_clocks(gpu) and want == DEFAULT:
         return None, "this GPU has no application clocks"
     if not takes_app_clocks(gpu):
         low = _lowest(gpu, "sm") or gpu.clock_sm or "MIN"
-        raise Refused(f"{gpu_words(gpu)}: gpu.clocks (application clocks, nvidia-smi -ac) is not supported by "
-                      f"this GPU; use gpu.locked_clocks instead, e.g. locked_clocks: {{sm: [{low}, {want.sm}]}}",
+        raise Refused(f"{gpu_words(gpu)}: provision_gpu.clocks (application clocks, nvidia-smi -ac) is not supported by "
+                      f"this GPU; use provision_gpu.locked_clocks instead, e.g. locked_clocks: {{sm: [{low}, {want.sm}]}}",
                       gpu, "clocks", "takes no application clocks",
                       instead={"locked_clocks": {"sm": [low, want.sm]}})
     if want == DEFAULT:
@@ -98,7 +98,7 @@ def app_clocks_target(gpu: GpuFacts, want) -> tuple[ClockPair | None, str]:
     near = nearest_pairs(gpu, want.mem, want.sm)
     if want.nearest:
         return near[0], f"nearest supported pair to {asked}"
-    raise Refused(f"{gpu_words(gpu)}: gpu.clocks mem {want.mem}, sm {want.sm} is not a supported "
+    raise Refused(f"{gpu_words(gpu)}: provision_gpu.clocks mem {want.mem}, sm {want.sm} is not a supported "
                   f"(memory,graphics) pair; nearest: {' '.join(map(str, near))}. Set nearest: true to use "
                   f"the nearest, or see `provision clocks --list`",
                   gpu, "clocks", "not a supported (memory,graphics) pair", f"nearest: {' '.join(map(str, near))}",
@@ -128,7 +128,7 @@ class Lock:
 
 
 def locked_targets(gpu: GpuFacts, want) -> list[Lock]:
-    """The locks for gpu.locked_clocks = {sm: [MIN, MAX], mem: [MIN, MAX]} or "default"."""
+    """The locks for provision_gpu.locked_clocks = {sm: [MIN, MAX], mem: [MIN, MAX]} or "default"."""
     if want == DEFAULT:
         locks = [Lock("sm", DEFAULT)] if locks_gpu_clocks(gpu) else []
         option = memory_lock_option(gpu)
@@ -138,8 +138,8 @@ def locked_targets(gpu: GpuFacts, want) -> list[Lock]:
     locks = []
     if want.sm is not None:
         if not locks_gpu_clocks(gpu):
-            raise Refused(f"{gpu_words(gpu)}: gpu.locked_clocks.sm (-lgc) needs Volta or newer "
-                          f"(compute capability 7.0+), this GPU is {gpu.compute_cap}; use gpu.clocks",
+            raise Refused(f"{gpu_words(gpu)}: provision_gpu.locked_clocks.sm (-lgc) needs Volta or newer "
+                          f"(compute capability 7.0+), this GPU is {gpu.compute_cap}; use provision_gpu.clocks",
                           gpu, "locked_clocks.sm", f"cannot lock its graphics clock (-lgc needs Volta or newer, "
                           f"compute capability 7.0+; this GPU is {gpu.compute_cap})",
                           instead={"clocks": {"mem": "MEM", "sm": "SM"}})
@@ -153,8 +153,8 @@ def locked_targets(gpu: GpuFacts, want) -> list[Lock]:
 def _memory_lock(gpu: GpuFacts, bounds: tuple[int, int]) -> Lock:
     option = memory_lock_option(gpu)
     if option is None:
-        raise Refused(f"{gpu_words(gpu)}: gpu.locked_clocks.mem (-lmc) needs Ampere or newer (compute capability "
-                      f"8.0+), this GPU is {gpu.compute_cap}; set its memory clock with gpu.clocks "
+        raise Refused(f"{gpu_words(gpu)}: provision_gpu.locked_clocks.mem (-lmc) needs Ampere or newer (compute capability "
+                      f"8.0+), this GPU is {gpu.compute_cap}; set its memory clock with provision_gpu.clocks "
                       "(application clocks) instead",
                       gpu, "locked_clocks.mem", f"cannot lock its memory clock (-lmc needs Ampere or newer, "
                       f"compute capability 8.0+; this GPU is {gpu.compute_cap})",
@@ -163,7 +163,7 @@ def _memory_lock(gpu: GpuFacts, bounds: tuple[int, int]) -> Lock:
         supported = sorted({p.mem for p in gpu.supported_clocks}, reverse=True)
         if bounds[0] != bounds[1] or (supported and bounds[0] not in supported):
             top = supported[0] if supported else "MHz"
-            raise Refused(f"{gpu_words(gpu)}: gpu.locked_clocks.mem {list(bounds)}: Hopper locks memory at the next "
+            raise Refused(f"{gpu_words(gpu)}: provision_gpu.locked_clocks.mem {list(bounds)}: Hopper locks memory at the next "
                           f"driver load (-lmcd) to one supported memory clock: write mem: "
                           f"{top} (supported: {', '.join(map(str, supported))})",
                           gpu, "locked_clocks.mem", "Hopper locks memory at the next driver load (-lmcd), to one "
@@ -182,7 +182,7 @@ def _lowest(gpu: GpuFacts, which: str) -> int | None:
 def _check_range(gpu: GpuFacts, which: str, bounds: tuple[int, int], low: int | None, high: int | None) -> None:
     if (low is not None and bounds[0] < low) or (high is not None and bounds[1] > high):
         span = f"{low if low is not None else 0}..{high if high is not None else '?'} MHz"
-        raise Refused(f"{gpu_words(gpu)}: gpu.locked_clocks.{which} {list(bounds)} MHz is outside this GPU's "
+        raise Refused(f"{gpu_words(gpu)}: provision_gpu.locked_clocks.{which} {list(bounds)} MHz is outside this GPU's "
                       f"range {span} (clocks.max.{'graphics' if which == 'sm' else 'memory'} is the top)",
                       gpu, f"locked_clocks.{which}", f"outside the range {span}")
 
@@ -196,12 +196,12 @@ def current_lock(gpu: GpuFacts, key: str) -> str:
 
 def power_target(gpu: GpuFacts, want) -> float:
     if gpu.power_limit is None or gpu.power_min is None or gpu.power_max is None:
-        raise Refused(f"{gpu_words(gpu)}: gpu.power_limit is set but this GPU does not support changing its "
-                      "power limit; remove it for this GPU (gpu.overrides)",
+        raise Refused(f"{gpu_words(gpu)}: provision_gpu.power_limit is set but this GPU does not support changing its "
+                      "power limit; remove it for this GPU (provision_gpu.overrides)",
                       gpu, "power_limit", "does not support changing its power limit")
     target = gpu.power_default if want == DEFAULT else float(want)
     if not gpu.power_min <= target <= gpu.power_max:
-        raise Refused(f"{gpu_words(gpu)}: gpu.power_limit {target:g} W is outside this GPU's range "
+        raise Refused(f"{gpu_words(gpu)}: provision_gpu.power_limit {target:g} W is outside this GPU's range "
                       f"{gpu.power_min:g}..{gpu.power_max:g} W (default {gpu.power_default:g} W)",
                       gpu, "power_limit", f"{target:g} W is outside the range {gpu.power_min:g}..{gpu.power_max:g} W "
                       f"(default {gpu.power_default:g} W)")

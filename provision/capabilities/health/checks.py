@@ -67,7 +67,7 @@ def check_gpus_have_thermal_headroom(node):
     if not any(t.to_slowdown is not None for t in read.values()):
         pytest.skip("nvidia-smi reports no slowdown temperature for these GPUs")
     if hot:
-        fail(f"every GPU at least {margin} C below its slowdown temperature (gpu.thermal_margin)", "; ".join(hot),
+        fail(f"every GPU at least {margin} C below its slowdown temperature (provision_gpu.thermal_margin)", "; ".join(hot),
              "check its fans (nvidia-smi -q -d PERFORMANCE, the BMC's fan sensors), the airflow and the room; a "
              "blocked or clogged heatsink; then watch it under load (provision verify again)",
              about=tuple(about), severity=severity)

@@ -80,7 +80,7 @@ def check_no_xid_errors_since_boot(node):
 
 def check_no_gpu_failed_to_initialize(node):
     """A GPU the driver could not bring up at boot never shows in nvidia-smi: only the kernel says it was there
-    (RmInitAdapter failed, the probe failed). Named by its bus id; it counts against gpu.count."""
+    (RmInitAdapter failed, the probe failed). Named by its bus id; it counts against provision_gpu.count."""
     events = [e for e in kernel_events(node) if e.kind == "init-failed"]
     names = gpu_names(node)
     readable = {pci.slot(g.bus_id) for g in node.facts.nvidia.gpus}

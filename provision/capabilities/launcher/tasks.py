@@ -39,7 +39,7 @@ def allreduce_path(host) -> str:
 
 def processes_per_node(host, facts) -> tuple[str | None, str]:
     """(torchrun's --nproc-per-node, why not) for this host. "gpu" is the GPU count the inventory intends
-    (gpu.count), else the GPUs nvidia-smi names, readable or lost: a card off the bus for a day is a fault
+    (provision_gpu.count), else the GPUs nvidia-smi names, readable or lost: a card off the bus for a day is a fault
     verify reports, not a reason to rewrite the cluster's launch command for fewer processes."""
     wanted = host.settings.launcher.nproc_per_node
     if wanted != "gpu":
@@ -48,7 +48,7 @@ def processes_per_node(host, facts) -> tuple[str | None, str]:
     gpus = intended or len(facts.nvidia.gpus) + len(facts.nvidia.lost)
     if gpus == 0:
         said = facts.nvidia.message or "no GPU"
-        return None, f"launcher.nproc_per_node is gpu, and nvidia-smi reads no GPU here ({said}) (nothing written)"
+        return None, f"provision_launcher.nproc_per_node is gpu, and nvidia-smi reads no GPU here ({said}) (nothing written)"
     return str(gpus), ""
 
 

@@ -109,7 +109,7 @@ def network_from_hosts(hosts: list[Host], nodes: int | None = None, gpus_per_nod
         gpus_per_node = _gpus_per_node(hosts, notes)
     link_mbps = _slowest_link_mbps(hosts) if link_mbps is None else link_mbps
     if link_mbps is None:
-        raise ValueError("no link speed: give --link-mbps (10 GbE: 10000), or set nccl.expected_link_speed_mbps "
+        raise ValueError("no link speed: give --link-mbps (10 GbE: 10000), or set provision_nccl.expected_link_speed_mbps "
                          "for the hosts in the inventory")
     if links is None:
         links = _links_per_node(hosts, notes)
@@ -120,7 +120,7 @@ def _gpus_per_node(hosts: list[Host], notes: list[str]) -> int:
     counts = {h.name: (h.settings.gpu.count if h.settings.gpu else None) for h in hosts}
     unset = [name for name, count in counts.items() if count is None]
     if unset:
-        notes.append(f"gpu.count is not set for {_names(unset)}: 1 GPU per node assumed (--gpus-per-node G)")
+        notes.append(f"provision_gpu.count is not set for {_names(unset)}: 1 GPU per node assumed (--gpus-per-node G)")
     distinct = {count or 1 for count in counts.values()} or {1}
     if len(distinct) > 1:
         raise ValueError(f"the selected hosts have different GPU counts ({', '.join(map(str, sorted(distinct)))}): "
@@ -146,7 +146,7 @@ def _links_per_node(hosts: list[Host], notes: list[str]) -> int:
         counts.append(1)
         kind = "not set" if not ifname else f"{ifname}, {'an exclusion' if exclude else 'a prefix'}: it may take " \
             "more than one port"
-        notes.append(f"nccl.socket_ifname is {kind}; 1 link per node assumed, --links N says how many")
+        notes.append(f"provision_nccl.socket_ifname is {kind}; 1 link per node assumed, --links N says how many")
     return min(counts, default=1)  # the node with the fewest links slows the ring
 
 

@@ -16,7 +16,7 @@ from provision.core.checks import fail_each, note
 def check_rdma_ports_are_up_at_rate_without_errors(node):
     settings = node.inventory.settings.nccl or NcclSettings()
     if settings.ib_disable:
-        pytest.skip("not applicable: nccl.ib_disable is set (NCCL uses no RDMA port)")
+        pytest.skip("not applicable: provision_nccl.ib_disable is set (NCCL uses no RDMA port)")
     if node.facts.interfaces is None:
         pytest.skip("the network was not read")
     if not node.facts.rdma:

@@ -118,15 +118,15 @@ class NetProblem:
 KINDS = {
     "unread": "run `provision facts` on the node: it says why its interfaces could not be read",
     "unmatched": "a NIC renamed after a new card, driver or kernel? compare `ip -br link` on the node with "
-                 "nccl.socket_ifname and fix the inventory",
+                 "provision_nccl.socket_ifname and fix the inventory",
     "down": "a port down: check its cable, the switch port and `ip link show` on the node; a port left out on "
-            "purpose: make nccl.socket_ifname exact (=NAME,NAME)",
+            "purpose: make provision_nccl.socket_ifname exact (=NAME,NAME)",
     "unaddressed": "give the port its address (the node's network configuration), or leave it out of "
-                   "nccl.socket_ifname",
-    "stray": "exclude them: nccl.socket_ifname '^...,lo,docker', or name the fabric's ports",
+                   "provision_nccl.socket_ifname",
+    "stray": "exclude them: provision_nccl.socket_ifname '^...,lo,docker', or name the fabric's ports",
     "slow": "a port at the wrong speed is cabled to a slower switch port (the 1GbE uplink?): move the cable; "
-            "check `ethtool NAME` on the node; a port left out on purpose: make nccl.socket_ifname exact",
-    "hca": "fix nccl.ib_hca to the RDMA devices the node has (ls /sys/class/infiniband), or set nccl.ib_disable",
+            "check `ethtool NAME` on the node; a port left out on purpose: make provision_nccl.socket_ifname exact",
+    "hca": "fix provision_nccl.ib_hca to the RDMA devices the node has (ls /sys/class/infiniband), or set provision_nccl.ib_disable",
 }
 
 

@@ -46,11 +46,11 @@ def is_down(port: RdmaPort) -> bool:
 
 
 def expected_rate(port: RdmaPort, ports: list[RdmaPort], setting: float | None) -> tuple[float, str] | None:
-    """(Gb/s, the rule that gave it) for a port: nccl.expected_ib_rate_gbps; else the fastest of the node's other
+    """(Gb/s, the rule that gave it) for a port: provision_nccl.expected_ib_rate_gbps; else the fastest of the node's other
     ports NCCL may use that are up, of the same link layer (NCCL spreads its traffic over them: the slowest sets
     the pace). None: nothing to hold it to (the only port of its kind, or none of the others up)."""
     if setting is not None:
-        return setting, "nccl.expected_ib_rate_gbps"
+        return setting, "provision_nccl.expected_ib_rate_gbps"
     others = [p for p in ports if p is not port and p.link_layer == port.link_layer and not is_down(p)
               and p.rate_gbps is not None]
     if not others:
@@ -115,7 +115,7 @@ def _slow(port: RdmaPort, want: float, rule: str, counts: dict[str, int]) -> Fin
         f"{port.name} at {want:g} Gb/s ({rule})", f"{port.name} at {port.rate_gbps:g} Gb/s{said}{_counted_too(counts)}",
         "the link trained slower (fewer lanes, 1X of 4X, or a lower speed): a damaged cable or connector, or a "
         f"slower switch port: reseat or replace the cable of {port.name} and check its switch port, then "
-        f"`ibstat {port.hca} {port.port}` on the node; slower on purpose: set nccl.expected_ib_rate_gbps",
+        f"`ibstat {port.hca} {port.port}` on the node; slower on purpose: set provision_nccl.expected_ib_rate_gbps",
         about=(subject(port),), severity=WARNING)
 
 

@@ -99,16 +99,16 @@ class NcclSettings(Block):
     def _known_nccl_variables(cls, value: dict[str, str]) -> dict[str, str]:
         others = [k for k in value if not k.startswith("NCCL_")]
         if others:
-            raise refuse(f"{', '.join(others)}: nccl.env holds NCCL_* variables only",
-                         "put other variables under launcher.env")
+            raise refuse(f"{', '.join(others)}: provision_nccl.env holds NCCL_* variables only",
+                         "put other variables under provision_launcher.env")
         typed = {name: key for key, name in cls.VARIABLES.items()}
         for name, text in value.items():
             if name in typed:
-                raise refuse(f"{name}: set it as nccl.{typed[name]} (checked against each node), not in nccl.env")
+                raise refuse(f"{name}: set it as provision_nccl.{typed[name]} (checked against each node), not in provision_nccl.env")
             if name not in nccl_variables.KNOWN:
                 hint = did_you_mean(name, sorted(nccl_variables.KNOWN))
                 raise refuse(f"{name} is not a variable NCCL reads", (hint + " " if hint else "") +
-                             "(a name newer than provision's list: set it in launcher.env)")
+                             "(a name newer than provision's list: set it in provision_launcher.env)")
             if UNSAFE_IN_VALUES.search(text):
                 raise refuse(f"{name}={text!r}: quotes, backslashes, $, backticks and spaces are not allowed "
                              "in NCCL values (nccl.conf has no quoting)")

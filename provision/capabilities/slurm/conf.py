@@ -102,7 +102,7 @@ def cluster_context(hosts: Sequence[Host], facts: Mapping[str, HostFacts | None]
     when they cannot be written right, the problems, each naming its host.
 
     facts: host name -> HostFacts; None or absent for a host whose facts could not be read, and unread may
-    say why (host name -> reason). health_check_program: what slurmd runs every slurm.health_check_interval.
+    say why (host name -> reason). health_check_program: what slurmd runs every provision_slurm.health_check_interval.
     """
     unread = unread or {}
     problems: list[str] = []
@@ -114,11 +114,11 @@ def cluster_context(hosts: Sequence[Host], facts: Mapping[str, HostFacts | None]
     by_name = {h.name: h for h in hosts}
     controller = by_name.get(controller_name)
     if controller is None:
-        problems.append(f"slurm.controller {controller_name!r} is not a host of this Slurm cluster "
+        problems.append(f"provision_slurm.controller {controller_name!r} is not a host of this Slurm cluster "
                         f"({', '.join(by_name)}): give it a slurm block naming itself as controller")
     for host in hosts:
         if host.settings.slurm.role_of(host.name) in ("controller", "both") and host.name != controller_name:
-            problems.append(f"{host.name} has slurm.role {host.settings.slurm.role_of(host.name)} but the cluster's "
+            problems.append(f"{host.name} has provision_slurm.role {host.settings.slurm.role_of(host.name)} but the cluster's "
                             f"controller is {controller_name}: one slurmctld per cluster")
 
     nodes, gres_nodes, seen_names = [], [], {}
@@ -153,7 +153,7 @@ def cluster_context(hosts: Sequence[Host], facts: Mapping[str, HostFacts | None]
                 gres_nodes.append(gres)
     if not nodes and not problems:
         problems.append(f"the Slurm cluster of {controller_name} has no compute node "
-                        "(slurm.role compute or both on some host)")
+                        "(provision_slurm.role compute or both on some host)")
     if problems:
         return problems
 
@@ -190,7 +190,7 @@ def slurm_context(host: Host, everyone: Iterable[Host], facts: Mapping[str, Host
                   unread: Mapping[str, str] | None = None,
                   health_check_program: str | None = None) -> dict | list[str]:
     """The context of host's three Slurm files: its whole cluster (every host of `everyone` with the same
-    slurm.controller), and its own cgroup layout; or the problems (a list) that keep them from being written."""
+    provision_slurm.controller), and its own cgroup layout; or the problems (a list) that keep them from being written."""
     if host.settings.slurm is None:
         raise ValueError(f"{host.name} has no slurm block")
     cluster = cluster_context(slurm_cluster(host, everyone), facts, unread=unread,
@@ -209,7 +209,7 @@ def _disagreements(hosts: Sequence[Host]) -> list[str]:
         if len(values) > 1:
             said = "; ".join(f"{', '.join(names)} say{'s' if len(names) == 1 else ''} {value!r}"
                              for value, names in values.items())
-            problems.append(f"slurm.{key} must be the same on every host of the Slurm cluster "
+            problems.append(f"provision_slurm.{key} must be the same on every host of the Slurm cluster "
                             f"(slurm.conf is one file): {said}")
     return problems
 
@@ -277,7 +277,7 @@ def _gpus(host: Host, facts: HostFacts) -> tuple[list[dict], list[str]]:
             kind = settings.gpu_type
             if autodetect and kind not in detected_name(gpu.name):
                 problems.append(
-                    f"{host.name}: slurm.gpu_type {kind!r} is not part of the name AutoDetect="
+                    f"{host.name}: provision_slurm.gpu_type {kind!r} is not part of the name AutoDetect="
                     f"{settings.gres_autodetect} gives {gpu.label} ({detected_name(gpu.name)}): slurmd would not "
                     f"match them (gres.conf(5), Type); use e.g. {autodetect_type(gpu.name)!r}")
         else:

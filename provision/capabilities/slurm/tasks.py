@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import yaml
 
 from provision.core import cluster as clusters
+from provision.core.settings import variable
 from provision.capabilities.slurm import conf as slurm
 from provision.core.facts import UnitRef
 from provision.capabilities.system.apt import APT_INSTALL, APT_UPDATE
@@ -141,7 +142,7 @@ class MungeKey(Task):
 
 
 CONFIG_TEMPLATES = {"slurm.conf": "slurm.conf.j2", "gres.conf": "gres.conf.j2", "cgroup.conf": "cgroup.conf.j2"}
-HEALTH_CHECK = "/usr/local/sbin/provision-health-check"  # slurm.conf's HealthCheckProgram (slurm.health_check_interval)
+HEALTH_CHECK = "/usr/local/sbin/provision-health-check"  # slurm.conf's HealthCheckProgram (provision_slurm.health_check_interval)
 HEALTH_CHECK_TEMPLATE = "provision-health-check.sh.j2"
 ACTIVE_SBATCH = "/usr/local/sbin/provision-verify-active.sbatch"  # the health check with --active, as a job
 ACTIVE_SBATCH_TEMPLATE = "provision-verify-active.sbatch.j2"
@@ -156,10 +157,10 @@ def node_inventory(everyone) -> str:
     sits in its launcher group, with its Slurm partition named."""
     groups: dict[str, dict] = {}
     for host in everyone:
-        blocks = type(host.settings).model_fields  # gpu, driver, nccl, ...: the settings blocks
-        variables = {"ansible_host": host.address, **{k: host.vars[k] for k in blocks if k in host.vars}}
+        blocks = {variable(block) for block in type(host.settings).model_fields}  # provision_gpu, provision_nccl, ...
+        variables = {"ansible_host": host.address, **{k: v for k, v in host.vars.items() if k in blocks}}
         if host.settings.slurm:
-            variables["slurm"] = {**variables["slurm"], "partition": clusters.partition_of(host)}
+            variables[variable("slurm")] = {**variables[variable("slurm")], "partition": clusters.partition_of(host)}
         group = clusters.launcher_group(host) if host.settings.launcher else host.groups[-1]
         groups.setdefault(group, {"hosts": {}})["hosts"][host.name] = variables
     top = groups.pop("all", {})
@@ -171,7 +172,7 @@ def node_inventory(everyone) -> str:
 
 class SlurmConfig(Task):
     """Playbook: `task: slurm-config`: slurm.conf, gres.conf (the whole cluster: every node's hardware, read even
-    when --limit leaves it out) and this node's cgroup.conf, in slurm.conf_dir."""
+    when --limit leaves it out) and this node's cgroup.conf, in provision_slurm.conf_dir."""
 
     name = "slurm-config"
     tags = frozenset({"slurm", "files"})

@@ -21,7 +21,7 @@ def check_every_gpu_has_a_nic_within_reach(node):
     settings = node.inventory.settings.nccl
     want = settings.require_nic_within if settings else None
     if want is None:
-        pytest.skip("the inventory sets no nccl.require_nic_within for this host")
+        pytest.skip("the inventory sets no provision_nccl.require_nic_within for this host")
     expected = f"every GPU with an RDMA NIC at {want} or closer (nvidia-smi topo -m)"
     if matrix is None:
         fail(expected, f"no topology: {topology.message if topology else 'not read'}",
@@ -32,7 +32,7 @@ def check_every_gpu_has_a_nic_within_reach(node):
         fail(expected, ", ".join(f"{gpu} nearest {n[0]} at {n[1]}" if n else f"{gpu} no NIC" for gpu, n in
                                  nearest.items()),
              "move the NIC (or the GPU) into a slot behind the same PCIe switch or root complex, or bind each "
-             "rank to the GPUs near its NIC; if the layout is meant: lower nccl.require_nic_within")
+             "rank to the GPUs near its NIC; if the layout is meant: lower provision_nccl.require_nic_within")
 
 
 def check_gpudirect_rdma_is_available_where_nccl_uses_it(node):
@@ -40,12 +40,12 @@ def check_gpudirect_rdma_is_available_where_nccl_uses_it(node):
     behind one PCIe switch) need a peer-memory module or DMA-BUF: gdr.py."""
     settings = node.inventory.settings.nccl or NcclSettings()
     if settings.ib_disable:
-        pytest.skip("not applicable: nccl.ib_disable is set (NCCL uses no RDMA port)")
+        pytest.skip("not applicable: provision_nccl.ib_disable is set (NCCL uses no RDMA port)")
     matrix = node.facts.topology.matrix if node.facts.topology else None
     if matrix is None:
         pytest.skip("the topology was not read (nvidia-smi topo -m)")
     if settings.net_gdr_level == "LOC":
-        pytest.skip("not applicable: nccl.net_gdr_level LOC turns GPUDirect RDMA off")
+        pytest.skip("not applicable: provision_nccl.net_gdr_level LOC turns GPUDirect RDMA off")
     level = gdr.TOPO_LEVEL.get(settings.net_gdr_level or "", settings.net_gdr_level or gdr.DEFAULT_LEVEL)
     rule = f"NCCL_NET_GDR_LEVEL={settings.net_gdr_level}" if settings.net_gdr_level else \
         f"NCCL's default GDR level, {level}"

@@ -1,6 +1,6 @@
 """gpusim load --seconds N: the lab's stand-in for provision's load program (the model: load_model.py), and
 what goes wrong under it:
-- the power supply: config "psu_watts" (custom.lab.psu_watts), the budget of the node's GPUs, or a weaker supply
+- the power supply: config "psu_watts" (provision_custom.lab.psu_watts), the budget of the node's GPUs, or a weaker supply
   fitted since (`gpusim psu WATTS`, the lab's psu-weak fault: the state's, until `gpusim psu clear`; a reboot
   keeps it, as it keeps the hardware), checked at each transient while the load runs: when the GPUs' instant draws add up past it three transients in a row, the
   GPU drawing most falls off the bus (Xid 79), as on the V100 box, and the load goes on with the others;

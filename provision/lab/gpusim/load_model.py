@@ -1,5 +1,5 @@
 """The load model: what the GPUs read while the lab's stand-in for provision's load program runs
-(`gpusim load --seconds N`, load.py, given to verify --active as active.load_command).
+(`gpusim load --seconds N`, load.py, given to verify --active as provision_active.load_command).
 
 While a load runs (state["load"]: its start and end), every GPU on the bus works flat out:
 - clocks: application clocks someone set where the cap lets them; locked clocks (`-lgc MIN,MAX`, "the range of
