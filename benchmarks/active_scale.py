@@ -2,7 +2,7 @@
 
 Each size is a lab of its own: N blades of one RTX 3090 with two fabric ports each (ens803f0, ens803f1, their
 links shaped to 1/100 of their speed: lab/netns.py), the lab's torch layer, the simulator's load
-(active.load_command: `gpusim load`), a torchrun launcher, every node in one training group. After an apply,
+(provision_active.load_command: `gpusim load`), a torchrun launcher, every node in one training group. After an apply,
 one `verify` and one `verify --active --duration S` (default 5), each a fresh process, the whole group loaded
 at once: the load on every node, iperf3 on both ports along the ring (at most 10 s a test), the all-reduce
 within each node (one process here: none), across the group, and pairwise only when the group falls short
@@ -30,11 +30,11 @@ from provision.lab.cluster import Lab
 from provision.lab.spec import like_spec
 
 LIKE = {"all": {"children": {"rtx3090": {"vars": {
-    "gpu": {"persistence": True, "power_limit": 300},
-    "nccl": {"socket_ifname": "ens803f", "socket_nthreads": 1, "expected_link_speed_mbps": 10000},
-    "active": {"load_command": ["/usr/lib/provision-lab/gpusim", "load"], "expected_port_mbps": 80},
-    "launcher": {"nproc_per_node": "gpu"},
-    "custom": {"lab": {"torch": True, "gpus": [{"model": "rtx-3090", "count": 1}], "nics": ["ens803f0", "ens803f1"]}},
+    "provision_gpu": {"persistence": True, "power_limit": 300},
+    "provision_nccl": {"socket_ifname": "ens803f", "socket_nthreads": 1, "expected_link_speed_mbps": 10000},
+    "provision_active": {"load_command": ["/usr/lib/provision-lab/gpusim", "load"], "expected_port_mbps": 80},
+    "provision_launcher": {"nproc_per_node": "gpu"},
+    "provision_custom": {"lab": {"torch": True, "gpus": [{"model": "rtx-3090", "count": 1}], "nics": ["ens803f0", "ens803f1"]}},
 }}}}}
 
 

@@ -69,7 +69,7 @@ def via_option(verb: str):
     """--via of apply and verify (commands/via_slurm.py)."""
     return click.option("--via", type=click.Choice(["ssh", "slurm"]), default="ssh", show_default=True,
                         help=f"slurm: the Slurm compute nodes that take a job {verb} themselves, through one srun on "
-                             "their controller (provision on each node: slurm.provision_command); the other hosts "
+                             "their controller (provision on each node: provision_slurm.provision_command); the other hosts "
                              "over SSH.")
 
 
@@ -509,8 +509,8 @@ def verify(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_
     the Xid log and the tasks that use it) is listed under it.
 
     With --active, every GPU of each host is loaded for --duration first
-    (provision's load program with torch, active.load_command, or dcgmi diag
-    with active.dcgm_diag), sampled at 10 Hz, and the host judged as the load
+    (provision's load program with torch, provision_active.load_command, or dcgmi diag
+    with provision_active.dcgm_diag), sampled at 10 Hz, and the host judged as the load
     left it: a GPU lost, power past the supplies' budget, the power brake,
     heat, clocks below those set, a PCIe link trained down, a GPU slower than
     its peers, kernel errors during the load. Then iperf3 on every port NCCL
@@ -791,11 +791,11 @@ def _parameter_count(ctx, param, value):
 @click.option("--comm-ms", type=click.FloatRange(0, min_open=True),
               help="Tc, measured: one gradient all-reduce, ms. The what-ifs start from it instead of the estimate.")
 @click.option("--nodes", type=click.IntRange(min=2), help="Nodes.  [default: the selected hosts]")
-@click.option("--gpus-per-node", type=click.IntRange(1, 64), help="GPUs per node.  [default: gpu.count, else 1]")
+@click.option("--gpus-per-node", type=click.IntRange(1, 64), help="GPUs per node.  [default: provision_gpu.count, else 1]")
 @click.option("--link-mbps", type=click.IntRange(min=1),
-              help="Speed of one link, Mb/s (10 GbE: 10000).  [default: the lowest nccl.expected_link_speed_mbps]")
+              help="Speed of one link, Mb/s (10 GbE: 10000).  [default: the lowest provision_nccl.expected_link_speed_mbps]")
 @click.option("--links", type=click.IntRange(1, 64),
-              help="Links per node NCCL spreads over.  [default: the names of an exact nccl.socket_ifname, else 1]")
+              help="Links per node NCCL spreads over.  [default: the names of an exact provision_nccl.socket_ifname, else 1]")
 @click.option("--accumulate", type=click.IntRange(min=2), default=2, show_default=True,
               help="Steps per all-reduce in the gradient-accumulation what-if.")
 @click.option("--gpu-memory-gib", type=click.FloatRange(0, min_open=True),

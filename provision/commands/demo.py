@@ -75,8 +75,8 @@ def sandboxed_playbook(root: Path) -> dict:
 
 def write_demo_files(workdir: Path) -> tuple[Path, Path]:
     inventory = {"all": {"children": {"v100": {
-        "hosts": {HOST: {"connection": "local", "become": False}},
-        "vars": {"gpu": BASEMENT_V100_GPU},
+        "hosts": {HOST: {"ansible_connection": "local", "ansible_become": False}},
+        "vars": {"provision_gpu": BASEMENT_V100_GPU},
     }}}}
     (workdir / "inventory.yaml").write_text(yaml.safe_dump(inventory, sort_keys=False))
     (workdir / "playbook.yaml").write_text(yaml.safe_dump(sandboxed_playbook(workdir / "root"), sort_keys=False))

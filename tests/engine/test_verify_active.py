@@ -1,8 +1,8 @@
 """provision verify --active on this machine with simulated GPUs (--local's path: no SSH): the basement's 4x V100
 with 900 W of power supply for its GPUs (the simulator's psu_watts), the load the simulator's stand-in
-(active.load_command: `gpusim load`, load_model.py). Pinned clocks hold; the power limit alone lets the boost
+(provision_active.load_command: `gpusim load`, load_model.py). Pinned clocks hold; the power limit alone lets the boost
 transients brown the supply out, and verify names the GPU it lost as the cause of the passive checks' failures,
-with the draws that passed the budget the inventory gives the GPUs (active.power_budget_watts)."""
+with the draws that passed the budget the inventory gives the GPUs (provision_active.power_budget_watts)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def weak_supply(node, watts: int = 900) -> None:
 
 
 def inventory(node, gpu: dict) -> str:
-    data = {"all": {"hosts": {"node1": {"connection": "local", "gpu": gpu,
-                                        "active": {"load_command": [sys.executable, str(GPUSIM), "load"],
+    data = {"all": {"hosts": {"node1": {"ansible_connection": "local", "provision_gpu": gpu,
+                                        "provision_active": {"load_command": [sys.executable, str(GPUSIM), "load"],
                                                    "power_budget_watts": 900}}}}}
     path = node.root / "active.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -51,13 +51,13 @@ def test_pinned_clocks_hold_under_load_and_the_power_limit_alone_loses_a_gpu(v10
     assert [f["check"] for f in rest] == ["as_intended[gpu-boot-conf]"]
     assert lost["check"] == "gpus_hold_up_under_load" and lost["severity"] == "critical"
     assert "lost under load" in lost["found"] and "200 W cap" in lost["found"]
-    assert "past the 900 W active.power_budget_watts gives them" in lost["found"]
+    assert "past the 900 W provision_active.power_budget_watts gives them" in lost["found"]
     assert "no_gpu_is_lost" in {c["check"] for c in lost["consequences"]}
     assert any("power p99 270 W" in n for n in host["notes"])  # the others' transients: said, not failed
     assert "Xid" in (v100_node.root / "kern.log").read_text()
 
 
-# dcgmi diag as the load (active.dcgm_diag): a stand-in dcgmi that loads the simulated GPUs (gpusim load) and
+# dcgmi diag as the load (provision_active.dcgm_diag): a stand-in dcgmi that loads the simulated GPUs (gpusim load) and
 # reports DCGM 4.x's JSON with GPU2's memory test failed, as dcgmi/Diag.cpp writes it.
 FAKE_DCGMI = """\
 import json, subprocess, sys
@@ -83,7 +83,7 @@ def test_dcgmi_diag_as_the_load_files_its_failed_test_under_the_gpu_and_is_not_a
 
     if shutil.which("dcgmi"):
         pytest.skip("a real dcgmi is on PATH: the stand-in would not be the one run")
-    data = {"all": {"hosts": {"node1": {"connection": "local", "gpu": V100_FIX, "active": {"dcgm_diag": 2}}}}}
+    data = {"all": {"hosts": {"node1": {"ansible_connection": "local", "provision_gpu": V100_FIX, "provision_active": {"dcgm_diag": 2}}}}}
     path = v100_node.root / "dcgm.yaml"
     path.write_text(yaml.safe_dump(data))
     assert v100_node.apply(str(path)).exit_code == 0

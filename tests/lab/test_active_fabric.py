@@ -1,6 +1,6 @@
 """verify --active on the four 3090 blades (issue 27, lab test b): a lab of its own, four nodes of one RTX 3090
 with two fabric ports each (ens803f0, ens803f1), their links shaped to 1/100 of their speed (lab/netns.py: a
-"10GbE" port carries 100 Mbit/s, so the inventory says active.expected_port_mbps: 80, TCP through the shaper reaching 87-94). iperf3 measures every port
+"10GbE" port carries 100 Mbit/s, so the inventory says provision_active.expected_port_mbps: 80, TCP through the shaper reaching 87-94). iperf3 measures every port
 NCCL will use in a ring over the blades: all of them carry what they should; with one blade's port on the 1GbE
 switch (`lab fault ... nic-slow`: its speed file and its link), the ring names that blade and that port, the
 group's all-reduce falls short, and the pairwise all-reduces name the blade.
@@ -20,11 +20,11 @@ pytestmark = pytest.mark.lab
 BLADES = [f"rtx3090-{n}" for n in range(1, 5)]
 INVENTORY = {"all": {"children": {"rtx3090": {
     "hosts": {name: {} for name in BLADES},
-    "vars": {"gpu": {"persistence": True, "power_limit": 300},
-             "nccl": {"socket_ifname": "ens803f", "socket_nthreads": 1, "expected_link_speed_mbps": 10000},
-             "active": {"load_command": ["/usr/lib/provision-lab/gpusim", "load"], "expected_port_mbps": 80},
-             "launcher": {"nproc_per_node": "gpu"},
-             "custom": {"lab": {"torch": True, "gpus": [{"model": "rtx-3090", "count": 1}],
+    "vars": {"provision_gpu": {"persistence": True, "power_limit": 300},
+             "provision_nccl": {"socket_ifname": "ens803f", "socket_nthreads": 1, "expected_link_speed_mbps": 10000},
+             "provision_active": {"load_command": ["/usr/lib/provision-lab/gpusim", "load"], "expected_port_mbps": 80},
+             "provision_launcher": {"nproc_per_node": "gpu"},
+             "provision_custom": {"lab": {"torch": True, "gpus": [{"model": "rtx-3090", "count": 1}],
                                 "nics": ["ens803f0", "ens803f1"]}}}}}}}
 
 

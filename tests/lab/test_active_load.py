@@ -1,6 +1,6 @@
 """verify --active on the V100 box with a weak power supply (issue 27, lab test a): a lab of its own, one node of
-4x V100 whose supplies give the GPUs 900 W (custom.lab.psu_watts), the load the GPU simulator's stand-in
-(active.load_command: `gpusim load`; load_model.py: boost transients 1.35x the averaged draw, pinned clocks
+4x V100 whose supplies give the GPUs 900 W (provision_custom.lab.psu_watts), the load the GPU simulator's stand-in
+(provision_active.load_command: `gpusim load`; load_model.py: boost transients 1.35x the averaged draw, pinned clocks
 ripple 2%). With the inventory's fix (persistence, 200 W, application clocks 877,1005) the node passes under
 load; with the clocks left out, the transients of four GPUs at their 200 W cap pass 900 W, one GPU falls off
 the bus, and verify names it, its peak power and the fix, with the passive checks' failures under it.
@@ -23,9 +23,9 @@ NODE = "lab-v100-1"
 CHECK = "gpus_hold_up_under_load"
 FIXED = {"persistence": True, "power_limit": 200, "clocks": {"mem": 877, "sm": 1005}}
 INVENTORY = {"all": {"hosts": {"v100-1": {
-    "gpu": FIXED,
-    "active": {"load_command": ["/usr/lib/provision-lab/gpusim", "load"], "power_budget_watts": 900},
-    "custom": {"lab": {"torch": False, "gpus": [{"model": "v100-sxm2-16gb", "count": 4}], "psu_watts": 900}}}}}}
+    "provision_gpu": FIXED,
+    "provision_active": {"load_command": ["/usr/lib/provision-lab/gpusim", "load"], "power_budget_watts": 900},
+    "provision_custom": {"lab": {"torch": False, "gpus": [{"model": "v100-sxm2-16gb", "count": 4}], "psu_watts": 900}}}}}}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def on_node(cluster, command: str) -> str:
 def inventory(cluster, gpu: dict) -> Path:
     """The lab's own inventory (its hosts at their lab addresses, through its ssh_config) with this gpu block."""
     tree = yaml.safe_load(cluster.inventory.read_text())
-    tree["all"]["hosts"][NODE]["gpu"] = gpu
+    tree["all"]["hosts"][NODE]["provision_gpu"] = gpu
     path = cluster.dir / "active.yaml"
     path.write_text(yaml.safe_dump(tree))
     return path
@@ -79,7 +79,7 @@ def test_the_basement_fix_holds_under_load_and_without_the_clocks_a_gpu_falls_of
     assert len(lost) == 1, verdict["findings"]
     [finding] = lost
     assert "lost under load" in finding["found"] and "peak" in finding["found"] and "200 W cap" in finding["found"]
-    assert "past the 900 W active.power_budget_watts gives them" in finding["found"]
+    assert "past the 900 W provision_active.power_budget_watts gives them" in finding["found"]
     assert "pin the clocks" in finding["next_step"]
     under = {c["check"] for c in finding["consequences"]}
     assert "no_gpu_is_lost" in under, finding  # the passive checks' view of the same GPU, under this finding

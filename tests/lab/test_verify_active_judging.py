@@ -1,7 +1,7 @@
 """verify --active on the basement lab as issue 42 found it judging (each test fails on d9c2a07):
 - the 4090 box's locked range (210..2520 MHz) is held to its top under load, and the simulator runs it there, so
   the box draws real power (past a budget it is said) and a GPU stuck at the bottom of its range is named;
-- a blade's port on the 1GbE switch, with no active.expected_port_mbps (the basement inventory has none), is held
+- a blade's port on the 1GbE switch, with no provision_active.expected_port_mbps (the basement inventory has none), is held
   to what the other ports of its kind carry, never to itself; the pairwise all-reduce names that blade alone;
 - one cause, one finding under load: a link at x8 and a power brake are each one finding (the load's, with the
   passive check under it); a brown-out at stock 300 W on a weak supply (`lab fault ... psu-weak`) that loses
@@ -10,7 +10,7 @@
   load.
 (The last good runs of two labs that reuse node names: test_cluster.py, while the session's lab is up.)
 
-On the `basement` lab (conftest.py), its hosts loaded by the GPU simulator's stand-in (active.load_command);
+On the `basement` lab (conftest.py), its hosts loaded by the GPU simulator's stand-in (provision_active.load_command);
 each test clears its faults and leaves the lab converged.
 """
 
@@ -32,7 +32,7 @@ LOAD = {"load_command": ["/usr/lib/provision-lab/gpusim", "load"]}
 
 
 def loaded(lab, name: str, host_vars: dict[str, dict] | None = None) -> Path:
-    """The lab's inventory with every host loaded by the simulator (active.load_command), and these variables
+    """The lab's inventory with every host loaded by the simulator (provision_active.load_command), and these variables
     merged into the named hosts (lab-v100-1: {"active": {...}})."""
     tree = yaml.safe_load(lab.inventory.read_text())
     tree["all"].setdefault("vars", {})["active"] = dict(LOAD)
@@ -72,7 +72,7 @@ def on_node(lab, node: str, command: str) -> str:
 def test_the_4090s_locked_range_is_held_to_its_top_and_their_power_is_drawn(basement):
     assert basement.apply()[0] == 0
     # 7 GPUs at 2520 MHz draw about 330 W each (GPU3 capped at 300 W): past 1800 W of supply, said
-    budget = loaded(basement, "active-4090-budget", {RISERS: {"active": {"power_budget_watts": 1800}}})
+    budget = loaded(basement, "active-4090-budget", {RISERS: {"provision_active": {"power_budget_watts": 1800}}})
     code, hosts = verify_active(basement, budget, RISERS)
     [finding] = hosts[RISERS]["findings"]
     assert finding["check"] == CHECK and finding["expected"].startswith("the GPUs' instant draws within the 1800 W")
@@ -137,8 +137,8 @@ def test_one_cause_is_one_finding_under_load_and_in_junit(basement, tmp_path):
 
 
 def test_a_brownout_at_stock_power_on_a_weak_supply_is_one_finding(basement):
-    stock = loaded(basement, "active-v100-stock", {V100: {"active": {"power_budget_watts": 900},
-                                                           "gpu": {"power_limit": "default", "clocks": "default"}}})
+    stock = loaded(basement, "active-v100-stock", {V100: {"provision_active": {"power_budget_watts": 900},
+                                                           "provision_gpu": {"power_limit": "default", "clocks": "default"}}})
     assert basement.apply("--limit", V100, inventory=stock)[0] == 0
     basement.lab("fault", V100, "psu-weak", "--watts", "900")
     try:
@@ -147,7 +147,7 @@ def test_a_brownout_at_stock_power_on_a_weak_supply_is_one_finding(basement):
         assert len(lost) == 1, hosts[V100]["findings"]  # before: GPU3's and GPU2's, two findings
         [finding] = lost
         assert finding["found"].startswith("GPU3 (") and "; then GPU2 (" in finding["found"], finding["found"]
-        assert "past the 900 W active.power_budget_watts gives them" in finding["found"]
+        assert "past the 900 W provision_active.power_budget_watts gives them" in finding["found"]
         assert "no_gpu_is_lost" in {c["check"] for c in finding["consequences"]}
     finally:
         basement.lab("fault", V100, "clear")

@@ -18,11 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provision.capabilities import host as host_settings
 
 pytestmark = pytest.mark.lab
 # The inventory's name of the active block: provision_active once provision's variables have their prefix (issue 43)
-ACTIVE = getattr(host_settings, "VARIABLE_OF", {}).get("active", "active")
+ACTIVE = "provision_active"
 
 NODES = ["lab-v100-1", "lab-rtx4090-1"]
 # What an active run leaves on a node while it runs: the simulator's load, the sampler, its directory. The words

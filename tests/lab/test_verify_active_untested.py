@@ -1,8 +1,8 @@
 """Untested is never PASS (issue 42), on the basement lab (conftest's `basement`): the V100 box as the issue found
-it, verify --active with no load program for it (the basement inventory names no active.load_command, and the
+it, verify --active with no load program for it (the basement inventory names no provision_active.load_command, and the
 lab's python3 has no CUDA torch) said PASS, rc 0; with a process on a GPU, PASS, rc 0, Prometheus healthy 1.
 Now each is "not tested" with why, exit bit 64, Prometheus healthy 0 and provision_verify_not_tested{part="load"};
-and the same node loaded (the simulator's stand-in, active.load_command) passes and reports its figures in JSON,
+and the same node loaded (the simulator's stand-in, provision_active.load_command) passes and reports its figures in JSON,
 Prometheus and -v. Each test fails on d9c2a07."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""dcgmi diag as verify --active's load (active.dcgm_diag; capabilities/active/dcgm.py): the setting, the node
+"""dcgmi diag as verify --active's load (provision_active.dcgm_diag; capabilities/active/dcgm.py): the setting, the node
 script that runs it, dcgmi's JSON read (2.x/3.x and 4.x), and gpus_hold_up_under_load's findings from it.
 
 No dcgmi capture is in ../shared/real-outputs. The fixtures below are written after the formats dcgmi writes:

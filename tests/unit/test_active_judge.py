@@ -62,7 +62,7 @@ def test_boost_transients_past_the_cap_are_a_note_and_a_finding_past_the_supplys
     [finding] = run_of(rows, budget=450)
     assert finding.severity == WARNING and finding.about == ()
     assert finding.expected == ("the GPUs' instant draws within the 450 W the supplies give them "
-                                "(active.power_budget_watts)")
+                                "(provision_active.power_budget_watts)")
     assert finding.found == "460 W at +0.0 s" and "pin the clocks" in finding.fix and "average" in finding.fix
     assert run_of(rows, budget=500) == []
 
@@ -77,7 +77,7 @@ def test_a_gpu_lost_mid_run_is_one_critical_finding_and_nothing_else_of_it():
                             "against a 200 W cap"
     [with_budget] = run_of(rows, budget=500)
     assert with_budget.found.endswith("; the GPUs' instant draws added up to 580 W at +0.0 s, past the 500 W "
-                                      "active.power_budget_watts gives them")
+                                      "provision_active.power_budget_watts gives them")
     assert "Xid 79" in lost[0].fix and "pin the clocks" in lost[0].fix
     silent = [row(t / 10, g) for t in range(100) for g in (0, 1) if g == 1 or t < 30]  # GPU0's rows stop
     [gone] = run_of(silent)

@@ -63,7 +63,7 @@ def test_gpus_a_load_loses_one_after_another_are_one_finding():
     assert lost.found == (
         "GPU1 (0000:1b:00.0) lost under load: GPU is lost at +3.0 s; its last peak 290 W against a 300 W cap; then "
         "GPU0 (0000:1a:00.0) lost under load: GPU is lost at +5.0 s; its last peak 290 W against a 300 W cap; the "
-        "GPUs' instant draws added up to 580 W at +0.0 s, past the 500 W active.power_budget_watts gives them")
+        "GPUs' instant draws added up to 580 W at +0.0 s, past the 500 W provision_active.power_budget_watts gives them")
 
 
 BLADES = [f"rtx3090-{n}" for n in range(1, 5)]
@@ -89,7 +89,7 @@ def test_a_port_that_trained_slower_than_its_kind_is_held_to_its_kind_not_to_its
     assert list(fabric.judge(results)) == ["rtx3090-3"]
     # the inventory's figure where it says more; the kind where the inventory says less
     assert fabric.judge(ring({"rtx3090-3": 1000}, SLOW, expected=90.0))["rtx3090-3"][0].expected.endswith(
-        "(active.expected_port_mbps)")
+        "(provision_active.expected_port_mbps)")
     assert "best other ens803f1" in fabric.judge(ring({"rtx3090-3": 1000}, SLOW, expected=20.0))["rtx3090-3"][0] \
         .expected
     # a group of two has one test per port: its other ports of the same speed are its peers

@@ -29,7 +29,7 @@ def test_a_ring_is_one_test_per_node_and_port():
     slow_end = fabric.plan({"g": hosts[:2]}, {hosts[0]: blade(1), hosts[1]: blade(2, (10000, 1000))}, {})
     assert slow_end.tests[1].speed_mbps == 1000  # the slower end's speed: its peers are the 1000 Mb/s ports
     said = fabric.plan({"g": hosts[:2]}, {hosts[0]: blade(1), hosts[1]: blade(2)}, {hosts[0]: 90.0})
-    assert (said.tests[0].expected_mbps, said.tests[0].rule) == (90.0, "active.expected_port_mbps")
+    assert (said.tests[0].expected_mbps, said.tests[0].rule) == (90.0, "provision_active.expected_port_mbps")
     lonely = fabric.plan({"g": hosts[:2]}, {hosts[0]: blade(1), hosts[1]: blade(2)[:1]}, {})
     assert lonely.notes == {hosts[0]: [f"ens803f1 not tested against {hosts[1]}: it has no ens803f1 with an IPv4 "
                                        "address"]}
@@ -69,7 +69,7 @@ def test_a_node_whose_port_is_short_both_ways_is_named_and_a_short_link_names_bo
                                          ("rtx3090-3", "rtx3090-4", "ens803f1"): 9.4}))
     assert list(found) == ["rtx3090-3"]
     [finding] = found["rtx3090-3"]
-    assert finding.expected == "rtx3090-3 ens803f1 carrying 90 Mb/s each way (active.expected_port_mbps)"
+    assert finding.expected == "rtx3090-3 ens803f1 carrying 90 Mb/s each way (provision_active.expected_port_mbps)"
     assert finding.found == "rtx3090-2 -> rtx3090-3 9 Mb/s; rtx3090-3 -> rtx3090-4 9 Mb/s"
     assert finding.about == ("ens803f1",) and "rtx3090-3's ens803f1" in finding.fix
     one_link = fabric.judge(results(hosts, {("rtx3090-1", "rtx3090-2", "ens803f0"): 40.0}))

@@ -183,7 +183,7 @@ def test_the_load_program_told_to_stop_reports_what_it_sustained_until_then(tmp_
 
 def test_sigint_under_load_prints_the_verdicts_within_seconds_and_exits_130(node, tmp_path):
     inventory = tmp_path / "local.yaml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"node1": {"connection": "local", "active": {
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"node1": {"ansible_connection": "local", "provision_active": {
         "load_command": [sys.executable, str(GPUSIM), "load"], "interval_ms": INTERVAL_MS}}}}}))
     proc = subprocess.Popen([sys.executable, "-m", "provision", "verify", str(inventory), "--active", "--duration",
                              SECONDS, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -51,7 +51,7 @@ def test_every_way_a_node_goes_unloaded_is_named_with_why():
     assert outcome.untested(lost) == ["load: the run was cut off: lost the connection to v100-1"]
     no_torch = run.ActiveRun(5, TARGETS, load_rc=run.NOT_APPLICABLE, load={"error": "no torch in this Python"})
     [said] = outcome.untested(no_torch)
-    assert said.startswith("load: no load to run here: no torch in this Python (active.load_command")
+    assert said.startswith("load: no load to run here: no torch in this Python (provision_active.load_command")
     no_dcgmi = run.ActiveRun(5, TARGETS, dcgm=Diag(2, not_applicable="dcgmi is not installed on the node"))
     assert outcome.untested(no_dcgmi)[0].startswith("load: no load to run here: dcgmi is not installed")
     stopped = run.ActiveRun(4.2, TARGETS, stopped="SIGINT", fabric_notes=["not tested: the run was stopped"])

@@ -74,7 +74,7 @@ def _load_findings(run, judged: set) -> list[Finding]:
     if not isinstance(gpus, list):
         said = (run.load.get("error") or run.load_stderr.strip().splitlines()[-1:] or ["no output"])
         return [Finding("the load to run and report", f"the load exited {run.load_rc}: {' '.join(said)}",
-                        "run it by hand on the node to see why (active.python, active.load_command)")]
+                        "run it by hand on the node to see why (provision_active.python, provision_active.load_command)")]
     by_uuid = {t.uuid: t for t in run.targets}
     rates = {g.get("uuid", ""): g["tflops"] for g in gpus
              if not g.get("error") and isinstance(g.get("tflops"), (int, float))}

@@ -7,7 +7,7 @@ group falls short, pairwise along a ring of its nodes (N pairs, in two or three 
 the node or the link that sets its pace.
 
 Bus bandwidth as nccl-tests define it: size / time x 2 (n - 1) / n for n processes, the slowest rank's. What it
-should reach: what the ports NCCL uses carry on the node with the least (each port: active.expected_port_mbps
+should reach: what the ports NCCL uses carry on the node with the least (each port: provision_active.expected_port_mbps
 where the inventory says, else what iperf3 measured it carry both ways, fabric.py), times ALLREDUCE_EFFICIENCY.
 Held to what the ports carry, it tests what the ports cannot: NCCL (or gloo) using all of them, the launch path.
 Pure: commands/active.py runs it.
@@ -50,7 +50,7 @@ class Collective:
 
 def expected(used: dict[str, list], setting: dict[str, float | None], carried: dict[str, dict[str, float]]
              ) -> tuple[float | None, str]:
-    """(GB/s, rule) for a group: host -> the Interfaces NCCL uses, host -> active.expected_port_mbps, host -> port
+    """(GB/s, rule) for a group: host -> the Interfaces NCCL uses, host -> provision_active.expected_port_mbps, host -> port
     -> Mb/s measured (fabric.measured)."""
     per_host = {}
     for host, ports in used.items():

@@ -1,4 +1,4 @@
-"""`dcgmi diag -r N -j` as verify --active's load (active.dcgm_diag): what dcgmi printed, read into one result
+"""`dcgmi diag -r N -j` as verify --active's load (provision_active.dcgm_diag): what dcgmi printed, read into one result
 per test and GPU, and what gpus_hold_up_under_load makes of them (a failed test a finding, a warning a note).
 The sampler judges the GPUs through dcgmi's run as through provision's load; dcgmi reports no TFLOP/s, so the
 throughput comparisons (the node's median, the last good run) do not apply.

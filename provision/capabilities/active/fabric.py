@@ -8,7 +8,7 @@ names it; when one does, the link between the two nodes (a cable, a switch port)
 is one test, and the finding names both ends.
 
 What a port should carry: the most of what three things say (the finding names which it was held to):
-- the inventory: `active.expected_port_mbps`, the figure a site knows its ports reach;
+- the inventory: `provision_active.expected_port_mbps`, the figure a site knows its ports reach;
 - its kind: PEER_SHARE of the best other test of a port of the same name in the group (the same port of the same
   NIC on every node: NCCL's socket_ifname picks them alike), whatever speed it negotiated. A port that trained at
   1000 Mb/s where its kind trained at 10000 is held to what its kind carries, never to itself;
@@ -43,7 +43,7 @@ class PortTest:
     client_address: str
     server_address: str
     port: int
-    expected_mbps: float | None  # active.expected_port_mbps; None: held to its peers (judge)
+    expected_mbps: float | None  # provision_active.expected_port_mbps; None: held to its peers (judge)
     rule: str  # how expected_mbps was had, in words
     speed_mbps: int | None = None  # the slower end's link speed: its peers are the ports of the same speed
     group: str = ""  # the training group: a port's peers are in it
@@ -77,7 +77,7 @@ def ipv4(interface) -> str | None:
 
 def plan(groups: dict[str, list[str]], used: dict[str, list], expected_setting: dict[str, float | None]) -> FabricPlan:
     """The tests for every group (group -> its hosts, in inventory order). used: host -> the Interfaces NCCL will
-    use there (nccl/interfaces.py select); expected_setting: host -> active.expected_port_mbps."""
+    use there (nccl/interfaces.py select); expected_setting: host -> provision_active.expected_port_mbps."""
     found = FabricPlan()
     for group, hosts in groups.items():
         for client, server in ring(hosts):
@@ -92,7 +92,7 @@ def plan(groups: dict[str, list[str]], used: dict[str, list], expected_setting: 
                 speeds = [sp for sp in (mine.speed_mbps, other.speed_mbps) if sp]
                 found.tests.append(PortTest(client, server, mine.name, str(ipv4(mine)), str(ipv4(other)),
                                             FIRST_PORT + k, float(setting) if setting else None,
-                                            "active.expected_port_mbps" if setting else "",
+                                            "provision_active.expected_port_mbps" if setting else "",
                                             min(speeds) if speeds else None, group))
     return found
 

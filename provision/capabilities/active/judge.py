@@ -7,7 +7,7 @@ reach, are not judged as loaded. Each rule is what a user's failure looked like:
 - power: transients above the cap. The cap is enforced as an average, so boost peaks pass it on every
   unpinned GPU; pinned clocks (application or locked) cut them. A note (p99 and peak against the cap, on
   power.draw.instant where the driver has it: the averaged draw hides them); a finding where the GPUs' draws at
-  one instant add up past what the inventory says the supplies give them (active.power_budget_watts), or in
+  one instant add up past what the inventory says the supplies give them (provision_active.power_budget_watts), or in
   the finding of a GPU the supply dropped.
 - power brake: the PSU asked the GPU to draw less (clock event reason 0x80): the supply is at its limit.
 - clocks: below the clocks the node has set under load, with no power or thermal reason active: a GPU that does
@@ -103,7 +103,7 @@ class Judged:
 def judge(targets: list[Target], samples: dict[str, list[Sample]], duration: float,
           budget: float | None = None) -> Judged:
     """Findings for every GPU of `targets` from its samples (sampler.by_gpu), in the targets' order; budget:
-    active.power_budget_watts, what the node's supplies give its GPUs. No sample at all is no judgement (the run
+    provision_active.power_budget_watts, what the node's supplies give its GPUs. No sample at all is no judgement (the run
     says why: the check's own finding)."""
     judged = Judged()
     if not samples:
@@ -129,13 +129,13 @@ def judge(targets: list[Target], samples: dict[str, list[Sample]], duration: flo
     over = _over_budget(samples, budget)
     if over and gone:  # the supply dropped them: said in their own finding
         gone = [replace(f, found=f"{f.found}; the GPUs' instant draws added up to {over[0]:.0f} W at +{over[1]:.1f} s, "
-                                 f"past the {budget:g} W active.power_budget_watts gives them") for f in gone]
+                                 f"past the {budget:g} W provision_active.power_budget_watts gives them") for f in gone]
     elif over:
         judged.findings.insert(0, Finding(
-            f"the GPUs' instant draws within the {budget:g} W the supplies give them (active.power_budget_watts)",
+            f"the GPUs' instant draws within the {budget:g} W the supplies give them (provision_active.power_budget_watts)",
             f"{over[0]:.0f} W at +{over[1]:.1f} s",
             "a brownout waiting to happen (a GPU falls off the bus when the supply sags): pin the clocks "
-            "(gpu.clocks, or locked clocks on GeForce) as well as the power limit: the cap is enforced as an "
+            "(provision_gpu.clocks, or locked clocks on GeForce) as well as the power limit: the cap is enforced as an "
             "average, boost transients pass it", severity=WARNING))
     judged.findings = gone + judged.findings  # the GPUs lost first: the gravest
     judged.supply = next(iter(gone), None) or (judged.findings[0] if over else next(iter(braked), None))
@@ -226,7 +226,7 @@ def _lost(target: Target, rows: list[Sample], end: float, duration: float) -> tu
     return (when if when is not None else 0.0), Finding(
         f"{name(target)} answering through the load", f"{name(target)} lost under load: {said}{drew}",
         "the load took it off the bus: drain the node and reboot it; a brownout (peaks the PSUs cannot carry) is "
-        "the usual cause: pin the clocks (gpu.clocks) as well as the power limit, then run verify --active again; "
+        "the usual cause: pin the clocks (provision_gpu.clocks) as well as the power limit, then run verify --active again; "
         "the kernel log's Xid 79 names the same GPU",
         about=about(target), severity=CRITICAL)
 
@@ -240,13 +240,13 @@ def _brake(target: Target, loaded: list[Sample]) -> Finding | None:
         f"{name(target)}: HW Power Brake Slowdown in {len(braked)} of {len(loaded)} samples under load, from "
         f"+{braked[0].t:.1f} s",
         "the power supply asked the GPUs to draw less: the node's load is at its PSUs' limit; pin the clocks and "
-        "lower the power limit (gpu.clocks, gpu.power_limit), or check the PSUs (verify's BMC checks)",
+        "lower the power limit (provision_gpu.clocks, provision_gpu.power_limit), or check the PSUs (verify's BMC checks)",
         about=about(target), severity=CRITICAL)
 
 
 def _transients(target: Target, loaded: list[Sample]) -> str | None:
     """A note where the GPU's instant draw passed its cap: the cap is an average, and boost transients pass it
-    on every unpinned GPU; harm comes where a supply cannot carry them (active.power_budget_watts says)."""
+    on every unpinned GPU; harm comes where a supply cannot carry them (provision_active.power_budget_watts says)."""
     peaks = _peaks(loaded)
     if not peaks or not target.cap:
         return None

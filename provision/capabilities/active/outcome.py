@@ -4,7 +4,7 @@ Untested is never a pass: a node the load did not reach (no load program, GPU pr
 run cut off, a stop before its end) and a port or all-reduce that did not run are each named, as "part: why", and
 the verdict says "not tested" where nothing failed. A passing run reports its figures all the same: per GPU its
 peak power, its SM clock under load and the TFLOP/s the load reported; per node the GPUs' highest instant draw
-added up and its headroom under active.power_budget_watts; per port the Mb/s iperf3 measured; per all-reduce its
+added up and its headroom under provision_active.power_budget_watts; per port the Mb/s iperf3 measured; per all-reduce its
 bus bandwidth.
 """
 
@@ -35,8 +35,8 @@ def untested(run: ActiveRun) -> list[str]:
     elif run.error:
         said.append(f"{LOAD}: {run.error}")
     elif why := not_applicable(run):
-        said.append(f"{LOAD}: no load to run here: {why} (active.load_command, active.python or "
-                    "active.dcgm_diag names one)")
+        said.append(f"{LOAD}: no load to run here: {why} (provision_active.load_command, provision_active.python or "
+                    "provision_active.dcgm_diag names one)")
     elif run.stopped:
         said.append(f"{LOAD}: stopped by {run.stopped} after {run.seconds:g} s of sampling")
     elif run.lost:

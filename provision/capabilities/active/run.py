@@ -2,7 +2,7 @@
 the load; the sampler stopped; everything printed in sections) and what comes back, read into an ActiveRun.
 
 The load is provision's program (load_program.py, sent on stdin to the node's Python) or the inventory's
-active.load_command. Both get `--seconds N` and print one JSON line. Or `dcgmi diag -r N -j` (active.dcgm_diag):
+provision_active.load_command. Both get `--seconds N` and print one JSON line. Or `dcgmi diag -r N -j` (provision_active.dcgm_diag):
 its level sets its length, and what it prints is dcgm.py's to read.
 
 Stopping: the first Ctrl-C or SIGTERM of verify runs stop_script on the node (a command of its own beside the
@@ -42,7 +42,7 @@ class ActiveRun:
 
     seconds: float
     targets: list[Target] = field(default_factory=list)  # the GPUs as set before the run
-    power_budget: float | None = None  # active.power_budget_watts
+    power_budget: float | None = None  # provision_active.power_budget_watts
     refused: str = ""  # why the node was not loaded: its GPUs or Slurm were busy, or the run was stopped first
     stopped: str = ""  # the signal that stopped the load before its end ("SIGINT"): what was sampled is judged
     error: str = ""  # the run could not be made (no nvidia-smi answer, the connection, a timeout)
@@ -59,7 +59,7 @@ class ActiveRun:
     fabric_notes: list[str] = field(default_factory=list)  # ports not tested, and why
     ports: dict[str, float] = field(default_factory=dict)  # port -> Mb/s iperf3 measured it carry (the slower way)
     allreduce: dict[str, float] = field(default_factory=dict)  # "within NODE" / "across GROUP" -> bus bandwidth GB/s
-    dcgm: dcgm.Diag | None = None  # what dcgmi diag reported, where it was the load (active.dcgm_diag)
+    dcgm: dcgm.Diag | None = None  # what dcgmi diag reported, where it was the load (provision_active.dcgm_diag)
 
 
 def python_for(settings_python: str | None, torchrun: str | None) -> str:

@@ -12,7 +12,7 @@ class ActiveSettings(Block):
     Python beside the launcher's torchrun, else python3. load_command or dcgm_diag runs another load."""
 
     python: Command | None = setting(None, "a command on PATH or an absolute path, e.g. /opt/venv/bin/python",
-                                 "the Python with torch (default: beside launcher.torchrun, else python3)")
+                                 "the Python with torch (default: beside provision_launcher.torchrun, else python3)")
     load_command: list[str] | None = setting(
         None, 'an argument list, e.g. ["/usr/local/sbin/site-burn"]',
         "runs instead of provision's load program, given --seconds N; it prints the same JSON line")
