@@ -14,8 +14,11 @@ and host_vars/ files beside them. Rules (see inventories/README.md):
 - Mappings merge key by key at every level (a group sets provision_gpu.power_limit, a host adds provision_gpu.clocks: both
   apply); anything else, lists included, replaces. Ansible's default (hash_behaviour=replace) would replace
   the whole gpu block instead: provision's blocks are meant to be refined level by level.
-- A host or group written in several places of one file: its variables merge, and a key given two different
-  values there is an error (which one was meant?). In different files, the later wins, as in Ansible.
+- A host or group written in several places of one file: its variables merge, the later value winning as in
+  Ansible, except that a key of provision's own given two different values there is an error (which one was
+  meant?). In different files, the later wins.
+- provision reads its own variables (provision_*) and Ansible's (ansible_*); every other variable is another
+  role's, left alone. What concerns how to reach a host is refused for the runs that select it (Host.refused).
 - Everything is validated before anything connects, where it is written (file, host or group, key): all
   problems are collected and raised as one InputError.
 """
@@ -191,6 +194,7 @@ class Builder:
         self.members: dict[str, set[str]] = {}  # group -> its hosts, as Group.hosts (a list: the order written)
         self.old_names: dict[str, dict[str, str]] = {}  # file -> provision's old names written there -> new names
         self.old_blocks: set[str] = set()  # files with a block of provision's under its old name (gpu:, ...)
+        self.vaulted_files: dict[str, list[str]] = {}  # "where" -> its variables files encrypted whole
         self.host_refused: dict[str, list[Problem]] = {}  # host -> what its rendered templates ask that cannot be
 
     def problem(self, where: str, key: str, message: str, hint: str = "") -> None:
@@ -225,6 +229,7 @@ class Builder:
         """A group_vars/ or host_vars/ file beside a source (`base`), for the group or host `where`."""
         if isinstance(data, Vaulted):
             self.unread.append(file)
+            self.vaulted_files.setdefault(where, []).append(file)
             return
         level = Level(where, file)
         self.files.setdefault((base, where), []).append(level)
@@ -386,7 +391,8 @@ class Builder:
                 self.problem(where, "", f"variables must be a mapping, not {_kind(raw)}")
                 continue
             raw = {str(k): v for k, v in raw.items()}
-            for key in conflicting_keys(merged, raw):
+            # Ansible takes the later value; for provision's own settings, which one was meant is asked.
+            for key in (k for k in conflicting_keys(merged, raw) if k.lower().startswith(PREFIX)):
                 self.problem(where, key, f"set to different values where {where} is written more than once "
                              f"(again in {written_in})", "set it in one place")
             merged = deep_merge(merged, raw)
@@ -563,7 +569,7 @@ class Builder:
             host = _host(name, groups, variables, settings or HostSettings(), bases)
             host.origins_of = functools.partial(origins_text, level_vars, levels)  # worked out when asked
             host.refused = [problem for level in levels for problem in self.deferred.get(level, [])]
-            host.refused += self.host_refused.get(name, [])
+            host.refused += self.host_refused.get(name, []) + self.vaulted_for(name, groups)
             if host.refused:  # not a host provision reaches: its address is not provision's business
                 hosts[name] = host
                 continue
@@ -579,6 +585,16 @@ class Builder:
             seen_at.setdefault(target, name)
             hosts[name] = host
         return hosts
+
+    def vaulted_for(self, name: str, groups: list[str]) -> list[Problem]:
+        """A variables file encrypted whole may set anything for its hosts, provision's settings or how to reach
+        them: a run that selects one stops, as Ansible's does without the vault password. Its values encrypted
+        one by one (!vault) are other roles' secrets, left alone."""
+        wheres = [where_group(g) for g in groups] + [where_host(name)]
+        return [Problem(file, where, "", "is encrypted whole with Ansible Vault, which provision does not decrypt: "
+                        "it may set variables of these hosts", "encrypt only the secret values in it "
+                        "(ansible-vault encrypt_string: provision leaves them alone) and decrypt the file")
+                for where in wheres for file in self.vaulted_files.get(where, [])]
 
     def settings_of(self, blocks: dict, where: str) -> HostSettings | None:
         """A host's validated settings; hosts of one rack mostly share them, so one validation serves all

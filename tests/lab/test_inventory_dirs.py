@@ -29,7 +29,7 @@ def inventory_dir(lab, root: Path, key: bool) -> Path:
     (root / "hosts").write_text("\n".join(lines) + "\n")
     without_key = re.sub(r"^\s*(IdentityFile|IdentitiesOnly)\b.*\n", "", lab.ssh_config.read_text(), flags=re.M)
     (root.parent / f"{root.name}.ssh_config").write_text(without_key)  # beside: in it, it would be read as hosts
-    (root / "group_vars" / "all.yml").write_text(f"ssh_config: ../{root.name}.ssh_config\nntp_servers: [x.org]\n")
+    (root / "group_vars" / "all.yml").write_text(f"provision_ssh_config: ../{root.name}.ssh_config\nntp_servers: [x.org]\n")
     if key:
         (root / "host_vars" / f"{NODE}.yml").write_text(f"ansible_ssh_private_key_file: {lab.dir / 'id_ed25519'}\n")
     return root

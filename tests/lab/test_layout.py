@@ -36,7 +36,7 @@ def test_like_basement_mirrors_groups_models_counts_and_nics():
     tree = spec.inventory({name: f"10.213.9.{n.index + 10}" for name, n in nodes.items()}, "/lab/ssh_config")
     groups = tree["all"]["children"]["gpu_nodes"]["children"]
     assert groups["v100"]["hosts"]["lab-v100-1"] == {"ansible_host": "10.213.9.11", "ansible_user": "root",
-                                                     "ssh_config": "/lab/ssh_config"}
+                                                     "provision_ssh_config": "/lab/ssh_config"}
     assert groups["v100"]["vars"]["provision_gpu"]["power_limit"] == 200
     assert groups["rtx4090"]["hosts"]["lab-rtx4090-1"]["provision_gpu"]["overrides"] == [{"index": 3, "power_limit": 300}]
     assert tree["all"]["vars"]["provision_gpu"] == {"persistence": True}
@@ -62,7 +62,7 @@ def test_like_custom_lab_wins_and_connection_vars_are_dropped(tmp_path):
     assert (node.rdma, node.numa_nodes) == ([{"name": "mlx5_0", "near_gpu": 1}], 2)
     host = like_spec(path).inventory({"lab-box1": "10.213.9.11"}, "/lab/ssh_config")["all"]["children"]["boxes"][
         "hosts"]["lab-box1"]
-    assert host == {"ansible_host": "10.213.9.11", "ansible_user": "root", "ssh_config": "/lab/ssh_config"}
+    assert host == {"ansible_host": "10.213.9.11", "ansible_user": "root", "provision_ssh_config": "/lab/ssh_config"}
 
 
 @pytest.mark.parametrize("lab, message", [

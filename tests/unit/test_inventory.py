@@ -227,18 +227,21 @@ def test_slurm_and_launcher_clusters_are_checked_across_hosts(problems):
     one_line_with(lines, "host h1: provision_slurm: is not set, but b1 names this host as its Slurm controller")
 
 
-def test_a_host_given_two_different_values_is_refused(problems):
-    lines = problems("""
+def test_a_host_given_two_different_values_takes_the_later_but_provisions_own_are_asked(problems, inventory):
+    text = """
         all:
           children:
             v100:
               hosts:
-                a: {ansible_host: 192.0.2.10, provision_gpu: {power_limit: 200}}
+                a: {ansible_host: 192.0.2.10, role: nfs, provision_gpu: {power_limit: 200}}
             slurm_nodes:
               hosts:
-                a: {ansible_host: 192.0.2.11, provision_gpu: {power_limit: 200}}
-        """)
-    one_line_with(lines, "host a: ansible_host: set to different values", "again in group slurm_nodes",
+                a: {ansible_host: 192.0.2.11, role: compute, provision_gpu: {power_limit: %s}}
+        """
+    assert inventory(text % 200).hosts["a"].address == "192.0.2.11"  # as Ansible: the later mention's
+    lines = problems(text % 250)
+    assert len(lines) == 1, lines
+    one_line_with(lines, "host a: provision_gpu.power_limit: set to different values", "again in group slurm_nodes",
                   "set it in one place")
 
 

@@ -275,9 +275,18 @@ def test_a_vault_encrypted_vars_file_is_left_unread_and_listed(tmp_path):
     root = tree(tmp_path, {"hosts": "[gpu]\nrig1\n",
                            "group_vars/all/vault.yml": "$ANSIBLE_VAULT;1.1;AES256\n6638643965\n",
                            "group_vars/all/main.yml": "provision_gpu: {power_limit: 200}\n"})
+    (root / "hosts").write_text("[gpu]\nrig1\n[login]\nlogin1\n")
+    (root / "group_vars/login.yml").write_text("$ANSIBLE_VAULT;1.1;AES256\n6638643965\n")
     inventory = load_inventory(root / "hosts")
     assert inventory.hosts["rig1"].settings.gpu.power_limit == 200
-    assert inventory.unread == [str(root / "group_vars/all/vault.yml")]
+    assert inventory.unread == [str(root / "group_vars/all/vault.yml"), str(root / "group_vars/login.yml")]
+    # It may set anything for its hosts, as Ansible would stop there: a run that selects one of them stops too.
+    said = [str(p) for p in inventory.refusals(inventory.select("rig1"))]
+    assert said == [f"{root / 'group_vars/all/vault.yml'}: all: is encrypted whole with Ansible Vault, which provision "
+                    "does not decrypt: it may set variables of these hosts (selected: rig1) (hint: encrypt only the "
+                    "secret values in it (ansible-vault encrypt_string: provision leaves them alone) and decrypt the "
+                    "file)"]
+    assert len(inventory.refusals(inventory.select("login1"))) == 2
 
 
 def test_an_inventory_plugin_configuration_is_refused_with_the_way_out(tmp_path):
