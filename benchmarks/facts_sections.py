@@ -100,9 +100,9 @@ def benchmark_inventory(workdir: Path, nccl_ifname: str) -> Path:
     ssh_config.write_text("")
     tree = spec.inventory({n.name: "10.77.0.1" for n in spec.nodes}, str(ssh_config))
     group = tree["all"]["children"]["nodes"]
-    group["vars"]["gpu"].update(persistence=WORK["persistence"], power_limit=WORK["power_limit"],
+    group["vars"]["provision_gpu"].update(persistence=WORK["persistence"], power_limit=WORK["power_limit"],
                                 clocks=dict(WORK["clocks"]))
-    group["vars"]["nccl"] = dict(WORK["nccl"], socket_ifname=nccl_ifname)
+    group["vars"]["provision_nccl"] = dict(WORK["nccl"], socket_ifname=nccl_ifname)
     path = workdir / "inventory.yaml"
     path.write_text(yaml.safe_dump(tree, sort_keys=False))
     return path

@@ -34,7 +34,7 @@ DEFAULT_VENV = Path("/var/cache/provision-bench/venv")
 # The work every tool does on every node (a lab node: 4x V100 SXM2, whose defaults are persistence
 # off, 300 W, application clocks 877,1312).
 WORK = {"persistence": True, "power_limit": 200, "clocks": {"mem": 877, "sm": 1005},
-        "provision_nccl": {"socket_ifname": "ens803f", "socket_nthreads": 1}}
+        "nccl": {"socket_ifname": "ens803f", "socket_nthreads": 1}}
 UNIT = "provision-gpu-tuning.service"
 SCRIPT = "/usr/local/sbin/provision-gpu-tuning"
 FILES = ("/etc/nccl.conf", "/etc/provision/gpu-tuning.conf", f"/etc/systemd/system/{UNIT}")
@@ -93,9 +93,9 @@ def write_inventories(lab, nodes: list[dict], workdir: Path) -> dict[str, Path]:
 def provision_inventory(lab) -> dict:
     tree = yaml.safe_load(lab.inventory_path.read_text())
     group = tree["all"]["children"]["nodes"]
-    group["vars"]["gpu"].update(persistence=WORK["persistence"], power_limit=WORK["power_limit"],
+    group["vars"]["provision_gpu"].update(persistence=WORK["persistence"], power_limit=WORK["power_limit"],
                                 clocks=dict(WORK["clocks"]))
-    group["vars"]["nccl"] = dict(WORK["nccl"])
+    group["vars"]["provision_nccl"] = dict(WORK["nccl"])
     for host in group["hosts"].values():
         if "ssh_config" in host:  # relative to the lab's own inventory: not where this copy lives
             host["ssh_config"] = str(lab.ssh_config_path)

@@ -18,7 +18,7 @@ from provision.core.errors import InputError, Problem
 from provision.core.localfiles import read_text
 from provision.inventory.formats import yaml as yaml_format
 from provision.capabilities.host import BLOCKS
-from provision.core.settings import did_you_mean
+from provision.core.settings import did_you_mean, variable
 from provision.capabilities.registry import TASK_TYPES
 from provision.capabilities.system.files import template_problems
 from provision.core.plan import Task
@@ -116,5 +116,5 @@ def unapplied_blocks(tasks: list[Task], hosts: list, playbook: str) -> list[str]
             named = ", ".join(setting[:3]) + (f" and {len(setting) - 3} more" if len(setting) > 3 else "")
             why = (f"no task of {playbook} applies it" if block in anywhere
                    else f"this version of provision has no {block} tasks yet")
-            warnings.append(f"warning: the inventory's `{block}:` block ({named}) is checked but not applied: {why}")
+            warnings.append(f"warning: the inventory's `{variable(block)}` ({named}) is checked but not applied: {why}")
     return warnings

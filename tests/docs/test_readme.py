@@ -135,7 +135,8 @@ def _commands(lines: list[str]) -> list[str]:
     joined = re.sub(r"\\\n\s*", "", "\n".join(lines))
     commands = [re.sub(r"\s+#\s.*$", "", line).strip() for line in joined.splitlines()]
     commands = [c for c in commands if c]
-    return commands if commands and commands[0].startswith(COMMAND_WORDS) else []
+    first = commands[0].split()[0] if commands else ""
+    return commands if first in COMMAND_WORDS or first.startswith(".venv/bin/") else []  # not provision_gpu: {}
 
 
 def readme_commands() -> list[str]:

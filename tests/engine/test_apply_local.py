@@ -271,7 +271,7 @@ def test_the_lock_is_released_after_a_run(v100_node):
 
 def test_an_unreachable_host_fails_alone(v100_node):
     # 127.0.0.1:1 refuses connections at once: unreachable, while node1 converges.
-    inventory = v100_node.inventory(V100_FIX, extra_hosts={"ghost": {"host": "127.0.0.1", "port": 1}})
+    inventory = v100_node.inventory(V100_FIX, extra_hosts={"ghost": {"ansible_host": "127.0.0.1", "ansible_port": 1}})
     result = v100_node.apply(inventory)
     assert result.exit_code == 4, result.output
     assert lines_with(result.output, "ghost", "UNREACHABLE", "cannot connect to 127.0.0.1:1: connection refused on "
@@ -315,17 +315,18 @@ def test_a_tag_no_task_has_is_bad_input_before_any_host_is_touched(v100_node):
 def test_a_block_no_task_applies_is_named_once_per_run(v100_node):
     inventory = v100_node.inventory(V100_FIX, extra_hosts={"node2": {"ansible_connection": "local"}})
     data = yaml.safe_load(open(inventory))
-    data["all"]["children"]["nodes"]["vars"].update(nccl={"socket_ifname": "ens803f"}, launcher={"nproc_per_node": 1})
+    data["all"]["children"]["nodes"]["vars"].update(provision_nccl={"socket_ifname": "ens803f"},
+                                                  provision_launcher={"nproc_per_node": 1})
     with open(inventory, "w") as fh:
         yaml.safe_dump(data, fh)
     result = v100_node.apply(inventory, "--check", "--limit", "node1")
     warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
     assert warnings == [
-        "warning: the inventory's `nccl:` block (node1) is checked but not applied: no task of playbook.yaml "
+        "warning: the inventory's `provision_nccl` (node1) is checked but not applied: no task of playbook.yaml "
         "applies it",
-        "warning: the inventory's `launcher:` block (node1) is checked but not applied: no task of playbook.yaml "
+        "warning: the inventory's `provision_launcher` (node1) is checked but not applied: no task of playbook.yaml "
         "applies it"]
-    assert not any("gpu:" in line for line in warnings)
+    assert not any("provision_gpu" in line for line in warnings)
 
 
 def test_an_adhoc_gpu_choice_that_matches_nothing_is_bad_input_before_anything_changes(v100_node):

@@ -33,9 +33,9 @@ LOAD = {"load_command": ["/usr/lib/provision-lab/gpusim", "load"]}
 
 def loaded(lab, name: str, host_vars: dict[str, dict] | None = None) -> Path:
     """The lab's inventory with every host loaded by the simulator (provision_active.load_command), and these variables
-    merged into the named hosts (lab-v100-1: {"active": {...}})."""
+    merged into the named hosts (lab-v100-1: {"provision_active": {...}})."""
     tree = yaml.safe_load(lab.inventory.read_text())
-    tree["all"].setdefault("vars", {})["active"] = dict(LOAD)
+    tree["all"].setdefault("vars", {})["provision_active"] = dict(LOAD)
     for host, more in (host_vars or {}).items():
         for where in _hosts_mappings(tree):
             if host in where:

@@ -22,7 +22,7 @@ LOAD = {"load_command": ["/usr/lib/provision-lab/gpusim", "load"], "power_budget
 def with_load(lab) -> Path:
     """The basement lab's inventory with every host loaded by the GPU simulator's stand-in."""
     tree = yaml.safe_load(lab.inventory.read_text())
-    tree["all"].setdefault("vars", {})["active"] = dict(LOAD)
+    tree["all"].setdefault("vars", {})["provision_active"] = dict(LOAD)
     path = lab.dir / "active-untested.yaml"
     path.write_text(yaml.safe_dump(tree))
     return path
