@@ -209,7 +209,10 @@ def select_hosts(inventory: InventoryArgs, local: bool, limit: str | None) -> Ta
     if not sources and not local:
         raise click.UsageError("give an INVENTORY (or -i INVENTORY, or inventory= in ansible.cfg), or --local to "
                                "work on this machine")
-    return target_hosts(sources, local, limit, inventory.extra_vars, inventory.remote_user)
+    target = target_hosts(sources, local, limit, inventory.extra_vars, inventory.remote_user)
+    for skipped in target.skipped:
+        click.echo(f"warning: {skipped}", err=True)
+    return target
 
 
 def print_hosts(target: Target) -> NoReturn:
@@ -759,6 +762,8 @@ def inventory_command(args, inventory_option, as_list, as_yaml, graph, host_name
         click.echo(f"{len(inv.ignored)} other variables left alone: {', '.join(inv.ignored) or '-'}", err=True)
     for file in inv.unread:
         click.echo(f"not read (encrypted with Ansible Vault): {file}", err=True)
+    for skipped in inv.skipped:
+        click.echo(f"warning: {skipped}", err=True)
 
 
 @main.command()

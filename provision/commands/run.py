@@ -31,6 +31,7 @@ class Target:
     everyone: list[Host]
     local: bool = False  # this machine, no SSH
     ignored: list[str] = field(default_factory=list)  # other roles' variables the inventory holds, left alone
+    skipped: list[str] = field(default_factory=list)  # what the inventory's readers read past (warnings)
 
 
 def default_sources() -> list[str]:
@@ -47,7 +48,7 @@ def select_hosts(sources: Sequence[str], local: bool, limit: str | None, extra_v
     refused = inv.refusals(hosts) + ([] if local else unreadable_ssh_configs(inv.path, hosts))
     if refused:
         raise InputError(refused)
-    return Target(inv.path, hosts, list(inv.hosts.values()), local, inv.ignored)
+    return Target(inv.path, hosts, list(inv.hosts.values()), local, inv.ignored, inv.skipped)
 
 
 def unreadable_ssh_configs(inventory: str, hosts: list[Host]) -> list[Problem]:

@@ -194,8 +194,13 @@ class Builder:
         self.members: dict[str, set[str]] = {}  # group -> its hosts, as Group.hosts (a list: the order written)
         self.old_names: dict[str, dict[str, str]] = {}  # file -> provision's old names written there -> new names
         self.old_blocks: set[str] = set()  # files with a block of provision's under its old name (gpu:, ...)
+        self.skipped: list[str] = []  # what was read past, as Ansible's warnings say it
         self.vaulted_files: dict[str, list[str]] = {}  # "where" -> its variables files encrypted whole
         self.host_refused: dict[str, list[Problem]] = {}  # host -> what its rendered templates ask that cannot be
+
+    def skip(self, message: str) -> None:
+        """What Ansible reads past with a warning: said as one, naming the file."""
+        self.skipped.append(f"{self.file}: {message}")
 
     def problem(self, where: str, key: str, message: str, hint: str = "") -> None:
         self.problems.append(Problem(self.file, where, key, message, hint))
@@ -258,7 +263,7 @@ class Builder:
         self.check_clusters(hosts)
         if self.problems:
             raise InputError(self.problems)
-        return Inventory("", hosts, self.groups, sorted(self.foreign), unread=self.unread)
+        return Inventory("", hosts, self.groups, sorted(self.foreign), unread=self.unread, skipped=self.skipped)
 
     # --- reading ---
 
@@ -272,7 +277,9 @@ class Builder:
         if "all" in data:
             self.read_group("all", data["all"], None, (), base)
         for name, body in data.items():  # groups at the top level: children of all if no group names them
-            if name != "all":
+            if name != "all" and body is not None and not isinstance(body, dict):  # Ansible's yaml plugin too
+                self.skip(f"group {name!r} skipped: a group is a mapping of {', '.join(GROUP_KEYS)}, not {_kind(body)}")
+            elif name != "all":
                 self.read_group(str(name), body, None, (), base)
 
     def read_group(self, name: str, body: Any, parent: str | None, path: tuple[str, ...], base: Path) -> None:
@@ -292,10 +299,9 @@ class Builder:
             self.problem(where, "", f"a group is a mapping of {', '.join(GROUP_KEYS)}, not {_kind(body)}")
             return
         for key in body:
-            if key not in GROUP_KEYS:
-                self.problem(where, str(key), f"unknown group key {key!r}; allowed: {', '.join(GROUP_KEYS)}",
-                             did_you_mean(str(key), list(GROUP_KEYS))
-                             or "hosts go under hosts:, groups under children:, variables under vars:")
+            if key not in GROUP_KEYS:  # Ansible's yaml plugin warns and reads on
+                hint = did_you_mean(str(key), list(GROUP_KEYS)) or "variables go under vars:"
+                self.skip(f"{where}: key {key!r} skipped: a group holds only {', '.join(GROUP_KEYS)} ({hint})")
         if "vars" in body:
             self.mention(where, where, body["vars"], base)
         for host, host_vars in self.mapping(body, "hosts", where).items():

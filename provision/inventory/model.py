@@ -72,6 +72,7 @@ class Inventory:
     groups: dict[str, Group]
     ignored: list[str] = field(default_factory=list)  # other roles' variables, by name: not provision's to read
     unread: list[str] = field(default_factory=list)  # variables files encrypted whole with Ansible Vault
+    skipped: list[str] = field(default_factory=list)  # what was read past with a warning, as Ansible does
     sources: list[str] = field(default_factory=list)  # the -i sources, in order
 
     def refusals(self, hosts: list[Host]) -> list[Problem]:

@@ -335,20 +335,31 @@ def test_empty_or_shapeless_inventories_are_refused(problems, text, message):
     one_line_with(problems(text), message)
 
 
-def test_group_keys_are_checked(problems):
+def test_group_keys_are_checked_as_ansibles_yaml_plugin_checks_them(problems, inventory):
+    """A section that is not a mapping is an error, as in Ansible; an unknown key, or a top-level group that is not
+    a mapping, is read past with a warning, as Ansible's yaml plugin does."""
     lines = problems("""
+        all:
+          children:
+            rtx:
+              hosts: [b, c]
+        """)
+    one_line_with(lines, "group rtx: hosts: hosts must be a mapping", "not a list")
+    inv = inventory("""
         all:
           children:
             v100:
               host: {a: }
+              hosts: {b: }
               vars: {provision_gpu: {persistence: true}}
               provision_gpu: {power_limit: 200}
-            rtx:
-              hosts: [b, c]
+        spares: [c, d]
         """)
-    one_line_with(lines, "group v100: host: unknown group key 'host'", "hosts, children, vars", "did you mean 'hosts'?")
-    one_line_with(lines, "group v100: provision_gpu: unknown group key", "variables under vars:")
-    one_line_with(lines, "group rtx: hosts: hosts must be a mapping", "not a list")
+    assert list(inv.hosts) == ["b"] and inv.hosts["b"].settings.gpu.power_limit is None and "spares" not in inv.groups
+    assert [s.split(": ", 1)[1] for s in inv.skipped] == [
+        "group v100: key 'host' skipped: a group holds only hosts, children, vars (did you mean 'hosts'?)",
+        "group v100: key 'provision_gpu' skipped: a group holds only hosts, children, vars (variables go under vars:)",
+        "group 'spares' skipped: a group is a mapping of hosts, children, vars, not a list"]
 
 
 def test_unknown_variables_point_at_where_they_are_written(problems):
