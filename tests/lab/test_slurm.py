@@ -329,7 +329,7 @@ def test_the_sbatch_script_for_active_runs_loads_each_node_inside_its_own_job(sl
     --active; the node is ALLOCATED by that job, and verify knows it as its own (squeue names no other job),
     so it loads the GPUs (the simulator's load) instead of refusing."""
     apply_with(slurm_lab, tmp_path / "active.yaml", 300,
-               active={"load_command": ["/usr/lib/provision-lab/gpusim", "load"]})
+               provision_active={"load_command": ["/usr/lib/provision-lab/gpusim", "load"]})
     started = time.monotonic()
     job = on(slurm_lab, NODES[0], f"cd /tmp && sbatch --wait --parsable -N{len(NODES)} "
                                   "/usr/local/sbin/provision-verify-active.sbatch --duration 5").strip()
