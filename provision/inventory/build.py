@@ -608,8 +608,8 @@ class Builder:
         key = self.value_keys.key(blocks)
         if key in self.validated:
             return self.validated[key]
-        problems = settings_problems(blocks, self.file, where)
-        settings = None if problems else parse_host_settings(blocks, self.file, where)[0]
+        settings, found = parse_host_settings(blocks, self.file, where)
+        problems = as_written(found)
         self.problems += problems
         if not problems:  # a problem names its host: each host with one is validated, and told, on its own
             self.validated[key] = settings
@@ -791,8 +791,12 @@ def _settings_part(variables: dict) -> dict:
 
 def settings_problems(blocks: dict, file: str, where: str, partial: bool = False) -> list[Problem]:
     """parse_host_settings' problems, each key named as the inventory writes it (provision_gpu.power_limit)."""
-    return [replace(problem, key=_variable_key(problem.key))
-            for problem in parse_host_settings(blocks, file, where, partial)[1]]
+    return as_written(parse_host_settings(blocks, file, where, partial)[1])
+
+
+def as_written(problems: list[Problem]) -> list[Problem]:
+    """Problems of the settings model, each key named as the inventory writes it (gpu.x -> provision_gpu.x)."""
+    return [replace(problem, key=_variable_key(problem.key)) for problem in problems]
 
 
 def _variable_key(key: str) -> str:
