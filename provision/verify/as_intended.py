@@ -12,7 +12,11 @@ from provision.core.checks import ERROR, Finding, fail_each, leads
 
 
 def check_as_intended(node, task):
-    """The task's plan against the facts just read: no change, no problem, nothing held back."""
+    """The task's plan against the facts just read: no change, no problem, nothing held back.
+
+    Reads: the inventory's settings for the task and the facts the task plans from (the playbook's tasks).
+    Next step: `provision apply INVENTORY --limit NODE`; after a reboot, is provision-gpu-tuning.service enabled?
+    """
     plan = task.plan(node.inventory, node.facts)
     if plan.skipped:
         pytest.skip(plan.skipped)

@@ -16,6 +16,10 @@ SLOWER_THAN_BEFORE = 0.85  # a GPU below 85% of its own last good run
 
 
 def check_gpus_hold_up_under_load(node):
+    """Reads: provision_active; what `provision verify --active` recorded: nvidia-smi samples through the load, the
+    load's per-GPU TFLOP/s (or dcgmi diag's tests) and the last good run's.
+    Next step: as the finding says: the PSU's capacity and feed for a power brake, the clocks, power or PCIe
+    findings for a slow GPU; then `provision verify --active` again"""
     run = getattr(node, "active", None)
     if run is None:
         pytest.skip("not asked: `provision verify --active` loads the node")

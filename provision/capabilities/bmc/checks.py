@@ -69,6 +69,9 @@ def sensor_findings(node, check: str, sensor_type: str, sensors: list[ipmi.SdrSe
 
 
 def check_power_supplies_report_no_failure(node):
+    """Reads: the BMC's power supply sensors (ipmitool sdr type "Power Supply", as root).
+    Next step: check the failed supply's feed (cord, PDU, circuit) or replace it; drain the node until every supply
+    works"""
     sensors = bmc_answer(node, "psu")
     if not sensors:
         pytest.skip('not applicable: the BMC lists no power supply sensor (ipmitool sdr type "Power Supply")')
@@ -77,6 +80,8 @@ def check_power_supplies_report_no_failure(node):
 
 
 def check_fans_report_no_failure(node):
+    """Reads: the BMC's fan sensors (ipmitool sdr type Fan, as root).
+    Next step: replace or reseat the fan and check the airflow"""
     sensors = bmc_answer(node, "fan")
     if not sensors:
         pytest.skip("not applicable: the BMC lists no fan sensor (ipmitool sdr type Fan)")
@@ -86,7 +91,13 @@ def check_fans_report_no_failure(node):
 
 def check_no_power_or_cooling_failure_in_the_bmc_log_since_the_last_good_run(node) -> None:
     """One finding per sensor that logged trouble; a PSU or fan failing now is the cause of its own events (filed
-    under that sensor check's finding), and a redundancy lost follows from the parts that logged a failure."""
+    under that sensor check's finding), and a redundancy lost follows from the parts that logged a failure.
+
+    Reads: the BMC's event log (ipmitool sel, as root) after the entry recorded at the last acceptance
+    (/var/lib/provision/bmc-sel).
+    Next step: repair what the entry names (a supply's feed, a fan, the cooling); then `provision apply INVENTORY
+    --limit NODE --accept-bmc-events` records the log as judged
+    """
     entries = bmc_answer(node, "sel")
     after, since = ipmi.since_record(entries, node.facts.bmc.record)
     logged: dict[tuple[str, str], list[tuple[ipmi.SelEntry, ipmi.Trouble]]] = {}

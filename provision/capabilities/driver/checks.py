@@ -11,6 +11,10 @@ from provision.core.checks import fail
 
 
 def check_driver_loaded_is_the_pinned_version(node, host):
+    """Reads: provision_driver; the driver packages apt has installed (dpkg-query, over the connection) and the kernel
+    module loaded (/proc/driver/nvidia/version, nvidia-smi).
+    Next step: a reboot pending: `provision apply INVENTORY --limit NODE --reboot`; no module loaded: is it built
+    for this kernel? (dkms status; dmesg | grep -i nvrm)"""
     wanted = node.inventory.settings.driver
     if wanted is None:
         pytest.skip("the inventory sets no driver block for this host")

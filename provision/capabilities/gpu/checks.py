@@ -49,6 +49,10 @@ def unless_the_driver_is_pending(node) -> None:
 
 
 def check_nvidia_smi_reads_the_gpus(node):
+    """Reads: provision_gpu; nvidia-smi --query-gpu, its exit code and its message.
+    Next step: as nvidia-smi's exit code says: no driver loaded: install it (provision_driver) or reboot into it; a
+    driver/library mismatch: `provision apply --reboot`; else dmesg's Xid lines (a GPU off the bus needs a reset or
+    a reboot)"""
     nvidia = gpu_node(node)
     if nvidia.state != "ok" or nvidia.exit_code:
         code = nvidia.exit_code or 0
@@ -64,6 +68,9 @@ def check_nvidia_smi_reads_the_gpus(node):
 
 
 def check_gpu_count_is_as_the_inventory_says(node):
+    """Reads: provision_gpu.count; the GPUs nvidia-smi lists, readable or lost.
+    Next step: a missing card: reseat it, check its riser and power, then reboot; a card added or removed on
+    purpose: change provision_gpu.count"""
     expected = node.inventory.settings.gpu.count if node.inventory.settings.gpu else None
     if expected is None:
         pytest.skip("the inventory sets no provision_gpu.count for this host")
@@ -79,6 +86,10 @@ def check_gpu_count_is_as_the_inventory_says(node):
 
 
 def check_every_gpu_of_the_last_good_run_is_here(node):
+    """Reads: provision_gpu; the GPU layout the last good apply recorded on the node, against the GPUs nvidia-smi lists
+    now.
+    Next step: reseat the card or check its riser and power, then reboot; a change made on purpose: `provision apply
+    --accept-gpu-changes`"""
     nvidia = gpu_node(node)
     unless_the_driver_is_pending(node)
     change = layout.compare(node.facts.gpu_layout, nvidia)
@@ -97,6 +108,9 @@ def check_every_gpu_of_the_last_good_run_is_here(node):
 
 
 def check_no_gpu_is_lost(node):
+    """Reads: provision_gpu; the GPUs nvidia-smi lists as unreadable (fallen off the bus) and the recorded layout.
+    Next step: drain the node and reboot it (under Slurm: scontrol reboot ASAP nextstate=RESUME NODE); if the GPU
+    falls off again, reseat the card and check its riser and power cables"""
     nvidia = gpu_node(node)
     if nvidia.lost:
         recorded = {pci.slot(r.bus_id): r for r in node.facts.gpu_layout or []}
@@ -113,7 +127,12 @@ def check_no_gpu_is_lost(node):
 
 def check_pcie_links_run_at_full_width_and_speed(node):
     """Width always; the generation only on a GPU at work: an idle GPU drops its link to a slower generation
-    to save power (clocks event reason Idle), and that is no fault."""
+    to save power (clocks event reason Idle), and that is no fault.
+
+    Reads: provision_gpu; each GPU's PCIe link width and generation, current and maximum, and its clock event
+    reasons (nvidia-smi --query-gpu).
+    Next step: reseat the card or its riser, or try another slot; AER errors in dmesg point at the link
+    """
     nvidia = gpu_node(node)
     slow, slots = [], []
     for g in nvidia.gpus:
@@ -138,7 +157,12 @@ NO_FABRIC = (None, "Not Supported", "N/A")
 
 def check_nvswitch_fabric_is_ready(node):
     """On an NVSwitch board every GPU registers with the fabric nvidia-fabricmanager sets up; until it has, CUDA
-    refuses to start on it ("system not yet initialized"): the service the GPUs need, judged by the GPUs."""
+    refuses to start on it ("system not yet initialized"): the service the GPUs need, judged by the GPUs.
+
+    Reads: provision_gpu; each GPU's fabric state and status (nvidia-smi --query-gpu fabric.state, fabric.status).
+    Next step: run nvidia-fabricmanager at the driver's exact version (systemctl enable --now nvidia-fabricmanager);
+    journalctl -u nvidia-fabricmanager says why it did not register the GPUs
+    """
     nvidia = gpu_node(node)
     fabric = [g for g in nvidia.gpus if g.fabric_state not in NO_FABRIC]
     if not fabric:

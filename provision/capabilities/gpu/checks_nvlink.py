@@ -36,7 +36,12 @@ def nvlink_gpus(node) -> list[tuple[str, str, NvlinkGpu]]:
 def check_nvlink_links_are_up_at_speed(node):
     """A link is down when nvidia-smi says <inactive>, or every link of a GPU is when its model's others have
     links up; below speed when slower than the fastest link of the same model (a model's links all train at
-    one speed)."""
+    one speed).
+
+    Reads: provision_gpu; each link's state and speed (nvidia-smi nvlink -s).
+    Next step: power the node off and reseat the NVLink bridge (SXM boards: have the baseboard serviced), then check
+    again with nvidia-smi nvlink -s
+    """
     gpus = nvlink_gpus(node)
     fastest = {}  # model -> GB/s
     for _, _, gpu in gpus:
@@ -64,7 +69,12 @@ def check_nvlink_links_are_up_at_speed(node):
 
 def check_nvlink_has_no_errors(node):
     """Every counter nvidia-smi names "... Errors" (Replay, Recovery, CRC) at 0: they count since the driver
-    loaded, and each one is a retransmission or a retraining of the link."""
+    loaded, and each one is a retransmission or a retraining of the link.
+
+    Reads: provision_gpu; each link's error counters (nvidia-smi nvlink -e).
+    Next step: drain the node and watch nvidia-smi nvlink -e under load: counts that grow mean a failing link
+    (reseat the bridge or have the board serviced)
+    """
     counted, slots = [], {}
     for named, slot, gpu in nvlink_gpus(node):
         for number, counters in sorted(gpu.error_counts().items()):

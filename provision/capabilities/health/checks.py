@@ -30,6 +30,10 @@ MEMORY_TROUBLE = (
 
 
 def check_gpu_memory_has_no_uncorrectable_errors(node):
+    """Reads: each GPU's uncorrectable ECC count, pending and failed row remaps and pages pending retirement (nvidia-
+    smi --query-gpu).
+    Next step: drain the node, then reset the GPU (nvidia-smi -r) or reboot; errors that return, or no spare rows
+    left: replace the GPU"""
     found, fixes, about = [], {}, {}
     for gpu in readable_gpus(node):
         for attr, says, fix in MEMORY_TROUBLE:
@@ -45,7 +49,13 @@ def check_gpu_memory_has_no_uncorrectable_errors(node):
 
 def check_gpus_have_thermal_headroom(node):
     """Degrees until slowdown, not only the slowdown once it happened: a GPU at its threshold at rest has no room
-    left for a job (fans, airflow, a clogged heatsink, a hot room)."""
+    left for a job (fans, airflow, a clogged heatsink, a hot room).
+
+    Reads: provision_gpu.thermal_margin; each GPU's temperature and its slowdown and shutdown thresholds (nvidia-smi
+    -q -d TEMPERATURE).
+    Next step: check the fans (nvidia-smi -q -d PERFORMANCE, the BMC's fan sensors), the airflow, the room and the
+    heatsink; then `provision verify` again, under load
+    """
     gpus = readable_gpus(node)
     read = node.facts.thermal
     if read is None:
@@ -74,6 +84,9 @@ def check_gpus_have_thermal_headroom(node):
 
 
 def check_clocks_are_not_held_down_by_heat_or_power(node):
+    """Reads: each GPU's active clock event reasons (nvidia-smi --query-gpu clocks_event_reasons.active).
+    Next step: power: check the PSU's capacity and cabling, or set a lower power limit or application clocks; heat:
+    check the fans, the airflow and the room"""
     held, thermal_only, slots = [], [], []
     for gpu in readable_gpus(node):
         troubles = clock_events.troubles(gpu.clock_events_active or 0)

@@ -40,7 +40,12 @@ def where(event: kernlog.KernelEvent, names: dict[str, str]) -> str:
 def check_no_xid_errors_since_boot(node):
     """One finding per cause: the Xid lines of a GPU lost now, or of a GPU whose memory or NVLink check fails, are
     that check's evidence (filed under it); the rest are this check's own. An Xid the driver logged because of an
-    earlier one ("Xid 45 ... caused by previous Xid 149") is judged, and filed, as its cause."""
+    earlier one ("Xid 45 ... caused by previous Xid 149") is judged, and filed, as its cause.
+
+    Reads: the kernel log of this boot (dmesg, sudo dmesg or journalctl -k -b): its NVRM Xid lines.
+    Next step: the action each Xid's meaning names (NVIDIA's Xid catalogue): a reset, a reboot, a reseat or a
+    service call; an application's fault is a note, not a finding
+    """
     events = kernel_events(node)
     names = gpu_names(node)
     with_xid_79 = {e.bus_id for e in events if e.kind == "xid" and e.xid == 79}
@@ -80,7 +85,12 @@ def check_no_xid_errors_since_boot(node):
 
 def check_no_gpu_failed_to_initialize(node):
     """A GPU the driver could not bring up at boot never shows in nvidia-smi: only the kernel says it was there
-    (RmInitAdapter failed, the probe failed). Named by its bus id; it counts against provision_gpu.count."""
+    (RmInitAdapter failed, the probe failed). Named by its bus id; it counts against provision_gpu.count.
+
+    Reads: the kernel log of this boot: RmInitAdapter and probe failures, by bus id; the GPUs nvidia-smi reads.
+    Next step: reseat the card and check its power cables and riser, then reboot; "Cannot initialize GSP firmware":
+    update the driver; if it stays, the card needs service
+    """
     events = [e for e in kernel_events(node) if e.kind == "init-failed"]
     names = gpu_names(node)
     readable = {pci.slot(g.bus_id) for g in node.facts.nvidia.gpus}
@@ -111,6 +121,9 @@ EXPLAINED_BY = {"off-bus": ("no_gpu_is_lost", "no_gpu_failed_to_initialize"),
 
 
 def check_no_pcie_errors_on_the_gpu_links_since_boot(node):
+    """Reads: the kernel log's AER lines for the GPUs and the ports above them, and their AER counters
+    (/sys/bus/pci/devices/*/aer_dev_*).
+    Next step: reseat the card and its riser, try another slot, check the link width: a riser or slot going bad"""
     events = kernel_events(node)
     names = gpu_names(node)
     pcie = node.facts.pcie

@@ -10,6 +10,10 @@ from provision.core.checks import Finding, fail_each
 
 
 def check_nccl_interfaces_are_up_at_speed(node):
+    """Reads: provision_nccl (socket_ifname, expected_link_speed_mbps, allow_mixed_speeds); the node's interfaces,
+    addresses and speeds (ip -j addr, /sys/class/net/*).
+    Next step: as each finding says: bring the interface up or address it, fix the cable or the switch port, or
+    change provision_nccl.socket_ifname to the interfaces meant"""
     settings = node.inventory.settings.nccl
     if settings is None:
         pytest.skip("the inventory sets no nccl block for this host")

@@ -14,6 +14,10 @@ from provision.core.checks import fail_each, note
 
 
 def check_rdma_ports_are_up_at_rate_without_errors(node):
+    """Reads: provision_nccl (ib_disable, ib_hca, expected_ib_rate_gbps); each RDMA port's state, physical state, rate
+    and error counters (/sys/class/infiniband/*/ports/*).
+    Next step: a port down or slow: check its cable, transceiver and switch port (ibstat); errors counted: replace
+    the cable going bad"""
     settings = node.inventory.settings.nccl or NcclSettings()
     if settings.ib_disable:
         pytest.skip("not applicable: provision_nccl.ib_disable is set (NCCL uses no RDMA port)")

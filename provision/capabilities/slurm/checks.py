@@ -10,6 +10,9 @@ from provision.core.checks import fail, note
 
 
 def check_slurm_node_is_in_service(node):
+    """Reads: provision_slurm; the node's state and reason as slurmctld answers them (scontrol -o show node).
+    Next step: Slurm not installed: `provision apply`; no answer: is slurmctld running, and munged here with the
+    cluster's key?; out of service: find why (scontrol show node), then scontrol update state=resume"""
     slurm = node.inventory.settings.slurm
     if slurm is None or slurm.role_of(node.name) == "controller":
         pytest.skip("not a Slurm compute node in the inventory")

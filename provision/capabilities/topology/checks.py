@@ -14,6 +14,9 @@ from provision.core.checks import fail, fail_each, note
 
 
 def check_every_gpu_has_a_nic_within_reach(node):
+    """Reads: provision_nccl.require_nic_within; the GPU and NIC topology matrix (nvidia-smi topo -m).
+    Next step: move the NIC (or the GPU) behind the same PCIe switch or root complex, or bind each rank to the GPUs
+    near its NIC; a layout meant so: lower provision_nccl.require_nic_within"""
     topology = node.facts.topology
     matrix = topology.matrix if topology else None
     for warning in cross_socket_warnings(matrix) if matrix else []:
@@ -37,7 +40,13 @@ def check_every_gpu_has_a_nic_within_reach(node):
 
 def check_gpudirect_rdma_is_available_where_nccl_uses_it(node):
     """A GPU and an RDMA NIC NCCL may use within NCCL_NET_GDR_LEVEL of each other (the 8-GPU boxes' GPUs and NICs
-    behind one PCIe switch) need a peer-memory module or DMA-BUF: gdr.py."""
+    behind one PCIe switch) need a peer-memory module or DMA-BUF: gdr.py.
+
+    Reads: provision_nccl (ib_disable, ib_hca, net_gdr_level); the topology matrix (nvidia-smi topo -m), the RDMA
+    ports and the peer-memory modules loaded.
+    Next step: load a peer-memory module (nvidia-peermem) or use a driver and kernel with DMA-BUF, as the finding
+    says; or set provision_nccl.net_gdr_level to LOC to turn GPUDirect RDMA off
+    """
     settings = node.inventory.settings.nccl or NcclSettings()
     if settings.ib_disable:
         pytest.skip("not applicable: provision_nccl.ib_disable is set (NCCL uses no RDMA port)")
