@@ -68,7 +68,7 @@ class HostSettings(Block):
     launcher: LauncherSettings | None = setting(None, "a mapping (see the launcher block)")
     slurm: SlurmSettings | None = setting(None, "a mapping (see the slurm block)")
     active: ActiveSettings | None = setting(None, "a mapping (see the active block)")
-    custom: dict = setting({}, "any mapping (not validated)")
+    custom: dict = setting({}, "any mapping (not validated)", examples=[{"site": "lab-a"}])
 
 
 BLOCKS = tuple(HostSettings.model_fields)

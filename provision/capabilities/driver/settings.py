@@ -26,16 +26,20 @@ class DriverSettings(Block):
     (provision/capabilities/driver/packages.py names the packages per distribution)."""
 
     version: str | None = setting(None, 'dotted digits in quotes, e.g. "580.159.04"',
-                                  "quote it: YAML reads 580.65 as a number", pattern=r"^\d+(\.\d+)+$")
-    branch: str | None = setting(None, 'a driver branch in quotes, e.g. "580"', "quote it", pattern=r"^\d+$")
+                                  "quote it: YAML reads 580.65 as a number", pattern=r"^\d+(\.\d+)+$",
+                                  examples=["580.159.04"])
+    branch: str | None = setting(None, 'a driver branch in quotes, e.g. "580"', "quote it", pattern=r"^\d+$",
+                                 examples=["580"])
     source: Literal["distro", "cuda", "local"] = setting(
         "distro", "distro, cuda or local", "distro: the host's configured apt sources; cuda: NVIDIA's CUDA "
         "repository (cuda-keyring installed); local: the apt source line in `repository`")
     repository: str | None = setting(None, 'an apt source line, e.g. "deb [trusted=yes] http://mirror.lan/nvidia ./"',
-                                     "with source: local; written to /etc/apt/sources.list.d/provision-nvidia.list")
+                                     "with source: local; written to /etc/apt/sources.list.d/provision-nvidia.list",
+                                     examples=["deb [trusted=yes] http://mirror.lan/nvidia ./"])
     packages: list[str] | None = setting(
         None, 'Debian package names; "{branch}" is replaced, e.g. ["nvidia-headless-{branch}-server", '
-        '"nvidia-utils-{branch}-server"]', "default: from the distribution, source and flavour")
+        '"nvidia-utils-{branch}-server"]', "default: from the distribution, source and flavour",
+        examples=[["nvidia-headless-{branch}-server", "nvidia-utils-{branch}-server"]])
     headless: bool = setting(True, "true or false", "true: compute only, no X (nvidia-headless + nvidia-utils)")
     server: bool = setting(False, "true or false", "Ubuntu's -server packages (the datacenter branches)")
     open: bool = setting(False, "true or false", "the open kernel modules (Turing and newer only; not for V100)")

@@ -17,8 +17,8 @@ CLOCKS_HINT = "nvidia-smi -q -d SUPPORTED_CLOCKS lists the valid mem,sm pairs"
 class ClockSettings(Block):
     """Application clocks (nvidia-smi -ac MEM,SM); GeForce boards take none: use locked_clocks there."""
 
-    mem: PositiveInt = setting(..., "MHz, an integer > 0", CLOCKS_HINT)
-    sm: PositiveInt = setting(..., "MHz, an integer > 0", CLOCKS_HINT)
+    mem: PositiveInt = setting(..., "MHz, an integer > 0", CLOCKS_HINT, examples=[1215])
+    sm: PositiveInt = setting(..., "MHz, an integer > 0", CLOCKS_HINT, examples=[1410])
     nearest: bool = setting(False, "true or false: use the nearest supported pair instead of refusing")
 
 
@@ -31,8 +31,8 @@ RANGE_ALLOWED = "[MIN, MAX] in MHz (integers > 0, MIN <= MAX), or one integer fo
 class LockedClocks(Block):
     """Locked clock ranges (nvidia-smi -lgc / -lmc): what GeForce boards accept instead of application clocks."""
 
-    sm: ClockRange | None = setting(None, RANGE_ALLOWED)
-    mem: ClockRange | None = setting(None, RANGE_ALLOWED)
+    sm: ClockRange | None = setting(None, RANGE_ALLOWED, examples=[[1410, 1980]])
+    mem: ClockRange | None = setting(None, RANGE_ALLOWED, examples=[[9501, 9501]])
 
     @field_validator("sm", "mem", mode="before")
     @classmethod
@@ -72,11 +72,12 @@ class GpuTuning(Block):
 
     persistence: bool | None = setting(None, "true or false")
     power_limit: PowerLimit | None = setting(
-        None, f'watts, > 0 and <= {MAX_WATTS}, or "default"', "nvidia-smi -q -d POWER shows each GPU's min and max")
+        None, f'watts, > 0 and <= {MAX_WATTS}, or "default"', "nvidia-smi -q -d POWER shows each GPU's min and max",
+        examples=[300])
     clocks: Clocks | None = setting(
-        None, '{mem: MHz, sm: MHz, nearest: bool} or "default"')
+        None, '{mem: MHz, sm: MHz, nearest: bool} or "default"', examples=[{"mem": 1215, "sm": 1410}])
     locked_clocks: ClockLocks | None = setting(
-        None, '{sm: [MIN, MAX], mem: [MIN, MAX]} or "default"')
+        None, '{sm: [MIN, MAX], mem: [MIN, MAX]} or "default"', examples=[{"sm": [1410, 1980]}])
 
 
 TUNING_KEYS = tuple(GpuTuning.model_fields)
@@ -88,9 +89,10 @@ SELECTORS = ("model", "index", "uuid")  # least specific first
 class GpuOverride(GpuTuning):
     """Settings for some GPUs of a host, chosen by exactly one selector."""
 
-    index: int | None = setting(None, "a GPU index as nvidia-smi shows it, >= 0", ge=0)
-    uuid: str | None = setting(None, 'a GPU UUID, e.g. "GPU-4f3a..." (nvidia-smi -L)', pattern=r"^GPU-[0-9a-fA-F-]+$")
-    model: str | None = setting(None, 'part of the GPU name, any case, e.g. "V100"', min_length=1)
+    index: int | None = setting(None, "a GPU index as nvidia-smi shows it, >= 0", ge=0, examples=[0])
+    uuid: str | None = setting(None, 'a GPU UUID, e.g. "GPU-4f3a..." (nvidia-smi -L)', pattern=r"^GPU-[0-9a-fA-F-]+$",
+                               examples=["GPU-4f3a1e2d-93b4-4b7e-9a51-0c8d2e6f7a10"])
+    model: str | None = setting(None, 'part of the GPU name, any case, e.g. "V100"', min_length=1, examples=["A100"])
 
     @model_validator(mode="after")
     def _one_selector(self) -> GpuOverride:
@@ -115,9 +117,10 @@ class GpuOverride(GpuTuning):
 
 
 class GpuSettings(GpuTuning):
-    overrides: list[GpuOverride] = setting([], "a list of {index|uuid|model: ..., plus settings}")
+    overrides: list[GpuOverride] = setting([], "a list of {index|uuid|model: ..., plus settings}",
+                                           examples=[[{"model": "A100", "power_limit": 250}]])
     # What the host must have: verify fails with fewer or more (a card gone after maintenance).
-    count: int | None = setting(None, "the number of GPUs the host has, an integer 1..64", ge=1, le=64)
+    count: int | None = setting(None, "the number of GPUs the host has, an integer 1..64", ge=1, le=64, examples=[8])
     # verify: a GPU this close to its slowdown temperature will throttle (fans, airflow, a dusty heatsink).
     thermal_margin: int = setting(5, "degrees C, 0..50", "verify fails a GPU closer than this to its slowdown "
                                   "temperature", ge=0, le=50)

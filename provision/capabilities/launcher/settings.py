@@ -22,15 +22,19 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 class LauncherSettings(Block):
     """The torchrun wrapper: the hosts of `group` form one training cluster."""
 
-    group: str | None = setting(None, "a group of this inventory (default: the host's innermost group)")
+    group: str | None = setting(None, "a group of this inventory (default: the host's innermost group)",
+                                examples=["trainers"])
     nproc_per_node: ProcessCount = setting("gpu", 'an integer > 0, "auto" or "gpu" (one process per GPU)')
     rdzv_backend: Literal["c10d", "static"] = setting("c10d", "c10d or static")
     rdzv_port: Port = setting(29400, "a port, 1..65535")
     master_port: Port = setting(29500, "a port, 1..65535", "used with rdzv_backend: static")
     torchrun: Command = setting("torchrun", "a command on PATH or an absolute path, e.g. /opt/venv/bin/torchrun")
-    options: list[str] = setting([], 'a list of torchrun options, e.g. ["--max-restarts=3"]')
-    wrapper_path: AbsolutePath | None = setting(None, PATH_RULE + " (default /usr/local/bin/GROUP-torchrun)")
-    env: EnvVars = setting({}, "a mapping of variable names to values, exported by the wrapper")
+    options: list[str] = setting([], 'a list of torchrun options, e.g. ["--max-restarts=3"]',
+                                 examples=[["--max-restarts=3"]])
+    wrapper_path: AbsolutePath | None = setting(None, PATH_RULE + " (default /usr/local/bin/GROUP-torchrun)",
+                                                examples=["/usr/local/bin/trainers-torchrun"])
+    env: EnvVars = setting({}, "a mapping of variable names to values, exported by the wrapper",
+                           examples=[{"OMP_NUM_THREADS": "8"}])
 
     @field_validator("options")
     @classmethod

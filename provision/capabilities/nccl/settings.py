@@ -39,26 +39,29 @@ def _list_items(value: str) -> list[str]:
 class NcclSettings(Block):
     socket_ifname: str | None = setting(
         None, 'comma-separated interface prefixes, optionally starting with "^" (exclude) and/or "=" (exact)',
-        "e.g. ens803f or =ens803f0,ens803f1 or ^docker,lo")
+        "e.g. ens803f or =ens803f0,ens803f1 or ^docker,lo", examples=["ens803f"])
     ib_disable: bool | None = setting(None, "true or false")
-    ib_hca: str | None = setting(None, "HCA names as NCCL_IB_HCA takes them, e.g. =mlx5_0:1,mlx5_1:1")
-    socket_nthreads: int | None = setting(None, "an integer 1..16", ge=1, le=16)
-    nsocks_perthread: int | None = setting(None, "an integer 1..64", ge=1, le=64)
+    ib_hca: str | None = setting(None, "HCA names as NCCL_IB_HCA takes them, e.g. =mlx5_0:1,mlx5_1:1",
+                                 examples=["=mlx5_0:1,mlx5_1:1"])
+    socket_nthreads: int | None = setting(None, "an integer 1..16", ge=1, le=16, examples=[4])
+    nsocks_perthread: int | None = setting(None, "an integer 1..64", ge=1, le=64, examples=[4])
     debug: Literal["VERSION", "WARN", "INFO", "TRACE"] | None = setting(None, "VERSION, WARN, INFO or TRACE")
     p2p_level: NcclLevel | None = setting(None, LEVEL_ALLOWED)
     net_gdr_level: NcclLevel | None = setting(None, LEVEL_ALLOWED)
-    env: EnvVars = setting({}, "a mapping of NCCL_* variable names to values")
+    env: EnvVars = setting({}, "a mapping of NCCL_* variable names to values", examples=[{"NCCL_IB_TIMEOUT": "22"}])
     conf_path: AbsolutePath = setting("/etc/nccl.conf", PATH_RULE)
     env_file: AbsolutePath = setting("/etc/provision/nccl.env", PATH_RULE)
     expected_link_speed_mbps: PositiveInt | None = setting(
-        None, "Mb/s, an integer > 0 (10 GbE: 10000)", "each interface NCCL will use must run at this speed")
+        None, "Mb/s, an integer > 0 (10 GbE: 10000)", "each interface NCCL will use must run at this speed",
+        examples=[100000])
     allow_mixed_speeds: bool = setting(
         False, "true or false", "NCCL spreads traffic evenly over its interfaces: the slowest sets the pace")
     require_nic_within: Literal["PIX", "PXB", "PHB", "NODE", "SYS"] | None = setting(
         None, "PIX, PXB, PHB, NODE or SYS", "verify: every GPU has an RDMA NIC this close (nvidia-smi topo -m)")
     expected_ib_rate_gbps: float | None = setting(
         None, "Gb/s, a number > 0 (4X EDR: 100, 4X HDR: 200, 4X NDR: 400)",
-        "verify: each RDMA port NCCL may use runs at least this fast (/sys/class/infiniband/*/ports/*/rate)", gt=0)
+        "verify: each RDMA port NCCL may use runs at least this fast (/sys/class/infiniband/*/ports/*/rate)", gt=0,
+        examples=[400])
 
     # The typed keys and the variables they write; env holds the others.
     VARIABLES: ClassVar[dict[str, str]] = {
