@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import re
 import shutil
+import sys
 import textwrap
 
 import click
@@ -147,8 +148,9 @@ def _why_attention(result: HostResult, check: bool) -> str:
 
 
 def _short(text: str, limit: int = 100) -> str:
+    """One line; cut on a terminal only: a pipe (a log, CI, grep) gets the whole reason."""
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit or not sys.stdout.isatty() else text[:limit - 3] + "..."
 
 
 def print_facts(host: str, facts: HostFacts | None, error: str = "", nccl_said: dict | None = None) -> None:
