@@ -368,15 +368,14 @@ def apply(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
     nodes and the controller itself are applied over SSH.
     """
     target = select_hosts(inventory, local, limit)
+    flags = frozenset(name for name, given in (("accept_gpu_changes", accept_gpu_changes),
+                                               ("accept_bmc_events", accept_bmc_events)) if given)
     via_slurm = apply_arguments(check, tags, skip_tags, playbook, templates, lock_wait, keep_backups,
-                                accept_gpu_changes, accept_bmc_events, reboot, local) if via == "slurm" else None
+                                flags, reboot, local) if via == "slurm" else None
     if verbose and target.ignored:
         click.echo(f"{len(target.ignored)} other roles' variables in the inventory, left alone "
                    "(provision inventory -v names them)", err=True)
-    if accept_gpu_changes:
-        target.hosts = [replace(h, accept_gpu_changes=True) for h in target.hosts]
-    if accept_bmc_events:
-        target.hosts = [replace(h, accept_bmc_events=True) for h in target.hosts]
+    target.hosts = [replace(h, flags=flags) for h in target.hosts]
     book = playbook_file(playbook)
     loaded = load_playbook(book, templates_dir(templates))
     tasks = select_tasks(loaded, _split(tags), _split(skip_tags), str(book))

@@ -15,12 +15,14 @@ from provision.capabilities.nccl import facts as nccl_facts
 from provision.capabilities.slurm import facts as slurm_facts
 from provision.capabilities.system import facts as system_facts
 from provision.capabilities.topology import facts as topology_facts
-from provision.capabilities.bmc.tasks import BmcEventRecord
+from provision.capabilities.bmc.tasks import ACCEPT_BMC_EVENTS, BmcEventRecord
+from provision.capabilities.capability import RunFlag
 from provision.capabilities.driver.packages import reboot_pending
 from provision.capabilities.driver.tasks import DriverRepository, NouveauBlacklist, NvidiaDriver
 from provision.capabilities.gpu.boot import BootConf
 from provision.capabilities.gpu.clock_cache import upkeep
 from provision.capabilities.gpu.clocks import ApplicationClocks, LockedClocks
+from provision.capabilities.gpu.layout import ACCEPT_GPU_CHANGES
 from provision.capabilities.gpu.layout_task import GpuLayout
 from provision.capabilities.gpu.tasks import Persistence, PowerLimit
 from provision.capabilities.launcher.tasks import TorchrunLauncher
@@ -44,6 +46,9 @@ TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (
     NouveauBlacklist, DriverRepository, NvidiaDriver, GpuLayout, Persistence, PowerLimit, ApplicationClocks,
     LockedClocks, BootConf, TemplateFile, ServiceEnabled, NcclFiles, TorchrunLauncher, SlurmPackages, MungeKey,
     SlurmConfig, SlurmDaemons, BmcEventRecord)}
+
+# The options a run takes for the capabilities' tasks (the CLI builds them; a host carries those set in Host.flags).
+RUN_FLAGS: tuple[RunFlag, ...] = (ACCEPT_GPU_CHANGES, ACCEPT_BMC_EVENTS)
 
 # verify runs the checks in this order (its report lists them so): one module per capability, a few have two.
 CHECKS = (

@@ -19,6 +19,7 @@ import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from provision.capabilities.registry import RUN_FLAGS
 from provision.capabilities.slurm.tasks import node_inventory
 from provision.commands.run import Target, connector
 from provision.core.connection import Connection, SSHOptions, Unreachable
@@ -267,16 +268,17 @@ def shared_refusals(playbook: str | None, templates: str | None, local: bool) ->
 
 
 def apply_arguments(check: bool, tags: str, skip_tags: str, playbook: str | None, templates: str | None,
-                    lock_wait: float, keep_backups: int, accept_gpu_changes: bool, accept_bmc_events: bool,
-                    reboot: bool, local: bool) -> list[str]:
-    """apply's options as each node's `provision apply` takes them; those that cannot travel are refused."""
+                    lock_wait: float, keep_backups: int, flags: frozenset[str], reboot: bool,
+                    local: bool) -> list[str]:
+    """apply's options as each node's `provision apply` takes them (flags: the run flags set, RUN_FLAGS' names);
+    those that cannot travel are refused."""
     refuse([(reboot, "--reboot", "a node cannot reboot itself from inside its own job step",
              "leave out --via to reboot over SSH"), *shared_refusals(playbook, templates, local)])
     arguments = ["--check"] if check else []
     arguments += [*(["--tags", tags] if tags else []), *(["--skip-tags", skip_tags] if skip_tags else []),
                   *(["--playbook", playbook] if playbook else []),
                   "--lock-wait", f"{lock_wait:g}", "--keep-backups", str(keep_backups)]
-    return arguments + ["--accept-gpu-changes"] * accept_gpu_changes + ["--accept-bmc-events"] * accept_bmc_events
+    return arguments + [flag.option for flag in RUN_FLAGS if flag.name in flags]
 
 
 def verify_arguments(playbook: str | None, templates: str | None, local: bool, drain: bool, resume: bool,

@@ -25,12 +25,9 @@ class Host:
     groups: list[str]  # every group the host is in (transitively), outermost first, incl. "all"
     vars: dict  # merged variables provision reads, as written: provision_* and ansible_*
     settings: HostSettings
-    # The GPUs differ from the last good run's record, and that is intended (apply --accept-gpu-changes):
-    # record the new layout; `index:` overrides follow the new numbering (capabilities/gpu/layout.py).
-    accept_gpu_changes: bool = False
-    # The BMC's logged power and cooling failures are dealt with (apply --accept-bmc-events): record its log's
-    # newest entry, after which verify judges (capabilities/bmc/tasks.py).
-    accept_bmc_events: bool = False
+    # The run flags the command line set for this run (capabilities/registry.py RUN_FLAGS, by name), which the
+    # capabilities' tasks read: "accept_gpu_changes", ...
+    flags: frozenset[str] = frozenset()
     identity_file: str | None = None  # ansible_ssh_private_key_file (absolute; written relative to the inventory)
     # Each of `vars`' values (dotted into blocks: provision_gpu.power_limit) -> "FILE (group G)" that set it: the builder
     # leaves the function that works it out, since only `provision inventory --host` asks.

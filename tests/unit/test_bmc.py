@@ -281,7 +281,7 @@ def test_the_record_is_the_logs_newest_entry_or_empty_and_a_silent_bmc_fails_it(
 
 
 def node(bmc: BmcFacts | None) -> Node:
-    inventory = SimpleNamespace(name="v100-1", accept_bmc_events=False, settings=HostSettings())
+    inventory = SimpleNamespace(name="v100-1", flags=frozenset(), settings=HostSettings())
     return Node("v100-1", inventory, HostFacts(bmc=bmc), [], host=None, inventory_path="basement.yaml")
 
 
@@ -398,9 +398,9 @@ def test_the_record_task_writes_only_when_asked_and_checks_what_it_wrote(monkeyp
     monkeypatch.setenv("PROVISION_BMC_SEL_RECORD", "/var/lib/provision/bmc-sel")
     task = TASK_TYPES["bmc-event-record"]()
     assert isinstance(task, BmcEventRecord)
-    host = SimpleNamespace(name="v100-1", accept_bmc_events=False)
+    host = SimpleNamespace(name="v100-1", flags=frozenset())
     assert "--accept-bmc-events" in task.plan(host, HostFacts()).skipped and task.file_paths(host) == []
-    host.accept_bmc_events = True
+    host.flags = frozenset({"accept_bmc_events"})
     assert task.file_paths(host) == ["/var/lib/provision/bmc-sel"]
     was = FileFacts("/var/lib/provision/bmc-sel", exists=True, content=record(LOG[1].line).encode())
     (change,) = task.plan(host, HostFacts(files={was.path: was})).changes

@@ -30,7 +30,7 @@ def adhoc_tasks(setting: str, check: bool):
 
 def host(gpu: dict):
     return SimpleNamespace(name="node1", settings=HostSettings(gpu=GpuSettings.model_validate(gpu)),
-                           accept_gpu_changes=False, become=False)
+                           flags=frozenset(), become=False)
 
 
 def v100(power: float) -> GpuFacts:
@@ -82,7 +82,7 @@ def test_the_boot_file_read_back_as_an_adhoc_commands_settings_renders_itself():
     old = boot.render(host(inventory), facts_with(cards))
     text = boot.render(host(inventory), facts_with(cards[:2], recorded=cards), old)  # card 2 off the bus
     read_back = SimpleNamespace(name="node1", settings=HostSettings(gpu=settings_from_boot_file(text)),
-                                accept_gpu_changes=False)
+                                flags=frozenset())
     assert boot.render(read_back, facts_with(cards[:2], recorded=cards), text) == text
     assert "model=Tesla_V100-SXM2-16GB persistence=on power_limit=250\n" in text
     assert "model=* persistence=on power_limit=200\n" in text

@@ -75,7 +75,7 @@ MODELS = {m.name: m for m in (V100, RTX4090, A100)}
 
 def host(inventory: dict) -> SimpleNamespace:
     return SimpleNamespace(name="node", settings=HostSettings(gpu=GpuSettings.model_validate(inventory)),
-                           accept_gpu_changes=False)
+                           flags=frozenset())
 
 
 def facts(cards: list[GpuFacts], record: list[GpuFacts], text: str | None) -> HostFacts:
@@ -246,7 +246,7 @@ def test_a_card_missing_when_its_removal_is_accepted_keeps_its_line_and_the_next
     cards = [card(V100, n) for n in range(4)]
     inventory_ = {"power_limit": 250, "overrides": [{"index": 2, "power_limit": 200}]}
     conf = apply(inventory_, cards, cards, None)
-    accepting = SimpleNamespace(**{**vars(host(inventory_)), "accept_gpu_changes": True})
+    accepting = SimpleNamespace(**{**vars(host(inventory_)), "flags": frozenset({"accept_gpu_changes"})})
     others = [replace(c, index=i) for i, c in enumerate(c for c in cards if c.index != 2)]  # numbered again
     accepted = boot.render(accepting, facts(others, cards, conf), conf)
     assert f"gpu={cards[2].uuid} power_limit=250  # not seen at the last run: model=" in accepted

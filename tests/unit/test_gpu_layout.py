@@ -39,7 +39,7 @@ def rtx4090(slot: int, index: int | None = None, power: float = 400.0) -> GpuFac
 
 def host(gpu: dict, accept: bool = False):
     return SimpleNamespace(name="rig", settings=HostSettings(gpu=GpuSettings.model_validate(gpu)),
-                           accept_gpu_changes=accept)
+                           flags=frozenset({"accept_gpu_changes"} if accept else ()))
 
 
 def facts(gpus: list[GpuFacts], recorded: list[GpuFacts] | None, lost: list[LostGpu] = ()) -> HostFacts:
@@ -271,7 +271,7 @@ def test_a_lost_gpu_fails_the_host_even_when_accepted_and_is_not_recorded():
 
 
 def test_hosts_without_a_gpu_block_are_skipped():
-    plan = GpuLayout().plan(SimpleNamespace(name="x", settings=HostSettings(), accept_gpu_changes=False),
+    plan = GpuLayout().plan(SimpleNamespace(name="x", settings=HostSettings(), flags=frozenset()),
                             facts(healthy(), None))
     assert plan.skipped and plan.changes == []
 

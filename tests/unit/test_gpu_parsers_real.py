@@ -118,7 +118,7 @@ def test_the_boot_file_keeps_the_line_of_a_lost_gpu():
     facts = HostFacts(nvidia=nvidia_facts(f"{h100_query_output()}{DEVICE_HANDLE_ERROR}\n", rc=15))
     old = f"gpu={H100_UUID} index=0 power_limit=700\ngpu=GPU-0b5e7c1a-lost index=1 power_limit=300\n"
     host = SimpleNamespace(name="node1", settings=HostSettings(gpu=GpuSettings.model_validate({"power_limit": 300})),
-                           accept_gpu_changes=False)
+                           flags=frozenset())
     text = boot.render(host, facts, old)
     assert f"gpu={H100_UUID} index=0 power_limit=300  # model=" in text
     assert "gpu=GPU-0b5e7c1a-lost power_limit=300  # not seen at the last run: was_index=1\n" in text  # by UUID only

@@ -60,7 +60,7 @@ def test_the_pairs_within_the_gdr_level_and_the_kernel_versions():
 
 def node(driver: DriverFacts, topo: str | None = TOPO, **nccl) -> Node:
     settings = HostSettings(nccl=NcclSettings.model_validate(nccl)) if nccl else HostSettings()
-    inventory = SimpleNamespace(name="hgx-1", accept_gpu_changes=False, settings=settings)
+    inventory = SimpleNamespace(name="hgx-1", flags=frozenset(), settings=settings)
     facts = HostFacts(driver=driver, topology=TopologyFacts(matrix=parse_topo(topo)) if topo else None)
     return Node("hgx-1", inventory, facts, [], host=None, inventory_path="cluster.yaml")
 

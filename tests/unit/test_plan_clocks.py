@@ -56,7 +56,7 @@ def gpus_of(model: str, count: int = 1, tmp: Path = Path("/tmp")) -> list:
 
 def host_with(gpu: dict):
     return SimpleNamespace(name="node1", settings=HostSettings(gpu=GpuSettings.model_validate(gpu)),
-                           accept_gpu_changes=False)
+                           flags=frozenset())
 
 
 def facts_with(*gpus, systemd: bool = False, files: dict | None = None, units: dict | None = None) -> HostFacts:

@@ -29,7 +29,7 @@ def v100(index: int, power: float = 300.0, persistence: bool = False) -> GpuFact
 
 def host_with(gpu: dict | None):
     settings = HostSettings(gpu=GpuSettings.model_validate(gpu) if gpu is not None else None)
-    return SimpleNamespace(name="node1", settings=settings, accept_gpu_changes=False)
+    return SimpleNamespace(name="node1", settings=settings, flags=frozenset())
 
 
 def facts_with(*gpus: GpuFacts, daemon: str | None = None, systemd: bool = False) -> HostFacts:

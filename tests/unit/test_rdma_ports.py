@@ -199,7 +199,7 @@ def test_error_counts_are_one_warning_naming_them_or_said_in_the_ports_own_findi
 
 def node(ports: list[RdmaPort], interfaces=(), **nccl) -> Node:
     settings = HostSettings(nccl=NcclSettings.model_validate(nccl)) if nccl else HostSettings()
-    inventory = SimpleNamespace(name="gpu-1", accept_gpu_changes=False, settings=settings)
+    inventory = SimpleNamespace(name="gpu-1", flags=frozenset(), settings=settings)
     facts = HostFacts(interfaces=list(interfaces) if interfaces is not None else None, rdma=ports)
     return Node("gpu-1", inventory, facts, [], host=None, inventory_path="cluster.yaml")
 

@@ -30,7 +30,7 @@ def gpu(index: int, **values) -> GpuFacts:
 
 
 def node(nvidia: NvidiaFacts, gpu_block: dict | None = None) -> Node:
-    inventory = SimpleNamespace(name="rig", accept_gpu_changes=False, settings=HostSettings(
+    inventory = SimpleNamespace(name="rig", flags=frozenset(), settings=HostSettings(
         gpu=GpuSettings.model_validate(gpu_block if gpu_block is not None else {"power_limit": 400})))
     return Node("rig", inventory, HostFacts(nvidia=nvidia), [PowerLimit()], host=None, inventory_path="basement.yaml")
 
@@ -253,7 +253,7 @@ def test_the_checks_host_fixture_is_the_nodes_own_never_testinfras_local_one():
             asked.append(name)
             return SimpleNamespace(is_installed=False, version=None)
 
-    inventory = SimpleNamespace(name="rig", accept_gpu_changes=False, settings=HostSettings(
+    inventory = SimpleNamespace(name="rig", flags=frozenset(), settings=HostSettings(
         driver=DriverSettings(version="580.159.04")))
     facts = HostFacts(system=SystemFacts(os_id="ubuntu"), nvidia=NvidiaFacts(state="ok", exit_code=0, gpus=[gpu(0)]))
     verdict = run_checks([Node("rig", inventory, facts, [], host=NodeHost(), inventory_path="basement.yaml")])["rig"]

@@ -169,11 +169,12 @@ def test_a_nodes_verdict_comes_back_whole():
 
 
 def test_options_that_cannot_travel_are_refused_and_the_rest_are_passed_on():
-    assert via_slurm.apply_arguments(True, "gpu", "", "gpu", None, 60, 3, True, False, False, False) == [
+    flags = frozenset({"accept_gpu_changes"})
+    assert via_slurm.apply_arguments(True, "gpu", "", "gpu", None, 60, 3, flags, False, False) == [
         "--check", "--tags", "gpu", "--playbook", "gpu", "--lock-wait", "60", "--keep-backups", "3",
         "--accept-gpu-changes"]
     with pytest.raises(InputError) as refused:
-        via_slurm.apply_arguments(False, "", "", "my/site.yaml", "tpl", 60, 3, False, False, True, True)
+        via_slurm.apply_arguments(False, "", "", "my/site.yaml", "tpl", 60, 3, frozenset(), True, True)
     assert [str(p).split(":")[2] for p in refused.value.problems] == [
         " with --reboot", " with --local", " with --templates tpl", " with --playbook my/site.yaml"]
     assert str(refused.value.problems[0]) == (

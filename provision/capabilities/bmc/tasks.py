@@ -14,12 +14,17 @@ from typing import TYPE_CHECKING
 
 from provision.capabilities.bmc import facts as bmc_facts
 from provision.capabilities.bmc import ipmi
+from provision.capabilities.capability import RunFlag
 from provision.core.plan import Change, Plan, Task
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
 
-ACCEPT = "--accept-bmc-events"
+ACCEPT_BMC_EVENTS = RunFlag(
+    "accept_bmc_events", "--accept-bmc-events",
+    "The power and cooling failures the BMC logged are dealt with (a PSU replaced, its feed fixed): record the BMC "
+    "event log's newest entry; verify then judges only the entries after it.", adds_task="bmc-event-record")
+ACCEPT = ACCEPT_BMC_EVENTS.option
 
 
 class BmcEventRecord(Task):
@@ -29,11 +34,11 @@ class BmcEventRecord(Task):
     alters = frozenset({"bmc.record"})
 
     def file_paths(self, host):
-        return [bmc_facts.record_path()] if getattr(host, "accept_bmc_events", False) else []
+        return [bmc_facts.record_path()] if ACCEPT_BMC_EVENTS.set_for(host) else []
 
     def plan(self, host, facts):
         plan = Plan()
-        if not getattr(host, "accept_bmc_events", False):
+        if not ACCEPT_BMC_EVENTS.set_for(host):
             plan.skipped = f"the BMC's event log is recorded as judged only with {ACCEPT}"
             return plan
         path = bmc_facts.record_path()

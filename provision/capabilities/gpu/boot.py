@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Callable
 
-from provision.capabilities.gpu import tuning
+from provision.capabilities.gpu import layout, tuning
 from provision.core.errors import Problem
 from provision.capabilities.gpu.model import GpuFacts
 from provision.capabilities.gpu.settings import GpuSettings
@@ -214,7 +214,7 @@ def missing_cards(host, facts: HostFacts, old: dict[str, dict[str, str]]) -> lis
         if uuid.lower() in seen:
             continue
         words, record = old.get(uuid, {}), recorded.get(uuid.lower())
-        index = None if host.accept_gpu_changes else record.index if record else \
+        index = None if layout.ACCEPT_GPU_CHANGES.set_for(host) else record.index if record else \
             _int(words.get("index") or words.get("was_index")) if facts.gpu_layout is None else None
         name = words.get("model") or (record.name if record else "")
         cards.append(_stand_in(uuid, index, name, words, facts.nvidia.gpus))

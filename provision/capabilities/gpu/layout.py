@@ -21,9 +21,16 @@ import re
 from dataclasses import dataclass, field
 
 from provision.core import pci
+from provision.capabilities.capability import RunFlag
 from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts, RecordedGpu
 
 HEADER = "# provision: this host's GPUs at the last good run (index, UUID, PCI bus id, name); see `provision apply --help`"
+# The GPUs differ from the record and that is intended: the layout task records the new one, and `index:` overrides
+# follow the new numbering.
+ACCEPT_GPU_CHANGES = RunFlag(
+    "accept_gpu_changes", "--accept-gpu-changes",
+    "The GPUs differ from the last good run (a card replaced, removed or added) and that is intended: record the new "
+    "layout; `index:` overrides then follow the new numbering.")
 LINE = re.compile(r"^(\d+) (GPU-[0-9a-fA-F-]+) ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]) (.*)$")
 
 

@@ -54,7 +54,7 @@ class GpuLayout(Task):
                 plan.refused.append(Item(layout.words(missing.gpu), FAILED, "lost", message=missing.detail,
                                          cause=LOST))
         others = change.lines(lost=False)  # what accepting the new layout settles
-        if others and not host.accept_gpu_changes:
+        if others and not layout.ACCEPT_GPU_CHANGES.set_for(host):
             plan.refused += [Item("host", FAILED, "GPU layout", message=line, cause=CHANGED_LAYOUT) for line in others]
             plan.failed = (f"{len(others)} GPU(s) differ from the last good run on this host; repair and run "
                            f"again, or {ACCEPT_HINT}")

@@ -71,7 +71,7 @@ def resolve_gpus(host, facts: HostFacts) -> Resolution:
     the override is held (reported, applied to no card). The GPU now at that index keeps the block's values
     and its own overrides: a missing card never leaves another with less than its intended caps."""
     gpu_settings, gpus = host.settings.gpu, facts.nvidia.gpus
-    change = None if host.accept_gpu_changes else layout.compare(facts.gpu_layout, facts.nvidia)
+    change = None if layout.ACCEPT_GPU_CHANGES.set_for(host) else layout.compare(facts.gpu_layout, facts.nvidia)
     if not change:
         return Resolution([(g, gpu_settings.for_gpu(g.index, g.uuid, g.name)) for g in gpus], [])
     recorded = {r.uuid.lower(): r for r in facts.gpu_layout}
