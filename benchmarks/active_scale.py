@@ -26,8 +26,8 @@ from pathlib import Path
 
 import yaml
 
-from provision.lab.cluster import Lab
-from provision.lab.spec import like_spec
+from provision_lab.cluster import Lab
+from provision_lab.spec import like_spec
 
 LIKE = {"all": {"children": {"rtx3090": {"vars": {
     "provision_gpu": {"persistence": True, "power_limit": 300},

@@ -59,8 +59,8 @@ from provision.core.facts import Reads, new_token
 from provision.inventory.load import load_inventory
 from provision.commands.playbook import load_playbook
 from provision.core.resources import playbook_path, templates_dir
-from provision.lab.cluster import Lab
-from provision.lab.spec import default_spec
+from provision_lab.cluster import Lab
+from provision_lab.spec import default_spec
 
 from peers import run as peers
 

@@ -8,7 +8,7 @@ WORK: persistence, 200 W, clocks 877,1005, NCCL), with the shipped site playbook
 
 The node is this machine, made to look like a converged lab node:
 - nvidia-smi and dmesg are the lab's GPU simulator, installed as a lab node has it (one zipapp run by
-  /usr/bin/python3 -S, provision/lab/simzip.py), 4x V100 by default, its state in the sandbox;
+  /usr/bin/python3 -S, provision_lab/simzip.py), 4x V100 by default, its state in the sandbox;
 - the files the tasks read live under SANDBOX/root (each path P read as SANDBOX/root/P, the systemd unit
   through `systemctl --root`): the same commands on other paths;
 - the sandbox is first converged by the tasks' own plans (GPU setters run against the simulator, files written
@@ -73,8 +73,8 @@ from provision.core.facts import FactSection, Section, build_script, split_secti
 from provision.core.resources import playbook_path, templates_dir  # noqa: E402
 from provision.core.run import Engine, HostState, RunOptions  # noqa: E402
 from provision.inventory.load import load_inventory  # noqa: E402
-from provision.lab import simzip  # noqa: E402
-from provision.lab.spec import default_spec  # noqa: E402
+from provision_lab import simzip  # noqa: E402
+from provision_lab.spec import default_spec  # noqa: E402
 
 PURPOSES = ("apply", "facts", "verify")
 SIMULATED: dict[str, str] = {}  # "dir": where the simulator's programs are (Sandbox)
@@ -482,7 +482,7 @@ def main() -> None:
 
 
 def report(args, workdir: Path) -> None:
-    from provision.lab.layout import DRIVER_VERSION
+    from provision_lab.layout import DRIVER_VERSION
     gpus = [{"model": m, "count": int(n)} for m, _, n in (g.partition(":") for g in args.gpus.split(","))]
     sandbox = Sandbox(workdir / "sandbox", gpus, DRIVER_VERSION)
     inventory = args.inventory or str(benchmark_inventory(workdir, args.nccl_ifname or local_nic()))

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from apply_scale import apply
 from peers import run as peers
-from provision.lab.cluster import Lab
-from provision.lab.spec import default_spec
+from provision_lab.cluster import Lab
+from provision_lab.spec import default_spec
 
 
 def first_provision(lab: Lab, nodes: list[dict], inventory: Path, workdir: Path) -> tuple[float, float]:

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import yaml
 
-from provision.lab.cluster import Lab
-from provision.lab.spec import like_spec
+from provision_lab.cluster import Lab
+from provision_lab.spec import like_spec
 
 REPO = Path(__file__).resolve().parents[1]
 SLURM_LAB = REPO / "tests" / "lab" / "slurm.yaml"

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass, replace
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Callable, NoReturn
 
@@ -276,19 +277,23 @@ def run_progress(as_json: bool) -> Progress:
     return Progress(sys.stderr, live=sys.stderr.isatty(), enabled=not as_json)
 
 
+COMMAND_ENTRY_POINTS = "provision.commands"  # the commands other packages add (`provision lab`), by name
+
+
 class ProvisionGroup(click.Group):
-    """Turns our input errors into clear messages and exit code 2, never a traceback. `provision lab` is loaded
-    only when it is asked for (its help, or the command itself): no other command imports the lab."""
+    """Turns our input errors into clear messages and exit code 2, never a traceback. Commands of other packages
+    (entry points in COMMAND_ENTRY_POINTS: `provision lab`) are loaded only when asked for (their help, or the
+    command itself), so no other command imports them, and provision names none of them."""
 
     def list_commands(self, ctx):
-        return sorted([*super().list_commands(ctx), "lab"])
+        return sorted({*super().list_commands(ctx), *(point.name for point in entry_points(group=COMMAND_ENTRY_POINTS))})
 
     def get_command(self, ctx, name):
-        if name == "lab":
-            from provision.lab.cli import lab
-
-            return lab
-        return super().get_command(ctx, name)
+        command = super().get_command(ctx, name)
+        if command is None:
+            for point in entry_points(group=COMMAND_ENTRY_POINTS, name=name):
+                return point.load()
+        return command
 
     def invoke(self, ctx):
         try:

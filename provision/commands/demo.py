@@ -31,7 +31,7 @@ import yaml
 from provision.core.resources import shipped
 from provision.capabilities.gpu.boot import CONF
 
-GPUSIM = Path(__file__).parents[1] / "lab" / "gpusim"
+GPUSIM = Path(__file__).parents[2] / "provision_lab" / "gpusim"  # run as a program, never imported
 HOST = "basement-v100"
 # The v100 group of inventories/basement.yaml (tests check that the two agree).
 BASEMENT_V100_GPU = {"persistence": True, "count": 4, "power_limit": 200, "clocks": {"mem": 877, "sm": 1005}}

@@ -66,12 +66,12 @@ WHERE = {
     "provision clocks --list": "sandbox",
     "provision persistence on": "sandbox",
     "provision clocks --locked --sm 210,2520": "geforce",
-    "python3 provision/lab/gpusim install ~/bin": "simulator",
+    "python3 provision_lab/gpusim install ~/bin": "simulator",
     "export PATH=~/bin:$PATH NVIDIA_SIM_CONFIG=sim.json NVIDIA_SIM_STATE=state.json": "simulator",
     """echo '{"gpus": [{"model": "v100-sxm2-16gb", "count": 4}]}' > sim.json""": "simulator",
     "nvidia-smi -q -d SUPPORTED_CLOCKS": "simulator",
-    "python3 provision/lab/gpusim reboot": "simulator",
-    "python3 provision/lab/gpusim fault 2 off-bus": "simulator",
+    "python3 provision_lab/gpusim reboot": "simulator",
+    "python3 provision_lab/gpusim fault 2 off-bus": "simulator",
     "provision lab up --like inventories/basement.yaml": "lab",
     "provision apply inventories/basement.yaml": "lab",
     "provision apply inventories/basement.yaml --check": "lab",
@@ -263,7 +263,7 @@ def sandbox_script(tmp_path: Path, command: str) -> str:
 
 def simulated_machine(tmp_path: Path, model: str, count: int) -> dict:
     bin_dir = tmp_path / "bin"
-    subprocess.run([sys.executable, str(REPO / "provision" / "lab" / "gpusim"), "install", str(bin_dir)],
+    subprocess.run([sys.executable, str(REPO / "provision_lab" / "gpusim"), "install", str(bin_dir)],
                    check=True)
     (bin_dir / "nvidia-persistenced").unlink()  # -pm: a daemon started here would outlive the test
     (tmp_path / "sim.json").write_text(json.dumps({"gpus": [{"model": model, "count": count}]}))

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from provision.cli import main
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision_lab" / "gpusim"
 
 
 class SimNode:

@@ -20,7 +20,7 @@ import pytest
 LAB_DIR = Path(os.environ.get("PROVISION_E2E_LAB_DIR", "/var/lib/provision-lab/e2e"))
 CLUSTER = Path(__file__).parent / "cluster.yaml"
 BASEMENT = Path(__file__).resolve().parents[2] / "inventories" / "basement.yaml"
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision_lab" / "gpusim"
 
 
 class LabCluster:
@@ -33,7 +33,7 @@ class LabCluster:
         self.log = log
 
     def lab(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        proc = _run([sys.executable, "-m", "provision.lab.cli", *args, "--dir", str(self.dir)])
+        proc = _run([sys.executable, "-m", "provision_lab.cli", *args, "--dir", str(self.dir)])
         assert not check or proc.returncode == 0, f"lab {' '.join(args)}: {proc.stdout}{proc.stderr}"
         return proc
 
@@ -78,9 +78,9 @@ def lab_machine() -> None:
         pytest.skip("the lab needs root on Linux (namespaces, bridges, mounts)")
     if not GPUSIM.exists():
         pytest.skip(f"{GPUSIM} (the GPU simulator) is not there yet")
-    from provision.lab.aptrepo import ensure_repo
-    from provision.lab.rootfs import ensure_image
-    from provision.lab.system import LabError
+    from provision_lab.aptrepo import ensure_repo
+    from provision_lab.rootfs import ensure_image
+    from provision_lab.system import LabError
 
     try:
         image = ensure_image(log=lambda message: None)  # about a minute the first time, then cached

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from provision.lab.layout import (APT_REPO_IN_NODE, NODE_NVML_LIBRARY, NODE_SIM_CONFIG, NODE_SIM_ZIPAPP,
+from provision_lab.layout import (APT_REPO_IN_NODE, NODE_NVML_LIBRARY, NODE_SIM_CONFIG, NODE_SIM_ZIPAPP,
                                   NVIDIA_PERSISTENCED, NVIDIA_SMI)
-from provision.lab.rootfs import APT_SOURCES
+from provision_lab.rootfs import APT_SOURCES
 
 pytestmark = pytest.mark.lab
 

@@ -23,7 +23,7 @@ def no_direct_ssh(lab):
     """This machine's packets reach HIDDEN, its answers to this machine are dropped: only the bastion gets them."""
     status = lab.status()
     node = next(n for n in status["nodes"] if n["name"] == HIDDEN)
-    controller = f"10.213.{status['slot']}.1"  # the management bridge's address (provision/lab/netns.py)
+    controller = f"10.213.{status['slot']}.1"  # the management bridge's address (provision_lab/netns.py)
     route = ["ip", "-n", node["netns"], "route", "add", "blackhole", f"{controller}/32"]
     subprocess.run(route, check=True)
     try:

@@ -15,8 +15,8 @@ import yaml
 
 from test_verify_active_judging import loaded, verify_active
 
-from provision.lab.netns import LabNet, lab_links, lab_namespaces
-from provision.lab.system import mounts_under
+from provision_lab.netns import LabNet, lab_links, lab_namespaces
+from provision_lab.system import mounts_under
 
 pytestmark = pytest.mark.lab
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provision.lab.netns import LabNet, lab_namespaces, netns_pids
-from provision.lab.system import mounts_under
+from provision_lab.netns import LabNet, lab_namespaces, netns_pids
+from provision_lab.system import mounts_under
 
 pytestmark = pytest.mark.lab
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provision.lab import nodeinit
-from provision.lab.cluster import inventory_text
-from provision.lab.layout import DEFAULT_DIR
-from provision.lab.netns import LabNet
-from provision.lab.rootfs import debian_mirror
-from provision.lab.spec import DEFAULT_NODES, default_spec, like_spec
-from provision.lab.system import LabError
+from provision_lab import nodeinit
+from provision_lab.cluster import inventory_text
+from provision_lab.layout import DEFAULT_DIR
+from provision_lab.netns import LabNet
+from provision_lab.rootfs import debian_mirror
+from provision_lab.spec import DEFAULT_NODES, default_spec, like_spec
+from provision_lab.system import LabError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
 """RDMA ports end to end on a lab of its own: one node with two InfiniBand HCAs (mlx5_0, mlx5_1), each one port
-in the node's own /sys/class/infiniband (provision/lab/rdma.py). A clean node passes `provision verify`; each
+in the node's own /sys/class/infiniband (provision_lab/rdma.py). A clean node passes `provision verify`; each
 drill (`lab fault NODE ib-down|ib-slow|ib-errors --port HCA`) fails rdma_ports_are_up_at_rate_without_errors
 alone, with one finding naming the port; after `clear` it passes. A pulled or slow cable stays across a reboot,
 error counts do not.
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provision.lab.system import mounts_under
+from provision_lab.system import mounts_under
 
 pytestmark = pytest.mark.lab
 
@@ -40,7 +40,7 @@ def run(*argv: str) -> subprocess.CompletedProcess:
 
 
 def lab(*args: str) -> str:
-    proc = run("-m", "provision.lab.cli", *args, "--dir", str(LAB_DIR))
+    proc = run("-m", "provision_lab.cli", *args, "--dir", str(LAB_DIR))
     assert proc.returncode == 0, f"lab {' '.join(args)}: {proc.stdout}{proc.stderr}"
     return proc.stdout
 
@@ -64,9 +64,9 @@ def on_node(command: str) -> str:
 def ib_lab(tmp_path_factory):
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
         pytest.skip("the lab needs root on Linux (namespaces, bridges, mounts)")
-    from provision.lab.aptrepo import ensure_repo
-    from provision.lab.rootfs import ensure_image
-    from provision.lab.system import LabError
+    from provision_lab.aptrepo import ensure_repo
+    from provision_lab.rootfs import ensure_image
+    from provision_lab.system import LabError
 
     try:
         ensure_repo(ensure_image(log=lambda message: None), log=lambda message: None)

@@ -26,7 +26,7 @@ from provision.commands import active
 from provision.core.connection import LocalConnection
 from provision.core.stopping import Stop
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision_lab" / "gpusim"
 SECONDS = "37.5"  # the load's --seconds: its processes are found by it
 INTERVAL_MS = 97  # the sampler's -lms: likewise
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from provision.lab import aptrepo, simzip
-from provision.lab.layout import NODE_NVML_LIBRARY, NODE_SIM_ZIPAPP, SIM_PACKAGE
-from provision.lab.simzip import sim_wrapper
+from provision_lab import aptrepo, simzip
+from provision_lab.layout import NODE_NVML_LIBRARY, NODE_SIM_ZIPAPP, SIM_PACKAGE
+from provision_lab.simzip import sim_wrapper
 
 CONTROL = """\
 Package: tiny

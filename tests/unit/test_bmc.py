@@ -410,7 +410,7 @@ def test_the_record_task_writes_only_when_asked_and_checks_what_it_wrote(monkeyp
     assert change.verify(HostFacts()) == "/var/lib/provision/bmc-sel was not written"
 
 
-# --- the lab's BMC (provision/lab/bmc.py) -------------------------------------------------------------------
+# --- the lab's BMC (provision_lab/bmc.py) -------------------------------------------------------------------
 
 
 class LabNode:
@@ -433,7 +433,7 @@ class LabNode:
 
 
 def test_a_lab_node_gets_a_bmc_and_the_conf_provision_reaches_it_by(tmp_path):
-    from provision.lab import bmc as lab_bmc
+    from provision_lab import bmc as lab_bmc
 
     assert lab_bmc.BMC_CONF == bmc_facts.CONF  # the lab keeps a copy: it imports no capability
     node = LabNode(tmp_path)
@@ -456,8 +456,8 @@ def test_a_lab_node_gets_a_bmc_and_the_conf_provision_reaches_it_by(tmp_path):
 
 
 def test_the_lab_bmc_faults_are_console_commands_and_a_failed_part_stays_failed_after_a_boot(tmp_path):
-    from provision.lab import bmc as lab_bmc
-    from provision.lab import faults
+    from provision_lab import bmc as lab_bmc
+    from provision_lab import faults
 
     node = LabNode(tmp_path)
     assert set(lab_bmc.FAULTS) <= set(faults.FAULTS)

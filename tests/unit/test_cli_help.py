@@ -79,7 +79,7 @@ def test_the_shell_completion_the_readme_shows_works():
 def test_no_command_but_lab_imports_the_lab():
     import subprocess
     import sys
-    code = "import sys, provision.cli; print(sorted(m for m in sys.modules if m.startswith('provision.lab')))"
+    code = "import sys, provision.cli; print(sorted(m for m in sys.modules if m.startswith('provision_lab')))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
 
 

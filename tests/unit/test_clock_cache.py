@@ -13,7 +13,7 @@ from provision.capabilities.gpu import clock_cache
 from provision.capabilities.registry import FACTS
 from provision.core import facts as gather
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision_lab" / "gpusim"
 
 
 @pytest.fixture

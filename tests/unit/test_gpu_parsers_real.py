@@ -27,7 +27,7 @@ from provision.capabilities.gpu.settings import GpuSettings
 from provision.capabilities.host import HostSettings
 from provision.capabilities.gpu import boot
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision_lab" / "gpusim"
 H100_UUID = "GPU-5afa2088-c32d-f982-1ae7-09bebe697bea"
 # Real wording of a GPU nvidia-smi cannot reach, as published in NVIDIA/nvidia-container-toolkit#69
 # (and, with other bus ids, NVIDIA/open-gpu-kernel-modules#387, meta-llama/llama-models#200).

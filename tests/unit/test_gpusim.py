@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from provision.capabilities.topology.topo import parse_topo
-from provision.lab import gpusim  # standalone, but importable: its model table
+from provision_lab import gpusim  # standalone, but importable: its model table
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision_lab" / "gpusim"
 # Imported rather than run as a script: Python caches an imported module's bytecode (see
 # the pycache fixture) but compiles a script on every start, which would double these tests' time.
 FAST_GPUSIM = [sys.executable, "-S", "-c", "import sys; sys.path.insert(0, sys.argv.pop(1)); import gpusim; "

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from provision.lab import gpusim
+from provision_lab import gpusim
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision_lab" / "gpusim"
 MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: {}\n"
 GCC = "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n"  # two spaces, a trailing one: as real files have
 NO_DRIVER = gpusim.NO_DRIVER  # "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. ..."

@@ -25,7 +25,7 @@ import pytest
 
 from tests.realdata import REAL_H100, capture
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision_lab" / "gpusim"
 
 CAPTURED_MACHINE = {
     "driver_version": "580.159.04",

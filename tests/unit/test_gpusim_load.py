@@ -1,4 +1,4 @@
-"""The GPU simulator's load model (provision/lab/gpusim/load_model.py) and its power supply (load.py): what
+"""The GPU simulator's load model (provision_lab/gpusim/load_model.py) and its power supply (load.py): what
 verify --active's lab tests stand on. Pure functions on records, then the real `gpusim load` and `nvidia-smi
 -lms` on a simulated 4x V100 under tmp_path."""
 
@@ -11,10 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-from provision.lab.gpusim import load, load_model
-from provision.lab.gpusim.models import MODELS
+from provision_lab.gpusim import load, load_model
+from provision_lab.gpusim.models import MODELS
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision_lab" / "gpusim"
 V100 = MODELS["v100-sxm2-16gb"]
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from provision.lab.gpusim import load, load_model
+from provision_lab.gpusim import load, load_model
 from tests.unit.test_gpusim import Sim
 
 
@@ -66,7 +66,7 @@ def test_a_weak_supply_fitted_on_a_running_node_stays_across_reboots_until_clear
 
 
 def test_the_lab_fits_a_weak_supply_on_a_running_node_and_a_boot_keeps_it():
-    from provision.lab import faults
+    from provision_lab import faults
     from tests.unit.test_lab_state import FakeNode
 
     node = FakeNode()

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from provision.capabilities.gpu.nvlink import Link, parse_errors, parse_status, read
-from provision.lab import gpusim
+from provision_lab import gpusim
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision_lab" / "gpusim"
 NVML_ALL_INACTIVE = "NVML: Unable to retrieve NVLink information as all links are inActive"
 
 

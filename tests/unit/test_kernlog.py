@@ -459,7 +459,7 @@ def test_xid_line_variants():
 
 
 def test_simulator_lines(tmp_path, monkeypatch):
-    from provision.lab import gpusim
+    from provision_lab import gpusim
     line = ("Nov 22 13:27:16 host kernel: [   65.315783] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', "
             "name=<unknown>, GPU has fallen off the bus.")
     [event] = parse(line)

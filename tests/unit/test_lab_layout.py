@@ -12,23 +12,23 @@ from pathlib import Path
 
 import pytest
 
-from provision.lab import gpusim, layout, nodeinit
+from provision_lab import gpusim, layout, nodeinit
 
 LAB = Path(layout.__file__).parent
-REPO = LAB.parents[1]
+REPO = LAB.parent
 
 
 def lab_modules() -> list[str]:
-    """provision.lab's modules, the simulator's among them (provision.lab.gpusim.X)."""
+    """provision_lab's modules, the simulator's among them (provision_lab.gpusim.X)."""
     names = []
     for path in sorted(LAB.rglob("*.py")):
-        parts = path.relative_to(LAB.parents[1]).with_suffix("").parts
+        parts = path.relative_to(REPO).with_suffix("").parts
         names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return names
 
 
 def imports_of(module: str) -> set[str]:
-    """The provision.lab modules that module imports, anywhere in it (a late import inside a function too)."""
+    """The provision_lab modules that module imports, anywhere in it (a late import inside a function too)."""
     path = REPO / Path(*module.split("."))
     path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -49,20 +49,20 @@ def imports_of(module: str) -> set[str]:
 
 def test_lab_modules_import_one_another_without_a_cycle():
     graph = {module: imports_of(module) for module in lab_modules()}
-    assert graph["provision.lab.layout"] == set()  # everything imports it: it imports nothing of the lab
+    assert graph["provision_lab.layout"] == set()  # everything imports it: it imports nothing of the lab
     try:
         list(graphlib.TopologicalSorter(graph).static_order())
     except graphlib.CycleError as exc:
-        pytest.fail(f"import cycle in provision/lab: {' -> '.join(exc.args[1])}")
+        pytest.fail(f"import cycle in provision_lab: {' -> '.join(exc.args[1])}")
 
 
 def test_the_simulator_and_nodeinit_import_nothing_of_the_lab():
     """Both run inside a node with the node's own python3: the standard library, and the simulator's own
     package (relative imports), nothing else."""
-    sim = {m for m in lab_modules() if m.startswith("provision.lab.gpusim")}
+    sim = {m for m in lab_modules() if m.startswith("provision_lab.gpusim")}
     for module in sorted(sim):
         assert imports_of(module) <= sim, module
-    assert imports_of("provision.lab.nodeinit") == set()
+    assert imports_of("provision_lab.nodeinit") == set()
 
 
 @pytest.mark.parametrize("module", [m for m in lab_modules() if not m.endswith(".__main__")])  # that one runs

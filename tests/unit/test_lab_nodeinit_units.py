@@ -1,4 +1,4 @@
-"""A lab node's PID 1 (provision/lab/nodeinit.py) reads units the way systemd does: conditions, User=/Group=,
+"""A lab node's PID 1 (provision_lab/nodeinit.py) reads units the way systemd does: conditions, User=/Group=,
 RuntimeDirectory=, Limit*=, Exec prefixes; the boot's cgroup mounts and GPU device nodes; and the host side
 of a node (its cgroups, /etc/hosts, the Python layer's checks). Pure logic on tmp_path: no node runs here
 (tests/lab/test_lab_node_services.py boots real ones)."""
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from provision.lab import cgroups
-from provision.lab import node as lab_node
-from provision.lab import nodeinit, pylayer
-from provision.lab.system import LabError
+from provision_lab import cgroups
+from provision_lab import node as lab_node
+from provision_lab import nodeinit, pylayer
+from provision_lab.system import LabError
 
 ROOT = os.geteuid() == 0
 

@@ -1,4 +1,4 @@
-"""The lab's provision layer (provision/lab/pylayer.py): its cache key, the pip command lines, the wheel tags
+"""The lab's provision layer (provision_lab/pylayer.py): its cache key, the pip command lines, the wheel tags
 it accepts, which older layers a new one removes, the node's `provision` script, and the build itself with
 pip stubbed out. Pure logic on tmp_path: no pip download, no node (tests/lab boots real ones)."""
 
@@ -13,18 +13,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provision.lab import layout, pylayer
-from provision.lab.model import LabSpec, NodeSpec
-from provision.lab.spec import LAB_KEYS, like_spec
-from provision.lab.system import LabError
+from provision_lab import layout, pylayer
+from provision_lab.model import LabSpec, NodeSpec
+from provision_lab.spec import LAB_KEYS, like_spec
+from provision_lab.system import LabError
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def fake_checkout(root: Path) -> Path:
-    """A checkout's shape: pyproject, README, the package (with a cache and a link into templates/)."""
-    (root / "provision" / "lab").mkdir(parents=True)
-    (root / "provision" / "__pycache__").mkdir()
+    """A checkout's shape: pyproject, README, the packages (provision with a cache and a link into templates/)."""
+    (root / "provision" / "__pycache__").mkdir(parents=True)
+    (root / "provision_lab").mkdir()
     (root / "provision" / "data").mkdir()
     (root / "templates").mkdir()
     (root / "playbooks").mkdir()
@@ -32,7 +32,7 @@ def fake_checkout(root: Path) -> Path:
     (root / "README.md").write_text("# provision\n")
     (root / "provision" / "__init__.py").write_text('__version__ = "0.1.0"\n')
     (root / "provision" / "__main__.py").write_text("from provision.cli import main\n\nmain()\n")
-    (root / "provision" / "lab" / "spec.py").write_text("KEYS = ()\n")
+    (root / "provision_lab" / "spec.py").write_text("KEYS = ()\n")
     (root / "provision" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"\0compiled")
     (root / "templates" / "slurm.conf.j2").write_text("ClusterName={{ name }}\n")
     (root / "templates" / "check.sh").write_text("#!/bin/sh\n")
@@ -47,21 +47,21 @@ def test_the_key_covers_the_package_templates_playbooks_and_pyproject(tmp_path):
     repo = fake_checkout(tmp_path)
     assert pylayer.source_files(repo) == [
         "README.md", "playbooks/site.yaml", "provision/__init__.py", "provision/__main__.py",
-        "provision/data/templates", "provision/lab/spec.py", "pyproject.toml", "templates/check.sh",
+        "provision/data/templates", "provision_lab/spec.py", "pyproject.toml", "templates/check.sh",
         "templates/slurm.conf.j2"]  # no __pycache__; the link as a link
     key = pylayer.provision_key(repo)
     assert len(key) == 12 and key == pylayer.provision_key(repo)  # stable
     seen = {key}
-    for path, text in [("provision/lab/spec.py", "KEYS = ('provision',)\n"),
+    for path, text in [("provision_lab/spec.py", "KEYS = ('provision',)\n"),
                        ("templates/slurm.conf.j2", "ClusterName={{ cluster }}\n"),
                        ("playbooks/site.yaml", "- tasks: [gpu]\n"),
                        ("pyproject.toml", '[project]\nname = "provision"\nversion = "0.2.0"\n'),
-                       ("provision/lab/new.py", "")]:  # an edit, or a new file: a new key
+                       ("provision_lab/new.py", "")]:  # an edit, or a new file: a new key
         (repo / path).write_text(text)
         key = pylayer.provision_key(repo)
         assert key not in seen, path
         seen.add(key)
-    (repo / "provision" / "lab" / "new.py").rename(repo / "provision" / "lab" / "renamed.py")
+    (repo / "provision_lab" / "new.py").rename(repo / "provision_lab" / "renamed.py")
     assert pylayer.provision_key(repo) not in seen  # the same content under another name
 
 
@@ -69,7 +69,7 @@ def test_the_key_ignores_caches_and_the_readme(tmp_path):
     repo = fake_checkout(tmp_path)
     key = pylayer.provision_key(repo)
     (repo / "provision" / "__pycache__" / "spec.cpython-311.pyc").write_bytes(b"\0other")
-    (repo / "provision" / "lab" / "spec.pyc").write_bytes(b"\0stray")
+    (repo / "provision_lab" / "spec.pyc").write_bytes(b"\0stray")
     (repo / "provision.egg-info").mkdir()  # beside the package: not a source
     (repo / "provision" / "x.egg-info").mkdir()
     (repo / "provision" / "x.egg-info" / "PKG-INFO").write_text("Name: x\n")
@@ -299,12 +299,12 @@ def test_the_copy_built_from_has_the_key_of_the_checkout(tmp_path):
     pylayer.copy_sources(repo, tmp_path / "src")
     assert pylayer.provision_key(tmp_path / "src") == pylayer.provision_key(repo)
     assert sorted(p.name for p in (tmp_path / "src").iterdir()) == ["README.md", "playbooks", "provision",
-                                                                    "pyproject.toml", "templates"]
+                                                                    "provision_lab", "pyproject.toml", "templates"]
     assert not list((tmp_path / "src").rglob("*.pyc"))
 
 
 def test_up_on_a_running_lab_says_when_its_provision_is_older(tmp_path, monkeypatch):
-    from provision.lab.cluster import Lab
+    from provision_lab.cluster import Lab
 
     monkeypatch.setattr(pylayer, "provision_layer_path", lambda: Path("/cache/python-provision-0.1.0-py3.11-new"))
     spec = LabSpec([NodeSpec("lab-a", 1, provision=True)], {}, "test")

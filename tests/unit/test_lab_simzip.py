@@ -14,10 +14,10 @@ from io import BytesIO
 
 import pytest
 
-from provision.lab import aptrepo, simzip
-from provision.lab.layout import DMESG, NODE_SIM, NODE_SIM_ZIPAPP, NVIDIA_SMI, SIM_PACKAGE
+from provision_lab import aptrepo, simzip
+from provision_lab.layout import DMESG, NODE_SIM, NODE_SIM_ZIPAPP, NVIDIA_SMI, SIM_PACKAGE
 
-REPO = SIM_PACKAGE.parents[2]
+REPO = SIM_PACKAGE.parents[1]
 
 
 def test_the_zipapp_holds_the_package_sources_their_bytecode_and_a_main_nothing_else():
@@ -91,7 +91,7 @@ def test_a_node_nvidia_smi_answers_as_the_package_does(node):
     for args in (["--query-gpu=name", "--format=csv"], ["-L"], ["--query-gpu=index,pci.bus_id,power.limit",
                                                                  "--format=csv,noheader"]):
         on_node = run([nvidia_smi, *args], env)
-        from_checkout = run([sys.executable, "-m", "provision.lab.gpusim", "nvidia-smi", *args], env)
+        from_checkout = run([sys.executable, "-m", "provision_lab.gpusim", "nvidia-smi", *args], env)
         assert (on_node.returncode, on_node.stdout, on_node.stderr) == \
             (from_checkout.returncode, from_checkout.stdout, from_checkout.stderr)
         assert on_node.returncode == 0 and on_node.stdout

@@ -6,11 +6,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from provision.lab import faults
-from provision.lab.layout import DEFAULT_DIR
-from provision.lab.model import NodeSpec
-from provision.lab.state import LabDir
-from provision.lab.system import LabError
+from provision_lab import faults
+from provision_lab.layout import DEFAULT_DIR
+from provision_lab.model import NodeSpec
+from provision_lab.state import LabDir
+from provision_lab.system import LabError
 
 
 def test_the_state_file_round_trips_and_a_broken_one_says_so(tmp_path):

@@ -2,7 +2,7 @@
 
 GPU facts come from parsing what nvidia-smi prints: the real H100 capture,
 and for the other models the simulator's output (its figures are sourced in
-provision/lab/gpu_models.md and golden-tested against real captures).
+provision_lab/gpu_models.md and golden-tested against real captures).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from provision.capabilities.gpu.clocks import ApplicationClocks, LockedClocks
 from provision.capabilities.gpu.tasks import DAEMON_DROPIN, PACKAGED_UNITS, Persistence
 from provision.capabilities.system.services import ServiceEnabled
 
-GPUSIM = Path(__file__).resolve().parents[2] / "provision" / "lab" / "gpusim"
+GPUSIM = Path(__file__).resolve().parents[2] / "provision_lab" / "gpusim"
 _cache: dict[str, list] = {}
 
 

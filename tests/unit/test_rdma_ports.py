@@ -291,11 +291,11 @@ def test_expected_ib_rate_gbps_takes_a_number_above_zero():
     assert "NCCL_" not in " ".join(NcclSettings(expected_ib_rate_gbps=100).variables())  # verify's, not NCCL's
 
 
-# --- the lab's ports (provision/lab/rdma.py), on a tree laid out here ---------------------------------------
+# --- the lab's ports (provision_lab/rdma.py), on a tree laid out here ---------------------------------------
 
 def lab_tree(root: Path, nics=("mlx5_0", "mlx5_1")) -> tuple[Path, Path]:
     """(the staged power-on tree, the live copy a node reads at /sys/class/infiniband), under root."""
-    from provision.lab import rdma as lab_rdma
+    from provision_lab import rdma as lab_rdma
 
     staged, live = root / "staged", root / "live"
     for path, text in lab_rdma.power_on_tree([{"name": n, "near_gpu": k} for k, n in enumerate(nics)]).items():
@@ -307,7 +307,7 @@ def lab_tree(root: Path, nics=("mlx5_0", "mlx5_1")) -> tuple[Path, Path]:
 
 def on_tree(script: str, staged: Path, live: Path) -> None:
     """A lab script, run here on the tree instead of the node's /sys/class/infiniband."""
-    from provision.lab import rdma as lab_rdma
+    from provision_lab import rdma as lab_rdma
 
     script = script.replace(lab_rdma.NODE_RDMA, str(staged)).replace(lab_rdma.SYS_CLASS_IB, str(live))
     subprocess.run(["sh", "-c", script], check=True, capture_output=True, timeout=30)
@@ -325,7 +325,7 @@ def causes(live: Path) -> list[tuple[str, str, tuple[str, ...], list[str]]]:
 
 
 def test_a_lab_nodes_ports_pass_at_power_on_and_each_drill_is_one_finding_naming_its_port(tmp_path):
-    from provision.lab import rdma as lab_rdma
+    from provision_lab import rdma as lab_rdma
 
     staged, live = lab_tree(tmp_path)
     ports = parse_rdma_ports(batch(live))
@@ -354,7 +354,7 @@ def test_a_lab_nodes_ports_pass_at_power_on_and_each_drill_is_one_finding_naming
 
 
 def test_a_lab_counter_stops_at_its_maximum_as_the_pma_counter_does(tmp_path):
-    from provision.lab import rdma as lab_rdma
+    from provision_lab import rdma as lab_rdma
 
     staged, live = lab_tree(tmp_path, ("mlx5_0",))
     (live / "mlx5_0/ports/1/counters/symbol_error").write_text("65000\n")
@@ -363,8 +363,8 @@ def test_a_lab_counter_stops_at_its_maximum_as_the_pma_counter_does(tmp_path):
 
 
 def test_the_lab_names_an_rdma_port_by_its_hca_and_refuses_one_the_node_lacks():
-    from provision.lab import rdma as lab_rdma
-    from provision.lab.system import LabError
+    from provision_lab import rdma as lab_rdma
+    from provision_lab.system import LabError
 
     nics = [{"name": "mlx5_0", "near_gpu": 0}, {"name": "mlx5_1", "near_gpu": 2}]
     assert lab_rdma.which_port(nics, "lab-v100-1", None) == "mlx5_0:1"
@@ -376,8 +376,8 @@ def test_the_lab_names_an_rdma_port_by_its_hca_and_refuses_one_the_node_lacks():
 
 
 def test_lab_ib_faults_are_recorded_by_port_and_a_boot_keeps_the_cable_but_not_the_counts():
-    from provision.lab import faults
-    from provision.lab.model import NodeSpec
+    from provision_lab import faults
+    from provision_lab.model import NodeSpec
 
     class FakeNode:
         spec = NodeSpec("lab-a", 1, rdma=[{"name": "mlx5_0", "near_gpu": 0}, {"name": "mlx5_1", "near_gpu": 1}])
@@ -397,7 +397,7 @@ def test_lab_ib_faults_are_recorded_by_port_and_a_boot_keeps_the_cable_but_not_t
     lab_node.scripts.clear()
     faults.after_boot(lab_node, recorded)
     assert recorded == ["ib-down mlx5_0:1", "ib-slow mlx5_1:1"]
-    from provision.lab import rdma as lab_rdma
+    from provision_lab import rdma as lab_rdma
     assert lab_node.scripts == [lab_rdma.fault_script("ib-down", "mlx5_0:1", counted=False),
                                 lab_rdma.fault_script("ib-slow", "mlx5_1:1", counted=False)]
     assert "link_downed" not in lab_node.scripts[0]  # the cable never came up since the boot: nothing counted

@@ -6,7 +6,7 @@ How the BMC is reached (ipmitool needs root: as root, else through `sudo -n`):
 - else lanplus, as /etc/provision/bmc.conf on the node says: lines `host ADDR`, and optionally `port N`,
   `user NAME`, `password_file PATH` (ipmitool -f: the password is read from that file, never put on a
   command line, in the inventory or in a log) and `cipher_suite N` (ipmitool -C); the lab writes one for
-  each node's simulated BMC (provision/lab/bmc.py);
+  each node's simulated BMC (provision_lab/bmc.py);
 - else there is no BMC here: the checks do not apply, and say why.
 """
 

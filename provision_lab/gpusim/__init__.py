@@ -24,9 +24,9 @@ first, then what they share:
   env           where its files are (NVIDIA_SIM_*)
   errors        exit codes, shared messages, the simulator's own errors
 
-Standard library and relative imports only: the package runs from a checkout (`python -m provision.lab.gpusim`,
-`python provision/lab/gpusim`, or imported as gpusim by the wrappers `gpusim install` writes) and, on lab nodes,
-from one zipapp file (provision/lab/simzip.py). A call's start is most of its cost, and the benchmarks time every
+Standard library and relative imports only: the package runs from a checkout (`python -m provision_lab.gpusim`,
+`python provision_lab/gpusim`, or imported as gpusim by the wrappers `gpusim install` writes) and, on lab nodes,
+from one zipapp file (provision_lab/simzip.py). A call's start is most of its cost, and the benchmarks time every
 tool's nvidia-smi calls: so no dataclasses, typing, tempfile, socket or shutil at import (5-12 ms of CPU each; a
 query takes about 40 ms in all on the lab's machine, a real nvidia-smi 21-48 ms on an H200).
 """

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from provision.lab.system import LabError, run
+from provision_lab.system import LabError, run
 
 MAX_SLOTS = 32
 MAX_NODES = 244  # .11 .. .254

@@ -30,14 +30,14 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from provision.lab import bmc, netns, rdma, simzip
-from provision.lab.cgroups import JOIN, make_cgroups, remove_cgroups
-from provision.lab.layout import (APT_REPO_IN_NODE, DMESG, NETNS_DIR, NODE_INIT, NODE_MODULES, NODE_NVML_LIBRARY,
+from provision_lab import bmc, netns, rdma, simzip
+from provision_lab.cgroups import JOIN, make_cgroups, remove_cgroups
+from provision_lab.layout import (APT_REPO_IN_NODE, DMESG, NETNS_DIR, NODE_INIT, NODE_MODULES, NODE_NVML_LIBRARY,
                                   NODE_RDMA,
                                   NODE_REBOOT, NODE_SIM, NODE_SIM_CONFIG, NODE_SIM_ZIPAPP, NODEINIT_SOURCE,
                                   NVIDIA_PERSISTENCED, NVIDIA_SMI, SIM_PACKAGE, SOURCE_ROOT)
-from provision.lab.model import NodeSpec
-from provision.lab.system import LabError, run
+from provision_lab.model import NodeSpec
+from provision_lab.system import LabError, run
 
 # Inside the new namespaces, before the chroot: the node's own kernel views,
 # never the host's /dev (a node that creates /dev/nvidia0 must not create it here) nor its /proc/driver
@@ -272,7 +272,7 @@ def fresh_clocks() -> list[str]:
 
 
 # The node's supervisor: supervisor.supervise, in a fresh interpreter that imports this very checkout.
-SUPERVISOR = ("import sys; sys.path.insert(0, sys.argv[1]); from provision.lab import supervisor; "
+SUPERVISOR = ("import sys; sys.path.insert(0, sys.argv[1]); from provision_lab import supervisor; "
               "supervisor.supervise(*sys.argv[2:])")
 
 

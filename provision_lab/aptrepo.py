@@ -23,9 +23,9 @@ import time
 from email.utils import formatdate
 from pathlib import Path
 
-from provision.lab import layout, rootfs, simzip
-from provision.lab.layout import DRIVERS, NODE_NVML_LIBRARY, NODE_SIM_ZIPAPP, NVIDIA_PERSISTENCED, NVIDIA_SMI
-from provision.lab.system import run, unmount_all_under
+from provision_lab import layout, rootfs, simzip
+from provision_lab.layout import DRIVERS, NODE_NVML_LIBRARY, NODE_SIM_ZIPAPP, NVIDIA_PERSISTENCED, NVIDIA_SMI
+from provision_lab.system import run, unmount_all_under
 
 REPO_REVISION = 2  # bump when the driver packages or the index change: a new cache key, a fresh repository
 DEBIAN_PACKAGES = ("munge", "slurmd", "slurmctld", "slurm-client")

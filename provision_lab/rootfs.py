@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from provision.lab import layout
-from provision.lab.layout import APT_REPO_IN_NODE
-from provision.lab.system import LabError, remove_tree, run
+from provision_lab import layout
+from provision_lab.layout import APT_REPO_IN_NODE
+from provision_lab.system import LabError, remove_tree, run
 
 SUITE = "bookworm"
 PACKAGES = ("openssh-server", "sudo", "iproute2", "kmod", "python3", "systemd", "ca-certificates",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-# A lab node's paths (NVIDIA_SIM_CONFIG and NVIDIA_SIM_LIBRARY are also in provision/lab/layout.py; a unit
+# A lab node's paths (NVIDIA_SIM_CONFIG and NVIDIA_SIM_LIBRARY are also in provision_lab/layout.py; a unit
 # test checks that they agree).
 ENV_DEFAULTS = {
     "NVIDIA_SIM_CONFIG": "/etc/nvidia-sim/config.json",

@@ -7,10 +7,10 @@ import sys
 
 import click
 
-from provision.lab.cluster import Lab
-from provision.lab.faults import FAULTS
-from provision.lab.layout import DEFAULT_DIR
-from provision.lab.system import LabError
+from provision_lab.cluster import Lab
+from provision_lab.faults import FAULTS
+from provision_lab.layout import DEFAULT_DIR
+from provision_lab.system import LabError
 
 EXIT_BAD_INPUT = 2
 
@@ -65,7 +65,7 @@ def lab():
 @dir_option
 def up(nodes, like, lab_dir):
     """Start the lab and write its inventory, ssh_config, known_hosts and client key."""
-    from provision.lab.spec import DEFAULT_NODES, default_spec, like_spec
+    from provision_lab.spec import DEFAULT_NODES, default_spec, like_spec
 
     if like and nodes is not None:
         raise click.UsageError("--nodes and --like exclude each other: --like makes one node per host")

@@ -32,14 +32,14 @@ from pathlib import Path
 
 import yaml
 
-from provision.lab import aptrepo, faults, netns, pylayer, rootfs
-from provision.lab.cgroups import remove_cgroups
-from provision.lab.layout import SIM_PACKAGE
-from provision.lab.model import LabSpec
-from provision.lab.netns import LabNet
-from provision.lab.node import Node
-from provision.lab.state import LabDir, machine_lock
-from provision.lab.system import LabError, mounts_under, remove_tree, require_host, run
+from provision_lab import aptrepo, faults, netns, pylayer, rootfs
+from provision_lab.cgroups import remove_cgroups
+from provision_lab.layout import SIM_PACKAGE
+from provision_lab.model import LabSpec
+from provision_lab.netns import LabNet
+from provision_lab.node import Node
+from provision_lab.state import LabDir, machine_lock
+from provision_lab.system import LabError, mounts_under, remove_tree, require_host, run
 
 FILES = ("inventory.yaml", "ssh_config", "known_hosts", "id_ed25519", "id_ed25519.pub")
 KEY = "id_ed25519"

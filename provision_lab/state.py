@@ -11,12 +11,12 @@ import json
 from contextlib import contextmanager
 from pathlib import Path
 
-from provision.lab import netns
-from provision.lab.layout import DEFAULT_DIR, LOCK
-from provision.lab.model import NodeSpec
-from provision.lab.netns import LabNet
-from provision.lab.node import Node
-from provision.lab.system import LabError
+from provision_lab import netns
+from provision_lab.layout import DEFAULT_DIR, LOCK
+from provision_lab.model import NodeSpec
+from provision_lab.netns import LabNet
+from provision_lab.node import Node
+from provision_lab.system import LabError
 
 
 class LabDir:

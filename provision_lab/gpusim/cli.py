@@ -4,7 +4,7 @@ Installed on lab nodes as /usr/bin/nvidia-smi (and /usr/bin/nvidia-persistenced)
 package from one zipapp file. What it prints, how it fails and what survives what follow real captures;
 every model figure and its source is in gpu_models.md beside this package.
 
-Usage (gpusim: `python -m provision.lab.gpusim`, `python provision/lab/gpusim`, `python gpusim.pyz`)
+Usage (gpusim: `python -m provision_lab.gpusim`, `python provision_lab/gpusim`, `python gpusim.pyz`)
   nvidia-smi ARGS...                     when installed (copied or linked) under that name
   nvidia-persistenced ARGS...            likewise: daemonizes, writes its pid file
   dmesg [-T|--ctime] [-t|--notime] [-k|--kernel] [-P|--nopager]

@@ -39,11 +39,11 @@ from pathlib import Path
 
 import yaml
 
-from provision.lab import pylayer
-from provision.lab.layout import DEFAULT_GPUS, DEFAULT_NICS, DRIVER_VERSION
-from provision.lab.model import LabSpec, NodeSpec
-from provision.lab.netns import MAX_NICS, MAX_NODES
-from provision.lab.system import LabError
+from provision_lab import pylayer
+from provision_lab.layout import DEFAULT_GPUS, DEFAULT_NICS, DRIVER_VERSION
+from provision_lab.model import LabSpec, NodeSpec
+from provision_lab.netns import MAX_NICS, MAX_NODES
+from provision_lab.system import LabError
 
 MODELS = ("v100-sxm2-16gb", "rtx-3090", "rtx-4090", "h100-80gb-hbm3")
 MODEL_HINTS = (("v100", "v100-sxm2-16gb", 4), ("3090", "rtx-3090", 1), ("4090", "rtx-4090", 7),

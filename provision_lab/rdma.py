@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import shlex
 
-from provision.lab.layout import NODE_MODULES, NODE_RDMA
-from provision.lab.system import LabError
+from provision_lab.layout import NODE_MODULES, NODE_RDMA
+from provision_lab.system import LabError
 
 SYS_CLASS_IB = "/sys/class/infiniband"
 PORT = 1  # each simulated HCA has one port

@@ -12,10 +12,10 @@ import signal
 import time
 from pathlib import Path
 
-from provision.lab import netns
-from provision.lab.cluster import Lab
-from provision.lab.model import NodeSpec
-from provision.lab.node import Node
+from provision_lab import netns
+from provision_lab.cluster import Lab
+from provision_lab.model import NodeSpec
+from provision_lab.node import Node
 
 def supervise(lab_dir: str, slot: str, spec: str) -> None:
     """A node's power supply (Node.start runs it in the node's network namespace, with this machine's PID and

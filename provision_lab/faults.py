@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import signal
 
-from provision.lab import bmc, netns, rdma
-from provision.lab.node import Node
-from provision.lab.system import LabError, run
+from provision_lab import bmc, netns, rdma
+from provision_lab.node import Node
+from provision_lab.system import LabError, run
 
 # The simulator's `fault GPU KIND` (KIND without "gpu-").
 GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "gpu-init-failed", "pcie-degraded", "pcie-degraded-under-load", "gpu-ecc", "gpu-power-brake", "gpu-thermal",

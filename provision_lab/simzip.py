@@ -22,10 +22,10 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from provision.lab import gpusim
-from provision.lab.layout import NODE_SIM_ZIPAPP, SIM_PACKAGE
+from provision_lab import gpusim
+from provision_lab.layout import NODE_SIM_ZIPAPP, SIM_PACKAGE
 
-# `python gpusim.pyz ARGS`, as `python -m provision.lab.gpusim ARGS` (the package's own __main__ runs only
+# `python gpusim.pyz ARGS`, as `python -m provision_lab.gpusim ARGS` (the package's own __main__ runs only
 # from a checkout).
 MAIN = "import sys\nimport gpusim\nsys.exit(gpusim.main(sys.argv))\n"
 TIMESTAMP = (1980, 1, 1, 0, 0, 0)  # the earliest a zip file can record

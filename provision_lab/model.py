@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from dataclasses import asdict, dataclass, field
 
-from provision.lab.layout import DEFAULT_GPUS, DEFAULT_NICS, DRIVER_VERSION
+from provision_lab.layout import DEFAULT_GPUS, DEFAULT_NICS, DRIVER_VERSION
 
 # NodeSpec fields added after labs were first made, with their defaults: a lab's layout names one only where it
 # differs, so that a lab made before the field existed (its state has none) is still the same lab.

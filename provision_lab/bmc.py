@@ -22,8 +22,8 @@ from __future__ import annotations
 import os
 import secrets
 
-from provision.lab.layout import NODE_BMC_CONSOLE, NODE_BMC_DIR, NODE_BMC_STATE
-from provision.lab.system import LabError
+from provision_lab.layout import NODE_BMC_CONSOLE, NODE_BMC_DIR, NODE_BMC_STATE
+from provision_lab.system import LabError
 
 BMC_CONF = "/etc/provision/bmc.conf"  # a copy of capabilities/bmc/facts.py CONF (the lab imports no capability)
 BMC_PASSWORD = "/etc/provision/bmc.password"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 # --- this checkout: the lab's own sources -----------------------------------------------------------
 
-LAB_SOURCE = Path(__file__).parent  # provision/lab
-SOURCE_ROOT = LAB_SOURCE.parent.parent  # the directory holding this provision package: what a supervisor imports
+LAB_SOURCE = Path(__file__).parent  # provision_lab
+SOURCE_ROOT = LAB_SOURCE.parent  # the directory holding this package (and provision): what a supervisor imports
 SIM_PACKAGE = LAB_SOURCE / "gpusim"  # the GPU simulator's package; nodes get it as one zipapp (simzip.py)
 NODEINIT_SOURCE = LAB_SOURCE / "nodeinit.py"  # a node's PID 1, copied to NODE_INIT
 

@@ -29,8 +29,8 @@ import sys
 from pathlib import Path
 
 import provision
-from provision.lab import layout, rootfs
-from provision.lab.system import LabError, remove_tree, run
+from provision_lab import layout, rootfs
+from provision_lab.system import LabError, remove_tree, run
 
 TORCH_VERSION = "2.13.0"
 TORCH_BUILD = f"{TORCH_VERSION}+cpu"
@@ -131,7 +131,8 @@ PROVISION_PREFIX = "python-provision-"  # every provision layer in the cache: th
 PROVISION_REVISION = 1  # bump when the layer's build changes
 # glibc 2.36 and older: pip expands only the legacy manylinux2014 name to older ones, so each is named
 NODE_PLATFORMS = (*(f"manylinux_2_{minor}_x86_64" for minor in range(36, 16, -1)), "manylinux2014_x86_64")
-SOURCES = ("pyproject.toml", "README.md", "provision", "templates", "playbooks")  # what the wheel is built from
+# What the wheel is built from: the lab too, as the one install line installs it (`provision demo` runs its simulator)
+SOURCES = ("pyproject.toml", "README.md", "provision", "provision_lab", "templates", "playbooks")
 UNKEYED = ("README.md",)  # only the wheel's long description: an edit there makes no new layer
 NOT_SOURCES = ("__pycache__", ".pytest_cache")  # directories left out of the key and the build's copy
 PROVISION_BIN = "usr/local/bin/provision"
@@ -171,7 +172,7 @@ def source_files(repo: Path) -> list[str]:
 
 def provision_key(repo: Path) -> str:
     """A hash of the sources (names, contents, link targets; not the README) and of how the layer is built:
-    any edit of the package, its templates, playbooks or pyproject.toml, a new key."""
+    any edit of the packages, their templates, playbooks or pyproject.toml, a new key."""
     digest = hashlib.sha256(f"rev{PROVISION_REVISION} {NODE_PYTHON} {' '.join(NODE_PLATFORMS)}\0".encode())
     for name in source_files(repo):
         if name in UNKEYED:

@@ -14,7 +14,7 @@ from .models import MODELS
 
 # --- the driver: the one installed on disk, the one a boot loaded --------------------------------------------
 
-# A lab node's default (provision/lab/layout.py DRIVER_VERSION; a unit test checks the two agree).
+# A lab node's default (provision_lab/layout.py DRIVER_VERSION; a unit test checks the two agree).
 DEFAULT_DRIVER = "580.159.04"
 CUDA_FOR_DRIVER = {"580": "13.0", "575": "12.9", "570": "12.8", "565": "12.7", "560": "12.6", "555": "12.5",
                    "550": "12.4", "545": "12.3", "535": "12.2", "530": "12.1", "525": "12.0"}

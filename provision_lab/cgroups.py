@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from provision.lab import netns
+from provision_lab import netns
 
 # Before the node's namespaces: the shell joins the node's cgroups (each cgroup.procs file up to "--"), then
 # runs the rest of its arguments (unshare ...): every process of the node starts in them.
