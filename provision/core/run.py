@@ -9,12 +9,12 @@ gathers, so another run's changes in between are seen) and applies its own
 plan; one host failing never stops the others. A host with nothing to
 change, and every host under --check, costs that first command alone.
 
-The changes go in batches (joins): tasks in a row where none plans from
-what another changes are planned on one read and applied in ONE command,
-then the host is read again once and each change checked on that read; the
-last read gives the lock back. A first converge of the GPU settings, their
-boot unit and NCCL's files is four commands: read, read under the lock,
-apply, read again.
+The changes go in batches (batches.py joins): tasks in a row where none
+plans from what another changes are planned on one read and applied in ONE
+command, then the host is read again once and each change checked on that
+read; the last read gives the lock back. A first converge of the GPU
+settings, their boot unit and NCCL's files is four commands: read, read
+under the lock (hostread.py), apply, read again.
 
 A run never strands a host: its lock is given back as soon as the host is
 done, a lease keeps it only while this process lives (hostlock.py), and the
@@ -32,13 +32,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from provision.core import hostlock
-from provision.core.apply import Step, apply_changes, run_batch
+from provision.core.apply import Step, run_batch
+from provision.core.batches import Applied, Outcome, Planned, apply_batch, changes_gpus, checked, joins, planned
 from provision.core.cluster import Cluster
 from provision.core.connection import Connection, Privilege, Unreachable
 from provision.core.errors import InputError, Problem, ProvisionError
 from provision.core.facts import FactRegistry, Reads, Section, new_token, split_sections
-from provision.core.plan import CHANGED, FAILED, SKIPPED, Change, Item, Plan, Task, overlaps
-from provision.core.results import NOT_STARTED, UNREACHABLE, HostResult, TaskResult, signal_name, task_status
+from provision.core.hostread import Stage, read_host, said
+from provision.core.plan import CHANGED, FAILED, Plan, Task
+from provision.core.results import NOT_STARTED, UNREACHABLE, HostResult, TaskResult, signal_name
 from provision.core.runlog import RunLog
 from provision.core.stopping import Stop
 
@@ -94,7 +96,7 @@ class HostState:
     host: Host
     conn: Connection | None = None
     facts: HostFacts | None = None
-    result: HostResult | None = None
+    result: HostResult = field(init=False)  # what the run found and did on it
     locked: bool = False  # this run holds the host's lock
     reads: Reads = field(default_factory=Reads)  # files, units and packages the tasks read, re-read after changes
     started: float = 0.0
@@ -106,43 +108,13 @@ class HostState:
     # release could run on the host first, find no lock, and the take then leave one with nobody to give it back.
     not_taking: threading.Event = field(default_factory=lambda: _set(threading.Event()))
 
+    def __post_init__(self) -> None:
+        self.result = HostResult(self.host.name)
+
 
 def _set(event: threading.Event) -> threading.Event:
     event.set()
     return event
-
-
-NOT_VERIFIED = "not verified: the host was lost before it was read again"
-
-
-def _said(sections: dict[str, Section], name: str) -> str | None:
-    section = sections.get(name)
-    return section.output.strip() if section is not None else None
-
-
-@dataclass
-class Planned:
-    """A task's changes, planned with the others of its batch and applied with them in one command
-    (Engine._apply_batch); errors and printed are filled in then, one per change."""
-
-    task: Task
-    items: list[Item]  # its unchanged and refused items
-    changes: list[Change]
-    errors: list[str | None] = field(default_factory=list)  # each change's error (None: it ran)
-    printed: list[str] = field(default_factory=list)  # what each change's commands printed
-
-
-def joins(task: Task, host: Host, batch: list[Planned | TaskResult]) -> bool:
-    """Whether task may be planned on the facts the batch was planned on, and applied with it: it plans from
-    nothing the batch's changes change (Task.plans_from against Task.alters), and reads none of the files they
-    write. Tasks with nothing to change change nothing; after one that may change anything ("*"), nothing joins."""
-    planned = [p for p in batch if isinstance(p, Planned)]
-    blocks = task.blocks()
-    if not planned or (blocks and all(getattr(host.settings, block, None) is None for block in blocks)):
-        return True  # nothing changed yet, or the task is for settings blocks this host has none of: skipped
-    altered = frozenset().union(*(p.task.alters for p in planned))
-    written = {c.write.path for p in planned for c in p.changes if c.write}
-    return "*" not in altered and not overlaps(task.planned_from(), altered) and not written & set(task.reads(host).paths)
 
 
 class HostLost(Exception):
@@ -177,7 +149,6 @@ class Engine:
     def gather(self, state: HostState) -> None:
         """Connect and read facts. No lock: reading changes nothing (a run takes the lock only to change)."""
         state.started = time.monotonic()
-        state.result = HostResult(state.host.name)
         if self.stop:
             state.result.status, state.result.message = NOT_STARTED, self.stop.words()
             return
@@ -197,43 +168,27 @@ class Engine:
         command that takes it. False when the host could not be read or locked (state.result says why)."""
         taker = hostlock.Taker(self.owner, state.host.name, self.options.lock_wait, self.options.notice,
                                self.inventory_path, self.stop) if lock else None
-        quick = taker is not None and state.generation is not None
-        while True:
-            if taker is not None:
-                state.not_taking.clear()
-            try:
-                sections = self.read(state.conn, state.reads, taker.argv() if taker else None, facts=not quick,
-                                     generation=self.options.reading == "apply" and not self.options.check)
-            except Unreachable as exc:
-                state.result.status, state.result.message = UNREACHABLE, str(exc)
-                return False
-            finally:
-                state.not_taking.set()
-            if taker is not None and "lock" not in sections:
-                state.result.message = "cannot take the host lock: the command that takes it did not answer"
-                return False
-            if taker is None:
-                break
-            outcome = taker.judge(sections["lock"])
-            if outcome == taker.TAKEN:
-                state.locked = True
-                if quick and taker.free and _said(sections, "lock-generation") == state.generation:
-                    return True
-                if quick:  # another run had the host in between: read it again, under the lock now ours
-                    quick, taker = False, None
-                    continue
-                break
-            if outcome == taker.STOPPED:
-                state.result.status, state.result.message = NOT_STARTED, self.stop.words()
-                return False
-            if outcome != taker.AGAIN:
-                state.result.message = outcome
-                return False
-        if "lock-generation" in sections:
-            state.generation = _said(sections, "lock-generation")
-        state.facts = self.extensions.facts.parse(sections)
-        state.conn.privilege = self.privilege(state.host, state.facts)
-        return True
+        generation = self.options.reading == "apply" and not self.options.check
+        conn = state.conn
+        assert conn is not None, "read_into: gather connects the host first"
+
+        def send(take: list[str] | None, facts: bool) -> dict[str, Section]:
+            return self.read(conn, state.reads, take, facts=facts, generation=generation)
+
+        outcome = read_host(send, taker, state.generation, state.not_taking)
+        state.locked = state.locked or outcome.locked
+        if outcome.stage is Stage.LOST:
+            state.result.status, state.result.message = UNREACHABLE, outcome.message
+        elif outcome.stage is Stage.STOPPED:
+            state.result.status, state.result.message = NOT_STARTED, self.stop.words()
+        elif outcome.stage is Stage.REFUSED:
+            state.result.message = outcome.message
+        elif outcome.stage is Stage.FRESH:
+            if "lock-generation" in outcome.sections:
+                state.generation = said(outcome.sections, "lock-generation")
+            state.facts = self.extensions.facts.parse(outcome.sections)
+            conn.privilege = self.privilege(state.host, state.facts)
+        return outcome.ok
 
     def privilege(self, host: Host, facts: HostFacts) -> Privilege:
         """How to run privileged commands on host: as root, through passwordless sudo, or with the password."""
@@ -272,13 +227,13 @@ class Engine:
         for state in [*states, *peers]:
             if state.facts is not None:
                 cluster.facts[state.host.name] = state.facts
-            elif state.result is not None:
+            else:
                 cluster.unread[state.host.name] = state.result.message or state.result.status
         for task in self.tasks:
             task.cluster = cluster
 
-    def plan_all(self, state: HostState) -> list[tuple[Task, Plan]]:
-        return [(task, task.plan(state.host, state.facts)) for task in self.tasks]
+    def plan_all(self, host: Host, facts: HostFacts) -> list[tuple[Task, Plan]]:
+        return [(task, task.plan(host, facts)) for task in self.tasks]
 
     # -- phase 2: apply -----------------------------------------------------------
 
@@ -288,7 +243,7 @@ class Engine:
         change checked on that read. A stop starts no new batch (the one in flight finishes); a host lost during a
         batch is unreachable, with what the batch changed, and starts nothing more."""
         result = state.result
-        batch: list[Planned | TaskResult] = []
+        batch: list[Outcome] = []
         first = 0  # where the batch begins in self.tasks
         try:
             for i, task in enumerate([*self.tasks, None]):
@@ -299,7 +254,7 @@ class Engine:
                     batch, first = [], i
                 if task is not None:
                     self.options.progress(Event("applied", self._done, self._total, state.host.name, task.name))
-                    batch.append(self.planned(task, task.plan(state.host, state.facts)))
+                    batch.append(planned(task, task.plan(state.host, self._facts(state)), self.options.check))
             else:
                 return
             if first == 0:  # read again under the lock, nothing changed: the host was not started
@@ -310,38 +265,47 @@ class Engine:
             result.status, result.message = UNREACHABLE, f"lost during {lost.tasks}: {lost.reason}"
             self._not_started(state, self.tasks[lost.after:], "not started: the host was lost")
 
-    def _apply_batch(self, state: HostState, batch: list[Planned | TaskResult], after: int, last: bool) -> None:
-        """Apply the batch's changes in one command, read the host again once (nvidia-smi only when a change is
-        a GPU's; the last batch's read gives the host lock back), and record each task in order, its changes
-        checked on that read. A host lost on the way: what ran is changed and unverified, and HostLost is raised
-        once all are recorded."""
+    def _apply_batch(self, state: HostState, batch: list[Outcome], after: int, last: bool) -> None:
+        """Apply the batch's changes in one command, read the host again once, and record each task in order, its
+        changes checked on that read. A host lost on the way: what ran is changed and unverified, and HostLost is
+        raised once all are recorded."""
         planned = [p for p in batch if isinstance(p, Planned)]
-        lost = None
+        applied = Applied([], None, None)
         if planned:
-            changes = [c for p in planned for c in p.changes]
-            errors, printed, lost, upkept = apply_changes(state.conn, changes, self.options.keep_backups, state.upkeep)
-            self._upkept(state, upkept)
-            for p in planned:
-                n = len(p.changes)
-                p.errors, errors = errors[:n], errors[n:]
-                p.printed, printed = printed[:n], printed[n:]
-            if lost is None:
-                gpu = any(overlaps(p.task.alters, frozenset({"nvidia"})) for p in planned)
-                unlock = hostlock.release_argv(self.owner) if last and state.locked else None
-                try:
-                    sections = self.read(state.conn, state.reads, gpu=gpu, unlock=unlock)
-                    if unlock and sections.get("unlock") and sections["unlock"].rc == 0:
-                        state.locked = False  # given back: no other command for it
-                    fresh = self.extensions.facts.parse(sections)
-                    if not gpu:  # not read again: these tasks changed no GPU
-                        fresh.nvidia = state.facts.nvidia
-                    state.facts = fresh
-                except Unreachable as exc:
-                    lost = str(exc)
-        for outcome in batch:
-            self._record(state, self._checked(state, outcome, lost) if isinstance(outcome, Planned) else outcome)
+            applied = apply_batch(self._conn(state), planned, self.options.keep_backups, state.upkeep)
+            self._upkept(state, applied.upkeep_error)
+        lost = applied.lost or (self._read_after(state, changes_gpus(planned), last) if planned else None)
+        outcomes = iter(applied.outcomes)
+        for task in batch:
+            self._record(state, checked(task, next(outcomes), state.facts, lost) if isinstance(task, Planned) else task)
         if lost is not None:
             raise HostLost(", ".join(p.task.name for p in planned), lost, after)
+
+    def _read_after(self, state: HostState, gpu: bool, last: bool) -> str | None:
+        """Read the host again after a batch (nvidia-smi only when a change was a GPU's; the last batch's read
+        gives the host lock back): why the host was lost, or None."""
+        unlock = hostlock.release_argv(self.owner) if last and state.locked else None
+        try:
+            sections = self.read(self._conn(state), state.reads, gpu=gpu, unlock=unlock)
+        except Unreachable as exc:
+            return str(exc)
+        if unlock and sections.get("unlock") and sections["unlock"].rc == 0:
+            state.locked = False  # given back: no other command for it
+        fresh = self.extensions.facts.parse(sections)
+        if not gpu and state.facts is not None:  # not read again: these tasks changed no GPU
+            fresh.nvidia = state.facts.nvidia
+        state.facts = fresh
+        return None
+
+    @staticmethod
+    def _conn(state: HostState) -> Connection:
+        assert state.conn is not None, "a host is connected before it is read or changed (gather)"
+        return state.conn
+
+    @staticmethod
+    def _facts(state: HostState) -> HostFacts:
+        assert state.facts is not None, "a host is changed only once its facts are read"
+        return state.facts
 
     def _upkept(self, state: HostState, error: str | None) -> None:
         state.upkeep = []
@@ -356,41 +320,6 @@ class Engine:
     def _not_started(self, state: HostState, tasks: list[Task], why: str) -> None:
         for task in tasks:
             self._record(state, TaskResult(task.name, NOT_STARTED, message=why))
-
-    def planned(self, task: Task, plan: Plan) -> TaskResult | Planned:
-        """The task's result where nothing is applied (skipped, failed, --check, nothing to change); else its
-        changes, for the batch to apply."""
-        if plan.skipped:
-            return TaskResult(task.name, SKIPPED, message=plan.skipped)
-        if plan.failed or plan.problems:
-            return TaskResult(task.name, FAILED, plan.unchanged + plan.refused, plan.failed or "; ".join(plan.problems))
-        items = plan.unchanged + plan.refused
-        if self.options.check:
-            items += [Item(c.target, CHANGED, c.what, c.before, c.after, "would change", c.diff) for c in plan.changes]
-            return TaskResult(task.name, task_status(items), items)
-        if not plan.changes:
-            return TaskResult(task.name, task_status(items), items)
-        return Planned(task, items, plan.changes)
-
-    @staticmethod
-    def _checked(state: HostState, planned: Planned, lost: str | None) -> TaskResult:
-        """The task's result: each change checked on the facts read after it (its own check, the setter's words);
-        the host lost before that read: what ran is changed and unverified, what failed says why."""
-        items = list(planned.items)
-        for change, error, said in zip(planned.changes, planned.errors, planned.printed):
-            if lost is not None:
-                items.append(Item(change.target, FAILED if error else CHANGED, change.what, change.before,
-                                  change.after, error or NOT_VERIFIED, change.diff))
-                continue
-            words = error  # what the commands said: their error, or what they printed when they exited 0
-            if error is None and change.verify is not None:
-                wrong = change.verify(state.facts)
-                error, words = wrong and f"the command succeeded but {wrong}", said
-            if error and change.explain is not None:  # the setter's own words say why, and what to do
-                error = change.explain(words) or error
-            status = FAILED if error else CHANGED
-            items.append(Item(change.target, status, change.what, change.before, change.after, error or "", change.diff))
-        return TaskResult(planned.task.name, task_status(items), items)
 
     def release_lock(self, state: HostState, timeout: float = 30, maybe: bool = False) -> None:
         """Give the host's lock back (best effort: a lost host's lock goes stale, for the next run to take). With
@@ -412,8 +341,7 @@ class Engine:
             self.release_lock(state)
         finally:
             state.conn.close()
-        if state.result:
-            state.result.commands = state.conn.commands_run
+        state.result.commands = state.conn.commands_run
 
     def held_locks(self) -> list[tuple[str, Connection]]:
         """The hosts whose lock this run holds now, for the heartbeat."""
@@ -467,7 +395,7 @@ class Engine:
         results = [s.result for s in states]
         if self.log:
             self.log.summary(results, check=self.options.check,
-                             aborted=signal_name(self.stop.signum) if self.stop else "")
+                             aborted=signal_name(self.stop.signum) if self.stop.signum else "")
         return results
 
     def read_facts(self, hosts: list[Host], keep_open: bool = False) -> list[HostState]:
@@ -493,7 +421,7 @@ class Engine:
                 except InputError as exc:  # e.g. an ad-hoc --gpu that matches no GPU of this host
                     state.problems += exc.problems
                     return
-            state.plans = self.plan_all(state)
+            state.plans = self.plan_all(state.host, state.facts)
 
     def _phase2(self, state: HostState) -> None:
         result = state.result
@@ -509,7 +437,7 @@ class Engine:
                         state.upkeep = self.extensions.upkeep(state.facts)
                     self.apply_host(state)
                     if state.upkeep and not self.stop:  # no change went to the host to take it along
-                        errors, _, _ = run_batch(state.conn, [state.upkeep])
+                        errors, _, _ = run_batch(self._conn(state), [state.upkeep])
                         self._upkept(state, errors[0])
                     result.reboot_pending = self.extensions.reboot_pending(state.host, state.facts)
             except Unreachable as exc:
@@ -532,11 +460,10 @@ class Engine:
             try:
                 work(state)
             except Exception as exc:  # a bug must not take the other hosts down with it
-                if state.result is not None:
-                    state.result.status = FAILED
-                    state.result.message = f"internal error: {type(exc).__name__}: {exc}"
+                state.result.status = FAILED
+                state.result.message = f"internal error: {type(exc).__name__}: {exc}"
             if label:
-                status = state.result.status if state.result else ""
+                status = state.result.status
                 # Reading says "read"; after phase 2 the host's own word: ok, changed (would change), failed, ...
                 said = label if label == "read" and status not in (UNREACHABLE, NOT_STARTED, FAILED) else \
                     "would change" if status == CHANGED and self.options.check else status

@@ -18,7 +18,7 @@ from test_when_runs_are_interrupted import (BLADES, MOVED, RISERS, V100, hosts, 
                                             slow_setter, start_apply)
 
 from provision.core.connection import KEEPALIVE_S, SILENT_AFTER_S
-from provision.core.run import NOT_VERIFIED
+from provision.core.batches import NOT_VERIFIED
 
 pytestmark = pytest.mark.lab
 __all__ = ["moved"]  # the fixture, used by name

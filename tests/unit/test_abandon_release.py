@@ -8,7 +8,6 @@ from types import SimpleNamespace
 
 from provision.capabilities.registry import EXTENSIONS
 from provision.core.connection import CommandResult
-from provision.core.results import HostResult
 from provision.core.run import Engine, HostState, RunOptions
 
 
@@ -34,7 +33,7 @@ class TakeInFlight:
 def test_the_release_of_an_abandon_waits_for_a_take_in_flight():
     engine = Engine([], RunOptions(lock_wait=0), lambda host: None, EXTENSIONS)
     conn = TakeInFlight()
-    state = HostState(SimpleNamespace(name="node1"), conn=conn, result=HostResult("node1"), generation="7 boot")
+    state = HostState(SimpleNamespace(name="node1"), conn=conn, generation="7 boot")
     worker = threading.Thread(target=engine.read_into, args=(state, True))
     worker.start()
     assert conn.taking.wait(5)
@@ -47,7 +46,7 @@ def test_the_release_of_an_abandon_waits_for_a_take_in_flight():
 def test_a_release_without_a_take_in_flight_goes_at_once():
     engine = Engine([], RunOptions(lock_wait=0), lambda host: None, EXTENSIONS)
     conn = TakeInFlight()
-    state = HostState(SimpleNamespace(name="node1"), conn=conn, result=HostResult("node1"))
+    state = HostState(SimpleNamespace(name="node1"), conn=conn)
     started = time.monotonic()
     engine.release_lock(state, timeout=10, maybe=True)
     assert conn.said and conn.said[0].startswith("release ") and time.monotonic() - started < 0.5

@@ -17,7 +17,7 @@ from provision.commands.playbook import load_playbook
 from provision.core.facts import SystemFacts
 from provision.core.plan import Change
 from provision.core.resources import playbook_path, templates_dir
-from provision.core.run import Planned, joins
+from provision.core.batches import Planned, joins
 
 BOOT_TASKS = ["gpu-boot-conf", "gpu-boot-script", "gpu-boot-unit-file", "gpu-boot-unit"]
 

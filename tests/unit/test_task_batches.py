@@ -1,6 +1,6 @@
 """Which tasks of a playbook go to a host in one command: tasks in a row where none plans from what another
 changes (Task.plans_from, Task.alters, the files each reads and writes) are planned on one read and applied
-together (core/run.py joins). A task that plans from what an earlier one changed waits for the read after it."""
+together (core/batches.py joins). A task that plans from what an earlier one changed waits for the read after it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from provision.commands.playbook import load_playbook
 from provision.core.plan import Change, FileWrite, overlaps
 from provision.core.resources import playbook_path, templates_dir
 from provision.core.results import TaskResult
-from provision.core.run import Planned, joins
+from provision.core.batches import NOT_VERIFIED, ChangeOutcome, Planned, checked, joins
 from provision.inventory.load import load_inventory
 
 NODE = """\
@@ -104,3 +104,20 @@ def test_a_task_for_blocks_the_host_does_not_set_never_splits_a_batch(tmp_path):
     tasks = {t.name: t for t in load_playbook(playbook_path("site"), templates_dir())}
     unit = Planned(tasks["gpu-boot-unit"], [], [Change("provision-gpu-tuning.service", "unit", "", "")])
     assert joins(tasks["slurm-daemons"], host, [unit]) and joins(tasks["torchrun-launcher"], host, [unit])
+
+
+def test_each_change_is_judged_on_the_read_after_its_batch_or_unverified_when_the_host_was_lost():
+    tasks = load_playbook(playbook_path("site"), templates_dir())
+    power = next(task for task in tasks if task.name == "gpu-power-limit")
+    held = Change("GPU0", "power limit", "300", "200", verify=lambda facts: "GPU0 is at 300 W")
+    taken = Change("GPU1", "power limit", "300", "200", verify=lambda facts: None)
+    broken = Change("GPU2", "power limit", "300", "200")
+    batch = Planned(power, [], [held, taken, broken])
+    outcomes = [ChangeOutcome(held, None, ""), ChangeOutcome(taken, None, ""), ChangeOutcome(broken, "exit 3", "")]
+    judged = checked(batch, outcomes, None, lost=None)
+    assert [(i.target, i.status, i.message) for i in judged.items] == [
+        ("GPU0", "failed", "the command succeeded but GPU0 is at 300 W"), ("GPU1", "changed", ""),
+        ("GPU2", "failed", "exit 3")]
+    lost = checked(batch, outcomes, None, lost="the connection closed")
+    assert [(i.status, i.message) for i in lost.items] == [("changed", NOT_VERIFIED), ("changed", NOT_VERIFIED),
+                                                           ("failed", "exit 3")]
