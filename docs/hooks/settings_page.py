@@ -5,6 +5,7 @@ field added to a model is on the page at the next build."""
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass
 from types import NoneType, UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -162,7 +163,16 @@ class ExampleDumper(yaml.SafeDumper):
         return self.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat)
 
 
+    def represent_version_like(self, data: str) -> yaml.ScalarNode:
+        """Text of digits and dots in quotes ("580.159.04", "22"), as the settings ask: YAML reads 580.65 or 22
+        unquoted as a number."""
+        quoted = VERSION_LIKE.fullmatch(data) is not None
+        return self.represent_scalar("tag:yaml.org,2002:str", data, style='"' if quoted else None)
+
+
+VERSION_LIKE = re.compile(r"[\d.]+")
 ExampleDumper.add_representer(list, ExampleDumper.represent_plain_list)
+ExampleDumper.add_representer(str, ExampleDumper.represent_version_like)
 
 
 def markdown(root: type[BaseModel]) -> str:

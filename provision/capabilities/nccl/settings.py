@@ -45,9 +45,10 @@ class NcclSettings(Block):
                                  examples=["=mlx5_0:1,mlx5_1:1"])
     socket_nthreads: int | None = setting(None, "an integer 1..16", ge=1, le=16, examples=[4])
     nsocks_perthread: int | None = setting(None, "an integer 1..64", ge=1, le=64, examples=[4])
-    debug: Literal["VERSION", "WARN", "INFO", "TRACE"] | None = setting(None, "VERSION, WARN, INFO or TRACE")
-    p2p_level: NcclLevel | None = setting(None, LEVEL_ALLOWED)
-    net_gdr_level: NcclLevel | None = setting(None, LEVEL_ALLOWED)
+    debug: Literal["VERSION", "WARN", "INFO", "TRACE"] | None = setting(None, "VERSION, WARN, INFO or TRACE",
+                                                                        examples=["WARN"])
+    p2p_level: NcclLevel | None = setting(None, LEVEL_ALLOWED, examples=["NVL"])
+    net_gdr_level: NcclLevel | None = setting(None, LEVEL_ALLOWED, examples=["PHB"])
     env: EnvVars = setting({}, "a mapping of NCCL_* variable names to values", examples=[{"NCCL_IB_TIMEOUT": "22"}])
     conf_path: AbsolutePath = setting("/etc/nccl.conf", PATH_RULE)
     env_file: AbsolutePath = setting("/etc/provision/nccl.env", PATH_RULE)
