@@ -442,7 +442,7 @@ def facts(inventory, local, limit, forks, as_json, ssh_config, accept_new_host_k
         click.echo(json.dumps(data, indent=2, default=str))
     else:
         for s in states:
-            report.print_facts(s.host.name, s.facts, s.result.message, said.get(s.host.name))
+            report.print_facts(s.host.name, s.facts, s.result.message, facts_command.shown(s))
     sys.exit(exit_code([s.result for s in states]))
 
 
@@ -655,10 +655,11 @@ def adhoc_target(opts: dict) -> tuple[InventoryArgs, Target]:
 
 def list_clocks(opts: dict) -> None:
     _, target = adhoc_target(opts)
+    from provision.capabilities.gpu.clock_models import clock_models
     from provision.commands import adhoc as adhoc_command
     states = adhoc_command.read_gpus(target, RunOptions(forks=opts["forks"], command="clocks --list"),
                                      ssh_options(opts))
-    models = report.clock_models([s.facts for s in states if s.facts])
+    models = clock_models([s.facts for s in states if s.facts])
     unusable = {s.host.name: s.facts.nvidia.message if s.facts else s.result.message
                 for s in states if not s.facts or s.facts.nvidia.state != "ok"}
     if opts["as_json"]:

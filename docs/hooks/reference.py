@@ -25,11 +25,9 @@ def settings() -> str:
 
 
 def checks() -> str:
-    from provision.capabilities.host import HostSettings
     from provision.capabilities.registry import CHECKS
 
-    named = [entry.anchor for entry in settings_page.settings(HostSettings)]
-    return checks_page.markdown([*CHECKS, AS_INTENDED], named)
+    return checks_page.markdown([*CHECKS, AS_INTENDED])
 
 
 def exit_codes() -> str:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from provision.core.errors import Problem
 from provision.core.facts import FactReader
 from provision.core.plan import Task
 from provision.core.settings import Block
@@ -79,7 +80,9 @@ class Capability:
     tasks: tuple[type[Task], ...] = ()  # the task types a playbook may name
     checks: tuple[str, ...] = ()  # its verify check modules (by module name: pytest imports them)
     pending: tuple[PendingReasons, ...] = ()
-    host_rules: tuple[Callable[..., Any], ...] = ()  # rules over the whole inventory (inventory/build.py calls them)
+    # Rules across hosts: what one host's block asks of the others (inventory/build.py runs them on the built
+    # inventory, inventory/model.py HostRule).
+    host_rules: tuple[Callable[[Any], list[Problem]], ...] = ()
     run_flags: tuple[RunFlag, ...] = ()
     # Names for parts of its facts finer than a HostFacts field, which its tasks plan from or alter (Task.plans_from,
     # Task.alters): "nvidia.power_limit" is every GPU's power limit, so that the power task and the clocks task,

@@ -1,69 +1,97 @@
-"""The capabilities provision ships, in one place: each one's fact sections, tasks and verify checks.
-A new capability is a folder under capabilities/ plus its lines here (and its field on HostFacts)."""
+"""The capabilities provision ships, in one list, and what the rest of provision uses of them, folded from their
+declarations (capability.py): the facts batch, the task types, the verify check modules, the run flags, the rules
+across hosts, the reasons a host waits for a reboot, the lines `provision facts` shows, the fact keys.
+
+A new capability is a folder whose __init__.py exports CAPABILITY, plus its line in CAPABILITIES (and its fields on
+HostSettings and HostFacts, for typed access: host.py).
+"""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from provision.capabilities.bmc import facts as bmc_facts
-from provision.capabilities.driver import facts as driver_facts
-from provision.capabilities.gpu import facts as gpu_facts
-from provision.capabilities.health import facts as health_facts
+from provision.capabilities import active, bmc, driver, gpu, health, launcher, nccl, slurm, system, topology
+from provision.capabilities.capability import Capability, FactLine, RunFlag
+from provision.capabilities.fact_keys import field_paths, unknown_keys
 from provision.capabilities.host import HostFacts
-from provision.capabilities.nccl import facts as nccl_facts
-from provision.capabilities.slurm import facts as slurm_facts
-from provision.capabilities.system import facts as system_facts
-from provision.capabilities.topology import facts as topology_facts
-from provision.capabilities.bmc.tasks import ACCEPT_BMC_EVENTS, BmcEventRecord
-from provision.capabilities.capability import RunFlag
-from provision.capabilities.driver.packages import reboot_pending
-from provision.capabilities.driver.tasks import DriverRepository, NouveauBlacklist, NvidiaDriver
-from provision.capabilities.gpu.boot import BootConf
-from provision.capabilities.gpu.clock_cache import upkeep
-from provision.capabilities.gpu.clocks import ApplicationClocks, LockedClocks
-from provision.capabilities.gpu.layout import ACCEPT_GPU_CHANGES
-from provision.capabilities.gpu.layout_task import GpuLayout
-from provision.capabilities.gpu.tasks import Persistence, PowerLimit
-from provision.capabilities.launcher.tasks import TorchrunLauncher
-from provision.capabilities.nccl.tasks import NcclFiles
-from provision.capabilities.slurm.tasks import MungeKey, SlurmConfig, SlurmDaemons, SlurmPackages
-from provision.capabilities.system.files import TemplateFile
-from provision.capabilities.system.services import ServiceEnabled
 from provision.core.facts import FactRegistry
 from provision.core.plan import Task
 from provision.core.run import Extensions
 
-# The facts batch: the core's sections, then these, in this order.
-FACTS = FactRegistry(HostFacts, [gpu_facts.READER, nccl_facts.READER, system_facts.READER, driver_facts.READER,
-                                 health_facts.READER, slurm_facts.READER, topology_facts.READER,
-                                 bmc_facts.READER])
-# What the capabilities add to every run: the batch, the supported-clocks cache, the driver's pending reboot.
-EXTENSIONS = Extensions(FACTS, upkeep=upkeep, reboot_pending=reboot_pending)
+if TYPE_CHECKING:  # types only
+    from provision.core.apply import Step
+
+# In the order verify runs their checks (its report lists them so), the facts batch reads their sections and
+# `provision facts` shows their lines.
+CAPABILITIES: tuple[Capability, ...] = tuple(package.CAPABILITY for package in (
+    driver, gpu, health, bmc, nccl, launcher, slurm, topology, active, system))
+
+# The facts batch: the core's sections, then the capabilities'.
+FACTS = FactRegistry(HostFacts, [c.facts for c in CAPABILITIES if c.facts is not None])
 
 # The tasks a playbook may name (`task: NAME`), by name.
-TASK_TYPES: dict[str, type[Task]] = {cls.name: cls for cls in (
-    NouveauBlacklist, DriverRepository, NvidiaDriver, GpuLayout, Persistence, PowerLimit, ApplicationClocks,
-    LockedClocks, BootConf, TemplateFile, ServiceEnabled, NcclFiles, TorchrunLauncher, SlurmPackages, MungeKey,
-    SlurmConfig, SlurmDaemons, BmcEventRecord)}
+TASK_TYPES: dict[str, type[Task]] = {task.name: task for c in CAPABILITIES for task in c.tasks}
+
+# The check modules verify runs, in this order: one or two per capability.
+CHECKS: tuple[str, ...] = tuple(module for c in CAPABILITIES for module in c.checks)
 
 # The options a run takes for the capabilities' tasks (the CLI builds them; a host carries those set in Host.flags).
-RUN_FLAGS: tuple[RunFlag, ...] = (ACCEPT_GPU_CHANGES, ACCEPT_BMC_EVENTS)
+RUN_FLAGS: tuple[RunFlag, ...] = tuple(flag for c in CAPABILITIES for flag in c.run_flags)
 
-# verify runs the checks in this order (its report lists them so): one module per capability, a few have two.
-CHECKS = (
-    "provision.capabilities.driver.checks",
-    "provision.capabilities.gpu.checks",
-    "provision.capabilities.gpu.checks_nvlink",
-    "provision.capabilities.health.checks",
-    "provision.capabilities.health.checks_kernel",
-    "provision.capabilities.bmc.checks",
-    "provision.capabilities.nccl.checks",
-    "provision.capabilities.nccl.checks_rdma",
-    "provision.capabilities.slurm.checks",
-    "provision.capabilities.topology.checks",
-    "provision.capabilities.active.checks",
-)
+# What the hosts' blocks ask of each other, checked once the inventory is built (inventory/build.py runs them all).
+HOST_RULES = tuple(rule for c in CAPABILITIES for rule in c.host_rules)
+
+# The names a task may give what it plans from and alters (fact_keys.py): HostFacts' field paths, and the
+# capabilities' own finer ones.
+FACT_KEYS: frozenset[str] = field_paths(HostFacts).union(*(c.fact_keys for c in CAPABILITIES))
+
+
+def reboot_pending(host: Any, facts: HostFacts) -> list[str]:
+    """Why this host waits for a reboot after a run, every capability's reasons (Extensions.reboot_pending)."""
+    return [reason for c in CAPABILITIES for pending in c.pending for reason in pending(host, facts)]
+
+
+def upkeep(facts: HostFacts) -> list[Step]:
+    """The steps a run that may change the host runs with its first changes (Extensions.upkeep)."""
+    return [step for c in CAPABILITIES if c.upkeep is not None for step in c.upkeep(facts)]
+
+
+def fact_lines(host: Any, facts: HostFacts) -> list[FactLine]:
+    """What `provision facts` shows under a host that was read, every capability's lines."""
+    return [line for c in CAPABILITIES if c.show is not None for line in c.show(host, facts)]
+
+
+# What the capabilities add to every run: the batch, the steps that go with the first changes, the pending reboots.
+EXTENSIONS = Extensions(FACTS, upkeep=upkeep, reboot_pending=reboot_pending)
+
+
+def declaration_problems(capabilities: tuple[Capability, ...] = CAPABILITIES) -> list[str]:
+    """What is wrong with the declarations as a whole: a name, task type, check module or run flag declared twice,
+    a fact key a task names that is no HostFacts field path and no capability's (a typo would batch wrong)."""
+    problems = []
+    for what, names in (("capability", [c.name for c in capabilities]),
+                        ("task type", [t.name for c in capabilities for t in c.tasks]),
+                        ("check module", [m for c in capabilities for m in c.checks]),
+                        ("run flag", [f.name for c in capabilities for f in c.run_flags])):
+        problems += [f"{what} {name!r} is declared twice" for name in sorted({n for n in names if names.count(n) > 1})]
+    paths = field_paths(HostFacts)
+    problems += [f"fact key {key!r} of {c.name} is a HostFacts field already" for c in capabilities
+                 for key in sorted(c.fact_keys & paths)]
+    vocabulary = paths.union(*(c.fact_keys for c in capabilities))
+    problems += [f"unknown fact key: {problem}"
+                 for problem in unknown_keys((t for c in capabilities for t in c.tasks), vocabulary)]
+    return problems
+
+
+def _refuse_wrong_declarations() -> None:
+    problems = declaration_problems()
+    if problems:  # a capability's mistake, found when provision starts rather than as a run batched wrong
+        raise LookupError("the capabilities' declarations: " + "; ".join(problems))
+
+
+_refuse_wrong_declarations()
 
 
 def check_files() -> list[Path]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from provision.capabilities.capability import FactLine
 from provision.capabilities.nccl import interfaces as nccl
+from provision.capabilities.registry import fact_lines
 from provision.commands.run import Target, engine_for
 from provision.core.connection import SSHOptions
 from provision.core.run import HostState, RunOptions
@@ -13,6 +15,11 @@ from provision.core.run import HostState, RunOptions
 def read(target: Target, options: RunOptions, ssh: SSHOptions) -> list[HostState]:
     """Each host's state: its facts, or why it could not be read (state.result)."""
     return engine_for(target, [], options, ssh).read_facts(target.hosts)
+
+
+def shown(state: HostState) -> list[FactLine]:
+    """What `provision facts` prints under a host that was read: every capability's lines."""
+    return fact_lines(state.host, state.facts) if state.facts else []
 
 
 def nccl_said(states: list[HostState]) -> dict[str, dict]:

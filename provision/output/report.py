@@ -8,12 +8,11 @@ import re
 import shutil
 import sys
 import textwrap
+from collections.abc import Sequence
 
 import click
 
-from provision.capabilities.driver.packages import reboot_reasons
-from provision.capabilities.gpu import layout
-from provision.capabilities.topology import topo
+from provision.capabilities.capability import PROBLEM, WARNING, FactLine
 from provision.capabilities.host import HostFacts
 from provision.core.results import NOT_STARTED, UNREACHABLE, HostResult, signal_name
 from provision.core.plan import CHANGED, FAILED, OK, SKIPPED
@@ -153,114 +152,21 @@ def _short(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit or not sys.stdout.isatty() else text[:limit - 3] + "..."
 
 
-def print_facts(host: str, facts: HostFacts | None, error: str = "", nccl_said: dict | None = None) -> None:
-    """nccl_said: provision.capabilities.nccl.interfaces.summary() for the host, shown as the `nccl:` lines."""
+def print_facts(host: str, facts: HostFacts | None, error: str = "", shown: Sequence[FactLine] = ()) -> None:
+    """provision facts, for one host: who it is, then each capability's lines (registry.fact_lines); or why it
+    could not be read."""
     click.echo(click.style(host, bold=True))
     if facts is None:
         click.echo(f"  {click.style('unreachable', fg='red')}: {error}")
         return
-    s, n = facts.system, facts.nvidia
+    s = facts.system
     click.echo(f"  system: {s.hostname}, {s.os_id} {s.os_version}, uid {s.uid}, "
                f"systemd {'running' if s.systemd_running else 'not running'}")
-    if nccl_said:
-        _print_nccl(nccl_said)
-    click.echo(f"  driver: {driver_line(facts)}")
-    daemon = "not installed" if not n.persistenced_path else ("running" if n.persistenced_running else "stopped")
-    if n.state != "ok":
-        click.echo(f"  nvidia: {n.state}: {n.message}; nvidia-persistenced {daemon}")
-        return
-    click.echo(f"  nvidia: driver {n.driver_version}, {len(n.gpus)} GPU(s), nvidia-persistenced {daemon}")
-    click.echo("  GPU  NAME                          BUS ID            PERSIST   POWER LIMIT (MIN..MAX)    "
-               "CLOCKS (MHz)        PCIe NOW/MAX")
-    for g in n.gpus:
-        power = f"{_num(g.power_limit)} W ({_num(g.power_min)}..{_num(g.power_max)})"
-        pcie = f"gen{_num(g.pcie_gen_current)} x{_num(g.pcie_width_current)} / gen{_num(g.pcie_gen_max)} x{_num(g.pcie_width_max)}"
-        persist = {True: "on", False: "off", None: "N/A"}[g.persistence]
-        click.echo(f"  {g.index:<4} {g.name[:29]:<29} {g.bus_id:<17} {persist:<9} {power:<25} {clocks_set(g):<19} {pcie}")
-    for lost in n.lost:  # not tuned until repaired; the boot file keeps its line
-        click.echo(f"  {click.style('unreadable', fg='red')} {lost}")
-    change = layout.compare(facts.gpu_layout, n)
-    if change is None:
-        click.echo("  layout: not recorded yet (the next apply records it)")
-    elif not change:
-        click.echo("  layout: as recorded at the last good run")
-    for line in change.lines() if change else []:
-        click.echo(f"  {click.style('layout', fg='red')}: {line}")
-    matrix = facts.topology.matrix if facts.topology else None
-    for warning in topo.cross_socket_warnings(matrix) if matrix else []:
-        click.echo(f"  {click.style('topology', fg='yellow')}: {warning}")
-    for note in n.notes:
-        click.echo(f"  note: {note}")
+    for line in shown:
+        click.echo("  " + "".join(click.style(text, fg=TONES[tone]) if tone else text for text, tone in line.parts))
 
 
-def clocks_set(gpu) -> str:
-    """The clocks set on a GPU, the way they are set: application clocks (-ac MEM,SM) where the board has them,
-    locked ranges (-lgc/-lmc, as provision recorded them: nvidia-smi cannot read them back) on GeForce too."""
-    words = [f"app {_num(gpu.app_clock_mem)},{_num(gpu.app_clock_sm)}"] if gpu.app_clock_mem is not None else []
-    words += [f"{LOCK_WORDS.get(key, key)} {value}" for key, value in gpu.locked.items() if value != "default"]
-    return "; ".join(words) or "default"
-
-
-LOCK_WORDS = {"sm": "locked sm", "mem": "locked mem", "mem_deferred": "locked mem (next load)"}
-
-
-def driver_line(facts: HostFacts) -> str:
-    """The driver in one line: loaded module, installed packages, what stands in its way, a pending reboot."""
-    d = facts.driver
-    loaded = (f"{d.loaded} loaded ({'open' if d.loaded_open else 'proprietary'} kernel module)" if d.loaded
-              else "no NVIDIA module loaded")
-    packages = ", ".join(f"{name} {version}" for name, version in sorted(d.packages.items())) or "no driver package"
-    words = [loaded, f"installed: {packages}"]
-    words += ["nouveau loaded"] if d.nouveau_loaded else []
-    words += [f"Secure Boot {d.secure_boot}"] if d.secure_boot in ("enabled", "unknown") else []
-    pending = reboot_reasons(None, facts)
-    words += [click.style(f"reboot pending: {'; '.join(pending)}", fg="yellow")] if pending else []
-    return "; ".join(words)
-
-
-def _print_nccl(said: dict) -> None:
-    uses = ", ".join(f"{i['name']} ({i['speed_mbps']} Mb/s)" if i["speed_mbps"] else f"{i['name']} (speed unknown)"
-                     for i in said["uses"]) or "no interface"
-    skips = "".join(f"; skips {i['name']}, which {i['why']}" for i in said["skips"])
-    click.echo(f"  nccl: {said['rule']}: uses {uses}{skips}" if said["rule"] else "  nccl: interfaces not read")
-    for problem in said["problems"]:
-        click.echo(f"  {click.style('nccl', fg='red')}: {problem}")
-
-
-def _num(value) -> str:
-    if value is None:
-        return "N/A"
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def clock_models(all_facts: list[HostFacts]) -> list[dict]:
-    """Supported clocks per GPU model, compact: memory clocks sharing the same graphics list are one row."""
-    from provision.capabilities.gpu import tuning
-
-    models: dict[str, dict] = {}
-    for facts in all_facts:
-        for gpu in facts.nvidia.gpus:
-            model = models.setdefault(gpu.name, {"model": gpu.name, "gpus": 0, "hosts": set(), "gpu": gpu})
-            model["gpus"] += 1
-            model["hosts"].add(facts.system.hostname)
-    rows = []
-    for model in models.values():
-        gpu = model.pop("gpu")
-        graphics: dict[int, list[int]] = {}
-        for pair in gpu.supported_clocks:
-            graphics.setdefault(pair.mem, []).append(pair.sm)
-        groups: dict[tuple, list[int]] = {}
-        for mem, sms in graphics.items():
-            groups.setdefault(tuple(sms), []).append(mem)
-        default = (f"{gpu.default_app_clock_mem},{gpu.default_app_clock_sm}"
-                   if tuning.takes_app_clocks(gpu) else None)
-        rows.append(model | {
-            "hosts": len(model["hosts"]), "compute_cap": gpu.compute_cap, "application_clocks": default,
-            "memory_lock": tuning.memory_lock_option(gpu), "gpu_lock": tuning.locks_gpu_clocks(gpu),
-            "pairs": [{"mem": mems, "sm_min": min(sms), "sm_max": max(sms), "sm_values": len(sms)}
-                      for sms, mems in groups.items()],
-        })
-    return rows
+TONES = {WARNING: "yellow", PROBLEM: "red"}  # a FactLine part's tone, as a colour
 
 
 def print_clock_models(models: list[dict]) -> None:

@@ -106,7 +106,7 @@ def test_progress_is_a_live_bar_on_a_terminal_and_plain_lines_on_a_pipe():
 
 def test_facts_shows_the_clocks_the_way_they_are_set():
     from provision.capabilities.gpu.model import GpuFacts
-    from provision.output.report import clocks_set
+    from provision.capabilities.gpu.shown import clocks_set
     v100 = GpuFacts(0, "GPU-v", "Tesla V100-SXM2-16GB", "0000:06:00.0", app_clock_mem=877, app_clock_sm=1005)
     geforce = GpuFacts(0, "GPU-g", "NVIDIA GeForce RTX 4090", "0000:01:00.0", locked={"sm": "210,2520"})
     assert clocks_set(v100) == "app 877,1005"

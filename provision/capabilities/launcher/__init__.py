@@ -1,0 +1,7 @@
+"""The launcher: torchrun's wrapper and environment for the training cluster a group forms."""
+
+from provision.capabilities.capability import Capability
+from provision.capabilities.launcher.settings import LauncherSettings
+from provision.capabilities.launcher.tasks import TorchrunLauncher
+
+CAPABILITY = Capability(name="launcher", settings=LauncherSettings, tasks=(TorchrunLauncher,))

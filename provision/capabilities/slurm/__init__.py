@@ -1,0 +1,11 @@
+"""Slurm: its packages, the munge key, slurm.conf and gres.conf, the daemons; the node's state as the controller
+sees it (verify)."""
+
+from provision.capabilities.capability import Capability
+from provision.capabilities.slurm import facts
+from provision.capabilities.slurm.settings import SlurmSettings
+from provision.capabilities.slurm.tasks import MungeKey, SlurmConfig, SlurmDaemons, SlurmPackages
+
+CAPABILITY = Capability(
+    name="slurm", settings=SlurmSettings, facts=facts.READER,
+    tasks=(SlurmPackages, MungeKey, SlurmConfig, SlurmDaemons), checks=(f"{__name__}.checks",))
