@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from provision.core.errors import Problem
 from provision.core.facts import Reads
+from provision.core.resources import templates_dir
 
 if TYPE_CHECKING:
     from provision.core.cluster import Cluster
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from provision.inventory.model import Host
 
 OK, CHANGED, FAILED, SKIPPED = "ok", "changed", "failed", "skipped"
+BlockT = TypeVar("BlockT")  # a settings block's model (NcclSettings, ...): what a BlockTask plans with
 
 
 def overlaps(names: frozenset[str], others: frozenset[str]) -> bool:
@@ -91,10 +93,10 @@ class Plan:
 
 
 class Task:
-    """Subclasses set name/tags and implement plan()."""
+    """Subclasses set name/tags and implement plan_where_set() (a BlockTask: plan_with()); plan() guards the blocks."""
 
-    name: ClassVar[str] = ""
-    tags: ClassVar[frozenset[str]] = frozenset()
+    name: str = ""  # the class's, or the playbook entry's own (__init__)
+    tags: frozenset[str] = frozenset()
     # What the plan reads that other tasks may change, and what this task's changes change, as fact names: a
     # HostFacts field, dotted for a part of it ("nvidia.power_limit"), "*" for anything. Tasks in a row where none
     # plans from what another changes are planned on one read, applied in ONE command, and the host is read again
@@ -102,8 +104,8 @@ class Task:
     # Undeclared: "*" both ways, so the host is read again before and after the task (nothing joins a batch after
     # a task that alters "*").
     plans_from: ClassVar[frozenset[str]] = frozenset({"*"})
-    alters: ClassVar[frozenset[str]] = frozenset({"*"})
-    settings_blocks: ClassVar[frozenset[str]] = frozenset()  # the inventory blocks it applies (besides `when:`)
+    alters: frozenset[str] = frozenset({"*"})  # a wrapper task takes its wrapped task's (gpu/adhoc.py)
+    settings_blocks: frozenset[str] = frozenset()  # the inventory blocks it applies (besides `when:`)
     templates: Path | None = None  # the templates folder (--templates, else shipped): set by load_playbook
     cluster: "Cluster | None" = None  # the whole inventory and the facts read: set by the engine before planning
 
@@ -123,7 +125,15 @@ class Task:
     def blocks(self) -> frozenset[str]:
         """The inventory blocks this task applies: its class's, and the one its `when:` names."""
         when = self.params.get("when")
-        return self.settings_blocks | ({when} if isinstance(when, str) else set())
+        return self.settings_blocks | ({when} if isinstance(when, str) and when else set())
+
+    def unset_block(self, host: "Host") -> str | None:
+        """The first of the blocks this task applies that host does not set; None when it sets them all."""
+        return next((name for name in sorted(self.blocks()) if getattr(host.settings, name, None) is None), None)
+
+    def applies(self, host: "Host") -> bool:
+        """Whether host sets every block this task applies (else plan() skips it, and it needs nothing read)."""
+        return self.unset_block(host) is None
 
     def file_paths(self, host: "Host") -> list[str]:
         """Files whose current state the plan needs (gathered in the one facts batch)."""
@@ -152,11 +162,26 @@ class Task:
         return Reads(tuple(self.file_paths(host)), tuple(self.unit_names(host)), tuple(self.package_names(host)),
                      tuple(self.fact_sections(host)))
 
+    def template_folder(self) -> Path:
+        """Where its templates are read: the run's folder (load_playbook sets it), else the shipped one."""
+        return self.templates or templates_dir()
+
     def template_names(self) -> list[tuple[str, str]]:
         """(playbook key, template file name) of each template it renders: checked to exist at load."""
         return []
 
     def plan(self, host: "Host", facts: "HostFacts") -> Plan:
+        """The task's plan for host: skipped, with not_set()'s reason, where a block it applies is not set there;
+        else plan_where_set()'s. The one guard of every task's blocks: a subclass implements the hook."""
+        unset = self.unset_block(host)
+        return Plan(skipped=self.not_set(unset)) if unset is not None else self.plan_where_set(host, facts)
+
+    def not_set(self, block: str) -> str:
+        """Why the task is skipped on a host that does not set `block` (the reason the report shows)."""
+        return f"{block} not set"
+
+    def plan_where_set(self, host: "Host", facts: "HostFacts") -> Plan:
+        """The plan for a host that sets every block this task applies."""
         raise NotImplementedError
 
     def check_params(self, file: str) -> list[Problem]:
@@ -164,3 +189,18 @@ class Task:
         parameters overrides it; the others take none."""
         return [Problem(file, f"task {self.name}", key, "unknown parameter", f"{self.name} takes none")
                 for key in sorted(self.params)]
+
+
+class BlockTask(Task, Generic[BlockT]):
+    """A task of one settings block, the one its settings_blocks names: plan_with() gets the host's block, typed
+    BlockT, and runs only where the host sets it. tests/unit/test_plan_guard.py holds each subclass's BlockT to
+    that block's field in HostSettings."""
+
+    def plan_where_set(self, host: "Host", facts: "HostFacts") -> Plan:
+        (name,) = self.settings_blocks
+        block: BlockT = getattr(host.settings, name)  # set: plan() skipped the host otherwise
+        return self.plan_with(host, facts, block)
+
+    def plan_with(self, host: "Host", facts: "HostFacts", block: BlockT) -> Plan:
+        """The plan for a host that sets this task's block."""
+        raise NotImplementedError

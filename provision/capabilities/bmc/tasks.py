@@ -19,6 +19,7 @@ from provision.core.plan import Change, Plan, Task
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
+    from provision.inventory.model import Host
 
 ACCEPT_BMC_EVENTS = RunFlag(
     "accept_bmc_events", "--accept-bmc-events",
@@ -36,7 +37,7 @@ class BmcEventRecord(Task):
     def file_paths(self, host):
         return [bmc_facts.record_path()] if ACCEPT_BMC_EVENTS.set_for(host) else []
 
-    def plan(self, host, facts):
+    def plan_where_set(self, host: Host, facts: HostFacts) -> Plan:
         plan = Plan()
         if not ACCEPT_BMC_EVENTS.set_for(host):
             plan.skipped = f"the BMC's event log is recorded as judged only with {ACCEPT}"

@@ -81,4 +81,7 @@ class DriverSettings(Block):
 
     @property
     def wanted_branch(self) -> str:
-        return self.branch or self.version.split(".")[0]
+        if self.branch:
+            return self.branch
+        assert self.version is not None  # _one_driver: a version or a branch
+        return self.version.split(".")[0]

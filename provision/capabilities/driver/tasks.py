@@ -9,10 +9,17 @@ A new driver's module loads at the next boot: until then the run reports the hos
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from provision.capabilities.driver import packages as driver
+from provision.capabilities.driver.settings import DriverSettings
 from provision.capabilities.system.apt import APT_INSTALL, APT_UPDATE, apt_mark
-from provision.core.plan import OK, Change, FileWrite, Item, Plan, Task
+from provision.core.plan import OK, BlockTask, Change, FileWrite, Item, Plan
 from provision.capabilities.system.files import plan_written
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
+    from provision.inventory.model import Host
 
 NOUVEAU_CONF = "/etc/modprobe.d/provision-blacklist-nouveau.conf"
 NOUVEAU_TEXT = ("# Managed by provision (provision_driver.blacklist_nouveau): the NVIDIA driver, not nouveau, takes the GPUs.\n"
@@ -23,24 +30,22 @@ REBUILD_INITRAMFS = ["sh", "-c", "if command -v update-initramfs >/dev/null; the
 SOURCE_LIST = "/etc/apt/sources.list.d/provision-nvidia.list"
 
 
-class DriverTask(Task):
+class DriverTask(BlockTask[DriverSettings]):
     """A task of the driver block: skipped without one, or where not_wanted() says why; else plan_driver()."""
 
     tags = frozenset({"driver"})
     settings_blocks = frozenset({"driver"})
 
-    def not_wanted(self, wanted) -> str:
+    def not_wanted(self, wanted: DriverSettings) -> str:
         return ""
 
-    def plan(self, host, facts):
-        plan = Plan()
-        wanted = host.settings.driver
-        plan.skipped = "driver not set" if wanted is None else self.not_wanted(wanted)
+    def plan_with(self, host: Host, facts: HostFacts, wanted: DriverSettings) -> Plan:
+        plan = Plan(skipped=self.not_wanted(wanted))
         if not plan.skipped:
             self.plan_driver(plan, wanted, facts)
         return plan
 
-    def plan_driver(self, plan: Plan, wanted, facts) -> None:
+    def plan_driver(self, plan: Plan, wanted: DriverSettings, facts: HostFacts) -> None:
         raise NotImplementedError
 
 
@@ -51,14 +56,14 @@ class NouveauBlacklist(DriverTask):
     plans_from = frozenset()  # its own file
     alters = frozenset({"initramfs"})  # and its file
 
-    def not_wanted(self, wanted):
+    def not_wanted(self, wanted: DriverSettings) -> str:
         return "" if wanted.blacklist_nouveau else "provision_driver.blacklist_nouveau is false"
 
     def file_paths(self, host):
         wanted = host.settings.driver
         return [NOUVEAU_CONF] if wanted and not self.not_wanted(wanted) else []
 
-    def plan_driver(self, plan, wanted, facts):
+    def plan_driver(self, plan: Plan, wanted: DriverSettings, facts: HostFacts) -> None:
         plan_written(plan, FileWrite(NOUVEAU_CONF, NOUVEAU_TEXT), facts)
         for change in plan.changes:
             change.after_write = [REBUILD_INITRAMFS]
@@ -73,14 +78,14 @@ class DriverRepository(DriverTask):
     plans_from = frozenset()  # its own file
     alters = frozenset({"apt_index"})  # and its file: what apt may install, not what is installed
 
-    def not_wanted(self, wanted):
+    def not_wanted(self, wanted: DriverSettings) -> str:
         return "" if wanted.source == "local" else f"provision_driver.source is {wanted.source}"
 
     def file_paths(self, host):
         wanted = host.settings.driver
         return [SOURCE_LIST] if wanted and not self.not_wanted(wanted) else []
 
-    def plan_driver(self, plan, wanted, facts):
+    def plan_driver(self, plan: Plan, wanted: DriverSettings, facts: HostFacts) -> None:
         plan_written(plan, FileWrite(SOURCE_LIST, f"# Managed by provision (provision_driver.repository)\n{wanted.repository}\n"),
                      facts)
         for change in plan.changes:
@@ -99,7 +104,7 @@ class NvidiaDriver(DriverTask):
         wanted = host.settings.driver
         return driver.candidate_names(wanted) if wanted else []
 
-    def plan_driver(self, plan, wanted, facts):
+    def plan_driver(self, plan: Plan, wanted: DriverSettings, facts: HostFacts) -> None:
         plan.problems += driver.unfit_for_the_gpus(wanted, facts)  # input errors: the run stops before any change
         try:
             names = driver.package_names(wanted, facts.system.os_id)
@@ -112,11 +117,12 @@ class NvidiaDriver(DriverTask):
                            "cuda-keyring_1.1-1_all.deb), or use source: local with your mirror")
             return
         pinned = wanted.version or f"branch {wanted.branch}"
-        if all(driver.is_pinned(wanted, facts.packages.get(name)) for name in names):
-            plan.unchanged += [Item(name, OK, "driver package", after=facts.packages[name]) for name in names]
+        have = {name: version for name in names if (version := facts.packages.get(name))}  # the installed ones
+        if len(have) == len(names) and all(driver.is_pinned(wanted, version) for version in have.values()):
+            plan.unchanged += [Item(name, OK, "driver package", after=version) for name, version in have.items()]
             self.plan_hold(plan, wanted, names, facts)
             return
-        installed = [f"{name} {facts.packages[name]}" for name in names if facts.packages.get(name)]
+        installed = [f"{name} {version}" for name, version in have.items()]
         other = sorted(set(facts.driver.packages) - set(names))
         before = ", ".join(installed) or (f"not installed (installed: {', '.join(other)})" if other else "not installed")
         loaded = facts.driver.loaded
@@ -134,7 +140,7 @@ class NvidiaDriver(DriverTask):
             verify=lambda f: _not_pinned(wanted, names, f)))
 
     @staticmethod
-    def plan_hold(plan: Plan, wanted, names: list[str], facts) -> None:
+    def plan_hold(plan: Plan, wanted: DriverSettings, names: list[str], facts: HostFacts) -> None:
         """provision_driver.hold: every package held (apt-mark hold), so no upgrade moves it; false: none held."""
         action, off = ("hold", [n for n in names if n not in facts.held]) if wanted.hold else \
             ("unhold", [n for n in names if n in facts.held])
@@ -148,11 +154,11 @@ class NvidiaDriver(DriverTask):
             else f"apt-mark {action} did not take: {' '.join(off)}"))
 
 
-def _not_pinned(wanted, names: list[str], facts) -> str | None:
+def _not_pinned(wanted: DriverSettings, names: list[str], facts: HostFacts) -> str | None:
     wrong = [f"{name} {facts.packages.get(name) or 'not installed'}" for name in names
              if not driver.is_pinned(wanted, facts.packages.get(name))]
     if wrong:
-        return f"not at {wanted.version or 'branch ' + wanted.branch}: {', '.join(wrong)}"
+        return f"not at {wanted.version or f'branch {wanted.branch}'}: {', '.join(wrong)}"
     if wanted.hold and not all(name in facts.held for name in names):
         return "installed but not held: " + " ".join(n for n in names if n not in facts.held)
     return None

@@ -57,7 +57,7 @@ def check_change(change: dict[str, Any], option: str) -> None:
     try:
         GpuOverride.model_validate({"index": 0, **change})
     except ValidationError as exc:
-        problems = {}
+        problems: dict[tuple[str, str], Problem] = {}
         for error in exc.errors():
             keys = [part for part in error["loc"] if isinstance(part, str) and not part.startswith("[")]
             flag = FLAGS.get(".".join(keys[:2])) or FLAGS.get(keys[0] if keys else "") or option
@@ -279,13 +279,13 @@ class AfterTheSetting(Task):
     def check_params(self, file):
         return self.task.check_params(file)
 
-    def plan(self, host, facts) -> Plan:
+    def plan(self, host: Host, facts: HostFacts) -> Plan:
         why = self.setting_failed(host, facts)
         if why:
             return Plan(skipped=f"not installed for the next boot: {why}")
         return self.task.plan(host, facts)
 
-    def setting_failed(self, host, facts) -> str:
+    def setting_failed(self, host: Host, facts: HostFacts) -> str:
         """Why the change is not in place on this host ("" when it is, or under --check would be)."""
         for setter in self.setters:
             plan = setter.plan(host, facts)

@@ -55,12 +55,13 @@ from provision.capabilities.gpu import layout, tuning
 from provision.core.errors import Problem
 from provision.capabilities.gpu.model import GpuFacts
 from provision.capabilities.gpu.settings import GpuSettings
-from provision.core.plan import FileWrite, Plan, Task
+from provision.core.plan import FileWrite, Plan
 from provision.capabilities.system.files import plan_file
-from provision.capabilities.gpu.tasks import GPUS, cannot_use_gpus, resolve_gpus
+from provision.capabilities.gpu.tasks import GPUS, GpuTask, cannot_use_gpus, resolve_gpus
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
+    from provision.inventory.model import Host
 
 CONF = "/etc/provision/gpu-tuning.conf"
 LOCK_WORDS = {"sm": "locked_sm", "mem": "locked_mem", "mem_deferred": "mem_deferred"}
@@ -321,12 +322,11 @@ def render(host, facts: HostFacts, old_text: str = "") -> str:
     return HEADER.format(host=host.name) + "".join(f"{line}\n" for line in lines)
 
 
-class BootConf(Task):
+class BootConf(GpuTask):
     """Writes CONF from the inventory's gpu settings, resolved per GPU (playbook: `task: gpu-boot-conf`)."""
 
     name = "gpu-boot-conf"
     tags = frozenset({"gpu", "boot"})
-    settings_blocks = frozenset({"gpu"})
     plans_from = GPUS  # and its own file
     alters = frozenset()  # its file only
 
@@ -350,11 +350,8 @@ class BootConf(Task):
     def file_paths(self, host):
         return [self.path] if host.settings.gpu is not None else []
 
-    def plan(self, host, facts):
+    def plan_with(self, host: Host, facts: HostFacts, gpu_settings: GpuSettings) -> Plan:
         plan = Plan()
-        if host.settings.gpu is None:
-            plan.skipped = "gpu not set"
-            return plan
         if facts.nvidia.state != "ok":  # never rewrite the file from an empty GPU list
             cannot_use_gpus(plan, host, facts, f"cannot write {self.path}: ")
             return plan

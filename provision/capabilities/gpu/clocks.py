@@ -18,31 +18,35 @@ from provision.core import remote
 from provision.capabilities.gpu import setter_words, tuning
 from provision.capabilities.gpu.facts import clock_records_dir
 from provision.capabilities.gpu.model import ClockPair
-from provision.core.plan import Change, Item, OK, Plan, Task
-from provision.capabilities.gpu.tasks import GPUS, find_gpu, one_call_for_every_gpu, smi, targets_per_gpu, unless_persistent
+from provision.capabilities.gpu.settings import GpuSettings
+from provision.core.plan import Change, Item, OK, Plan
+from provision.capabilities.gpu.tasks import (GPUS, GpuSettingTask, find_gpu, one_call_for_every_gpu, smi,
+                                              targets_per_gpu, unless_persistent)
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
+    from provision.inventory.model import Host
 
 LOCK_KEYS = ("sm", "mem", "mem_deferred")
 
 
-class ApplicationClocks(Task):
+class ApplicationClocks(GpuSettingTask):
     """provision_gpu.clocks: {mem, sm[, nearest]} -> nvidia-smi -ac MEM,SM; "default" -> -rac."""
 
     name = "gpu-clocks"
     tags = frozenset({"gpu", "clocks"})
-    settings_blocks = frozenset({"gpu"})
+    setting = "clocks"
     plans_from = GPUS | {"nvidia.app_clocks"}
     alters = frozenset({"nvidia.app_clocks"})
 
-    def plan(self, host, facts):
+    def plan_with(self, host: Host, facts: HostFacts, gpu_settings: GpuSettings) -> Plan:
         plan = Plan()
-        for gpu, (target, note) in targets_per_gpu(host, facts, "clocks", plan, tuning.app_clocks_target):
+        for gpu, (target, note) in targets_per_gpu(host, facts, gpu_settings, self.setting, plan,
+                                                   tuning.app_clocks_target):
             if target is None:
                 plan.unchanged.append(Item(gpu.label, OK, "application clocks", after=f"default ({note})"))
                 continue
-            now = ClockPair(gpu.app_clock_mem, gpu.app_clock_sm) if gpu.app_clock_mem else None
+            now = ClockPair(gpu.app_clock_mem, gpu.app_clock_sm) if gpu.app_clock_mem and gpu.app_clock_sm else None
             reset = note == tuning.RESET_NOTE
             after = f"{target} ({'-rac' if reset else '-ac'}{', ' + note if note else ''})"
             if now == target:
@@ -67,18 +71,18 @@ def _check_app_clocks(facts: HostFacts, uuid: str, target: ClockPair) -> str | N
                                              f"{unless_persistent(facts, gpu)}")
 
 
-class LockedClocks(Task):
+class LockedClocks(GpuSettingTask):
     """provision_gpu.locked_clocks: {sm: [MIN, MAX], mem: [MIN, MAX]} -> -lgc / -lmc (Hopper: -lmcd); "default" resets."""
 
     name = "gpu-locked-clocks"
     tags = frozenset({"gpu", "clocks"})
-    settings_blocks = frozenset({"gpu"})
+    setting = "locked_clocks"
     plans_from = GPUS | {"nvidia.locked_clocks"}  # and the record of them it keeps
     alters = frozenset({"nvidia.locked_clocks"})
 
-    def plan(self, host, facts):
+    def plan_with(self, host: Host, facts: HostFacts, gpu_settings: GpuSettings) -> Plan:
         plan = Plan()
-        for gpu, locks in targets_per_gpu(host, facts, "locked_clocks", plan, tuning.locked_targets):
+        for gpu, locks in targets_per_gpu(host, facts, gpu_settings, self.setting, plan, tuning.locked_targets):
             differ = [lock for lock in locks if tuning.current_lock(gpu, lock.key) != lock.value]
             for lock in locks:
                 if lock not in differ:

@@ -17,29 +17,27 @@ from provision.capabilities.driver import packages as driver
 from provision.core import remote
 from provision.capabilities.gpu import layout
 from provision.capabilities.gpu.model import LostGpu
-from provision.core.plan import FAILED, Change, Item, OK, Plan, Task
-from provision.capabilities.gpu.tasks import GPUS, cannot_use_gpus
+from provision.capabilities.gpu.settings import GpuSettings
+from provision.core.plan import FAILED, Change, Item, OK, Plan
+from provision.capabilities.gpu.tasks import GPUS, GpuTask, cannot_use_gpus
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
+    from provision.inventory.model import Host
 
 # The verify checks that report these states (a refusal here follows from their finding: as_intended files it there).
 LOST, CHANGED_LAYOUT = "no_gpu_is_lost", "every_gpu_of_the_last_good_run_is_here"
 ACCEPT_HINT = "if the new layout is intended (a card replaced, removed or added), run apply --accept-gpu-changes"
 
 
-class GpuLayout(Task):
+class GpuLayout(GpuTask):
     name = "gpu-layout"
     tags = frozenset({"gpu", "layout"})
-    settings_blocks = frozenset({"gpu"})
     plans_from = GPUS | {"gpu_layout"}
     alters = frozenset({"gpu_layout"})  # its record
 
-    def plan(self, host, facts):
+    def plan_with(self, host: Host, facts: HostFacts, gpu_settings: GpuSettings) -> Plan:
         plan = Plan()
-        if host.settings.gpu is None:
-            plan.skipped = "gpu not set"
-            return plan
         if driver.what_the_gpus_wait_for(host.settings.driver, facts):  # nvidia-smi lists no GPU until then:
             cannot_use_gpus(plan, host, facts, "cannot read the GPUs: ")  # that says nothing of the cards
             return plan

@@ -13,7 +13,7 @@ others: a held override never takes a setting away from another card.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, TypeVar
 
 from provision.capabilities.driver import packages as driver
 from provision.capabilities.gpu import setter_words, tuning
@@ -21,11 +21,14 @@ from provision.capabilities.gpu import layout
 from provision.capabilities.gpu.model import GpuFacts, RecordedGpu
 from provision.capabilities.gpu.settings import GpuOverride, GpuSettings
 from provision.core.settings import yaml_words
-from provision.core.plan import FAILED, Change, FileWrite, Item, OK, Plan, Task
+from provision.core.plan import FAILED, BlockTask, Change, FileWrite, Item, OK, Plan
 from provision.capabilities.system.files import plan_file
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
+    from provision.inventory.model import Host
+
+Target = TypeVar("Target")  # what a wanted value resolves to on one GPU (tuning.py: watts, clocks, locks)
 
 # What every GPU task plans from (Task.plans_from): the GPUs nvidia-smi lists, and what a driver not ready waits for.
 GPUS = frozenset({"nvidia.gpus", "driver", "packages", "system"})
@@ -64,20 +67,23 @@ class Resolution:
     held: list[HeldOverride]
 
 
-def resolve_gpus(host, facts: HostFacts) -> Resolution:
+def resolve_gpus(host: Host, facts: HostFacts) -> Resolution:
     """Each GPU's settings, bound to its UUID: the block's values plus the overrides that name that card. With
     an unaccepted layout change, an `index:` override names the GPU that had that index in the record,
     wherever it is now (a GPU the record lacks is named by no `index:` override); when that GPU is missing,
     the override is held (reported, applied to no card). The GPU now at that index keeps the block's values
     and its own overrides: a missing card never leaves another with less than its intended caps."""
-    gpu_settings, gpus = host.settings.gpu, facts.nvidia.gpus
+    gpu_settings, gpus = host.settings.gpu or GpuSettings(), facts.nvidia.gpus  # no block: nothing for any GPU
     change = None if layout.ACCEPT_GPU_CHANGES.set_for(host) else layout.compare(facts.gpu_layout, facts.nvidia)
     if not change:
         return Resolution([(g, gpu_settings.for_gpu(g.index, g.uuid, g.name)) for g in gpus], [])
-    recorded = {r.uuid.lower(): r for r in facts.gpu_layout}
-    by_index = {r.index: r for r in facts.gpu_layout}
+    record = facts.gpu_layout or []  # a change is against a record
+    recorded = {r.uuid.lower(): r for r in record}
+    by_index = {r.index: r for r in record}
     held = []
-    for override in (o for o in gpu_settings.overrides if o.index is not None):
+    for override in gpu_settings.overrides:
+        if override.index is None:
+            continue
         meant = by_index.get(override.index)
         if meant is None or meant.uuid.lower() not in {g.uuid.lower() for g in gpus}:
             now = next((g for g in gpus if g.index == override.index), None)
@@ -89,15 +95,31 @@ def resolve_gpus(host, facts: HostFacts) -> Resolution:
     return Resolution(per_gpu, held)
 
 
-def wanted_per_gpu(host, facts: HostFacts, setting: str, plan: Plan) -> Iterator[tuple[GpuFacts, object]]:
+class GpuTask(BlockTask[GpuSettings]):
+    """A task of the gpu block."""
+
+    settings_blocks = frozenset({"gpu"})
+
+
+class GpuSettingTask(GpuTask):
+    """A task of one provision_gpu setting, GPU by GPU: skipped, naming the setting, where the host has no gpu
+    block, or one that sets it for no GPU (wanted_per_gpu)."""
+
+    setting: ClassVar[str]  # a GpuSettings field: "power_limit"
+
+    def not_set(self, block: str) -> str:
+        return f"provision_gpu.{self.setting} not set"
+
+
+def wanted_per_gpu(host: Host, facts: HostFacts, gpu_settings: GpuSettings, setting: str,
+                   plan: Plan) -> Iterator[tuple[GpuFacts, Any]]:  # Any: the type of the GpuSettings field
     """Yield (gpu, wanted value) for every GPU whose resolved settings set `setting`.
 
     Sets plan.skipped when nothing asks for it, plan.failed when the host
     cannot be tuned (no driver, no GPU visible); a held override that sets it
     is a refused (failed) item.
     """
-    gpu_settings = host.settings.gpu
-    if gpu_settings is None or not _asks_for(gpu_settings, setting):
+    if not _asks_for(gpu_settings, setting):
         plan.skipped = f"provision_gpu.{setting} not set"
         return
     if facts.nvidia.state != "ok":
@@ -114,10 +136,11 @@ def wanted_per_gpu(host, facts: HostFacts, setting: str, plan: Plan) -> Iterator
             yield gpu, want
 
 
-def targets_per_gpu(host, facts: HostFacts, setting: str, plan: Plan, resolve) -> Iterator[tuple[GpuFacts, object]]:
+def targets_per_gpu(host: Host, facts: HostFacts, gpu_settings: GpuSettings, setting: str, plan: Plan,
+                    resolve: Callable[[GpuFacts, Any], Target]) -> Iterator[tuple[GpuFacts, Target]]:
     """Like wanted_per_gpu, each wanted value resolved against its GPU by resolve(gpu, want) (tuning.py);
     a value the GPU refuses becomes a plan problem (an input error: the run stops before any change)."""
-    for gpu, want in wanted_per_gpu(host, facts, setting, plan):
+    for gpu, want in wanted_per_gpu(host, facts, gpu_settings, setting, plan):
         try:
             yield gpu, resolve(gpu, want)
         except tuning.Refused as exc:
@@ -150,13 +173,13 @@ def one_call_for_every_gpu(changes: list[Change], facts: HostFacts) -> list[Chan
     return changes
 
 
-def _asks_for(gpu_settings, setting: str) -> bool:
+def _asks_for(gpu_settings: GpuSettings, setting: str) -> bool:
     if getattr(gpu_settings, setting) is not None:
         return True
     return any(getattr(o, setting, None) is not None for o in gpu_settings.overrides)
 
 
-def cannot_use_gpus(plan: Plan, host, facts: HostFacts, said: str) -> None:
+def cannot_use_gpus(plan: Plan, host: Host, facts: HostFacts, said: str) -> None:
     """Why the GPUs cannot be used now, in words that say what to do. The driver the inventory pins, not
     installed or not loaded yet, is a state, not a failure: the task waits (plan.skipped), the host says its
     reboot is pending, and verify's driver checks report it (one cause). Else plan.failed: nvidia-smi's state."""
@@ -199,7 +222,7 @@ ExecStart={exec_start}
 """
 
 
-class Persistence(Task):
+class Persistence(GpuSettingTask):
     """Persistence mode: the driver stays loaded, so the other settings are not lost between jobs.
 
     Where nvidia-persistenced is installed it is the mechanism (NVIDIA calls
@@ -211,17 +234,17 @@ class Persistence(Task):
 
     name = "gpu-persistence"
     tags = frozenset({"gpu", "persistence"})
-    settings_blocks = frozenset({"gpu"})
+    setting = "persistence"
     plans_from = GPUS | {"nvidia.persistence", "nvidia.persistenced"}
     alters = frozenset({"nvidia.persistence", "nvidia.persistenced"})
 
     def file_paths(self, host):
         return [*PACKAGED_UNITS, DAEMON_DROPIN] if host.settings.gpu is not None else []
 
-    def plan(self, host, facts):
+    def plan_with(self, host: Host, facts: HostFacts, gpu_settings: GpuSettings) -> Plan:
         plan = Plan()
         to_change: list[tuple[GpuFacts, bool]] = []
-        wanted = list(wanted_per_gpu(host, facts, "persistence", plan))
+        wanted = list(wanted_per_gpu(host, facts, gpu_settings, self.setting, plan))
         for gpu, want in wanted:
             if gpu.persistence == want:
                 plan.unchanged.append(Item(gpu.label, OK, "persistence mode", after=on_off(want)))
@@ -291,19 +314,19 @@ def watts(value: float | None) -> str:
     return "N/A" if value is None else f"{value:.2f} W"
 
 
-class PowerLimit(Task):
+class PowerLimit(GpuSettingTask):
     """Software power limit per GPU, within the GPU's own min..max; `default` restores the default."""
 
     name = "gpu-power-limit"
     tags = frozenset({"gpu", "power"})
-    settings_blocks = frozenset({"gpu"})
+    setting = "power_limit"
     plans_from = GPUS | {"nvidia.power_limit"}
     alters = frozenset({"nvidia.power_limit"})
 
-    def plan(self, host, facts):
+    def plan_with(self, host: Host, facts: HostFacts, gpu_settings: GpuSettings) -> Plan:
         plan = Plan()
-        for gpu, target in targets_per_gpu(host, facts, "power_limit", plan, tuning.power_target):
-            if abs(gpu.power_limit - target) < 0.5:
+        for gpu, target in targets_per_gpu(host, facts, gpu_settings, self.setting, plan, tuning.power_target):
+            if gpu.power_limit is not None and abs(gpu.power_limit - target) < 0.5:
                 plan.unchanged.append(Item(gpu.label, OK, "power limit", after=watts(target)))
                 continue
             plan.changes.append(Change(

@@ -53,8 +53,14 @@ def compute_capability(gpu: GpuFacts) -> tuple[int, int] | None:
         return None  # an older driver without the field: let the GPU itself refuse (-eow)
 
 
+def default_app_clocks(gpu: GpuFacts) -> ClockPair | None:
+    """The pair -rac sets back; None on a GPU without application clocks."""
+    mem, sm = gpu.default_app_clock_mem, gpu.default_app_clock_sm
+    return ClockPair(mem, sm) if mem is not None and sm is not None else None
+
+
 def takes_app_clocks(gpu: GpuFacts) -> bool:
-    return gpu.default_app_clock_sm is not None and bool(gpu.supported_clocks)
+    return default_app_clocks(gpu) is not None and bool(gpu.supported_clocks)
 
 
 def locks_gpu_clocks(gpu: GpuFacts) -> bool:
@@ -82,16 +88,17 @@ def nearest_pairs(gpu: GpuFacts, mem: int, sm: int, count: int = 4) -> list[Cloc
 def app_clocks_target(gpu: GpuFacts, want) -> tuple[ClockPair | None, str]:
     """(the pair to set, a note for the report), for provision_gpu.clocks = {mem, sm, nearest} or "default".
     None for "default" on a GPU without application clocks: there is nothing to reset."""
-    if not takes_app_clocks(gpu) and want == DEFAULT:
+    default = default_app_clocks(gpu)
+    if (default is None or not gpu.supported_clocks) and want == DEFAULT:  # not takes_app_clocks(gpu)
         return None, "this GPU has no application clocks"
-    if not takes_app_clocks(gpu):
+    if default is None or not gpu.supported_clocks:
         low = _lowest(gpu, "sm") or gpu.clock_sm or "MIN"
         raise Refused(f"{gpu_words(gpu)}: provision_gpu.clocks (application clocks, nvidia-smi -ac) is not supported by "
                       f"this GPU; use provision_gpu.locked_clocks instead, e.g. locked_clocks: {{sm: [{low}, {want.sm}]}}",
                       gpu, "clocks", "takes no application clocks",
                       instead={"locked_clocks": {"sm": [low, want.sm]}})
     if want == DEFAULT:
-        return ClockPair(gpu.default_app_clock_mem, gpu.default_app_clock_sm), RESET_NOTE
+        return default, RESET_NOTE
     asked = ClockPair(want.mem, want.sm)
     if asked in gpu.supported_clocks:
         return asked, ""
@@ -195,11 +202,12 @@ def current_lock(gpu: GpuFacts, key: str) -> str:
 # --- power ----------------------------------------------------------------------------------------
 
 def power_target(gpu: GpuFacts, want) -> float:
-    if gpu.power_limit is None or gpu.power_min is None or gpu.power_max is None:
+    if (gpu.power_limit is None or gpu.power_min is None or gpu.power_max is None
+            or (want == DEFAULT and gpu.power_default is None)):
         raise Refused(f"{gpu_words(gpu)}: provision_gpu.power_limit is set but this GPU does not support changing its "
                       "power limit; remove it for this GPU (provision_gpu.overrides)",
                       gpu, "power_limit", "does not support changing its power limit")
-    target = gpu.power_default if want == DEFAULT else float(want)
+    target = gpu.power_default if want == DEFAULT and gpu.power_default is not None else float(want)
     if not gpu.power_min <= target <= gpu.power_max:
         raise Refused(f"{gpu_words(gpu)}: provision_gpu.power_limit {target:g} W is outside this GPU's range "
                       f"{gpu.power_min:g}..{gpu.power_max:g} W (default {gpu.power_default:g} W)",

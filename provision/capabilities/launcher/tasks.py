@@ -11,10 +11,16 @@ torch.distributed all-reduce, NCCL on GPUs or gloo on the CPU, that checks its s
 from __future__ import annotations
 
 import posixpath
+from typing import TYPE_CHECKING
 
 from provision.core import cluster as clusters
-from provision.core.plan import Plan, Task
+from provision.core.plan import BlockTask, Plan
+from provision.capabilities.launcher.settings import LauncherSettings
 from provision.capabilities.system.files import plan_rendered
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
+    from provision.inventory.model import Host
 
 WRAPPER_TEMPLATE = "torchrun-wrapper.sh.j2"
 SBATCH_TEMPLATE = "torchrun.sbatch.j2"
@@ -52,7 +58,7 @@ def processes_per_node(host, facts) -> tuple[str | None, str]:
     return str(gpus), ""
 
 
-class TorchrunLauncher(Task):
+class TorchrunLauncher(BlockTask[LauncherSettings]):
     """Playbook: `task: torchrun-launcher` (no parameters)."""
 
     name = "torchrun-launcher"
@@ -69,12 +75,8 @@ class TorchrunLauncher(Task):
             return []
         return [p for p in (wrapper_path(host), sbatch_path(host), allreduce_path(host)) if p]
 
-    def plan(self, host, facts):
+    def plan_with(self, host: Host, facts: HostFacts, launcher: LauncherSettings) -> Plan:
         plan = Plan()
-        launcher = host.settings.launcher
-        if launcher is None:
-            plan.skipped = "launcher not set"
-            return plan
         nproc, why_not = processes_per_node(host, facts)
         if nproc is None:
             plan.failed = why_not
@@ -95,7 +97,8 @@ class TorchrunLauncher(Task):
             "gpus_per_node": int(nproc) if launcher.nproc_per_node == "gpu" else len(facts.nvidia.gpus),
         }
         files = [(wrapper_path(host), WRAPPER_TEMPLATE, "0755")]
-        files += [(sbatch_path(host), SBATCH_TEMPLATE, "0755")] if host.settings.slurm else []
+        sbatch = sbatch_path(host)
+        files += [(sbatch, SBATCH_TEMPLATE, "0755")] if sbatch else []
         files += [(allreduce_path(host), ALLREDUCE_TEMPLATE, "0755")]
-        plan_rendered(plan, self.templates, files, context, facts)
+        plan_rendered(plan, self.template_folder(), files, context, facts)
         return plan

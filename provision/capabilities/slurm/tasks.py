@@ -11,48 +11,57 @@ import base64
 import hashlib
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
 
 import yaml
 
 from provision.core import cluster as clusters
 from provision.core.settings import variable
-from provision.capabilities.slurm import conf as slurm
+from provision.capabilities.slurm import conf as slurm_conf
+from provision.capabilities.slurm.settings import SlurmSettings
 from provision.core.facts import UnitRef
 from provision.capabilities.system.apt import APT_INSTALL, APT_UPDATE
-from provision.core.plan import Change, FileWrite, Item, OK, Plan, Task
+from provision.core.plan import BlockTask, Change, FileWrite, Item, OK, Plan
 from provision.capabilities.system.files import plan_rendered, plan_written
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
+    from provision.capabilities.system.daemons import DaemonProcess
+    from provision.inventory.model import Host
 
 MUNGE_KEY = "/etc/munge/munge.key"
 MUNGE_KEY_BYTES = 128  # mungekey's default: 1024 bits
 
 
-def wanted_packages(host) -> list[str]:
-    role = host.settings.slurm.role_of(host.name)
+def wanted_packages(slurm: SlurmSettings, host: Host) -> list[str]:
+    role = slurm.role_of(host.name)
     return ["munge", "slurm-client", *(["slurmctld"] if role in ("controller", "both") else []),
             *(["slurmd"] if role in ("compute", "both") else [])]
 
 
-class SlurmPackages(Task):
+class SlurmTask(BlockTask[SlurmSettings]):
+    """A task of the slurm block."""
+
+    settings_blocks = frozenset({"slurm"})
+
+
+class SlurmPackages(SlurmTask):
     """Playbook: `task: slurm-packages`: munge and slurm-client everywhere, slurmctld on the controller,
     slurmd on compute nodes, from the node's apt sources."""
 
     name = "slurm-packages"
     tags = frozenset({"slurm", "packages"})
-    settings_blocks = frozenset({"slurm"})
     plans_from = frozenset({"packages"})  # alters anything ("*"): files, users, units, daemons the packages bring
 
     def package_names(self, host):
-        return wanted_packages(host) if host.settings.slurm else []
+        return wanted_packages(host.settings.slurm, host) if host.settings.slurm else []
 
-    def plan(self, host, facts):
+    def plan_with(self, host: Host, facts: HostFacts, slurm: SlurmSettings) -> Plan:
         plan = Plan()
-        if host.settings.slurm is None:
-            plan.skipped = "slurm not set"
-            return plan
-        wanted = wanted_packages(host)
-        missing = [name for name in wanted if not facts.packages.get(name)]
-        plan.unchanged += [Item(name, OK, "package", after=facts.packages[name]) for name in wanted
-                           if name not in missing]
+        wanted = wanted_packages(slurm, host)
+        installed = {name: version for name in wanted if (version := facts.packages.get(name))}
+        missing = [name for name in wanted if name not in installed]
+        plan.unchanged += [Item(name, OK, "package", after=version) for name, version in installed.items()]
         if missing:
             plan.changes.append(Change(
                 target=" ".join(missing), what="package", before="not installed", after="installed",
@@ -66,14 +75,13 @@ def key_digest(content: bytes | None) -> str | None:
     return hashlib.sha256(content).hexdigest()[:12] if content is not None else None
 
 
-class MungeKey(Task):
+class MungeKey(SlurmTask):
     """Playbook: `task: munge-key`: every node of a Slurm cluster holds its controller's munge key (owner munge,
     mode 0400). The controller's own key is the cluster's; a controller without one gets a new random key,
     made once per run in memory. The key is never shown, logged or diffed: only a digest prefix is reported."""
 
     name = "munge-key"
     tags = frozenset({"slurm", "munge"})
-    settings_blocks = frozenset({"slurm"})
     plans_from = frozenset()  # its own file, and the controller's as read before the run
     alters = frozenset()  # its file only
 
@@ -88,9 +96,8 @@ class MungeKey(Task):
         controller = host.settings.slurm.controller if host.settings.slurm else None
         return [h for h in everyone if h.name == controller]
 
-    def cluster_key(self, host, facts) -> tuple[bytes | None, str]:
+    def cluster_key(self, controller: str, host: Host, facts: HostFacts) -> tuple[bytes | None, str]:
         """(the key every node of host's cluster must hold, why there is none)."""
-        controller = host.settings.slurm.controller
         # The controller as read before this run changed anything: installing munge there makes a key of its
         # own mid-run, which must not replace the one its nodes were given.
         source = self.cluster.facts.get(controller) if self.cluster else None
@@ -103,23 +110,24 @@ class MungeKey(Task):
         if current and current.exists and current.content is None:
             return None, (f"cannot read {MUNGE_KEY} on {controller}: log in as root, or give the login user "
                           "passwordless sudo")
-        if current and current.exists and len(current.content) >= 32:
+        if current and current.exists and current.content is not None and len(current.content) >= 32:
             return current.content, ""
         if controller == host.name or self.cluster is None or controller in self.cluster.facts:
             # Read in this run: the controller is being set up now, and gets this key like every node.
             return self._new_keys.setdefault(controller, os.urandom(MUNGE_KEY_BYTES)), ""
         return None, f"the controller {controller} has no munge key yet: apply it first (--limit {controller})"
 
-    def plan(self, host, facts):
+    def plan_with(self, host: Host, facts: HostFacts, slurm: SlurmSettings) -> Plan:
         plan = Plan()
-        if host.settings.slurm is None:
-            plan.skipped = "slurm not set"
+        controller = slurm.controller
+        if controller is None:  # refused where the inventory is read (slurm/rules.py): a host built without it
+            plan.failed = "provision_slurm.controller is not set"
             return plan
-        elsewhere = self.cluster.beyond_reach([host.settings.slurm.controller]) if self.cluster else ""
+        elsewhere = self.cluster.beyond_reach([controller]) if self.cluster else ""
         if elsewhere:
             plan.skipped = elsewhere
             return plan
-        key, why_not = self.cluster_key(host, facts)
+        key, why_not = self.cluster_key(controller, host, facts)
         if key is None:
             plan.failed = why_not
             return plan
@@ -170,13 +178,12 @@ def node_inventory(everyone) -> str:
     return header + yaml.safe_dump(tree, sort_keys=False, default_flow_style=None, width=120)
 
 
-class SlurmConfig(Task):
+class SlurmConfig(SlurmTask):
     """Playbook: `task: slurm-config`: slurm.conf, gres.conf (the whole cluster: every node's hardware, read even
     when --limit leaves it out) and this node's cgroup.conf, in provision_slurm.conf_dir."""
 
     name = "slurm-config"
     tags = frozenset({"slurm", "files"})
-    settings_blocks = frozenset({"slurm"})
     plans_from = frozenset({"cpu", "nvidia.gpus"})  # and its own files, and the cluster's as read before the run
     alters = frozenset()  # its files only
 
@@ -201,11 +208,8 @@ class SlurmConfig(Task):
         return ([f"{host.settings.slurm.conf_dir}/{name}" for name in CONFIG_TEMPLATES]
                 + ([HEALTH_CHECK, ACTIVE_SBATCH, NODE_INVENTORY] if self.health_checked(host) else []))
 
-    def plan(self, host, facts):
+    def plan_with(self, host: Host, facts: HostFacts, slurm: SlurmSettings) -> Plan:
         plan = Plan()
-        if host.settings.slurm is None:
-            plan.skipped = "slurm not set"
-            return plan
         everyone = self.cluster.everyone if self.cluster else [host]
         elsewhere = self.cluster.beyond_reach(h.name for h in clusters.slurm_cluster(host, everyone)
                                               if h.name != host.name) if self.cluster else ""
@@ -213,25 +217,24 @@ class SlurmConfig(Task):
             plan.skipped = elsewhere
             return plan
         read = {**(self.cluster.facts if self.cluster else {}), host.name: facts}
-        context = slurm.slurm_context(host, everyone, read, unread=self.cluster.unread if self.cluster else None,
+        context = slurm_conf.slurm_context(host, everyone, read, unread=self.cluster.unread if self.cluster else None,
                                       health_check_program=HEALTH_CHECK)
         if isinstance(context, list):
             plan.failed = "; ".join(context) + " (nothing written)"
             return plan
-        conf_dir = host.settings.slurm.conf_dir
-        files = [(f"{conf_dir}/{name}", template, "0644") for name, template in CONFIG_TEMPLATES.items()]
-        plan_rendered(plan, self.templates, files, context, facts)
+        files = [(f"{slurm.conf_dir}/{name}", template, "0644") for name, template in CONFIG_TEMPLATES.items()]
+        plan_rendered(plan, self.template_folder(), files, context, facts)
         if self.health_checked(host):
-            check = {"host": host, "interval": host.settings.slurm.health_check_interval, "verdict": VERDICT,
+            check = {"host": host, "interval": slurm.health_check_interval, "verdict": VERDICT,
                      "verdict_dir": VERDICT.rsplit("/", 1)[0], "inventory": NODE_INVENTORY,
-                     "provision": host.settings.slurm.provision_command,
-                     "prometheus": host.settings.slurm.health_check_prometheus,
-                     "also": host.settings.slurm.health_check_also, "active_verdict": ACTIVE_VERDICT,
+                     "provision": slurm.provision_command,
+                     "prometheus": slurm.health_check_prometheus,
+                     "also": slurm.health_check_also, "active_verdict": ACTIVE_VERDICT,
                      "active_sbatch": ACTIVE_SBATCH}
             active = {"path": ACTIVE_SBATCH, "check": HEALTH_CHECK, "verdict": ACTIVE_VERDICT,
                       "partition": clusters.partition_of(host)}
-            plan_rendered(plan, self.templates, [(HEALTH_CHECK, HEALTH_CHECK_TEMPLATE, "0755")], check, facts)
-            plan_rendered(plan, self.templates, [(ACTIVE_SBATCH, ACTIVE_SBATCH_TEMPLATE, "0755")], active, facts)
+            plan_rendered(plan, self.template_folder(), [(HEALTH_CHECK, HEALTH_CHECK_TEMPLATE, "0755")], check, facts)
+            plan_rendered(plan, self.template_folder(), [(ACTIVE_SBATCH, ACTIVE_SBATCH_TEMPLATE, "0755")], active, facts)
             plan_written(plan, FileWrite(NODE_INVENTORY, node_inventory(everyone)), facts)
         return plan
 
@@ -252,45 +255,42 @@ DAEMONS = (
 )
 
 
-def host_daemons(host) -> list[Daemon]:
-    role = host.settings.slurm.role_of(host.name)
+def host_daemons(slurm: SlurmSettings, host: Host) -> list[Daemon]:
+    role = slurm.role_of(host.name)
     return [d for d in DAEMONS if role in d.roles]
 
 
-def daemon_files(host, daemon: Daemon) -> list[str]:
-    conf_dir = host.settings.slurm.conf_dir
-    return [path if path.startswith("/") else f"{conf_dir}/{path}" for path in daemon.reads]
+def daemon_files(slurm: SlurmSettings, daemon: Daemon) -> list[str]:
+    return [path if path.startswith("/") else f"{slurm.conf_dir}/{path}" for path in daemon.reads]
 
 
-class SlurmDaemons(Task):
+class SlurmDaemons(SlurmTask):
     """Playbook: `task: slurm-daemons`: munged, slurmctld and slurmd enabled at boot and running, restarted when a
     file they read changed after they started. With systemd: systemctl; without (a container, the lab): the
     packages' /etc/init.d scripts through `service`, and the units enabled for the next boot all the same."""
 
     name = "slurm-daemons"
     tags = frozenset({"slurm", "services"})
-    settings_blocks = frozenset({"slurm"})
     plans_from = frozenset({"units.enabled", "daemons", "system"})  # and the files the daemons read
     alters = frozenset({"units.enabled", "daemons"})
 
     def unit_names(self, host):
-        return [UnitRef(d.unit) for d in host_daemons(host)] if host.settings.slurm else []
+        slurm = host.settings.slurm
+        return [UnitRef(d.unit) for d in host_daemons(slurm, host)] if slurm else []
 
     def fact_sections(self, host):
         return ["daemons"] if host.settings.slurm else []  # their start times, against the files they read
 
     def file_paths(self, host):
-        return sorted({p for d in host_daemons(host) for p in daemon_files(host, d)}) if host.settings.slurm else []
+        slurm = host.settings.slurm
+        return sorted({p for d in host_daemons(slurm, host) for p in daemon_files(slurm, d)}) if slurm else []
 
-    def plan(self, host, facts):
+    def plan_with(self, host: Host, facts: HostFacts, slurm: SlurmSettings) -> Plan:
         plan = Plan()
-        if host.settings.slurm is None:
-            plan.skipped = "slurm not set"
-            return plan
-        for daemon in host_daemons(host):
+        for daemon in host_daemons(slurm, host):
             enabled = facts.units.get(daemon.unit) == "enabled"
             running = facts.daemons.get(daemon.process, [])
-            changed = newer_files(facts, daemon_files(host, daemon), running)
+            changed = newer_files(facts, daemon_files(slurm, daemon), running)
             if enabled and running and not changed:
                 plan.unchanged.append(Item(daemon.unit, OK, "daemon", after="enabled, running"))
                 continue
@@ -309,7 +309,7 @@ class SlurmDaemons(Task):
         return plan
 
 
-def newer_files(facts, paths: list[str], running) -> list[str]:
+def newer_files(facts: HostFacts, paths: list[str], running: Sequence[DaemonProcess]) -> list[str]:
     """The paths changed after the daemon's oldest process started (none when it is not running)."""
     started = [p.started for p in running if p.started is not None]
     if not started:

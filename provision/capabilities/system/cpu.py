@@ -12,6 +12,7 @@ without topology files, a GPU whose driver is not loaded.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from provision.core import pci
 
@@ -84,7 +85,7 @@ def unusable(cpu: CpuFacts | None) -> list[str]:
     gaps = []
     if cpu.cpus is None:
         gaps.append("no online CPUs in /sys/devices/system/cpu")
-    elif cpu.sockets is None:
+    elif cpu.sockets is None or cpu.cores_per_socket is None or cpu.threads_per_core is None:  # set together
         gaps.append("no socket and core ids for every online CPU in /sys/devices/system/cpu/cpu*/topology")
     elif cpu.cpus != cpu.sockets * cpu.cores_per_socket * cpu.threads_per_core:
         # slurmd itself logs "Thread count not multiple of core count": some cores have a thread offline
@@ -106,19 +107,15 @@ def parse_cpulist(text: str) -> set[int]:
     return cpus
 
 
-def format_ranges(numbers) -> str:
+def format_ranges(numbers: Iterable[int]) -> str:
     """[0, 1, 2, 5, 7, 8] -> "0-2,5,7-8": the range syntax of Slurm's Cores= and the kernel's CPU lists."""
-    ordered = sorted(set(numbers))
-    parts: list[str] = []
-    start = previous = None
-    for n in ordered + [None]:
-        if start is not None and n == previous + 1:
-            previous = n
-            continue
-        if start is not None:
-            parts.append(str(start) if start == previous else f"{start}-{previous}")
-        start = previous = n
-    return ",".join(parts)
+    runs: list[list[int]] = []  # [first, last] of each run of consecutive numbers
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)
 
 
 def core_order(cpu: CpuFacts) -> list[tuple[int, int]]:
@@ -147,7 +144,8 @@ def abstract_cores(cpu: CpuFacts, cpulist: str) -> list[int] | None:
     if not order:
         return None
     index = {core: i for i, core in enumerate(order)}
-    found = sorted({index[(c.package, c.core)] for c in cpu.topology if c.cpu in wanted})
+    found = sorted({index[(c.package, c.core)] for c in cpu.topology
+                    if c.cpu in wanted and c.package is not None and c.core is not None})  # all are: core_order
     return found or None
 
 

@@ -36,8 +36,8 @@ def parse_daemons(text: str) -> dict[str, list[DaemonProcess]]:
         if words[:1] == ["clock"] and len(words) == 4 and words[1].isdigit():
             ticks, uptime, now = int(words[1]), number(words[2]), number(words[3])
         elif words[:1] == ["proc"] and len(words) == 5 and words[1] in running and words[2].isdigit():
-            known = ticks and uptime is not None and now is not None and words[4].isdigit()
-            started = now - (uptime - int(words[4]) / ticks) if known else None
+            started = (now - (uptime - int(words[4]) / ticks)
+                       if ticks and uptime is not None and now is not None and words[4].isdigit() else None)
             running[words[1]].append(DaemonProcess(int(words[2]), words[3], started))
     return running
 

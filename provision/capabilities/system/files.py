@@ -14,6 +14,7 @@ import os
 import shlex
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jinja2
 import jinja2.meta
@@ -24,6 +25,10 @@ from provision.core.errors import InputError, Problem
 from provision.core.localfiles import read_text
 from provision.core.plan import Change, FileWrite, Item, OK, Plan, Task
 from provision.core.sandbox import BoundedSandbox, Refused, budget
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
+    from provision.inventory.model import Host
 
 MAX_TEMPLATE_BYTES = 1 << 20  # a template's own size (the shipped ones are under 6 KiB)
 MAX_RENDERED = 16 << 20  # characters one file may render to (each value on the way: the sandbox's MAX_CHARS)
@@ -317,10 +322,6 @@ class TemplateFile(Task):
                                     f"allowed: {', '.join(self.PARAMS)}"))
         return problems
 
-    def applies(self, host) -> bool:
-        when = self.params.get("when")
-        return not when or getattr(host.settings, when, None) is not None
-
     def file_paths(self, host):
         return [self.params["dest"]] if self.applies(host) else []
 
@@ -328,14 +329,11 @@ class TemplateFile(Task):
         # A template of the user's may render any fact, as it is when the task is planned.
         return frozenset({"*"}) if self.templates and reads_facts(self.templates, self.params["src"]) else self.plans_from
 
-    def plan(self, host, facts):
+    def plan_where_set(self, host: Host, facts: HostFacts) -> Plan:
         plan = Plan()
-        if not self.applies(host):
-            plan.skipped = f"{self.params['when']} not set"
-            return plan
         context = {"host": host, "settings": host.settings, "facts": facts}
         try:
-            content = render(self.templates, self.params["src"], context)
+            content = render(self.template_folder(), self.params["src"], context)
         except jinja2.TemplateError as exc:
             plan.problems.append(template_error(self.params["src"], exc))
             return plan
@@ -349,6 +347,6 @@ class TemplateFile(Task):
             if self.params.get("systemd_reload") and facts.system.systemd_running:
                 change.after_write.append(["systemctl", "daemon-reload"])
             plan.changes.append(change)
-        else:
+        elif item:  # plan_file gives one of the two
             plan.unchanged.append(item)
         return plan

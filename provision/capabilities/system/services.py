@@ -9,9 +9,15 @@ With `root: DIR` the unit is enabled in the tree under DIR (`systemctl
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from provision.core.errors import Problem
 from provision.core.facts import UnitRef
 from provision.core.plan import Change, Item, OK, Plan, Task
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
+    from provision.inventory.model import Host
 
 
 class ServiceEnabled(Task):
@@ -40,19 +46,12 @@ class ServiceEnabled(Task):
     def unit(self) -> UnitRef:
         return UnitRef(self.params["unit"], self.params.get("root"))
 
-    def applies(self, host) -> bool:
-        when = self.params.get("when")
-        return not when or getattr(host.settings, when, None) is not None
-
     def unit_names(self, host):
         return [self.unit] if self.applies(host) else []
 
-    def plan(self, host, facts):
+    def plan_where_set(self, host: Host, facts: HostFacts) -> Plan:
         plan = Plan()
         unit = self.unit
-        if not self.applies(host):
-            plan.skipped = f"{self.params['when']} not set"
-            return plan
         state = facts.units.get(unit.key, "not-found")
         if state == "enabled":
             plan.unchanged.append(Item(unit.name, OK, "unit", after="enabled"))
