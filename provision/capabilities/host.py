@@ -30,6 +30,7 @@ from provision.capabilities.nccl.settings import NcclSettings
 from provision.capabilities.slurm.settings import SlurmSettings
 from provision.core.errors import Problem
 from provision.core.settings import Block, setting, validation_problems, variable
+from provision.core.verify_settings import VerifySettings
 from pydantic import ValidationError
 
 
@@ -68,6 +69,7 @@ class HostSettings(Block):
     launcher: LauncherSettings | None = setting(None, "a mapping (see the launcher block)")
     slurm: SlurmSettings | None = setting(None, "a mapping (see the slurm block)")
     active: ActiveSettings | None = setting(None, "a mapping (see the active block)")
+    verify: VerifySettings | None = setting(None, "a mapping (see the verify block)")
     custom: dict = setting({}, "any mapping (not validated)", examples=[{"site": "lab-a"}])
 
 

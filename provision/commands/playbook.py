@@ -101,7 +101,7 @@ def with_bmc_record(tasks: list[Task]) -> list[Task]:
     return tasks if any(isinstance(task, record) for task in tasks) else [*tasks, record()]
 
 
-NOT_APPLIED = ("custom", "active")  # blocks no task applies, by design: custom is free-form, active is verify's
+NOT_APPLIED = ("custom", "active", "verify")  # no task applies them, by design: custom is free-form, the others verify's
 
 
 def unapplied_blocks(tasks: list[Task], hosts: list, playbook: str) -> list[str]:

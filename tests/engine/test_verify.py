@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
+import yaml
 from simnode import needs_root
 
 pytestmark = needs_root()
@@ -132,3 +134,28 @@ def test_a_gpu_the_driver_cannot_bring_up_is_one_finding_and_counts_against_gpu_
     v100_node.gpusim("reboot")  # still dead: the driver says so again at its next load
     [host] = json.loads(verify(v100_node, inventory, "--json").stdout)["hosts"]
     assert host["findings"][0]["check"] == "no_gpu_failed_to_initialize"
+
+
+def test_a_check_switched_off_for_the_group_is_skipped_with_the_reason_and_a_typo_is_refused(v100_node):
+    """provision_verify.skip (GCM's killswitch): the drift it names is not judged on these hosts, and says so."""
+    inventory = v100_node.inventory(V100_FIX)
+    assert v100_node.apply(inventory).exit_code == 0
+    assert v100_node.smi("-i", "2", "-pl", "250").returncode == 0  # a drift the group has switched the check off for
+    data = yaml.safe_load(Path(inventory).read_text())
+    group = data["all"]["children"]["nodes"]["vars"]
+    group["provision_verify"] = {"skip": ["as_intended[gpu-power-limit]"]}
+    Path(inventory).write_text(yaml.safe_dump(data, sort_keys=False))
+    switched = verify(v100_node, inventory, "--json")
+    assert switched.exit_code == 0, switched.output
+    [host] = json.loads(switched.stdout)["hosts"]
+    assert host["status"] == "pass" and host["failures"] == []
+    assert "as_intended[gpu-power-limit]: switched off for this host by provision_verify.skip in the inventory" \
+        in host["skipped"]
+    assert "as_intended[gpu-power-limit]" not in host["passed"] and "as_intended[gpu-clocks]" in host["passed"]
+
+    group["provision_verify"] = {"skip": ["as_intended[gpu-power-limt]"]}
+    Path(inventory).write_text(yaml.safe_dump(data, sort_keys=False))
+    typo = verify(v100_node, inventory)
+    assert typo.exit_code == 2
+    assert "provision_verify.skip: 'as_intended[gpu-power-limt]' is no check of verify (hint: did you mean " \
+           "'as_intended[gpu-power-limit]'?)" in typo.output

@@ -1,0 +1,47 @@
+"""Checks switched off for a group or a host (`provision_verify: {skip: [...]}`, core/verify_settings.py): each
+name must be one of verify's checks (a typo would switch nothing off and pass unseen), and a check switched
+off for a node is reported as skipped, with the reason, never run and never passed."""
+
+from __future__ import annotations
+
+import importlib
+
+from provision.capabilities.registry import CHECKS
+from provision.core.errors import Problem
+from provision.core.settings import did_you_mean, variable
+from provision.verify.model import Node
+
+AS_INTENDED = "as_intended"  # verify's own check, one per playbook task: "as_intended[TASK]" names one of them
+KEY = f"{variable('verify')}.skip"
+
+
+def check_names() -> list[str]:
+    """Every check as the report names it: the registry's check_* functions without check_, then as_intended."""
+    modules = [importlib.import_module(name) for name in CHECKS]
+    return [name.removeprefix("check_") for module in modules for name, value in vars(module).items()
+            if name.startswith("check_") and callable(value)] + [AS_INTENDED]
+
+
+def switched_off(node: Node, check: str) -> str:
+    """Why check ("fans_report_no_failure", "as_intended[gpu-clocks]") is off for the node; "" when it runs.
+    as_intended alone switches off every task's."""
+    settings = node.inventory.settings.verify
+    if settings is None or not ({check, check.partition("[")[0]} & set(settings.skip)):
+        return ""
+    return f"switched off for this host by {KEY} in the inventory"
+
+
+def unknown_names(nodes: list[Node], known: list[str]) -> list[Problem]:
+    """A problem for each name a node's skip list holds that is no check (as_intended[TASK]: no task of the
+    playbook), with the likeliest one meant; each name once."""
+    problems: dict[str, Problem] = {}
+    for node in nodes:
+        settings = node.inventory.settings.verify
+        tasks = [f"{AS_INTENDED}[{task.name}]" for task in node.tasks]
+        for name in settings.skip if settings is not None else []:
+            if name in known or name in tasks or name in problems:
+                continue
+            guess = did_you_mean(name, known + tasks)
+            problems[name] = Problem(node.inventory_path, f"host {node.name}", KEY, f"{name!r} is no check of verify",
+                                     guess or "a name as verify reports it (provision verify --json lists them)")
+    return list(problems.values())
