@@ -16,9 +16,9 @@ from typing import Sequence
 from provision.core.errors import InputError, Problem
 from provision.inventory.ansiblecfg import AnsibleConfig
 from provision.inventory.extravars import parse_extra_vars
-from provision.inventory.build import Builder, where_group, where_host
+from provision.inventory.build import Builder
 from provision.inventory.formats import yaml as yaml_format
-from provision.inventory.model import Document, Inventory
+from provision.inventory.model import Document, Inventory, where_group, where_host
 from provision.inventory.sources import read_source, vars_files
 from provision.inventory.templating import LOAD_SPENT, load_budget
 

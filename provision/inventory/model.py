@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from provision.capabilities.host import HostSettings
 from provision.core.errors import Problem
@@ -36,7 +36,12 @@ class Host:
     refused: list[Problem] = field(default_factory=list)
     ssh_args: SshArgs = field(default_factory=SshArgs)  # ansible_ssh_args, _common_args, _extra_args, as read
     reached_by: dict[str, str] = field(default_factory=dict)  # connection setting -> the variable that gave it
+    written_in: str = ""  # the file that first names the host: a problem about the host names it
 
+    @property
+    def where(self) -> str:
+        """How a problem names the host."""
+        return where_host(self.name)
 
     @property
     def origins(self) -> dict[str, str]:
@@ -87,6 +92,38 @@ class Inventory:
         return select(self, limit)
 
 
+
+
+@dataclass(frozen=True)
+class Written:
+    """The variables one place writes (a group's vars in one file, a variables file), as read and validated there."""
+
+    file: str
+    where: str  # "all", "group gpu", "host node1"
+    variables: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a rule across hosts (a capability's rules.py, listed in registry.HOST_RULES) reads: every host with
+    its settings, every group, and the variables as each place writes them."""
+
+    hosts: dict[str, Host]
+    groups: dict[str, Group]
+    written: Sequence[Written]
+
+
+HostRule = Callable[[Built], list[Problem]]  # a rule across hosts: what the hosts' blocks ask that others cannot give
+
+
+def where_group(name: str) -> str:
+    """How a problem names a group ("all" is just that)."""
+    return "all" if name == "all" else f"group {name}"
+
+
+def where_host(name: str) -> str:
+    """How a problem names a host."""
+    return f"host {name}"
 
 
 def _names(names: list[str]) -> str:

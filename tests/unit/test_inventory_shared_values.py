@@ -4,7 +4,7 @@ settings once) by walking them; walked per host, that was 132 s. The walk now me
 
 from __future__ import annotations
 
-from provision.inventory import build
+from provision.inventory.values import ValueKeys
 from provision.inventory.load import load_inventory
 
 
@@ -17,8 +17,8 @@ def shared_block(hosts: int, levels: int) -> str:
 
 def test_a_block_shared_through_aliases_is_walked_once_not_once_per_host(tmp_path, monkeypatch):
     walked = []
-    key = build.ValueKeys.key
-    monkeypatch.setattr(build.ValueKeys, "key", lambda self, value: walked.append(1) or key(self, value))
+    key = ValueKeys.key
+    monkeypatch.setattr(ValueKeys, "key", lambda self, value: walked.append(1) or key(self, value))
     path = tmp_path / "inventory.yaml"
     path.write_text(shared_block(hosts=100, levels=4))  # 10,000 values in custom, and 100 hosts
     inv = load_inventory(str(path))
@@ -27,7 +27,7 @@ def test_a_block_shared_through_aliases_is_walked_once_not_once_per_host(tmp_pat
 
 
 def test_equal_values_of_other_types_are_other_keys():
-    keys = build.ValueKeys()
+    keys = ValueKeys()
     values = [1, True, "1", 1.0, [1], {"a": 1}, {"a": True}, {1: "a"}, {"1": "a"}, [[1]], [[True]]]
     assert len({repr(keys.key(value)) for value in values}) == len(values)
     assert keys.key({"a": [1, 2]}) == keys.key({"a": [1, 2]}) and keys.key([{"b": 1}]) == keys.key([{"b": 1}])

@@ -2,10 +2,11 @@
 sees it (verify)."""
 
 from provision.capabilities.capability import Capability
-from provision.capabilities.slurm import facts
+from provision.capabilities.slurm import facts, rules
 from provision.capabilities.slurm.settings import SlurmSettings
 from provision.capabilities.slurm.tasks import MungeKey, SlurmConfig, SlurmDaemons, SlurmPackages
 
 CAPABILITY = Capability(
     name="slurm", settings=SlurmSettings, facts=facts.READER,
-    tasks=(SlurmPackages, MungeKey, SlurmConfig, SlurmDaemons), checks=(f"{__name__}.checks",))
+    tasks=(SlurmPackages, MungeKey, SlurmConfig, SlurmDaemons), checks=(f"{__name__}.checks",),
+    host_rules=rules.RULES)

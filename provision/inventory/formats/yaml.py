@@ -13,7 +13,8 @@ import yaml
 
 from provision.core.errors import InputError, Problem
 from provision.core.localfiles import read_text
-from provision.inventory.build import Vaulted, _kind, where_group
+from provision.inventory.model import where_group
+from provision.inventory.values import Vaulted, kind_of
 from provision.inventory.formats import ini
 
 
@@ -31,8 +32,9 @@ def _yaml_error(exc: yaml.YAMLError, invalid: str = "invalid YAML") -> str:
     mark, context = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
     text = invalid + (f" at line {mark.line + 1}, column {mark.column + 1}" if mark else "")
     text += f": {getattr(exc, 'problem', None) or exc}"
-    if context is not None and getattr(exc, "context", None):
-        text += f" ({exc.context} that starts at line {context.line + 1})"
+    said = getattr(exc, "context", None)  # only a MarkedYAMLError says where the construct started
+    if context is not None and said:
+        text += f" ({said} that starts at line {context.line + 1})"
     return text
 
 
@@ -100,7 +102,7 @@ def _name_key_problems(file: str, loader: _StrictLoader, root: yaml.Node | None)
     problems: list[Problem] = []
     seen: set[int] = set()  # group bodies already walked: an alias may reuse one, even inside itself
 
-    def names(mapping: yaml.Node, where: str, key: str) -> list[tuple[str, yaml.Node]]:
+    def names(mapping: yaml.Node | None, where: str, key: str) -> list[tuple[str, yaml.Node]]:
         found = []
         for name_node, value in _pairs(mapping):
             if not isinstance(name_node, yaml.ScalarNode):
@@ -166,7 +168,7 @@ def inventory(text: str, file: str) -> dict:
     builder names that one, as INI could not read such a file either.)"""
     document = parse(text, file, names=True)
     if not document or not isinstance(document, dict):
-        said = "the YAML is empty" if not document else f"the top level must be a mapping of groups, not {_kind(document)}"
+        said = "the YAML is empty" if not document else f"the top level must be a mapping of groups, not {kind_of(document)}"
         raise InputError([Problem(file, "", "", said, "start with all: {hosts: ..., children: ..., vars: ...}")])
     if isinstance(document.get("plugin"), str):
         return document  # an inventory plugin's configuration, not an inventory: the caller names it
