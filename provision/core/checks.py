@@ -10,6 +10,7 @@ when none did: a `because` is a lead, and only the other check's failure confirm
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NoReturn
 
 # What a finding means for the node: the next step differs, and monitoring pages on the first only.
 CRITICAL = "critical"  # hardware or health: jobs fail or would; drain the node
@@ -48,7 +49,7 @@ def leads(because: str | tuple[str, ...]) -> tuple[str, ...]:
 
 
 def fail(expected: str, found: str, fix: str = "", because: str | tuple[str, ...] = (), about: tuple[str, ...] = (),
-         severity: str = CRITICAL) -> None:
+         severity: str = CRITICAL) -> NoReturn:
     raise CheckFailed(expected, found, fix, because, about, severity)
 
 

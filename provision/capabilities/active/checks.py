@@ -5,17 +5,23 @@ lost, an Xid, AER errors; a GPU the load took off the bus is this check's findin
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from provision.capabilities.active import dcgm, during, judge
 from provision.capabilities.active.outcome import not_applicable
 from provision.core.checks import CRITICAL, WARNING, Finding, fail_each, note
 
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.active.run import ActiveRun
+    from provision.verify.model import Node
+
 SLOW_GPU = 0.8  # a GPU below 80% of the node's median throughput
 SLOWER_THAN_BEFORE = 0.85  # a GPU below 85% of its own last good run
 
 
-def check_gpus_hold_up_under_load(node):
+def check_gpus_hold_up_under_load(node: Node) -> None:
     """Reads: provision_active; what `provision verify --active` recorded: nvidia-smi samples through the load, the
     load's per-GPU TFLOP/s (or dcgmi diag's tests) and the last good run's.
     Next step: as the finding says: the PSU's capacity and feed for a power brake, the clocks, power or PCIe
@@ -56,7 +62,7 @@ def check_gpus_hold_up_under_load(node):
     fail_each(found + run.fabric)
 
 
-def node_lost(run, supply: Finding | None) -> Finding:
+def node_lost(run: ActiveRun, supply: Finding | None) -> Finding:
     """A node lost mid-load (its connection closed or went silent): when, and its GPUs' highest summed draw
     until then; a consequence of the supply's finding where the samples have one."""
     peak = judge.peak_instant(run.samples)
@@ -68,7 +74,7 @@ def node_lost(run, supply: Finding | None) -> Finding:
                    severity=CRITICAL)
 
 
-def _load_findings(run, judged: set) -> list[Finding]:
+def _load_findings(run: ActiveRun, judged: set[tuple[str, ...]]) -> list[Finding]:
     """What the load itself says: a GPU whose thread failed (unless the judge already has it lost), a GPU well
     below the node's median or its own last good run (the median first: one GPU unlike its peers), a load that
     printed no report."""

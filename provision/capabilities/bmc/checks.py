@@ -9,12 +9,17 @@ or overwritten): every entry left. See ipmi.since_record.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections import Counter
 
 import pytest
 
 from provision.capabilities.bmc import ipmi
 from provision.core.checks import CRITICAL, WARNING, Finding, fail_each, note
+
+if TYPE_CHECKING:  # types only
+    from provision.verify.model import Node
 
 PSU_CHECK = "power_supplies_report_no_failure"
 FAN_CHECK = "fans_report_no_failure"
@@ -23,7 +28,7 @@ LOG_CHECK = "no_power_or_cooling_failure_in_the_bmc_log_since_the_last_good_run"
 LEAD = {"Power Supply": PSU_CHECK, "Fan": FAN_CHECK, "Cooling Device": FAN_CHECK}
 
 
-def bmc_answer(node, what: str) -> list:
+def bmc_answer(node: Node, what: str) -> list:
     """The BMC's answer to one command (sel, psu, fan), or skip saying why there is none to judge."""
     bmc = node.facts.bmc
     if bmc is None:
@@ -41,7 +46,7 @@ def severity(troubles: list[ipmi.Trouble]) -> str:
     return WARNING if all(t.meaning == "predicted to fail" for t in troubles) else CRITICAL
 
 
-def sensor_findings(node, check: str, sensor_type: str, sensors: list[ipmi.SdrSensor], expected: str) -> None:
+def sensor_findings(node: Node, check: str, sensor_type: str, sensors: list[ipmi.SdrSensor], expected: str) -> None:
     """One finding per sensor in trouble; a redundancy lost follows from the parts of its kind that failed."""
     findings, failed = [], []
     redundancy = []
@@ -68,7 +73,7 @@ def sensor_findings(node, check: str, sensor_type: str, sensors: list[ipmi.SdrSe
     fail_each(findings)
 
 
-def check_power_supplies_report_no_failure(node):
+def check_power_supplies_report_no_failure(node: Node) -> None:
     """Reads: the BMC's power supply sensors (ipmitool sdr type "Power Supply", as root).
     Next step: check the failed supply's feed (cord, PDU, circuit) or replace it; drain the node until every supply
     works"""
@@ -79,7 +84,7 @@ def check_power_supplies_report_no_failure(node):
                     "every power supply present, fed and working, as the BMC's sensors read now")
 
 
-def check_fans_report_no_failure(node):
+def check_fans_report_no_failure(node: Node) -> None:
     """Reads: the BMC's fan sensors (ipmitool sdr type Fan, as root).
     Next step: replace or reseat the fan and check the airflow"""
     sensors = bmc_answer(node, "fan")
@@ -89,7 +94,7 @@ def check_fans_report_no_failure(node):
                     "every fan turning above its critical thresholds, as the BMC's sensors read now")
 
 
-def check_no_power_or_cooling_failure_in_the_bmc_log_since_the_last_good_run(node) -> None:
+def check_no_power_or_cooling_failure_in_the_bmc_log_since_the_last_good_run(node: Node) -> None:
     """One finding per sensor that logged trouble; a PSU or fan failing now is the cause of its own events (filed
     under that sensor check's finding), and a redundancy lost follows from the parts that logged a failure.
 
@@ -99,7 +104,7 @@ def check_no_power_or_cooling_failure_in_the_bmc_log_since_the_last_good_run(nod
     --limit NODE --accept-bmc-events` records the log as judged
     """
     entries = bmc_answer(node, "sel")
-    after, since = ipmi.since_record(entries, node.facts.bmc.record)
+    after, since = ipmi.since_record(entries, node.facts.bmc.record if node.facts.bmc else None)  # read: bmc_answer
     logged: dict[tuple[str, str], list[tuple[ipmi.SelEntry, ipmi.Trouble]]] = {}
     for entry in after:
         found = ipmi.trouble(entry.sensor_type, entry.event, entry.direction)

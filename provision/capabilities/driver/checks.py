@@ -4,13 +4,19 @@ own desired-state checks (as_intended)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from provision.capabilities.driver import packages as driver
 from provision.core.checks import fail
 
+if TYPE_CHECKING:  # types only
+    from provision.verify.model import Node
+    from testinfra.host import Host as TestinfraHost
 
-def check_driver_loaded_is_the_pinned_version(node, host):
+
+def check_driver_loaded_is_the_pinned_version(node: Node, host: TestinfraHost) -> None:
     """Reads: provision_driver; the driver packages apt has installed (dpkg-query, over the connection) and the kernel
     module loaded (/proc/driver/nvidia/version, nvidia-smi).
     Next step: a reboot pending: `provision apply INVENTORY --limit NODE --reboot`; no module loaded: is it built

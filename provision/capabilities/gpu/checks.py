@@ -3,6 +3,8 @@ and speed, and every task's state is as the inventory intends (the task's own pl
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from provision.capabilities.driver import packages as driver
@@ -10,6 +12,10 @@ from provision.capabilities.gpu import clock_events
 from provision.capabilities.gpu import layout
 from provision.core import pci
 from provision.core.checks import WARNING, fail
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.gpu.model import NvidiaFacts
+    from provision.verify.model import Node
 
 # nvidia-smi(1), RETURN VALUE: what its exit code means for the node.
 NVIDIA_SMI_EXIT = {
@@ -34,13 +40,13 @@ NVIDIA_SMI_FIX = {
 }
 
 
-def gpu_node(node):
+def gpu_node(node: Node) -> NvidiaFacts:
     if node.inventory.settings.gpu is None:
         pytest.skip("the inventory sets no gpu block for this host")
     return node.facts.nvidia
 
 
-def unless_the_driver_is_pending(node) -> None:
+def unless_the_driver_is_pending(node: Node) -> None:
     """Skip a check of the cards while the driver they need is not installed or not loaded yet: nvidia-smi lists
     no GPU then, which says nothing of the cards (nvidia_smi_reads_the_gpus and the driver check say why)."""
     waiting = driver.what_the_gpus_wait_for(node.inventory.settings.driver, node.facts)
@@ -48,7 +54,7 @@ def unless_the_driver_is_pending(node) -> None:
         pytest.skip(f"not judged while the GPUs wait for {waiting}")
 
 
-def check_nvidia_smi_reads_the_gpus(node):
+def check_nvidia_smi_reads_the_gpus(node: Node) -> None:
     """Reads: provision_gpu; nvidia-smi --query-gpu, its exit code and its message.
     Next step: as nvidia-smi's exit code says: no driver loaded: install it (provision_driver) or reboot into it; a
     driver/library mismatch: `provision apply --reboot`; else dmesg's Xid lines (a GPU off the bus needs a reset or
@@ -67,7 +73,7 @@ def check_nvidia_smi_reads_the_gpus(node):
              because="no_gpu_is_lost" if lost_only else "")
 
 
-def check_gpu_count_is_as_the_inventory_says(node):
+def check_gpu_count_is_as_the_inventory_says(node: Node) -> None:
     """Reads: provision_gpu.count; the GPUs nvidia-smi lists, readable or lost.
     Next step: a missing card: reseat it, check its riser and power, then reboot; a card added or removed on
     purpose: change provision_gpu.count"""
@@ -85,7 +91,7 @@ def check_gpu_count_is_as_the_inventory_says(node):
              because=("no_gpu_failed_to_initialize", "every_gpu_of_the_last_good_run_is_here"))
 
 
-def check_every_gpu_of_the_last_good_run_is_here(node):
+def check_every_gpu_of_the_last_good_run_is_here(node: Node) -> None:
     """Reads: provision_gpu; the GPU layout the last good apply recorded on the node, against the GPUs nvidia-smi lists
     now.
     Next step: reseat the card or check its riser and power, then reboot; a change made on purpose: `provision apply
@@ -101,13 +107,13 @@ def check_every_gpu_of_the_last_good_run_is_here(node):
         missing = [pci.slot(m.gpu.bus_id) for m in change.missing]
         explained = change.only_missing() and (len(missing) == 1 or all(m.lost for m in change.missing))
         leads = ("no_gpu_is_lost", *(f"no_gpu_failed_to_initialize:{slot}" for slot in missing))
-        fail(f"the {len(node.facts.gpu_layout)} GPU(s) of the last good run", "; ".join(change.lines()),
+        fail(f"the {len(node.facts.gpu_layout or [])} GPU(s) of the last good run", "; ".join(change.lines()),
              "reseat the card or check its riser and power, then reboot; if the change is intended: "
              "provision apply --accept-gpu-changes",
              because=leads if explained else (), about=tuple(missing))
 
 
-def check_no_gpu_is_lost(node):
+def check_no_gpu_is_lost(node: Node) -> None:
     """Reads: provision_gpu; the GPUs nvidia-smi lists as unreadable (fallen off the bus) and the recorded layout.
     Next step: drain the node and reboot it (under Slurm: scontrol reboot ASAP nextstate=RESUME NODE); if the GPU
     falls off again, reseat the card and check its riser and power cables"""
@@ -125,7 +131,7 @@ def check_no_gpu_is_lost(node):
              about=tuple(pci.slot(lost.bus_id) for lost in nvidia.lost if lost.bus_id))
 
 
-def check_pcie_links_run_at_full_width_and_speed(node):
+def check_pcie_links_run_at_full_width_and_speed(node: Node) -> None:
     """Width always; the generation only on a GPU at work: an idle GPU drops its link to a slower generation
     to save power (clocks event reason Idle), and that is no fault.
 
@@ -134,13 +140,15 @@ def check_pcie_links_run_at_full_width_and_speed(node):
     Next step: reseat the card or its riser, or try another slot; AER errors in dmesg point at the link
     """
     nvidia = gpu_node(node)
-    slow, slots = [], []
+    slow: list[str] = []
+    slots: list[str] = []
     for g in nvidia.gpus:
         before = len(slow)
-        if None not in (g.pcie_width_current, g.pcie_width_max) and g.pcie_width_current < g.pcie_width_max:
+        if g.pcie_width_current is not None and g.pcie_width_max is not None and g.pcie_width_current < g.pcie_width_max:
             slow.append(f"{g.label} {g.bus_id} x{g.pcie_width_current} of x{g.pcie_width_max}")
         busy = g.clock_events_active is not None and not g.clock_events_active & clock_events.IDLE
-        if busy and None not in (g.pcie_gen_current, g.pcie_gen_max) and g.pcie_gen_current < g.pcie_gen_max:
+        if (busy and g.pcie_gen_current is not None and g.pcie_gen_max is not None
+                and g.pcie_gen_current < g.pcie_gen_max):
             slow.append(f"{g.label} {g.bus_id} gen {g.pcie_gen_current} of {g.pcie_gen_max} while at work")
         slots += [pci.slot(g.bus_id)] if len(slow) > before else []
     if slow:
@@ -155,7 +163,7 @@ def check_pcie_links_run_at_full_width_and_speed(node):
 NO_FABRIC = (None, "Not Supported", "N/A")
 
 
-def check_nvswitch_fabric_is_ready(node):
+def check_nvswitch_fabric_is_ready(node: Node) -> None:
     """On an NVSwitch board every GPU registers with the fabric nvidia-fabricmanager sets up; until it has, CUDA
     refuses to start on it ("system not yet initialized"): the service the GPUs need, judged by the GPUs.
 

@@ -4,6 +4,8 @@ over PCIe (a job runs, slower, or hangs); CRC errors, replays and recoveries are
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from provision.capabilities.gpu.checks import gpu_node
@@ -12,8 +14,11 @@ from provision.capabilities.gpu.nvlink import INACTIVE, NvlinkGpu
 from provision.core import pci
 from provision.core.checks import fail
 
+if TYPE_CHECKING:  # types only
+    from provision.verify.model import Node
 
-def nvlink_gpus(node) -> list[tuple[str, str, NvlinkGpu]]:
+
+def nvlink_gpus(node: Node) -> list[tuple[str, str, NvlinkGpu]]:
     """(how to name it: "GPU1 00000000:11:00.0", its PCI slot, its NVLink) for each GPU with NVLink; skips the
     check where it does not apply."""
     nvidia = gpu_node(node)
@@ -33,7 +38,7 @@ def nvlink_gpus(node) -> list[tuple[str, str, NvlinkGpu]]:
     return found
 
 
-def check_nvlink_links_are_up_at_speed(node):
+def check_nvlink_links_are_up_at_speed(node: Node) -> None:
     """A link is down when nvidia-smi says <inactive>, or every link of a GPU is when its model's others have
     links up; below speed when slower than the fastest link of the same model (a model's links all train at
     one speed).
@@ -43,12 +48,13 @@ def check_nvlink_links_are_up_at_speed(node):
     again with nvidia-smi nvlink -s
     """
     gpus = nvlink_gpus(node)
-    fastest = {}  # model -> GB/s
+    fastest: dict[str, float] = {}  # model -> GB/s
     for _, _, gpu in gpus:
         for link in gpu.links.values():
             if link.speed is not None:
                 fastest[gpu.name] = max(fastest.get(gpu.name, 0.0), link.speed)
-    wrong, slots = [], {}
+    wrong: list[str] = []
+    slots: dict[str, None] = {}  # an ordered set
     for named, slot, gpu in gpus:
         said = []
         for number, link in sorted(gpu.links.items()):
@@ -67,7 +73,7 @@ def check_nvlink_links_are_up_at_speed(node):
              "check again with nvidia-smi nvlink -s", about=tuple(s for s in slots if s))
 
 
-def check_nvlink_has_no_errors(node):
+def check_nvlink_has_no_errors(node: Node) -> None:
     """Every counter nvidia-smi names "... Errors" (Replay, Recovery, CRC) at 0: they count since the driver
     loaded, and each one is a retransmission or a retraining of the link.
 
@@ -75,7 +81,8 @@ def check_nvlink_has_no_errors(node):
     Next step: drain the node and watch nvidia-smi nvlink -e under load: counts that grow mean a failing link
     (reseat the bridge or have the board serviced)
     """
-    counted, slots = [], {}
+    counted: list[str] = []
+    slots: dict[str, None] = {}  # an ordered set
     for named, slot, gpu in nvlink_gpus(node):
         for number, counters in sorted(gpu.error_counts().items()):
             counted.append(f"{named} link {number}: " + ", ".join(f"{name} {n}" for name, n in counters.items()))

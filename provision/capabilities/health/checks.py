@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from provision.capabilities.gpu import clock_events
 from provision.core import pci
 from provision.core.checks import CRITICAL, WARNING, fail
 
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.gpu.model import GpuFacts
+    from provision.verify.model import Node
 
-def readable_gpus(node):
+
+def readable_gpus(node: Node) -> list[GpuFacts]:
     gpus = node.facts.nvidia.gpus
     if not gpus:
         pytest.skip("no GPU read here" + (" (see nvidia_smi_reads_the_gpus)" if node.inventory.settings.gpu else ""))
@@ -29,12 +35,14 @@ MEMORY_TROUBLE = (
 )
 
 
-def check_gpu_memory_has_no_uncorrectable_errors(node):
+def check_gpu_memory_has_no_uncorrectable_errors(node: Node) -> None:
     """Reads: each GPU's uncorrectable ECC count, pending and failed row remaps and pages pending retirement (nvidia-
     smi --query-gpu).
     Next step: drain the node, then reset the GPU (nvidia-smi -r) or reboot; errors that return, or no spare rows
     left: replace the GPU"""
-    found, fixes, about = [], {}, {}
+    found: list[str] = []
+    fixes: dict[str, None] = {}  # ordered sets: each fix and GPU once, in the order found
+    about: dict[str, None] = {}
     for gpu in readable_gpus(node):
         for attr, says, fix in MEMORY_TROUBLE:
             value = getattr(gpu, attr)
@@ -47,7 +55,7 @@ def check_gpu_memory_has_no_uncorrectable_errors(node):
              "; ".join(fixes), about=tuple(about))
 
 
-def check_gpus_have_thermal_headroom(node):
+def check_gpus_have_thermal_headroom(node: Node) -> None:
     """Degrees until slowdown, not only the slowdown once it happened: a GPU at its threshold at rest has no room
     left for a job (fans, airflow, a clogged heatsink, a hot room).
 
@@ -83,7 +91,7 @@ def check_gpus_have_thermal_headroom(node):
              about=tuple(about), severity=severity)
 
 
-def check_clocks_are_not_held_down_by_heat_or_power(node):
+def check_clocks_are_not_held_down_by_heat_or_power(node: Node) -> None:
     """Reads: each GPU's active clock event reasons (nvidia-smi --query-gpu clocks_event_reasons.active).
     Next step: power: check the PSU's capacity and cabling, or set a lower power limit or application clocks; heat:
     check the fans, the airflow and the room"""

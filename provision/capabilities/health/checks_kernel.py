@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections import Counter
 
 import pytest
@@ -10,8 +12,12 @@ from provision.capabilities.health import kernlog
 from provision.core import pci
 from provision.core.checks import Finding, fail, fail_each, note
 
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.gpu.model import GpuFacts, LostGpu
+    from provision.verify.model import Node
 
-def kernel_events(node) -> list[kernlog.KernelEvent]:
+
+def kernel_events(node: Node) -> list[kernlog.KernelEvent]:
     log = node.facts.kernel_log
     if log is None:
         pytest.skip("the kernel log was not read")
@@ -21,12 +27,13 @@ def kernel_events(node) -> list[kernlog.KernelEvent]:
     return kernlog.parse(kernlog.last_boot("\n".join(log.lines)))
 
 
-def gpu_names(node) -> dict[str, str]:
+def gpu_names(node: Node) -> dict[str, str]:
     """bus key -> "GPU2", for the GPUs read now, lost, or recorded at the last good run."""
     nvidia, names = node.facts.nvidia, {}
     for recorded in node.facts.gpu_layout or []:
         names[pci.slot(recorded.bus_id)] = f"GPU{recorded.index}"
-    for gpu in [*nvidia.lost, *nvidia.gpus]:
+    seen: list[LostGpu | GpuFacts] = [*nvidia.lost, *nvidia.gpus]
+    for gpu in seen:
         if gpu.bus_id and gpu.index is not None:
             names[pci.slot(gpu.bus_id)] = f"GPU{gpu.index}"
     return names
@@ -37,7 +44,7 @@ def where(event: kernlog.KernelEvent, names: dict[str, str]) -> str:
     return f"{names[key]} {key}" if key in names else (key or "an unnamed GPU")
 
 
-def check_no_xid_errors_since_boot(node):
+def check_no_xid_errors_since_boot(node: Node) -> None:
     """One finding per cause: the Xid lines of a GPU lost now, or of a GPU whose memory or NVLink check fails, are
     that check's evidence (filed under it); the rest are this check's own. An Xid the driver logged because of an
     earlier one ("Xid 45 ... caused by previous Xid 149") is judged, and filed, as its cause.
@@ -83,7 +90,7 @@ def check_no_xid_errors_since_boot(node):
                for because, lines in serious.items()])
 
 
-def check_no_gpu_failed_to_initialize(node):
+def check_no_gpu_failed_to_initialize(node: Node) -> None:
     """A GPU the driver could not bring up at boot never shows in nvidia-smi: only the kernel says it was there
     (RmInitAdapter failed, the probe failed). Named by its bus id; it counts against provision_gpu.count.
 
@@ -120,7 +127,7 @@ EXPLAINED_BY = {"off-bus": ("no_gpu_is_lost", "no_gpu_failed_to_initialize"),
                 "nvlink": ("nvlink_links_are_up_at_speed", "nvlink_has_no_errors")}
 
 
-def check_no_pcie_errors_on_the_gpu_links_since_boot(node):
+def check_no_pcie_errors_on_the_gpu_links_since_boot(node: Node) -> None:
     """Reads: the kernel log's AER lines for the GPUs and the ports above them, and their AER counters
     (/sys/bus/pci/devices/*/aer_dev_*).
     Next step: reseat the card and its riser, try another slot, check the link width: a riser or slot going bad"""
@@ -128,7 +135,7 @@ def check_no_pcie_errors_on_the_gpu_links_since_boot(node):
     names = gpu_names(node)
     pcie = node.facts.pcie
     ports = {pci.slot(port): pci.slot(gpu) for gpu, port in (pcie.ports if pcie else {}).items()}
-    found = Counter()
+    found: Counter[str] = Counter()
     for event in events:
         if not event.kind.startswith("aer-"):
             continue

@@ -3,13 +3,18 @@ ones the inventory's nccl block means: all there, up, addressed, at the expected
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from provision.capabilities.nccl import interfaces as nccl
 from provision.core.checks import Finding, fail_each
 
+if TYPE_CHECKING:  # types only
+    from provision.verify.model import Node
 
-def check_nccl_interfaces_are_up_at_speed(node):
+
+def check_nccl_interfaces_are_up_at_speed(node: Node) -> None:
     """Reads: provision_nccl (socket_ifname, expected_link_speed_mbps, allow_mixed_speeds); the node's interfaces,
     addresses and speeds (ip -j addr, /sys/class/net/*).
     Next step: as each finding says: bring the interface up or address it, fix the cable or the switch port, or

@@ -6,14 +6,19 @@ nccl/rdma.py."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from provision.capabilities.nccl import rdma
 from provision.capabilities.nccl.settings import NcclSettings
 from provision.core.checks import fail_each, note
 
+if TYPE_CHECKING:  # types only
+    from provision.verify.model import Node
 
-def check_rdma_ports_are_up_at_rate_without_errors(node):
+
+def check_rdma_ports_are_up_at_rate_without_errors(node: Node) -> None:
     """Reads: provision_nccl (ib_disable, ib_hca, expected_ib_rate_gbps); each RDMA port's state, physical state, rate
     and error counters (/sys/class/infiniband/*/ports/*).
     Next step: a port down or slow: check its cable, transceiver and switch port (ibstat); errors counted: replace

@@ -3,13 +3,18 @@ and daemons are the slurm tasks' own desired-state checks (as_intended)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from provision.capabilities.slurm.facts import DRAIN_REASON_PREFIX
 from provision.core.checks import fail, note
 
+if TYPE_CHECKING:  # types only
+    from provision.verify.model import Node
 
-def check_slurm_node_is_in_service(node):
+
+def check_slurm_node_is_in_service(node: Node) -> None:
     """Reads: provision_slurm; the node's state and reason as slurmctld answers them (scontrol -o show node).
     Next step: Slurm not installed: `provision apply`; no answer: is slurmctld running, and munged here with the
     cluster's key?; out of service: find why (scontrol show node), then scontrol update state=resume"""

@@ -4,6 +4,8 @@ crosses the CPU interconnect (SYS) is always said, as a note: cross-socket traff
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from provision.capabilities.nccl import rdma
@@ -12,8 +14,11 @@ from provision.capabilities.topology import gdr
 from provision.capabilities.topology.topo import cross_socket_warnings
 from provision.core.checks import fail, fail_each, note
 
+if TYPE_CHECKING:  # types only
+    from provision.verify.model import Node
 
-def check_every_gpu_has_a_nic_within_reach(node):
+
+def check_every_gpu_has_a_nic_within_reach(node: Node) -> None:
     """Reads: provision_nccl.require_nic_within; the GPU and NIC topology matrix (nvidia-smi topo -m).
     Next step: move the NIC (or the GPU) behind the same PCIe switch or root complex, or bind each rank to the GPUs
     near its NIC; a layout meant so: lower provision_nccl.require_nic_within"""
@@ -38,7 +43,7 @@ def check_every_gpu_has_a_nic_within_reach(node):
              "rank to the GPUs near its NIC; if the layout is meant: lower provision_nccl.require_nic_within")
 
 
-def check_gpudirect_rdma_is_available_where_nccl_uses_it(node):
+def check_gpudirect_rdma_is_available_where_nccl_uses_it(node: Node) -> None:
     """A GPU and an RDMA NIC NCCL may use within NCCL_NET_GDR_LEVEL of each other (the 8-GPU boxes' GPUs and NICs
     behind one PCIe switch) need a peer-memory module or DMA-BUF: gdr.py.
 
