@@ -71,7 +71,10 @@ def capability(module: str) -> str:
     return parts[2] if parts[1] == "capabilities" else parts[1]
 
 
-def markdown(module_names: Iterable[str]) -> str:
+def markdown(module_names: Iterable[str], settings: Iterable[str] = ()) -> str:
+    """The page's generated part; each of `settings` (provision_gpu.count) the text names links to its entry on
+    the settings page."""
+    linked = setting_links(settings)
     out: list[str] = []
     group = None
     for check in checks(module_names):
@@ -80,8 +83,20 @@ def markdown(module_names: Iterable[str]) -> str:
             out += [f"## {group}", ""]
         out += [f"### `{check.name}` {{ #{check.name.removesuffix('[TASK]')} }}", ""]
         if check.about:
-            out += [escape(check.about), ""]
-        out += [f"**Reads:** {escape(sentence(check.reads))}", "",
-                f"**Next step:** {escape(sentence(check.next_step))}", "",
+            out += [linked(escape(check.about)), ""]
+        out += [f"**Reads:** {linked(escape(sentence(check.reads)))}", "",
+                f"**Next step:** {linked(escape(sentence(check.next_step)))}", "",
                 f"Source: `{check.module}`", ""]
     return "\n".join(out)
+
+
+def setting_links(settings: Iterable[str]) -> Callable[[str], str]:
+    """Escaped text -> the same with each setting named outside code linked: the longest name first, a whole name
+    only (provision_nccl.require_nic_within, not provision_nccl and text after it)."""
+    names = sorted(settings, key=len, reverse=True)
+    if not names:
+        return lambda text: text
+    by_escaped = {escape(name): name for name in names}
+    pattern = re.compile("|".join(map(re.escape, by_escaped)) + r"(?![\w\\])")
+    return lambda text: pattern.sub(
+        lambda m: f"[`{by_escaped[m.group()]}`](settings.md#{by_escaped[m.group()]})", text)

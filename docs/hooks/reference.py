@@ -25,9 +25,11 @@ def settings() -> str:
 
 
 def checks() -> str:
+    from provision.capabilities.host import HostSettings
     from provision.capabilities.registry import CHECKS
 
-    return checks_page.markdown([*CHECKS, AS_INTENDED])
+    named = [entry.anchor for entry in settings_page.settings(HostSettings)]
+    return checks_page.markdown([*CHECKS, AS_INTENDED], named)
 
 
 def exit_codes() -> str:

@@ -145,6 +145,7 @@ def test_the_checks_page_has_every_check_of_the_registry_with_what_it_reads_and_
         assert name in shown, name
         assert checks[name].reads and checks[name].next_step, name
     assert "as_intended" in shown and "as_intended[TASK]" in checks
+    assert 'href="../settings/#provision_gpu.count"' in page(site, "checks")  # a setting named links to its entry
 
 
 def test_a_check_without_its_reads_line_fails_the_build_naming_it():
