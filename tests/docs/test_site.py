@@ -5,7 +5,6 @@ every check the registry lists with what it reads and its next step, every exit 
 from __future__ import annotations
 
 import html
-import importlib
 import os
 import re
 import subprocess
@@ -23,6 +22,7 @@ from provision.capabilities.host import HostSettings
 from provision.capabilities.registry import CHECKS
 from provision.commands.exit_codes import EXIT_CODES
 from provision.core.settings import PREFIX, setting
+from provision.verify.switch import check_names
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "docs" / "hooks"))  # the hook's modules import each other by name, as mkdocs loads them
@@ -135,16 +135,13 @@ def test_a_setting_added_to_a_model_is_on_the_page_and_one_without_an_example_is
         settings_page.markdown(Bare)
 
 
-def test_the_checks_page_has_every_check_of_the_registry_with_what_it_reads_and_its_next_step(site):
+def test_the_checks_page_has_every_check_verify_runs_with_what_it_reads_and_its_next_step(site):
     shown = ids(page(site, "checks"))
-    functions = [name for module in CHECKS for name in vars(importlib.import_module(module))
-                 if name.startswith("check_")]
-    checks = {c.name: c for c in checks_page.checks([*CHECKS, reference.AS_INTENDED])}
-    for function in functions:
-        name = function.removeprefix("check_")
+    checks = {c.name.removesuffix("[TASK]"): c for c in checks_page.checks([*CHECKS, reference.AS_INTENDED])}
+    assert list(checks) == check_names()  # the names provision_verify.skip takes, in the report's order
+    for name, check in checks.items():
         assert name in shown, name
-        assert checks[name].reads and checks[name].next_step, name
-    assert "as_intended" in shown and "as_intended[TASK]" in checks
+        assert check.reads and check.next_step, name
     assert 'href="../settings/#provision_gpu.count"' in page(site, "checks")  # a setting named links to its entry
 
 
