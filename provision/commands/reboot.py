@@ -106,7 +106,7 @@ class Rollout:
             self.notice(f"rebooting {', '.join(t.host.name for t, _ in batch)} "
                         f"(batch {number} of {-(-len(todo) // self.serial)}, {self.serial} at a time)")
             with ThreadPoolExecutor(max_workers=len(batch)) as pool:
-                list(pool.map(lambda pair, n=number: self.reboot_one(*pair, n), batch))
+                list(pool.map(lambda pair, n=number: self.reboot_one(pair[0], pair[1], n), batch))
             stuck = [o for _, o in batch if o.status not in (REBOOTED, REFUSED)]
             if stuck:
                 names = ", ".join(o.host for o in stuck)

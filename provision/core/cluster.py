@@ -68,4 +68,6 @@ def slurm_cluster(host: Host, everyone: Iterable[Host]) -> list[Host]:
 
 
 def partition_of(host: Host) -> str:
-    return host.settings.slurm.partition or host.groups[-1]
+    """The host's Slurm partition: its slurm block's, else its innermost group."""
+    slurm = host.settings.slurm
+    return (slurm.partition if slurm else None) or host.groups[-1]

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag,
                       ValidationError, ValidationInfo, field_validator)
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from provision.core.errors import Problem
 
@@ -171,7 +171,7 @@ def validation_problems(exc: ValidationError, model: type[BaseModel], file: str,
     return list(problems.values())
 
 
-def _problem(error: dict, path: list, model: type[BaseModel], file: str, where: str) -> Problem:
+def _problem(error: ErrorDetails, path: list, model: type[BaseModel], file: str, where: str) -> Problem:
     key, field, parent = _locate(model, path)
     kind, ctx = error["type"], error.get("ctx") or {}
     if kind == "provision":
@@ -197,7 +197,8 @@ def _problem(error: dict, path: list, model: type[BaseModel], file: str, where: 
 
 def _locate(model: type[BaseModel], path: list) -> tuple[str, Any, type[BaseModel] | None]:
     """Follow an error path through the models: (dotted key, the last field passed, the model holding the last part)."""
-    key, field, parent, annotation = "", None, None, model
+    key, field, parent = "", None, None
+    annotation: Any = model  # then each field's annotation, as pydantic gives it
     for part in path:
         if isinstance(part, int):
             key += f"[{part}]"

@@ -5,7 +5,7 @@ lost, an Xid, AER errors; a GPU the load took off the bus is this check's findin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
@@ -15,13 +15,20 @@ from provision.core.checks import CRITICAL, WARNING, Finding, fail_each, note
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.active.run import ActiveRun
-    from provision.verify.model import Node
 
 SLOW_GPU = 0.8  # a GPU below 80% of the node's median throughput
 SLOWER_THAN_BEFORE = 0.85  # a GPU below 85% of its own last good run
 
 
-def check_gpus_hold_up_under_load(node: Node) -> None:
+class LoadedNode(Protocol):
+    """What this check reads of a node: verify's Node, or a node lost mid-load that left only its load's run
+    (commands/active.py lost_verdicts)."""
+
+    active: ActiveRun | None
+    notes: list[str]
+
+
+def check_gpus_hold_up_under_load(node: LoadedNode) -> None:
     """Reads: provision_active; what `provision verify --active` recorded: nvidia-smi samples through the load, the
     load's per-GPU TFLOP/s (or dcgmi diag's tests) and the last good run's.
     Next step: as the finding says: the PSU's capacity and feed for a power brake, the clocks, power or PCIe

@@ -27,9 +27,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from typing import Sequence
 
 from provision.capabilities.gpu import smi as gpu_parsers
-from provision.capabilities.gpu.model import GpuFacts
+from provision.capabilities.gpu.model import ClockPair, GpuFacts
 from provision.core.apply import Step
 
 CACHE_DIR = "/var/cache/provision/supported-clocks"
@@ -82,14 +83,14 @@ def rows(gpus: list[GpuFacts]) -> str:
     """The cache's rows for these GPUs; a GPU without pairs (GeForce) gets an [N/A] row, which reads as none."""
     lines = []
     for gpu in gpus:
-        pairs = gpu.supported_clocks or [None]
+        pairs: Sequence[ClockPair | None] = gpu.supported_clocks or [None]
         lines += [f"{gpu.uuid}, {p.mem}, {p.sm}" if p else f"{gpu.uuid}, [N/A], [N/A]" for p in pairs]
     return "".join(f"{line}\n" for line in lines)
 
 
 def write_argv(driver_version: str | None) -> list[str] | None:
     """The command that stores rows() (on stdin) for this driver; None for a version that cannot be a path."""
-    if not DRIVER_VERSION.match(driver_version or ""):
+    if driver_version is None or not DRIVER_VERSION.match(driver_version):
         return None
     return ["sh", "-c", WRITE_SCRIPT, "provision-clock-cache", cache_dir(), driver_version]
 

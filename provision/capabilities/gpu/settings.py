@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
@@ -57,14 +57,16 @@ class LockedClocks(Block):
         return self
 
 
-# Module-level aliases: linters read strings inside annotations as type names.
-PowerLimit = or_words(Watts, "default", number="a number of watts")
-
-
-Clocks = or_words(ClockSettings, "default")
-
-
-ClockLocks = or_words(LockedClocks, "default")
+# Module-level aliases: linters read strings inside annotations as type names. mypy reads what they validate
+# to (it cannot run or_words); pydantic reads the validators.
+if TYPE_CHECKING:
+    PowerLimit = Union[int, float, Literal["default"]]
+    Clocks = Union[ClockSettings, Literal["default"]]
+    ClockLocks = Union[LockedClocks, Literal["default"]]
+else:
+    PowerLimit = or_words(Watts, "default", number="a number of watts")
+    Clocks = or_words(ClockSettings, "default")
+    ClockLocks = or_words(LockedClocks, "default")
 
 
 class GpuTuning(Block):
@@ -113,7 +115,7 @@ class GpuOverride(GpuTuning):
             return self.uuid.lower() == uuid.lower()
         if self.index is not None:
             return self.index == index
-        return self.model.lower() in name.lower()
+        return self.model is not None and self.model.lower() in name.lower()  # the one selector left
 
 
 class GpuSettings(GpuTuning):

@@ -375,6 +375,13 @@ _HOST_TAG = re.compile(r"\S+\s+[^\s\[\]:]+:\s")  # "host sudo: " after a stamp t
 _UPTIME = re.compile(r"\s*\d+\.\d+\s*")
 
 
+def _match_whole(pattern: re.Pattern[str], line: str) -> re.Match[str]:
+    """The match of a pattern that matches every line (_HEAD, _PID_NAME: each part optional)."""
+    found = pattern.match(line)
+    assert found is not None, pattern.pattern
+    return found
+
+
 def _from_program(head: re.Match, rest: str) -> bool:
     """A syslog/journal line logged by a program, not by the kernel."""
     return bool(_PROGRAM.match(rest) or (head["wall"] and "kernel:" not in head[0] and _HOST_TAG.match(rest)))
@@ -471,7 +478,7 @@ def parse(text: str) -> list[KernelEvent]:
     while i < len(lines):
         line = lines[i]
         i += 1
-        head = _HEAD.match(line)
+        head = _match_whole(_HEAD, line)
         rest = line[head.end():]
         if _from_program(head, rest):
             continue
@@ -479,7 +486,7 @@ def parse(text: str) -> list[KernelEvent]:
         previous_uuid, uuid = uuid, None
 
         if m := _XID.search(rest):
-            extra = _PID_NAME.match(m["rest"] or "")
+            extra = _match_whole(_PID_NAME, m["rest"] or "")
             pid, name = extra["pid"], extra["name"]
             drafts.append(_Draft("xid", _bus(m["bus"]), time, uptime, [line], extra["detail"].strip(),
                                  int(m["code"]), None if name in (None, "", "<unknown>") else name,
@@ -521,17 +528,18 @@ def parse(text: str) -> list[KernelEvent]:
                 drafts.append(aer_received)
             elif r := _AER_REPORT.search(msg):
                 if aer_received:  # the first report after "error received" completes that event
-                    draft, aer_received = aer_received, None
+                    draft = aer_received
+                    aer_received = None
                     draft.lines.append(line)
                     draft.kind, draft.bus_id, draft.detail = _aer_kind(r["severity"]), device, r["report"]
                 else:  # "Multiple ... error received": one report per device
                     draft = _Draft(_aer_kind(r["severity"]), device, time, uptime, [line], r["report"])
                     drafts.append(draft)
                 aer_open[device or ""] = draft
-            elif (draft := aer_open.get(device or "")) and (_AER_BIT.match(msg) or _AER_MORE.match(msg)):
-                draft.lines.append(line)
+            elif (printing := aer_open.get(device or "")) and (_AER_BIT.match(msg) or _AER_MORE.match(msg)):
+                printing.lines.append(line)
                 if bit := _AER_BIT.match(msg):
-                    draft.errors.append(bit["name"])
+                    printing.errors.append(bit["name"])
     return [draft.event() for draft in drafts]
 
 
@@ -553,7 +561,7 @@ def last_boot(text: str) -> str:
         if _JOURNAL_BOOT.match(line):
             start, previous = i + 1, None
             continue
-        uptime = _stamps(_HEAD.match(line))[1]
+        uptime = _stamps(_match_whole(_HEAD, line))[1]
         if uptime is None:
             if _LINUX_VERSION.search(line):
                 start, previous = i, None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, Union
 
 from pydantic import field_validator
 
@@ -11,7 +11,10 @@ from provision.core.settings import (PATH_RULE, SHELL_WORD, UNSAFE_IN_VALUES, Ab
                                      EnvVars, Port, PositiveInt, or_words, refuse, setting)
 
 
-ProcessCount = or_words(PositiveInt, "auto", "gpu", number="a number of processes")
+if TYPE_CHECKING:  # what it validates to (mypy cannot run or_words)
+    ProcessCount = Union[int, Literal["auto", "gpu"]]
+else:
+    ProcessCount = or_words(PositiveInt, "auto", "gpu", number="a number of processes")
 
 
 

@@ -19,6 +19,9 @@ from provision.core import pci
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
+    from provision.capabilities.gpu.model import NvidiaFacts
+    from provision.capabilities.slurm.settings import SlurmSettings
+    from provision.capabilities.system.cpu import CpuFacts
     from provision.inventory.model import Host
 
 # RealMemory is a little below MemTotal: a node that registers with less memory than slurm.conf says is
@@ -31,7 +34,7 @@ VENDOR_WORDS = ("nvidia", "tesla", "geforce", "quadro")
 SERIES_WORDS = ("rtx", "gtx", "titan")  # a series word and the model number after it make one type: rtx3090
 SUFFIX_WORDS = ("ti", "super", "ada")  # kept: an RTX 3090 Ti is not an RTX 3090
 
-CGROUP_PLUGINS = {"v1": "cgroup/v1", "v2": "cgroup/v2"}  # else "autodetect" (cgroup.conf(5): the default)
+CGROUP_PLUGINS: dict[str | None, str] = {"v1": "cgroup/v1", "v2": "cgroup/v2"}  # else "autodetect" (cgroup.conf(5): the default)
 
 
 def gpu_type(name: str) -> str:
@@ -108,22 +111,24 @@ def cluster_context(hosts: Sequence[Host], facts: Mapping[str, HostFacts | None]
     problems: list[str] = []
     if not hosts:
         return ["a Slurm cluster with no host"]
-    first = hosts[0].settings.slurm
+    first = slurm_of(hosts[0])
     controller_name = first.controller
     problems += _disagreements(hosts)
     by_name = {h.name: h for h in hosts}
-    controller = by_name.get(controller_name)
+    controller = by_name.get(controller_name) if controller_name is not None else None
     if controller is None:
         problems.append(f"provision_slurm.controller {controller_name!r} is not a host of this Slurm cluster "
                         f"({', '.join(by_name)}): give it a slurm block naming itself as controller")
     for host in hosts:
-        if host.settings.slurm.role_of(host.name) in ("controller", "both") and host.name != controller_name:
-            problems.append(f"{host.name} has provision_slurm.role {host.settings.slurm.role_of(host.name)} but the cluster's "
+        if slurm_of(host).role_of(host.name) in ("controller", "both") and host.name != controller_name:
+            problems.append(f"{host.name} has provision_slurm.role {slurm_of(host).role_of(host.name)} but the cluster's "
                             f"controller is {controller_name}: one slurmctld per cluster")
 
-    nodes, gres_nodes, seen_names = [], [], {}
+    nodes: list[dict] = []
+    gres_nodes: list[dict] = []
+    seen_names: dict[str, str] = {}  # hostname -> the host that has it
     for host in hosts:
-        role = host.settings.slurm.role_of(host.name)
+        role = slurm_of(host).role_of(host.name)
         is_node = role in ("compute", "both")
         host_facts = facts.get(host.name)
         if host_facts is None:
@@ -154,10 +159,10 @@ def cluster_context(hosts: Sequence[Host], facts: Mapping[str, HostFacts | None]
     if not nodes and not problems:
         problems.append(f"the Slurm cluster of {controller_name} has no compute node "
                         "(provision_slurm.role compute or both on some host)")
-    if problems:
+    controller_facts = facts.get(controller.name) if controller else None
+    if problems or controller is None or controller_facts is None:  # either is one of the problems
         return problems
 
-    controller_facts = facts[controller.name]
     partitions: dict[str, list[str]] = {}
     for node in nodes:
         partitions.setdefault(node["partition"], []).append(node["name"])
@@ -191,8 +196,7 @@ def slurm_context(host: Host, everyone: Iterable[Host], facts: Mapping[str, Host
                   health_check_program: str | None = None) -> dict | list[str]:
     """The context of host's three Slurm files: its whole cluster (every host of `everyone` with the same
     provision_slurm.controller), and its own cgroup layout; or the problems (a list) that keep them from being written."""
-    if host.settings.slurm is None:
-        raise ValueError(f"{host.name} has no slurm block")
+    slurm_of(host)  # raises ValueError without one
     cluster = cluster_context(slurm_cluster(host, everyone), facts, unread=unread,
                               health_check_program=health_check_program)
     if isinstance(cluster, list):
@@ -200,12 +204,19 @@ def slurm_context(host: Host, everyone: Iterable[Host], facts: Mapping[str, Host
     return host_context(cluster, host, facts.get(host.name))
 
 
+def slurm_of(host: Host) -> SlurmSettings:
+    """The host's slurm block: every host of a Slurm cluster has one (slurm_cluster)."""
+    if host.settings.slurm is None:
+        raise ValueError(f"{host.name} has no slurm block")
+    return host.settings.slurm
+
+
 def _disagreements(hosts: Sequence[Host]) -> list[str]:
     problems = []
     for key in CLUSTER_KEYS:
         values: dict[object, list[str]] = {}
         for host in hosts:
-            values.setdefault(getattr(host.settings.slurm, key), []).append(host.name)
+            values.setdefault(getattr(slurm_of(host), key), []).append(host.name)
         if len(values) > 1:
             said = "; ".join(f"{', '.join(names)} say{'s' if len(names) == 1 else ''} {value!r}"
                              for value, names in values.items())
@@ -218,9 +229,9 @@ def _node(host: Host, facts: HostFacts, name: str) -> tuple[dict | None, dict | 
     """host's NodeName entry and its gres.conf entry (None without GPUs), or the problems."""
     cpu = facts.cpu
     gaps = cpu_facts.unusable(cpu)
-    if gaps:
+    if gaps or cpu is None or cpu.memory_mib is None:  # unusable names both
         return None, None, [f"slurm.conf needs {host.name}'s CPUs and memory: {'; '.join(gaps)}"]
-    gpus, problems = _gpus(host, facts)
+    gpus, problems = _gpus(host, facts.nvidia, cpu)
     if problems:
         return None, None, problems
     counts: dict[str, int] = {}
@@ -237,7 +248,7 @@ def _node(host: Host, facts: HostFacts, name: str) -> tuple[dict | None, dict | 
     }
     if not gpus:
         return node, None, []
-    autodetect = host.settings.slurm.gres_autodetect
+    autodetect = slurm_of(host).gres_autodetect
     if autodetect == "off":
         lines = sorted(gpus, key=lambda g: g["minor"])  # File= in increasing numeric order (gres.conf(5))
         lines = [{"type": g["type"], "count": None, "file": f"/dev/nvidia{g['minor']}", "cores": g["cores"]}
@@ -249,9 +260,8 @@ def _node(host: Host, facts: HostFacts, name: str) -> tuple[dict | None, dict | 
     return node, gres, []
 
 
-def _gpus(host: Host, facts: HostFacts) -> tuple[list[dict], list[str]]:
+def _gpus(host: Host, nvidia: NvidiaFacts, cpu: CpuFacts) -> tuple[list[dict], list[str]]:
     """The node's GPUs with their gres Type, device minor and Cores=; or why they cannot be listed."""
-    nvidia, cpu = facts.nvidia, facts.cpu
     on_bus = len(cpu.gpu_cpulists)
     if nvidia.state == "missing":
         if on_bus:
@@ -267,7 +277,7 @@ def _gpus(host: Host, facts: HostFacts) -> tuple[list[dict], list[str]]:
         lost = "; ".join(str(g) for g in nvidia.lost)
         return [], [f"{host.name}: {lost}: slurm.conf would count {len(nvidia.gpus)} GPU(s) where the node has "
                     f"{len(nvidia.gpus) + len(nvidia.lost)}"]
-    settings = host.settings.slurm
+    settings = slurm_of(host)
     autodetect = settings.gres_autodetect != "off"
     all_cores = len(cpu_facts.core_order(cpu))
     gpus, problems = [], []
