@@ -1,15 +1,20 @@
-"""Every command README.md shows is run here, as written, where it is meant to run.
+"""Every command the docs show is run here, as written, where it is meant to run.
 
-The README's command blocks (indented or fenced shell) are read from the file
-itself, and each command must be listed in WHERE with the place it runs:
+The command blocks (indented or fenced shell) of every page (tests/docs/pages.py: the README, every page
+under docs/, benchmarks/README.md, CONTRIBUTING.md) are read from the files themselves, and each command
+must be listed in WHERE with the place it runs:
 
-  fresh      a copy of this checkout in an empty directory, as a new user: venv, install, demo
+  fresh      a copy of this checkout in an empty directory, as a new user, as one shell session: venv,
+             install, activate, demo (`provision` found on PATH only through the activation)
   ci         .ci/run must run it, each part of an `a && b` on a line of its own, sudo dropped (CI runs as
              root): the set-up and the test command (running that here would recurse), lint and types
+  dev        a tool of the project's development machines, not installed by the project: run as written
+             where it is on PATH (it only reads), skipped elsewhere
   unit       run as written (the pure tests pass alone)
   advise     tests/unit/test_advise.py runs it as written (it reads the inventory, contacts no host) and checks
              its figures and the output pasted under it
-  simulator  the GPU simulator block, as one shell session in an empty HOME
+  simulator  the GPU simulator block, as one shell session in an empty HOME, from an empty directory that it
+             must leave empty (it works from anywhere and leaves nothing where it ran)
   sandbox    this machine as root, with a simulated 4x V100 on PATH, in a private mount namespace whose
              /etc, /usr/local, /run and /var are overlays: what the command writes never reaches the host
   geforce    the same on a simulated RTX 4090
@@ -17,7 +22,7 @@ itself, and each command must be listed in WHERE with the place it runs:
   active-benchmark  the verify --active benchmark, as written but at two nodes (the fewest with a fabric)
   first-benchmark  the repeated first converges, as written but at one node, one round, without the peers
   offline    run as written in the repository (they read the shipped inventories, contact no host); the
-             output the README pastes under them is what they print
+             output a page pastes under them is what they print
   inventory  the inventory loading benchmark, as written but at 200 hosts, one run of each (ansible-inventory
              from the test extra)
   slurm      tests/lab/test_slurm.py runs the block as written, in order (its lab directory in place of the one
@@ -25,11 +30,15 @@ itself, and each command must be listed in WHERE with the place it runs:
   slurm-via  tests/lab/test_slurm.py runs them as written, on that lab (its directory in place of the one shown)
   via-slurm-benchmark  the --via slurm benchmark, as written but at two compute nodes, one repeat
   driver     tests/lab/test_driver_install.py runs it as written (its lab directory in place of the one shown)
-  lab        a lab that mirrors inventories/basement.yaml (lab marker); the basement's addresses reach
-             their lab nodes through ~/.ssh/config, so `provision apply inventories/basement.yaml` runs as
-             written; the README's default lab directory is this test's lab directory
+  tutorial   the lab rehearsal (lab marker), first on a lab that mirrors inventories/basement.yaml, exactly
+             as written: the lab's own inventory and ssh_config, nothing else set up; the default lab
+             directory shown is this test's lab directory
+  lab        then, on that lab, the basement's own commands: its placeholder addresses reach their lab nodes
+             through ~/.ssh/config, so `provision apply inventories/basement.yaml` runs as written
+  drill      last, on that lab, in page order: the drills that break or reboot nodes, what verify says
+             after them, and `provision lab down`
 
-A command added to the README without a place here fails the first test: an
+A command added to any page without a place here fails the first test: an
 example nobody runs breaks unnoticed.
 """
 
@@ -46,16 +55,23 @@ from pathlib import Path
 import click
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
-COMMAND_WORDS = ("provision", "python", "python3", ".venv/bin/", "export", "echo", "nvidia-smi", "sudo")
+from tests.docs.pages import REPO, page_showing, pages
+
+COMMAND_WORDS = ("provision", "python", "python3", ".venv/bin/", "export", "echo", "nvidia-smi", "sudo", ".",
+                 "mkdir")
 DEFAULT_LAB = "/var/lib/provision-lab/default"
+README_MOST_LINES = 300  # the first five minutes of a new user: what it is, set-up, the main commands, the docs
 
 WHERE = {
     "python3 -m venv .venv && .venv/bin/pip install -e '.[test]'": "fresh",
-    ".venv/bin/provision demo": "fresh",
+    ". .venv/bin/activate": "fresh",
+    "provision demo": "fresh",
     "sudo scripts/setup-test-machine.sh && sudo .venv/bin/python -m pytest": "ci",
     ".venv/bin/ruff check && .venv/bin/mypy": "ci",
+    ".venv/bin/ruff check": "ci",
+    ".venv/bin/mypy": "ci",
+    ".venv/bin/lint-imports": "ci",
+    "duplicates --change": "dev",
     "python -m pytest": "ci",
     "python -m pytest tests/unit": "unit",
     "provision advise inventories/basement.yaml --limit rtx3090 --params 25M --step-ms 234 --comm-ms 106": "advise",
@@ -66,27 +82,34 @@ WHERE = {
     "provision clocks --list": "sandbox",
     "provision persistence on": "sandbox",
     "provision clocks --locked --sm 210,2520": "geforce",
-    "python3 provision_lab/gpusim install ~/bin": "simulator",
-    "export PATH=~/bin:$PATH NVIDIA_SIM_CONFIG=sim.json NVIDIA_SIM_STATE=state.json": "simulator",
-    """echo '{"gpus": [{"model": "v100-sxm2-16gb", "count": 4}]}' > sim.json""": "simulator",
+    "mkdir -p ~/gpusim": "simulator",
+    "python3 -m provision_lab.gpusim install ~/bin": "simulator",
+    "export PATH=~/bin:$PATH NVIDIA_SIM_CONFIG=~/gpusim/sim.json NVIDIA_SIM_STATE=~/gpusim/state.json "
+    "NVIDIA_SIM_KMSG=~/gpusim/kern.log": "simulator",
+    """echo '{"gpus": [{"model": "v100-sxm2-16gb", "count": 4}]}' > ~/gpusim/sim.json""": "simulator",
     "nvidia-smi -q -d SUPPORTED_CLOCKS": "simulator",
-    "python3 provision_lab/gpusim reboot": "simulator",
-    "python3 provision_lab/gpusim fault 2 off-bus": "simulator",
-    "provision lab up --like inventories/basement.yaml": "lab",
+    "python3 -m provision_lab.gpusim reboot": "simulator",
+    "python3 -m provision_lab.gpusim fault 2 off-bus": "simulator",
+    "provision lab up --like inventories/basement.yaml": "tutorial",
+    f"provision facts {DEFAULT_LAB}/inventory.yaml": "tutorial",
+    f"provision apply {DEFAULT_LAB}/inventory.yaml --check": "tutorial",
+    f"provision apply {DEFAULT_LAB}/inventory.yaml": "tutorial",
+    f"provision verify {DEFAULT_LAB}/inventory.yaml": "tutorial",
+    f"provision verify {DEFAULT_LAB}/inventory.yaml --active --duration 10": "tutorial",
+    "provision lab status --json": "tutorial",
     "provision apply inventories/basement.yaml": "lab",
     "provision apply inventories/basement.yaml --check": "lab",
     "provision apply inventories/basement.yaml --diff --limit v100": "lab",
     "provision facts inventories/basement.yaml": "lab",
     "provision facts inventories/basement.yaml --limit rtx3090": "lab",
     "provision verify inventories/basement.yaml": "lab",
-    f"provision verify {DEFAULT_LAB}/inventory.yaml --active --duration 10": "lab",
     "provision unlock inventories/basement.yaml --limit rtx4090-1": "lab",
     "provision power --watts 200 -i inventories/basement.yaml -l v100 --gpu 3": "lab",
-    f"provision apply {DEFAULT_LAB}/inventory.yaml": "lab",
-    "provision lab status --json": "lab",
-    "provision lab reboot lab-v100-1": "lab",
-    "provision lab fault lab-rtx4090-1 gpu-off-bus --gpu 3": "lab",
-    "provision lab down": "lab",
+    "provision lab fault lab-v100-1 gpu-off-bus --gpu 2": "drill",
+    f"provision verify {DEFAULT_LAB}/inventory.yaml --limit lab-v100-1": "drill",
+    "provision lab reboot lab-v100-1": "drill",
+    "provision lab fault lab-rtx4090-1 gpu-off-bus --gpu 3": "drill",
+    "provision lab down": "drill",
     "provision lab up --like tests/lab/slurm.yaml --dir /var/lib/provision-lab/slurm": "slurm",
     "provision apply /var/lib/provision-lab/slurm/inventory.yaml": "slurm",
     "ssh -F /var/lib/provision-lab/slurm/ssh_config lab-gpu-1 "
@@ -139,13 +162,19 @@ def _commands(lines: list[str]) -> list[str]:
     return commands if first in COMMAND_WORDS or first.startswith(".venv/bin/") else []  # not provision_gpu: {}
 
 
-def readme_commands() -> list[str]:
-    return [c for block in command_blocks(README.read_text()) for c in block]
+def shown_commands() -> dict[str, list[str]]:
+    """Each command the pages show, with the pages that show it (in page order, a command once)."""
+    shown: dict[str, list[str]] = {}
+    for page in pages():
+        for block in command_blocks(page.read_text()):
+            for command in block:
+                shown.setdefault(command, []).append(str(page.relative_to(REPO)))
+    return shown
 
 
 def commands_for(where: str) -> list[str]:
-    """The README's commands for one place, in README order."""
-    return [c for c in readme_commands() if WHERE.get(c) == where]
+    """The pages' commands for one place, in the order a reader meets them (a command shown twice, once)."""
+    return [c for c in shown_commands() if WHERE.get(c) == where]
 
 
 def run(command: str, cwd: Path, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -153,15 +182,16 @@ def run(command: str, cwd: Path, env: dict | None = None, timeout: int = 600) ->
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-# README commands that exit non-zero as the README says: verify --active on the lab, whose torch has no CUDA,
-# loads no node, and a node not tested is never a pass (exit bit 64)
-EXITS = {f"provision verify {DEFAULT_LAB}/inventory.yaml --active --duration 10": 64}
+# Commands that exit non-zero as their page says: verify --active on the lab, whose torch has no CUDA, loads no
+# node, and a node not tested is never a pass (exit bit 64); verify after a drill finds what it broke (bit 1)
+EXITS = {f"provision verify {DEFAULT_LAB}/inventory.yaml --active --duration 10": 64,
+         f"provision verify {DEFAULT_LAB}/inventory.yaml --limit lab-v100-1": 1}
 
 
 def ok(proc: subprocess.CompletedProcess, command: str) -> str:
     expected = EXITS.get(command, 0)
     assert proc.returncode == expected, \
-        f"README command `{command}` exited {proc.returncode}, not {expected}:\n{proc.stdout}\n{proc.stderr}"
+        f"The docs' command `{command}` exited {proc.returncode}, not {expected}:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 
 
@@ -172,13 +202,19 @@ def needs_root_on_linux():
 
 # --- the walk itself ------------------------------------------------------------------------------
 
-def test_every_readme_command_is_run_by_a_test():
-    commands = readme_commands()
-    assert "provision apply inventories/basement.yaml" in commands and ".venv/bin/provision demo" in commands
-    unknown = [c for c in commands if c not in WHERE]
-    assert not unknown, f"README commands no test runs: add each to WHERE with where it runs: {unknown}"
-    gone = [c for c in WHERE if c not in commands]
-    assert not gone, f"WHERE lists commands the README no longer shows: {gone}"
+def test_every_command_of_every_page_is_run_by_a_test():
+    shown = shown_commands()
+    assert shown["provision demo"][:2] == ["README.md", "docs/tutorial/index.md"], shown["provision demo"]
+    unknown = {c: pages for c, pages in shown.items() if c not in WHERE}
+    assert not unknown, f"commands no test runs: add each to WHERE with where it runs: {unknown}"
+    gone = [c for c in WHERE if c not in shown]
+    assert not gone, f"WHERE lists commands no page shows any more: {gone}"
+
+
+def test_the_readme_is_the_first_five_minutes():
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= README_MOST_LINES
+    assert "docs/tutorial/index.md" in readme  # and the way on
 
 
 def test_the_blocks_are_read_like_a_reader_reads_them():
@@ -186,7 +222,7 @@ def test_the_blocks_are_read_like_a_reader_reads_them():
     assert command_blocks(text) == [["provision a", "provision b --x"], ["echo 1"]]
 
 
-def test_ci_runs_the_readme_test_command():
+def test_ci_runs_the_test_commands_the_docs_show():
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     for command in commands_for("ci"):
         for part in command.split(" && "):
@@ -195,7 +231,8 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_a_fresh_copy_installs_and_runs_the_demo(tmp_path):
-    """A new user's first minutes: the files git would give them, an empty venv, the README's commands."""
+    """A new user's first minutes: the files git would give them, an empty venv, the README's set-up as one
+    shell session; `provision` is on no PATH but the one the activation sets."""
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
                            capture_output=True, check=True).stdout.decode().split("\0")
     for name in filter(None, files):
@@ -204,8 +241,18 @@ def test_a_fresh_copy_installs_and_runs_the_demo(tmp_path):
             (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, tmp_path / name, follow_symlinks=False)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    outputs = [ok(run(c, tmp_path, env), c) for c in commands_for("fresh")]
-    assert "ok=8 changed=0 failed=0" in outputs[-1]
+    env["PATH"] = os.pathsep.join(d for d in env["PATH"].split(os.pathsep) if not (Path(d) / "provision").exists())
+    session = commands_for("fresh")
+    assert session[-1] == "provision demo", session
+    out = ok(run("set -e\n" + "\n".join(session), tmp_path, env), "the set-up block")
+    assert "ok=8 changed=0 failed=0" in out
+
+
+def test_the_development_tools_the_docs_name_run_where_installed():
+    for command in commands_for("dev"):
+        if not shutil.which(command.split()[0]):
+            pytest.skip(f"{command.split()[0]} is not on PATH here (a development machine's tool)")
+        ok(run(command, REPO), command)
 
 
 def test_the_unit_tests_pass_on_their_own():
@@ -214,11 +261,11 @@ def test_the_unit_tests_pass_on_their_own():
         assert re.search(r"\d+ passed", out)
 
 
-def test_the_offline_commands_print_what_the_readme_shows():
+def test_the_offline_commands_print_what_their_page_shows():
     for command in commands_for("offline"):
         out = ok(run(command.replace("provision", f"{sys.executable} -m provision", 1), REPO), command)
         if "--host gpu04" in command:  # its table is pasted under it, abridged ("...")
-            after = README.read_text().split(command, 1)[1]
+            after = page_showing(f"    {command}\n").split(command, 1)[1]
             pasted = after.split("```\n", 1)[1].split("\n```", 1)[0].splitlines()
             assert len(pasted) == 8 and all(line in out.splitlines() for line in pasted if line != "  ..."), out
         else:
@@ -234,14 +281,16 @@ def test_the_inventory_benchmark_runs_small():
         assert "200 hosts (5 racks)" in out and "| `ansible-inventory --list` | " in out, out
 
 
-def test_the_simulator_block_runs_as_one_session(tmp_path):
-    home = tmp_path / "home"
+def test_the_simulator_block_runs_as_one_session_anywhere_and_leaves_nothing_there(tmp_path):
+    home, anywhere = tmp_path / "home", tmp_path / "anywhere"
     home.mkdir()
-    script = "set -e\n" + "\n".join(commands_for("simulator")).replace("python3 provision/", f"python3 {REPO}/provision/")
-    env = {"HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "NVIDIA_SIM_KMSG": str(tmp_path / "kmsg")}
-    out = ok(run(script, tmp_path, env), "the simulator block")
+    anywhere.mkdir()
+    script = "set -e\n" + "\n".join(commands_for("simulator"))
+    env = {"HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}  # the venv active
+    out = ok(run(script, anywhere, env), "the simulator block")
     assert out.count("Supported Clocks") == 4 and re.search(r"Memory +: 877 MHz", out)
-    state = json.loads((tmp_path / "state.json").read_text())
+    assert not list(anywhere.iterdir()), "the simulator block left files where it ran"
+    state = json.loads((home / "gpusim" / "state.json").read_text())
     assert [gpu["off_bus"] for gpu in state["gpus"]] == [False, False, True, False]  # what the last line did
 
 
@@ -299,9 +348,14 @@ def test_commands_on_this_machine_run_in_a_sandbox(tmp_path, where, model, count
 
 # --- the lab -----------------------------------------------------------------------------------------
 
+LAB_UP = "provision lab up --like inventories/basement.yaml"
+LAB_DOWN = "provision lab down"
+
+
 @pytest.fixture(scope="module")
 def basement_lab(tmp_path_factory):
-    """The README's lab commands, in README order, against a lab mirroring inventories/basement.yaml."""
+    """The pages' lab commands on one lab mirroring inventories/basement.yaml: the tutorial's exactly as
+    written, nothing else set up; then the basement's own, its addresses led to the lab; then the drills."""
     needs_root_on_linux()
     lab_dir = Path(os.environ.get("PROVISION_README_LAB_DIR", "/var/lib/provision-lab/readme"))
     home = tmp_path_factory.mktemp("home")
@@ -309,18 +363,17 @@ def basement_lab(tmp_path_factory):
     env |= {"PROVISION_LAB_DIR": str(lab_dir), "HOME": str(home), "XDG_STATE_HOME": str(home / "state"),
             "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"}
     subprocess.run([sys.executable, "-m", "provision", "lab", "down"], env=env, capture_output=True)
+    tutorial = commands_for("tutorial")
+    assert tutorial[0] == LAB_UP and commands_for("drill")[-1] == LAB_DOWN, "the lab pages start and end no lab"
     outputs = {}
-    up, *rest = sorted(commands_for("lab"), key=lambda c: not c.startswith("provision lab up"))
-    assert up.startswith("provision lab up"), "the README's lab section starts no lab"
     try:
-        # The lab first, and the basement's addresses mapped to it before any command can dial them.
-        outputs[up] = ok(run(up, REPO, env), up)
-        basement_reaches_the_lab(home, lab_dir, env)
-        for command in rest:
-            if not command.startswith("provision lab down"):  # last, below
-                outputs[command] = ok(run(command.replace(DEFAULT_LAB, str(lab_dir)), REPO, env), command)
+        for command in tutorial:
+            outputs[command] = ok(run(command.replace(DEFAULT_LAB, str(lab_dir)), REPO, env), command)
+        basement_reaches_the_lab(home, lab_dir, env)  # before any basement command can dial its addresses
+        for command in commands_for("lab") + commands_for("drill")[:-1]:
+            outputs[command] = ok(run(command.replace(DEFAULT_LAB, str(lab_dir)), REPO, env), command)
     finally:
-        outputs["provision lab down"] = ok(run("provision lab down", REPO, env), "provision lab down")
+        outputs[LAB_DOWN] = ok(run(LAB_DOWN, REPO, env), LAB_DOWN)
     return outputs
 
 
@@ -339,10 +392,26 @@ def basement_reaches_the_lab(home: Path, lab_dir: Path, env: dict) -> None:
 
 
 @pytest.mark.lab
+def test_the_tutorial_rehearses_on_the_lab_as_written(basement_lab):
+    lab_inventory = f"{DEFAULT_LAB}/inventory.yaml"
+    assert "Try:        provision facts " in basement_lab[LAB_UP]  # what the tutorial shows `up` printing
+    assert basement_lab[f"provision facts {lab_inventory}"].count("Tesla V100-SXM2-16GB") == 4
+    assert re.search(r"would change=[1-9]", basement_lab[f"provision apply {lab_inventory} --check"])
+    assert re.search(r"^lab-v100-1 +ok=\d+ changed=[1-9]", basement_lab[f"provision apply {lab_inventory}"], re.M)
+    assert "\n6 hosts: 6 pass" in basement_lab[f"provision verify {lab_inventory}"]
+    # the lab's torch is the CPU build: no GPU load runs, so no node is tested under load, never a pass (the
+    # V100 brownout under a load: tests/lab/test_active_load.py); the blades' ports and their gloo all-reduce
+    # through the wrapper run and pass
+    active = basement_lab[f"provision verify {lab_inventory} --active --duration 10"]
+    assert "\n6 hosts: 6 not tested" in active and "sees no CUDA GPU" in active and " FAIL " not in active, active
+    # the drill: GPU 2 off the bus is one finding, on that node
+    assert "no_gpu_is_lost" in basement_lab[f"provision verify {lab_inventory} --limit lab-v100-1"]
+
+
+@pytest.mark.lab
 def test_the_lab_commands_run_as_written(basement_lab):
     assert "\n6 hosts: " in basement_lab["provision apply inventories/basement.yaml"]
     assert "would change=0" in basement_lab["provision apply inventories/basement.yaml --check"]
-    assert "lab-v100-1" in basement_lab[f"provision apply {DEFAULT_LAB}/inventory.yaml"]
     # every run gave its locks back: nothing to remove
     assert re.fullmatch(r"rtx4090-1 +no lock\n",
                         click.unstyle(basement_lab["provision unlock inventories/basement.yaml --limit rtx4090-1"]))
@@ -352,32 +421,28 @@ def test_the_lab_commands_run_as_written(basement_lab):
 
 @pytest.mark.lab
 def test_the_basement_commands_converge_the_mirror(basement_lab):
-    first = basement_lab["provision apply inventories/basement.yaml"]
-    assert re.search(r"v100-1 +ok=\d+ changed=[1-9]", first)
+    # the tutorial converged these nodes already, as lab-*: the basement's names run through them again
+    assert re.search(r"^v100-1 +ok=\d+ changed=\d+ failed=0", basement_lab["provision apply inventories/basement.yaml"],
+                     re.M)
     facts = basement_lab["provision facts inventories/basement.yaml"]
     assert facts.count("Tesla V100-SXM2-16GB") == 4 and "877,1005" in facts
     blades = basement_lab["provision facts inventories/basement.yaml --limit rtx3090"]
     assert blades.count("nccl: NCCL_SOCKET_IFNAME=ens803f: uses ens803f0 (10000 Mb/s), ens803f1 (10000 Mb/s)") == 4
     assert pasted_under("provision facts inventories/basement.yaml --limit rtx3090") in blades
     assert "\n6 hosts: 6 pass" in basement_lab["provision verify inventories/basement.yaml"]
-    # the lab's torch is the CPU build: no GPU load runs, so no node is tested under load, never a pass (the
-    # V100 brownout under a load: tests/lab/test_active_load.py); the blades' ports and their gloo all-reduce
-    # through the wrapper run and pass
-    active = basement_lab[f"provision verify {DEFAULT_LAB}/inventory.yaml --active --duration 10"]
-    assert "\n6 hosts: 6 not tested" in active and "sees no CUDA GPU" in active and " FAIL " not in active, active
     # 200 W is what the inventory says already: a no-op, one line for the host
     assert re.search(r"^v100-1 +ok=\d+ changed=0 failed=0",
                      basement_lab["provision power --watts 200 -i inventories/basement.yaml -l v100 --gpu 3"], re.M)
 
 
 def pasted_under(command: str) -> str:
-    """The output the README shows in the ```text block under `command`."""
-    after = README.read_text().split(f"    {command}\n", 1)[1]
+    """The output its page shows in the ```text block under `command`."""
+    after = page_showing(f"    {command}\n").split(f"    {command}\n", 1)[1]
     return after.split("```text\n", 1)[1].split("```", 1)[0]
 
 
 def run_small(command: str, sizes: str, lab: str) -> str:
-    """A README benchmark as written, with its --sizes replaced (and what follows them), in its own lab."""
+    """A benchmark as written, with its --sizes replaced (and what follows them), in its own lab."""
     small = re.sub(r"--sizes [0-9,]+", f"--sizes {sizes}", command.removeprefix("sudo "))
     return ok(run(f"{small} --dir {lab}".replace(".venv/bin/python", sys.executable), REPO), command)
 

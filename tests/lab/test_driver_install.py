@@ -40,7 +40,7 @@ def driver_lab(lab_beside):
 
 def as_written(command: str, lab, *more: str) -> subprocess.CompletedProcess:
     """A README command, from the checkout, in this test's lab directory (and more options after it)."""
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "how-to" / "driver.md").read_text()
     assert f"    {command}" in readme
     argv = shlex.split(command.replace(SHOWN_DIR, str(lab.dir)))
     return subprocess.run([sys.executable, "-m", "provision", *argv[1:], *more], cwd=REPO, capture_output=True,

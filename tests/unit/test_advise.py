@@ -15,6 +15,7 @@ from provision.capabilities.nccl.advise import (GIB, Job, Network, advise, estim
                               network_from_hosts, parse_count, what_if)
 from provision.cli import main
 from provision.inventory.load import load_inventory
+from tests.docs.pages import page_showing
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = Network(nodes=4, gpus_per_node=1, link_mbps=10_000, links=1)
@@ -188,10 +189,10 @@ def test_one_selected_host_is_a_usage_error(small_inventory):
 
 
 def test_the_readme_command_on_the_basement_inventory(monkeypatch):
-    """The README's command line as written, from the checkout: the seed cluster's four figures, and the output
-    the README shows under it is what the command prints (tests/docs/test_readme.py: place "advise")."""
+    """The docs' command line as written, from the checkout: the seed cluster's four figures, and the output
+    its page shows under it is what the command prints (tests/docs/test_readme.py: place "advise")."""
     monkeypatch.chdir(REPO)
-    readme = (REPO / "README.md").read_text()
+    readme = page_showing(f"    {README_COMMAND}\n")  # docs/how-to/nccl.md
     assert f"    {README_COMMAND}\n" in readme
     result = run(*README_COMMAND.split()[2:])
     shown = readme.split(f"    {README_COMMAND}\n", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]

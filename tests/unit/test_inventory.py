@@ -632,7 +632,7 @@ def test_the_basement_inventory_loads_with_each_clusters_settings():
 
 
 def test_the_readme_example_loads(tmp_path):
-    readme = (BASEMENT.parents[1] / "README.md").read_text()  # its Inventory section's first example
+    readme = (BASEMENT.parents[1] / "docs" / "how-to" / "inventories.md").read_text()  # its first example
     example = next(block.split("```", 1)[0] for block in readme.split("```yaml\n")[1:] if "v100-1:" in block)
     inv = load_inventory(write(tmp_path, example))
     gpu = inv.hosts["v100-1"].settings.gpu
