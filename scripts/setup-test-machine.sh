@@ -37,3 +37,5 @@ fi
 "${as_user[@]}" python3 -m venv .venv
 "${as_user[@]}" .venv/bin/pip install -q --upgrade pip >/dev/null
 "${as_user[@]}" .venv/bin/pip install -q -e '.[test]'
+# The venv is not active in the shell that ran this: say how to put provision on PATH (README, Set up).
+echo "$0: done. provision is .venv/bin/provision; '. .venv/bin/activate' puts it on PATH in your shell." >&2

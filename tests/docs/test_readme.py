@@ -204,7 +204,7 @@ def needs_root_on_linux():
 
 def test_every_command_of_every_page_is_run_by_a_test():
     shown = shown_commands()
-    assert shown["provision demo"][:2] == ["README.md", "docs/tutorial/index.md"], shown["provision demo"]
+    assert shown["provision demo"][0] == "README.md" and "docs/tutorial/index.md" in shown["provision demo"]
     unknown = {c: pages for c, pages in shown.items() if c not in WHERE}
     assert not unknown, f"commands no test runs: add each to WHERE with where it runs: {unknown}"
     gone = [c for c in WHERE if c not in shown]
