@@ -3,7 +3,9 @@
 A locked read is a few steps, one command each: take the lock (alone when the facts read before may stand,
 or with the facts after it), wait and take again while another run holds it (hostlock.Taker), read again
 once it is ours if another run had the host in between. One `Stage` says where a read is; `after_take` is
-the whole rule for the next one, and `read_host` sends the commands until a stage is an end.
+the whole rule for the next one, and `read_host` sends the commands until a stage is an end. `give_back`
+returns the lock outside of a read (a host done, or a run abandoned); the last read after a host's changes
+gives it back in its own command.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Callable
 
-from provision.core.connection import Unreachable
+from provision.core.connection import Connection, Unreachable
+from provision.core.errors import ProvisionError
 from provision.core.facts import Section
-from provision.core.hostlock import Taker
+from provision.core.hostlock import Owner, Taker, release_argv
 
 
 class Stage(Enum):
@@ -108,3 +111,15 @@ def read_host(send: Send, taker: Taker | None, generation: str | None, taking: t
         if stage is Stage.REFUSED:
             return HostRead(stage, sections, locked, judged)
     return HostRead(stage, sections, locked)
+
+
+def give_back(conn: Connection, owner: Owner, taking: threading.Event, timeout: float, maybe: bool) -> None:
+    """Give the host's lock back, best effort: a lost host's lock goes stale, for the next run to take. With maybe
+    (an abandon: this run may be taking it now), a take in flight finishes first, for 5 s at most; the release
+    removes only this run's own lock, so sending it where none was taken is harmless."""
+    if maybe:
+        taking.wait(min(timeout, 5))
+    try:
+        conn.run(release_argv(owner), timeout=timeout)
+    except ProvisionError:
+        pass

@@ -36,9 +36,9 @@ from provision.core.apply import Step, run_batch
 from provision.core.batches import Applied, Outcome, Planned, apply_batch, changes_gpus, checked, joins, planned
 from provision.core.cluster import Cluster
 from provision.core.connection import Connection, Privilege, Unreachable
-from provision.core.errors import InputError, Problem, ProvisionError
+from provision.core.errors import InputError, Problem
 from provision.core.facts import FactRegistry, Reads, Section, new_token, split_sections
-from provision.core.hostread import Stage, read_host, said
+from provision.core.hostread import Stage, give_back, read_host, said
 from provision.core.plan import CHANGED, FAILED, Plan, Task
 from provision.core.results import NOT_STARTED, UNREACHABLE, HostResult, TaskResult, signal_name
 from provision.core.runlog import RunLog
@@ -326,12 +326,7 @@ class Engine:
         maybe, also where this run may be taking it now: the release removes only this run's own lock. The host
         counts as locked until the release is done, so that an abandon (_abandon) never takes it for given back."""
         if (state.locked or maybe) and state.conn is not None:
-            if maybe:  # a take in flight finishes first (a take waiting for another run's lock: for timeout at most)
-                state.not_taking.wait(min(timeout, 5))
-            try:
-                state.conn.run(hostlock.release_argv(self.owner), timeout=timeout)
-            except ProvisionError:
-                pass
+            give_back(state.conn, self.owner, state.not_taking, timeout, maybe)
             state.locked = False
 
     def release(self, state: HostState) -> None:
