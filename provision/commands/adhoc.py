@@ -4,17 +4,18 @@
 from __future__ import annotations
 
 from provision.capabilities.gpu.adhoc import AdhocSettings, AfterTheSetting, check_change, gpu_chooser, with_gpu_block
+from provision.capabilities.gpu.clock_models import clock_models
 from provision.commands.playbook import load_playbook
 from provision.commands.run import Target, engine_for, run_stoppable
 from provision.core.connection import SSHOptions
 from provision.core.resources import playbook_path, templates_dir
 from provision.core.results import HostResult
 from provision.core.run import HostState, RunOptions
-from provision.core.runlog import RunLog, default_path
+from provision.core.runlog import RunLog
 
 
 def adhoc(target: Target, change: dict, option: str, gpus: str | None, from_inventory: bool, options: RunOptions,
-          ssh: SSHOptions) -> tuple[list[HostResult], int | None, list[str], str]:
+          ssh: SSHOptions, log: RunLog) -> tuple[list[HostResult], int | None, list[str], str]:
     """(results, the signal that stopped the run or None, warnings, why the run log stopped short or ""). The
     tasks: the one for each changed setting (provision_gpu.power_limit -> gpu-power-limit), and the boot ones."""
     check_change(change, option)
@@ -26,7 +27,6 @@ def adhoc(target: Target, change: dict, option: str, gpus: str | None, from_inve
                          if "boot" in t.tags and t.name not in task_names)]
     hook = AdhocSettings(change, gpu_chooser(gpus), from_inventory=from_inventory)
     options.adjust_host = hook
-    log = RunLog(default_path(), options.command, target.inventory_path)
     engine = engine_for(target, tasks, options, ssh, log)
     results = run_stoppable(engine, [with_gpu_block(h) for h in target.hosts])
     return results, engine.stop.signum, hook.warnings, log.unwritten
@@ -35,3 +35,13 @@ def adhoc(target: Target, change: dict, option: str, gpus: str | None, from_inve
 def read_gpus(target: Target, options: RunOptions, ssh: SSHOptions) -> list[HostState]:
     """clocks --list: each host read, nothing planned."""
     return engine_for(target, [], options, ssh).read_facts(target.hosts)
+
+
+def clock_list(target: Target, options: RunOptions, ssh: SSHOptions) -> tuple[list, dict[str, str], list[HostResult]]:
+    """clocks --list: the supported clocks per GPU model (capabilities/gpu/clock_models.py's rows), why each host
+    without a GPU nvidia-smi can read has none, and each host's read."""
+    states = read_gpus(target, options, ssh)
+    models = clock_models([s.facts for s in states if s.facts])
+    unusable = {s.host.name: s.facts.nvidia.message if s.facts else s.result.message
+                for s in states if not s.facts or s.facts.nvidia.state != "ok"}
+    return models, unusable, [s.result for s in states]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from provision.commands.reboot import RebootOutcome, final_results, reboot_and_converge
 from provision.commands.run import Target, engine_for, run_stoppable
 from provision.commands import via_slurm
+from provision.commands.playbook import selected_tasks, unapplied_blocks, with_flag_tasks
 from provision.core.connection import SSHOptions
 from provision.core.plan import Task
 from provision.core.plan import FAILED
@@ -27,6 +28,15 @@ class Applied:
     def final(self) -> list[HostResult]:
         """Each host's last word: after its reboot where it had one."""
         return final_results(self.results, self.reboots, self.after)
+
+
+def prepare(target: Target, playbook: str | None, templates: str | None, tags: str, skip_tags: str,
+            flags: frozenset[str]) -> tuple[list[Task], list[str]]:
+    """The tasks apply runs (the playbook's that --tags and --skip-tags select, and those the run's flags add),
+    and a warning per inventory block the playbook leaves unapplied. The run's flags go on every selected host."""
+    book, loaded, tasks = selected_tasks(playbook, templates, tags, skip_tags)
+    target.flag(flags)
+    return with_flag_tasks(tasks, flags), unapplied_blocks(loaded, target.hosts, book.name)
 
 
 def apply(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, log: RunLog,

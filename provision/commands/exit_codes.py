@@ -55,8 +55,8 @@ EXIT_CODES: tuple[ExitCode, ...] = (
              "next boot (provision apply --reboot); not a failure", APPLYING),
     ExitCode(EXIT_NOT_WRITTEN, "not written", "the run log (--log) could not be written to the end; the results "
              "shown stand", APPLYING),
-    ExitCode(EXIT_NOT_WRITTEN, "not written", "the --log, --junitxml or --prometheus file could not be written to "
-             "the end; the verdicts shown stand", ("verify",)),
+    ExitCode(EXIT_NOT_WRITTEN, "not written", "the --junitxml or --prometheus file could not be written to the "
+             "end; the verdicts shown stand", ("verify",)),
     ExitCode(EXIT_NOT_TESTED, "not tested", "--active: some node, port or all-reduce was not tested", ("verify",)),
     ExitCode(EXIT_STOPPED_BASE + signal.SIGINT, "interrupted", "stopped by Ctrl-C (SIGINT): what was in flight "
              "finished, nothing new started; the report says which", STOPPABLE),

@@ -19,10 +19,10 @@ from provision.core.localfiles import read_text
 from provision.inventory.formats import yaml as yaml_format
 from provision.capabilities.host import BLOCKS
 from provision.core.settings import did_you_mean, variable
-from provision.capabilities.registry import TASK_TYPES
+from provision.capabilities.registry import RUN_FLAGS, TASK_TYPES
 from provision.capabilities.system.files import template_problems
 from provision.core.plan import Task
-from provision.core.resources import playbook_path, shipped
+from provision.core.resources import playbook_path, shipped, templates_dir
 
 
 def shipped_playbooks() -> list[str]:
@@ -92,6 +92,29 @@ def select_tasks(tasks: list[Task], tags: set[str], skip_tags: set[str], playboo
     if problems:
         raise InputError(problems)
     return [t for t in tasks if (not tags or t.tags & tags) and not (t.tags & skip_tags)]
+
+
+def tag_set(text: str) -> set[str]:
+    """--tags and --skip-tags as given: comma-separated."""
+    return {t.strip() for t in text.split(",") if t.strip()}
+
+
+def selected_tasks(playbook: str | None, templates: str | None, tags: str = "",
+                   skip_tags: str = "") -> tuple[Path, list[Task], list[Task]]:
+    """The playbook's file, every task it holds, and those --tags and --skip-tags select."""
+    book = playbook_file(playbook)
+    loaded = load_playbook(book, templates_dir(templates))
+    return book, loaded, select_tasks(loaded, tag_set(tags), tag_set(skip_tags), str(book))
+
+
+def with_flag_tasks(tasks: list[Task], flags: frozenset[str]) -> list[Task]:
+    """The tasks, and those the run's flags add (RunFlag.adds_task), each once: a run without the flag never
+    reports them."""
+    for flag in RUN_FLAGS:
+        added = TASK_TYPES.get(flag.adds_task) if flag.name in flags else None
+        if added is not None and not any(isinstance(task, added) for task in tasks):
+            tasks = [*tasks, added()]
+    return tasks
 
 
 def with_bmc_record(tasks: list[Task]) -> list[Task]:

@@ -33,6 +33,10 @@ class Target:
     ignored: list[str] = field(default_factory=list)  # other roles' variables the inventory holds, left alone
     skipped: list[str] = field(default_factory=list)  # what the inventory's readers read past (warnings)
 
+    def flag(self, flags: frozenset[str]) -> None:
+        """A run's flags (RUN_FLAGS' names) on every selected host (Host.flags), for the tasks that read them."""
+        self.hosts = [replace(host, flags=flags) for host in self.hosts]
+
 
 def default_sources() -> list[str]:
     """The inventory when none is given: ANSIBLE_INVENTORY, ansible.cfg's, or /etc/ansible/hosts where it is."""

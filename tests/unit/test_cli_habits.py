@@ -15,9 +15,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from provision import cli
 from provision.cli import main
-from provision.commands import adhoc as adhoc_command, facts as facts_command, run as run_module
+from provision.commands import adhoc as adhoc_command, apply as apply_module, facts as facts_command
+from provision.commands import run as run_module
+from provision.output import report
 from provision.commands.playbook import load_playbook, select_tasks
 from provision.core.resources import playbook_path, templates_dir
 from tests.ansible_oracle import ANSIBLE_INVENTORY, needs_ansible, run_ansible_inventory
@@ -90,7 +91,7 @@ def adhoc_run(monkeypatch) -> list:
     """The ad-hoc commands' run replaced: (target, options) recorded; nothing changed."""
     given: list = []
 
-    def adhoc(target, change, option, gpus, inventory, options, ssh):
+    def adhoc(target, change, option, gpus, inventory, options, ssh, log):
         given.append((target, options))
         return [], None, [], ""
     monkeypatch.setattr(adhoc_command, "adhoc", adhoc)
@@ -105,8 +106,8 @@ def apply_run(monkeypatch) -> list:
     def apply(target, tasks, options, ssh, log, reboot, serial, reboot_timeout, via_slurm):
         given.append(options)
         return SimpleNamespace(results=[], reboots=[], after=[], final=[], stopped=None)
-    monkeypatch.setattr(cli, "apply_command", apply)
-    monkeypatch.setattr(cli.report, "print_results", lambda results, check, show_diff, *rest: given.append(show_diff))
+    monkeypatch.setattr(apply_module, "apply", apply)
+    monkeypatch.setattr(report, "print_results", lambda results, check, show_diff, *rest: given.append(show_diff))
     return given
 
 
@@ -312,3 +313,55 @@ def test_list_yaml_gives_a_hosts_variables_once(inventory):
     assert gpu["v100"]["hosts"]["gpu01"] == {"ansible_host": "10.0.1.1", "ansible_port": 22}
     assert data["all"]["children"]["slurm"]["hosts"] == {"gpu01": {}, "gpu03": {}}
     assert "spare" not in data["all"]["children"]["slurm"].get("children", {})
+
+
+# --- the same options on every host command (issue 44: one decorator, cli/options.py) ----------------------
+
+@pytest.fixture
+def verify_run(monkeypatch) -> list:
+    """verify's run replaced: its options and SSH options recorded; nothing read."""
+    from provision.commands import verify as verify_module
+
+    given: list = []
+
+    def verify(target, tasks, options, ssh, *rest):
+        given.append((target, options, ssh))
+        return [], [], [], None
+    monkeypatch.setattr(verify_module, "verify", verify)
+    return given
+
+
+@pytest.mark.parametrize("command", [["power", "--watts", "200"], ["persistence", "on"], ["clocks", "--reset"]])
+def test_the_adhoc_commands_take_the_inventory_as_an_argument(inventory, adhoc_run, command):
+    """`power --watts 200 INVENTORY` was "unexpected extra argument"."""
+    result = invoke(*command, inventory, "-l", "gpu01")
+    assert result.exit_code == 0, result.output
+    [(target, options)] = adhoc_run
+    assert [h.name for h in target.hosts] == ["gpu01"] and target.inventory_path == str(inventory)
+
+
+def test_the_adhoc_commands_take_apply_s_run_options(inventory, tmp_path, adhoc_run, monkeypatch):
+    """clocks -v was "no such option"; -e, --connect-timeout, --log and --lock-wait were missing."""
+    printed: list = []
+    monkeypatch.setattr(report, "print_results", lambda *args, **kwargs: printed.append(args))
+    ssh: list = []
+    monkeypatch.setattr(adhoc_command, "adhoc", lambda target, change, option, gpus, inventory, options, s, log:
+                        adhoc_run.append((target, options, log)) or ssh.append(s) or ([], None, [], ""))
+    result = invoke("clocks", "--reset", "-i", inventory, "-v", "-e", "ansible_user=ops", "--connect-timeout", "3",
+                    "--log", tmp_path / "adhoc.jsonl", "--lock-wait", "5", "-D")
+    assert result.exit_code == 0, result.output
+    [(target, options, log)] = adhoc_run
+    assert {h.user for h in target.hosts} == {"ops"} and ssh[0].connect_timeout == 3
+    assert options.lock_wait == 5 and str(log.path) == str(tmp_path / "adhoc.jsonl")
+    [(results, check, show_diff, verbose)] = [args[:4] for args in printed]
+    assert show_diff and verbose
+
+
+def test_verify_asks_for_the_sudo_password(inventory, tmp_path, verify_run):
+    """verify lacked -K: its checks run sudo as apply's tasks do."""
+    (tmp_path / "ssh_config").write_text("Host *\n  User ops\n")
+    result = invoke("verify", "-i", inventory, "-K", "-F", tmp_path / "ssh_config", input="secret\n")
+    assert result.exit_code == 0, result.output
+    [(target, options, ssh)] = verify_run
+    assert options.sudo_password == "secret" and "secret" not in result.output
+    assert ssh.ssh_config == str(tmp_path / "ssh_config")

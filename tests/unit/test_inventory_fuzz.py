@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import provision.cli as cli
+import provision.cli.run as cli_run  # unlock's connections
 from provision.core.connection import LocalConnection, SSHConnection, SSHOptions, Unreachable
 from provision.core.errors import InputError
 from provision.inventory.model import Inventory
@@ -355,7 +356,7 @@ def no_host_contacted():
         raise Refused("fuzz: connections are refused")
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cli, "connector", connector)
+        mp.setattr(cli_run, "connector", connector)
         mp.setattr(SSHConnection, "open", refuse_open)
         mp.setattr(LocalConnection, "open", refuse_open)
         yield attempts
@@ -449,7 +450,7 @@ def test_the_connection_is_built_with_the_inventory_values(address, port):
         if isinstance(outcome, InputError) or any(h.refused for h in outcome.hosts.values()):
             return  # a host whose address is refused is never connected to
         (path.parent / "ssh_config").write_text("")
-        connect = cli.connector(False, SSHOptions(ssh_config=str(path.parent / "ssh_config")))
+        connect = cli_run.connector(False, SSHOptions(ssh_config=str(path.parent / "ssh_config")))
         for host in outcome.hosts.values():
             conn = connect(host)  # builds the Fabric connection; opens nothing
             assert (conn.fabric.host, conn.fabric.port) == (host.address, host.port or 22)
