@@ -52,6 +52,7 @@ import stat
 import subprocess
 import sys
 import time
+from typing import overload
 
 GPUSIM = "/usr/lib/provision-lab/gpusim"  # the simulator's own commands (node.py installs it)
 UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")
@@ -118,6 +119,12 @@ def parse_unit(path: str, dropins: tuple[str, ...] = ()) -> dict[str, list[str]]
     return values
 
 
+@overload
+def last(unit: dict[str, list[str]], key: str, default: str) -> str: ...
+@overload
+def last(unit: dict[str, list[str]], key: str, default: None = None) -> str | None: ...
+
+
 def last(unit: dict[str, list[str]], key: str, default: str | None = None) -> str | None:
     """A single-valued setting: the last assignment wins."""
     values = unit.get(key) or []
@@ -157,7 +164,7 @@ def enabled_units() -> dict[str, dict[str, list[str]]]:
     """The enabled services, and those they pull in by Wants=/Requires= (transitively), each read with its
     drop-ins."""
     units: dict[str, dict[str, list[str]]] = {}
-    pending = [(os.path.basename(link), link, None)
+    pending: list[tuple[str, str, str | None]] = [(os.path.basename(link), link, None)
                for link in sorted(glob.glob(f"{UNIT_DIRS[0]}/*.target.wants/*.service"))]
     while pending:
         name, link, wanted_by = pending.pop(0)
@@ -176,7 +183,7 @@ def enabled_units() -> dict[str, dict[str, list[str]]]:
 
 
 def boot_order(units: dict[str, dict[str, list[str]]]) -> list[str]:
-    graph = graphlib.TopologicalSorter()
+    graph: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
     for name, unit in units.items():
         graph.add(name)
         for other in words(unit, "Unit.After"):
@@ -263,13 +270,16 @@ def unit_environment(unit: dict[str, list[str]]) -> dict[str, str]:
             if not optional:
                 log(f"EnvironmentFile {file} is missing")
     for assignments in unit.get("Service.Environment", []):
-        env.update(item.split("=", 1) for item in shlex.split(assignments) if "=" in item)
+        for item in shlex.split(assignments):
+            key, eq, value = item.partition("=")
+            if eq:
+                env[key] = value
     return env
 
 
 def exec_prefixes(line: str) -> str:
     """The special characters before an Exec line's command: "-", "@", ":", "+", "!" (or "!!")."""
-    return re.match(r"^[-@:+!]*", line).group()
+    return line[:len(line) - len(line.lstrip("-@:+!"))]
 
 
 def command_argv(line: str, env: dict[str, str]) -> tuple[list[str], bool]:
@@ -416,7 +426,7 @@ def start_unit(name: str, unit: dict[str, list[str]]) -> None:
     limits = unit_rlimits(unit)
     umask = int(last(unit, "Service.UMask", "0022"), 8)
     cwd = last(unit, "Service.WorkingDirectory")
-    cwd_optional = bool(cwd) and cwd.startswith("-")
+    cwd_optional = cwd is not None and cwd.startswith("-")
     cwd = (cwd or "/").lstrip("-")
     if cwd == "~":
         cwd = env.get("HOME", "/")

@@ -58,6 +58,7 @@ def persistenced_main(argv: list) -> int:
                 with open_state(config) as state:
                     kmsg(state, refusal, f"nvidia-persistenced[{os.getpid()}]")
             raise Exit(PERSISTENCED_FAILED, 1)
+        assert config is not None  # no config: persistenced_refusal refused
         return daemonize(opts, config)
     except Exit as stop:
         sys.stderr.write(stop.text)

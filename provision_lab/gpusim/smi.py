@@ -248,7 +248,7 @@ def smi_output(argv: list) -> tuple:
     opts = {} if subcommand else parse_smi_args(argv)
     if opts.get("help"):
         return help_text(SMI_HELP_Z, load_config()), RC_OK, None
-    action = None if subcommand else smi_action(opts)
+    action = "" if subcommand else smi_action(opts)  # a subcommand is no action of nvidia-smi's own
     value = parse_setter_value(opts, action) if action in SETTERS else None
     config = load_config()
     if config is None:
