@@ -7,9 +7,16 @@ import fcntl
 import io
 import os
 import pty
+import re
 import struct
+import subprocess
+import sys
 import termios
 
+import pytest
+import yaml
+
+from provision.commands.demo import HOST, demo_environment, write_demo_files
 from provision.core.plan import FAILED
 from provision.core.results import UNREACHABLE, HostResult
 from provision.core.run import Event
@@ -18,6 +25,36 @@ from provision.output.progress import Progress
 
 LONG_REASON = ("cannot connect to 127.0.0.1:1: connection refused on port 1: is sshd running there, and on that "
                "port (ansible_port)?")
+
+
+@pytest.fixture(scope="module")
+def piped_apply(tmp_path_factory) -> subprocess.CompletedProcess:
+    """`provision apply ... | cat` on the demo's simulated node and a host whose sshd is not there (127.0.0.1:1,
+    refused at once), stdout and stderr each a pipe."""
+    workdir = tmp_path_factory.mktemp("piped")
+    env = demo_environment(workdir)
+    inventory, playbook = write_demo_files(workdir)
+    data = yaml.safe_load(inventory.read_text())
+    data["all"]["children"]["v100"]["hosts"]["ghost"] = {"ansible_host": "127.0.0.1", "ansible_port": 1}
+    inventory.write_text(yaml.safe_dump(data))
+    return subprocess.run([sys.executable, "-m", "provision", "apply", str(inventory), "--playbook", str(playbook),
+                           "--log", str(workdir / "runs.jsonl")], env={**env, "COLUMNS": "80"}, cwd=workdir,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_apply_on_a_pipe_gives_each_host_one_progress_line(piped_apply):
+    """Each host's line was printed twice: "read" and then its word; the unreachable one "unreachable" twice."""
+    assert piped_apply.returncode == 4, piped_apply.stderr
+    progress = [line for line in piped_apply.stderr.splitlines() if re.match(r"\[\d+/\d+\] ", line)]
+    assert sorted(line.split(maxsplit=1)[1] for line in progress) == ["basement-v100 changed", "ghost unreachable"]
+
+
+def test_apply_on_a_pipe_gives_the_whole_reason_a_host_needs_attention(piped_apply):
+    """The reason was cut at 100 characters with "..." wherever stdout went."""
+    attention = piped_apply.stdout.split("Needs attention:\n")[1].splitlines()
+    [ghost] = [line for line in attention if line.split()[0] == "ghost"]
+    assert ghost.endswith("is sshd running there, and on that port (ansible_port)?"), ghost
+    assert HOST not in "".join(attention)  # converged: nothing to attend to
 
 
 def pipe_lines(events: list[Event], applying: bool) -> list[str]:
