@@ -46,7 +46,8 @@ FUZZ = settings(deadline=None, max_examples=200, suppress_health_check=[HealthCh
 FUZZ_CLI = settings(FUZZ, max_examples=50)
 REPRODUCE = settings(FUZZ, max_examples=10)
 
-# What the loader promises (provision/inventory/build.py ConnectionVars, check_names), written as full matches.
+# What the loader promises (provision/inventory/connection.py ConnectionVars, documents.py name_problems), written
+# as full matches.
 # A host name or IPv4 (no colon), or an IPv6 address (2+ colons): one colon would be Fabric's host:port.
 ADDRESS_RULE = re.compile(r"(?:[A-Za-z0-9_.][A-Za-z0-9_.-]*|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[\w.-]+)?)\Z")
 USER_RULE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\$?\Z")

@@ -17,10 +17,10 @@ def launcher_group_holds_host(built: Built) -> list[Problem]:
     for host in built.hosts.values():
         launcher = host.settings.launcher
         if launcher and launcher.group and launcher.group not in host.groups:
-            known = launcher.group in built.groups
+            what = "a group this host is not in" if launcher.group in built.groups else "not a group"
+            hint = did_you_mean(launcher.group, host.groups) or f"its groups: {', '.join(host.groups)}"
             problems.append(Problem(host.written_in, host.where, "provision_launcher.group",
-                                    f"{launcher.group!r} is {'a group this host is not in' if known else 'not a group'}",
-                                    did_you_mean(launcher.group, host.groups) or f"its groups: {', '.join(host.groups)}"))
+                                    f"{launcher.group!r} is {what}", hint))
     return problems
 
 

@@ -90,7 +90,7 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 # Ansible Vault's inline values (`password: !vault |` and the ciphertext): kept as a marker, so that another
-# role's secret is left alone and one in a variable provision reads is refused by name (build.py).
+# role's secret is left alone and one in a variable provision reads is refused by name (validate.py).
 _StrictLoader.add_constructor("!vault", lambda loader, node: Vaulted())
 
 
