@@ -23,10 +23,10 @@ from provision.commands.run import Target, engine_for
 from provision.core.connection import SSHOptions
 from provision.core.localfiles import not_written, write_atomically
 from provision.core.plan import Task
-from provision.core.results import EXIT_NOT_TESTED, EXIT_STOPPED_BASE, EXIT_TASK_FAILED, EXIT_UNREACHABLE
+from provision.core.results import EXIT_STOPPED_BASE
 from provision.core.run import RunOptions
 from provision.output import junit, verify_json
-from provision.verify import FAIL, NOT_TESTED, PASS, UNREACHABLE, Node, Verdict, run_checks
+from provision.verify import NOT_TESTED, PASS, UNREACHABLE, Node, Verdict, run_checks
 from provision.verify.backend import testinfra_host
 
 
@@ -48,15 +48,6 @@ def verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptio
             data = junit.regroup(Path(xml).read_bytes(), verdicts)  # consequences under their cause
             unwritten = not_written("--junitxml", junitxml, lambda: write_atomically(junitxml, data))
     return verdicts, told, [unwritten] if unwritten else [], stopped
-
-
-def exit_code(verdicts: list[Verdict], stopped: int | None = None) -> int:
-    """The bit flags of core/results.py; a run stopped by a signal exits 128 + its number (130, 143) instead."""
-    if stopped:
-        return EXIT_STOPPED_BASE + stopped
-    statuses = {v.status for v in verdicts}
-    return ((EXIT_TASK_FAILED if FAIL in statuses else 0) | (EXIT_UNREACHABLE if UNREACHABLE in statuses else 0)
-            | (EXIT_NOT_TESTED if any(v.not_tested for v in verdicts) else 0))
 
 
 def settle(verdict: Verdict, found: ActiveRun | None) -> None:

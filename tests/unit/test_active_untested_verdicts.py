@@ -16,7 +16,8 @@ from provision.capabilities.active import outcome, run
 from provision.capabilities.active.dcgm import Diag
 from provision.capabilities.active.judge import Target
 from provision.capabilities.active.sampler import Sample
-from provision.commands.verify import exit_code, settle
+from provision.commands.exit_codes import verify_status as exit_code
+from provision.commands.verify import settle
 from provision.core.results import EXIT_NOT_TESTED
 from provision.output import prometheus, report, verify_json
 from provision.verify import FAIL, NOT_TESTED, PASS, Failure, Verdict
