@@ -29,7 +29,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from provision.core import hostlock
 from provision.core.apply import Step, run_batch
@@ -69,8 +69,8 @@ class Extensions:
     facts: FactRegistry
     # Steps (core/apply.py Step) a run that may change the host runs with its first changes, given its facts: a
     # cache of what every later read would ask nvidia-smi again. Best effort: a failure is a notice.
-    upkeep: Callable[[Any], list[Step]] = lambda facts: []
-    reboot_pending: Callable[[Any, Any], list[str]] = lambda host, facts: []  # (host, facts)
+    upkeep: Callable[[HostFacts], list[Step]] = lambda facts: []
+    reboot_pending: Callable[[Host, HostFacts], list[str]] = lambda host, facts: []
 
 
 @dataclass
@@ -115,6 +115,14 @@ class HostState:
 def _set(event: threading.Event) -> threading.Event:
     event.set()
     return event
+
+
+def progress_word(label: str, status: str, check: bool) -> str:
+    """What a host's progress line says once it is done with a phase: reading says "read" (or why it could not
+    be read); after phase 2 the host's own word: ok, changed ("would change" under --check), failed, ..."""
+    if label == "read" and status not in (UNREACHABLE, NOT_STARTED, FAILED):
+        return label
+    return "would change" if status == CHANGED and check else status
 
 
 class HostLost(Exception):
@@ -458,13 +466,10 @@ class Engine:
                 state.result.status = FAILED
                 state.result.message = f"internal error: {type(exc).__name__}: {exc}"
             if label:
-                status = state.result.status
-                # Reading says "read"; after phase 2 the host's own word: ok, changed (would change), failed, ...
-                said = label if label == "read" and status not in (UNREACHABLE, NOT_STARTED, FAILED) else \
-                    "would change" if status == CHANGED and self.options.check else status
+                word = progress_word(label, state.result.status, self.options.check)
                 with self._lock:
                     self._done += 1
-                    self.options.progress(Event(said, self._done, len(states), state.host.name))
+                    self.options.progress(Event(word, self._done, len(states), state.host.name))
 
         # Not `with`: its exit waits for every queued host, and an abandoned run must not.
         pool = ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(states))))

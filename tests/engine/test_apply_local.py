@@ -279,8 +279,8 @@ def test_an_unreachable_host_fails_alone(v100_node):
     assert "Errno" not in result.output  # the library's own words are not shown
     assert lines_with(result.output, "node1", "ok=0 changed=5 failed=0")
     progress = [line.split(" ", 1)[1] for line in result.output.splitlines() if line.startswith("[")]
-    assert progress.count("ghost unreachable") == 2 and progress.count("node1 read") == 1  # the words, each phase
-    assert progress.count("node1 changed") == 1 and "applied" not in " ".join(progress)
+    # on a pipe, one line a host: its word after the changes, or its failed read's
+    assert sorted(progress) == ["ghost unreachable", "node1 changed"]
     assert v100_node.query("power.limit") == ["200.00"] * 4
 
 
