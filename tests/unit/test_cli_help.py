@@ -83,6 +83,18 @@ def test_no_command_but_lab_imports_the_lab():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
 
 
+def test_the_lab_command_is_the_one_its_entry_point_names():
+    """provision names no lab module: `provision lab` is the package's entry point (pyproject.toml), found by name."""
+    from importlib.metadata import entry_points
+
+    from provision_lab.cli import lab
+
+    [point] = entry_points(group="provision.commands", name="lab")
+    assert point.value == "provision_lab.cli:lab"
+    assert main.get_command(click.Context(main), "lab") is lab
+    assert main.get_command(click.Context(main), "no-such-command") is None
+
+
 @pytest.mark.parametrize("command", ["apply", "facts", "verify", "unlock"])
 def test_every_host_command_takes_the_inventory_as_ansible_users_give_it(command, tmp_path):
     missing = str(tmp_path / "absent.yaml")
