@@ -105,7 +105,7 @@ def test_a_capability_listed_twice_or_a_declared_key_that_is_a_field_is_refused(
 # end (clocks/power/persistence are the GPUs', drain and reboot ask Slurm, verify --active is active's, advise is
 # NCCL's). Everything else reaches the capabilities through the registry, host.py and capability.py only.
 COMMANDS_USING_A_CAPABILITY = {
-    "provision.cli": {"gpu", "nccl"},  # clocks --list, provision advise
+    "provision.cli": {"nccl"},  # provision advise
     "provision.commands.active": {"active", "launcher", "nccl"},  # verify --active runs torchrun on the NCCL links
     "provision.commands.adhoc": {"gpu"},
     "provision.commands.demo": {"gpu"},  # where the simulated node's boot file is
@@ -115,7 +115,6 @@ COMMANDS_USING_A_CAPABILITY = {
     "provision.commands.reboot": {"slurm"},
     "provision.commands.verify": {"active"},
     "provision.commands.via_slurm": {"slurm"},
-    "provision.verify": {"active"},  # the verify --active run, until verify's runner and model part (ENGINE)
 }
 SHARED_LAYERS = ("core", "inventory", "verify", "output", "commands", "cli", "entry")
 
