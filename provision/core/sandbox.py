@@ -27,12 +27,13 @@ import string
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.runtime import LoopContext
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 MAX_CHARS = 1_000_000  # what one value makes: a megabyte of text is far past an address, a path or a block
 MAX_INT_BITS = 100_000  # about 30,000 digits: past any number a template needs, and quick to compute
@@ -120,7 +121,10 @@ def refuse_over(count: int, what: str) -> None:
         raise Refused(f"{what} makes more than {MAX_CHARS:,} characters or items (provision's limit)")
 
 
-def _made(value: Any, what: str) -> Any:
+Made = TypeVar("Made")
+
+
+def _made(value: Made, what: str) -> Made:
     """`value`, once made, charged for its size and refused past MAX_CHARS."""
     count = size(value)
     refuse_over(count, what)
@@ -321,7 +325,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     string or through a loader), lipsum() left out."""
 
     code_generator_class = BoundedCodeGenerator
-    concat = staticmethod(_joined)  # type: ignore[assignment]
+    concat = staticmethod(_joined)
     intercepted_binops = frozenset({"*", "**", "+", "%"})
     join_bounded = staticmethod(_join)
     counted = _Counted
@@ -365,6 +369,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             if args and isinstance(args[0], Mapping):  # format_map
                 arguments += list(args[0].values())
             _check_widths(value.__self__, arguments, "format")
-            return _made(wrapped(*args, **kwargs), "format")
+            formatted: str = wrapped(*args, **kwargs)
+            return _made(formatted, "format")
 
         return bounded

@@ -247,7 +247,7 @@ class AfterTheSetting(Task):
         self.alters = task.alters
         self.templates = task.templates
 
-    @property  # type: ignore[override]  # the engine gives every task the cluster: the wrapped one needs it
+    @property  # the engine gives every task the cluster: the wrapped one needs it
     def cluster(self):
         return self.task.cluster
 
@@ -344,14 +344,14 @@ def _same_on(gpu: GpuFacts, key: str, said: Any, asked: Any) -> bool:
     """Whether two values of a setting come to the same on this GPU (what tuning.py makes of each)."""
     resolve = RESOLVERS.get(key)
     if resolve is None:
-        return said == asked
+        return bool(said == asked)
     try:
         one, other = resolve(gpu, said), resolve(gpu, asked)
     except tuning.Refused:
         return False
     if key == "clocks":  # (pair, note): the note says how it was reached
         one, other = one[0], other[0]
-    return one == other
+    return bool(one == other)
 
 
 def _normal(value: Any) -> Any:

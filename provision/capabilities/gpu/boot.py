@@ -332,7 +332,8 @@ class BootConf(GpuTask):
 
     @property
     def path(self) -> str:
-        return self.params.get("dest", CONF)
+        dest: str = self.params.get("dest", CONF)  # check_params: a string
+        return dest
 
     def check_params(self, file):
         problems = []
