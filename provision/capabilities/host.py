@@ -3,7 +3,11 @@
 Plain values parsed from real command output: a value printed as "[N/A]" or
 "[Not Supported]" is None, never a number made up. Units are fixed: watts as
 float, clocks in MHz as int, PCIe generation and width as int. A capability
-adds its facts here with one field (its dataclass lives in its own folder).
+adds its facts here with one field (its dataclass lives in its own folder), and
+its settings block to HostSettings: typed fields rather than ones folded from
+the declarations (registry.py), because mypy checks `host.settings.gpu.x` and
+`facts.nvidia.y` only against declared fields. A new setting of a capability is
+a field of its own block, and touches nothing here.
 """
 
 from __future__ import annotations
