@@ -10,7 +10,7 @@ when none did: a `because` is a lead, and only the other check's failure confirm
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import NoReturn, Protocol
 
 # What a finding means for the node: the next step differs, and monitoring pages on the first only.
 CRITICAL = "critical"  # hardware or health: jobs fail or would; drain the node
@@ -59,6 +59,12 @@ def fail_each(findings: list[Finding]) -> None:
         raise CheckFailed(findings=findings)
 
 
-def note(node, text: str) -> None:
+class Noted(Protocol):
+    """A node as far as note() needs it (verify's Node; the active check's LoadedNode)."""
+
+    notes: list[str]
+
+
+def note(node: Noted, text: str) -> None:
     """Something worth knowing that does not fail the node (an application's own Xid): shown under its line."""
     node.notes.append(text)

@@ -25,7 +25,7 @@ class Cluster:
     unread: dict[str, str] = field(default_factory=dict)  # host name -> why its facts could not be read
     local_only: bool = False  # --local: this machine was read, no other host could be (their plans are skipped)
 
-    def beyond_reach(self, names) -> str:
+    def beyond_reach(self, names: Iterable[str]) -> str:
         """Why a plan that needs these hosts is not judged here ("" when it is)."""
         missing = [name for name in names if name not in self.facts]
         return (f"needs the facts of {', '.join(missing)}, and --local reads this machine only: run it from the "

@@ -39,7 +39,7 @@ def refuse(message: str, hint: str = "") -> PydanticCustomError:
     return PydanticCustomError("provision", "{message}", {"message": message, "hint": hint})
 
 
-def setting(default: Any = None, allowed: str = "", hint: str = "", **constraints) -> Any:
+def setting(default: Any = None, allowed: str = "", hint: str = "", **constraints: Any) -> Any:
     """A field whose `allowed` text (range or choices) and hint are shown when its value is refused."""
     return Field(default, description=allowed, json_schema_extra={"hint": hint} if hint else None, **constraints)
 

@@ -15,9 +15,13 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from provision.capabilities.bmc import ipmi
 from provision.core.facts import FactReader, FactSection, Section
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 CONF = "/etc/provision/bmc.conf"
 IPMITOOL_SECONDS = 25  # each ipmitool call: a BMC that does not answer must not hold the batch (120 s in all)
@@ -165,7 +169,7 @@ def _failure(code: int | None, text: str) -> str:
     return f"ipmitool exited {code}" + (f": {said}" if said else "")
 
 
-def parse(sections: dict[str, Section], facts) -> None:
+def parse(sections: dict[str, Section], facts: HostFacts) -> None:
     if "bmc" in sections:
         facts.bmc = parse_bmc(sections["bmc"])
 

@@ -34,7 +34,7 @@ class BmcEventRecord(Task):
     plans_from = frozenset()  # its own record
     alters = frozenset({"bmc.record"})
 
-    def file_paths(self, host):
+    def file_paths(self, host: Host) -> list[str]:
         return [bmc_facts.record_path()] if ACCEPT_BMC_EVENTS.set_for(host) else []
 
     def plan_where_set(self, host: Host, facts: HostFacts) -> Plan:

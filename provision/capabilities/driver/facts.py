@@ -14,9 +14,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from provision.core import dpkg
 from provision.core.facts import FactReader, FactSection, Section
+
+if TYPE_CHECKING:  # types only
+    from collections.abc import Iterable
+    from provision.capabilities.host import HostFacts
 
 
 
@@ -81,7 +86,7 @@ def upstream(debian_version: str) -> str:
     return version.rsplit("-", 1)[0] if "-" in version else version
 
 
-def agreed_version(debian_versions) -> str | None:
+def agreed_version(debian_versions: Iterable[str]) -> str | None:
     """The one driver version these packages hold (Debian versions, upstream compared); None when none or several."""
     versions = {upstream(v) for v in debian_versions}
     return versions.pop() if len(versions) == 1 else None
@@ -102,7 +107,7 @@ class DriverFacts:
     held: list[str] = field(default_factory=list)  # of those, the ones on hold (apt-mark hold)
 
 
-def parse(sections: dict[str, Section], facts) -> None:
+def parse(sections: dict[str, Section], facts: HostFacts) -> None:
     if "driver" in sections:
         facts.driver = parse_driver(sections["driver"].output)
 

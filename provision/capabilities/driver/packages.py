@@ -21,6 +21,7 @@ from provision.capabilities.driver.settings import DriverSettings
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
+    from provision.inventory.model import Host
 
 DEBIAN_FAMILY = {"debian", "ubuntu"}  # apt and dpkg: what the driver task installs with
 # The open kernel modules run on the GPU's GSP, which came with Turing (compute capability 7.5): they cannot drive
@@ -73,8 +74,8 @@ def is_pinned(settings: DriverSettings, debian_version: str | None) -> bool:
 
 def installed_version(names: list[str], facts: HostFacts) -> str | None:
     """The driver version the named packages hold, when all are installed at one version; else None."""
-    versions = [facts.packages.get(name) for name in names]
-    return None if None in versions else agreed_version(versions)
+    versions = [version for name in names if (version := facts.packages.get(name)) is not None]
+    return agreed_version(versions) if len(versions) == len(names) else None
 
 
 def reboot_reasons(settings: DriverSettings | None, facts: HostFacts) -> list[str]:
@@ -100,7 +101,7 @@ def reboot_reasons(settings: DriverSettings | None, facts: HostFacts) -> list[st
     return reasons
 
 
-def reboot_pending(host, facts: HostFacts) -> list[str]:
+def reboot_pending(host: Host, facts: HostFacts) -> list[str]:
     """Why this host waits for a reboot after a run (Extensions.reboot_pending); [] when it does not."""
     return reboot_reasons(host.settings.driver, facts)
 

@@ -59,7 +59,7 @@ class NouveauBlacklist(DriverTask):
     def not_wanted(self, wanted: DriverSettings) -> str:
         return "" if wanted.blacklist_nouveau else "provision_driver.blacklist_nouveau is false"
 
-    def file_paths(self, host):
+    def file_paths(self, host: Host) -> list[str]:
         wanted = host.settings.driver
         return [NOUVEAU_CONF] if wanted and not self.not_wanted(wanted) else []
 
@@ -81,7 +81,7 @@ class DriverRepository(DriverTask):
     def not_wanted(self, wanted: DriverSettings) -> str:
         return "" if wanted.source == "local" else f"provision_driver.source is {wanted.source}"
 
-    def file_paths(self, host):
+    def file_paths(self, host: Host) -> list[str]:
         wanted = host.settings.driver
         return [SOURCE_LIST] if wanted and not self.not_wanted(wanted) else []
 
@@ -100,7 +100,7 @@ class NvidiaDriver(DriverTask):
     plans_from = frozenset({"packages", "held", "driver", "system", "nvidia.gpus"})
     # alters anything ("*"): packages, modules, units; nvidia-smi may be there, or no longer match the loaded module
 
-    def package_names(self, host):
+    def package_names(self, host: Host) -> list[str]:
         wanted = host.settings.driver
         return driver.candidate_names(wanted) if wanted else []
 

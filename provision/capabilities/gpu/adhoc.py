@@ -41,6 +41,8 @@ from provision.capabilities.gpu import boot
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
+    from provision.core.cluster import Cluster
+    from provision.core.facts import UnitRef
     from provision.inventory.model import Host
 
 # What each setting means for one GPU (tuning.py); persistence is taken by every GPU.
@@ -127,14 +129,14 @@ def _settings(words: dict[str, str]) -> dict[str, Any]:
     return entry
 
 
-def _clocks(value: str):
+def _clocks(value: str) -> str | dict[str, int]:
     if value == "default":
         return "default"
     mem, sm = value.split(",")
     return {"mem": int(mem), "sm": int(sm)}
 
 
-def _locks(values: dict[str, str]):
+def _locks(values: dict[str, str]) -> str | dict[str, list[int]]:
     if all(v == "default" for v in values.values()):
         return "default"
     ranges = {}
@@ -248,11 +250,11 @@ class AfterTheSetting(Task):
         self.templates = task.templates
 
     @property  # the engine gives every task the cluster: the wrapped one needs it
-    def cluster(self):
+    def cluster(self) -> Cluster | None:
         return self.task.cluster
 
     @cluster.setter
-    def cluster(self, value) -> None:
+    def cluster(self, value: Cluster | None) -> None:
         self.task.cluster = value
 
     def planned_from(self) -> frozenset[str]:
@@ -261,22 +263,22 @@ class AfterTheSetting(Task):
     def blocks(self) -> frozenset[str]:
         return self.task.blocks()
 
-    def file_paths(self, host):
+    def file_paths(self, host: Host) -> list[str]:
         return self.task.file_paths(host)
 
-    def peer_hosts(self, host, everyone):
+    def peer_hosts(self, host: Host, everyone: list[Host]) -> list[Host]:
         return self.task.peer_hosts(host, everyone)
 
-    def unit_names(self, host):
+    def unit_names(self, host: Host) -> list[UnitRef]:
         return self.task.unit_names(host)
 
-    def package_names(self, host):
+    def package_names(self, host: Host) -> list[str]:
         return self.task.package_names(host)
 
-    def fact_sections(self, host):
+    def fact_sections(self, host: Host) -> list[str]:
         return self.task.fact_sections(host)
 
-    def check_params(self, file):
+    def check_params(self, file: str) -> list[Problem]:
         return self.task.check_params(file)
 
     def plan(self, host: Host, facts: HostFacts) -> Plan:

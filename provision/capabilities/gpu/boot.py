@@ -52,6 +52,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Callable
 
 from provision.capabilities.gpu import layout, tuning
+from provision.capabilities.gpu.tuning import Wanted
 from provision.core.errors import Problem
 from provision.capabilities.gpu.model import GpuFacts
 from provision.capabilities.gpu.settings import GpuSettings
@@ -74,7 +75,7 @@ HEADER = """\
 """
 
 
-def gpu_line(gpu: GpuFacts, want) -> str:
+def gpu_line(gpu: GpuFacts, want: Wanted) -> str:
     """The line for one GPU from its resolved settings. A value the GPU refuses is left out: the tasks
     report it as an input error, and the run stops before this file is written."""
     return " ".join([f"gpu={gpu.uuid}", f"index={gpu.index}", *settings_words(gpu, want, _power)])
@@ -84,7 +85,7 @@ Resolver = Callable[[GpuFacts, object], list[str]]
 ClockWords = Callable[[str, GpuFacts, object], list[str]]  # (setting, gpu, wanted): in place of tuning's checks
 
 
-def settings_words(gpu: GpuFacts, want, power: Resolver, clocks: ClockWords | None = None) -> list[str]:
+def settings_words(gpu: GpuFacts, want: GpuSettings, power: Resolver, clocks: ClockWords | None = None) -> list[str]:
     """The words of one line: each setting want sets, resolved against gpu (a value it refuses left out)."""
     resolvers: dict[str, Resolver] = {"power_limit": power, "clocks": _clocks, "locked_clocks": _locks}
     if clocks is not None:
@@ -102,18 +103,18 @@ def settings_words(gpu: GpuFacts, want, power: Resolver, clocks: ClockWords | No
     return words
 
 
-def _power(gpu: GpuFacts, want) -> list[str]:
+def _power(gpu: GpuFacts, want: Wanted) -> list[str]:
     return [f"power_limit={tuning.power_target(gpu, want):g}"]
 
 
-def _clamped_power(gpu: GpuFacts, want) -> list[str]:
+def _clamped_power(gpu: GpuFacts, want: Wanted) -> list[str]:
     """A missing card's limit: the inventory's, into the range recorded for it (see the module's docstring);
     unchecked where no range is known, so that it is still tried at boot."""
     watts = clamped_watts(gpu, want)
     return [] if watts is None else [f"power_limit={watts:g}"]
 
 
-def clamped_watts(gpu: GpuFacts, want) -> float | None:
+def clamped_watts(gpu: GpuFacts, want: Wanted) -> float | None:
     """What a card not here is capped at for want (watts or "default"); None: nothing to set (its default
     unknown)."""
     if want == tuning.DEFAULT:
@@ -124,14 +125,14 @@ def clamped_watts(gpu: GpuFacts, want) -> float | None:
     return watts
 
 
-def _clocks(gpu: GpuFacts, want) -> list[str]:
+def _clocks(gpu: GpuFacts, want: Wanted) -> list[str]:
     pair, _ = tuning.app_clocks_target(gpu, want)
     if pair is None:
         return []  # nothing to reset on a GPU without application clocks
     return [f"clocks={tuning.DEFAULT if want == tuning.DEFAULT else pair}"]
 
 
-def _locks(gpu: GpuFacts, want) -> list[str]:
+def _locks(gpu: GpuFacts, want: Wanted) -> list[str]:
     return [f"{LOCK_WORDS[lock.key]}={lock.value}" for lock in tuning.locked_targets(gpu, want)]
 
 
@@ -202,7 +203,7 @@ class Missing:
     checked: bool  # gpu is a present card of its model: its clocks can be resolved
 
 
-def missing_cards(host, facts: HostFacts, old: dict[str, dict[str, str]]) -> list[Missing]:
+def missing_cards(host: Host, facts: HostFacts, old: dict[str, dict[str, str]]) -> list[Missing]:
     """The cards of the old file, then those of the record, that nvidia-smi does not show now. Each is known by
     the index resolve_gpus gives it while the layout differs from the record: the record's; none for a card the
     record lacks, or once the change is accepted (the layout recorded then lacks it: back, it is a new card);
@@ -256,7 +257,7 @@ def kept_line(card: Missing, gpu_settings: GpuSettings) -> str:
 def _old_clocks(old: dict[str, str]) -> ClockWords:
     """A card with no card of its model present: its clock words as last checked against it; "default"
     where the inventory now says so and it had them."""
-    def resolve(setting: str, gpu: GpuFacts, want) -> list[str]:
+    def resolve(setting: str, gpu: GpuFacts, want: Wanted) -> list[str]:
         keys = [k for k in (("clocks",) if setting == "clocks" else LOCK_WORDS.values()) if k in old]
         return [f"{k}={tuning.DEFAULT if want == tuning.DEFAULT else old[k]}" for k in keys]
     return resolve
@@ -292,7 +293,7 @@ def _unseen_uuids(gpu_settings: GpuSettings, present: list[GpuFacts], missing: l
     return [o.uuid for o in gpu_settings.overrides if o.uuid is not None and o.uuid.lower() not in known]
 
 
-def _no_clocks(setting: str, gpu: GpuFacts, want) -> list[str]:
+def _no_clocks(setting: str, gpu: GpuFacts, want: Wanted) -> list[str]:
     return []
 
 
@@ -307,7 +308,7 @@ def any_model_line(gpu_settings: GpuSettings) -> str:
                                                            _no_clocks)])
 
 
-def render(host, facts: HostFacts, old_text: str = "") -> str:
+def render(host: Host, facts: HostFacts, old_text: str = "") -> str:
     """The whole file: one line per GPU nvidia-smi shows, from its settings as resolve_gpus binds them (all
     the inventory intends for that card), in index order; then a line for each card the old file or the
     record knows that nvidia-smi does not show now (gone, fallen off the bus, being reseated), resolved again
@@ -317,8 +318,9 @@ def render(host, facts: HostFacts, old_text: str = "") -> str:
     present = sorted(resolve_gpus(host, facts).per_gpu, key=lambda pair: pair[0].index)
     lines = [f"{gpu_line(gpu, settings)}  # {about(gpu)}" for gpu, settings in present]
     missing = missing_cards(host, facts, parse(old_text))
-    lines += [kept_line(card, host.settings.gpu) for card in missing]
-    lines += model_lines(host.settings.gpu, facts.nvidia.gpus, missing)
+    gpu_settings = host.settings.gpu or GpuSettings()  # no block: nothing for any card
+    lines += [kept_line(card, gpu_settings) for card in missing]
+    lines += model_lines(gpu_settings, facts.nvidia.gpus, missing)
     return HEADER.format(host=host.name) + "".join(f"{line}\n" for line in lines)
 
 
@@ -335,7 +337,7 @@ class BootConf(GpuTask):
         dest: str = self.params.get("dest", CONF)  # check_params: a string
         return dest
 
-    def check_params(self, file):
+    def check_params(self, file: str) -> list[Problem]:
         problems = []
         dest = self.params.get("dest", CONF)
         if not isinstance(dest, str) or not dest.startswith("/"):
@@ -348,7 +350,7 @@ class BootConf(GpuTask):
             problems.append(Problem(file, f"task {self.name}", key, "unknown parameter", "allowed: dest, owner, group"))
         return problems
 
-    def file_paths(self, host):
+    def file_paths(self, host: Host) -> list[str]:
         return [self.path] if host.settings.gpu is not None else []
 
     def plan_with(self, host: Host, facts: HostFacts, gpu_settings: GpuSettings) -> Plan:

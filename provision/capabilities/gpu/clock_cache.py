@@ -27,11 +27,14 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from provision.capabilities.gpu import smi as gpu_parsers
 from provision.capabilities.gpu.model import ClockPair, GpuFacts
 from provision.core.apply import Step
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 CACHE_DIR = "/var/cache/provision/supported-clocks"
 FROM_CACHE, FROM_NVIDIA_SMI, NOT_READ = "cache", "nvidia-smi", "none"
@@ -95,7 +98,7 @@ def write_argv(driver_version: str | None) -> list[str] | None:
     return ["sh", "-c", WRITE_SCRIPT, "provision-clock-cache", cache_dir(), driver_version]
 
 
-def upkeep(facts) -> list[Step]:
+def upkeep(facts: HostFacts) -> list[Step]:
     """A run that may change hosts caches the supported clocks nvidia-smi had to list, so the next reads cost one
     nvidia-smi call: a step the engine runs with the host's first changes (Extensions.upkeep). Best effort: a cache
     that cannot be written is asked again."""

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import os
 import shlex
+from typing import TYPE_CHECKING
 
 from provision.capabilities.gpu import clock_cache, layout, nvlink
 from provision.capabilities.gpu import smi as gpu_parsers
 from provision.capabilities.gpu.model import NvidiaFacts
 from provision.core.facts import FactReader, FactSection, Section, text_of
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 NVML_MISMATCH = "Driver/library version mismatch"  # nvidia-smi's words (exit 18) when library and module differ
 PERSISTENCED_PIDFILE = "/var/run/nvidia-persistenced/nvidia-persistenced.pid"
@@ -29,7 +33,7 @@ def clock_records_dir() -> str:
 RECORD_TEXT = text_of('"$f"')  # one clock record ($f), without a process per file
 
 
-def parse(sections: dict[str, Section], facts) -> None:
+def parse(sections: dict[str, Section], facts: HostFacts) -> None:
     facts.nvidia = _nvidia(sections)
     record = sections.get("gpu-layout")
     if record is not None and record.rc == 0:

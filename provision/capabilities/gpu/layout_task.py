@@ -16,7 +16,7 @@ import os
 from provision.capabilities.driver import packages as driver
 from provision.core import remote
 from provision.capabilities.gpu import layout
-from provision.capabilities.gpu.model import LostGpu
+from provision.capabilities.gpu.model import LostGpu, RecordedGpu
 from provision.capabilities.gpu.settings import GpuSettings
 from provision.core.plan import FAILED, Change, Item, OK, Plan
 from provision.capabilities.gpu.tasks import GPUS, GpuTask, cannot_use_gpus
@@ -83,7 +83,7 @@ def _label(lost: LostGpu) -> str:
     return f"GPU{lost.index}" if lost.index is not None else (lost.bus_id or "GPU")
 
 
-def _check_record(facts: HostFacts, want) -> str | None:
+def _check_record(facts: HostFacts, want: list[RecordedGpu]) -> str | None:
     if facts.gpu_layout != want:
         return f"{layout.record_path()} does not read back as written"
     return None

@@ -238,7 +238,7 @@ class Persistence(GpuSettingTask):
     plans_from = GPUS | {"nvidia.persistence", "nvidia.persistenced"}
     alters = frozenset({"nvidia.persistence", "nvidia.persistenced"})
 
-    def file_paths(self, host):
+    def file_paths(self, host: Host) -> list[str]:
         return [*PACKAGED_UNITS, DAEMON_DROPIN] if host.settings.gpu is not None else []
 
     def plan_with(self, host: Host, facts: HostFacts, gpu_settings: GpuSettings) -> Plan:

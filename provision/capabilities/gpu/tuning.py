@@ -16,8 +16,13 @@ Which setter a GPU takes is decided from what it reports, never from its name:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from provision.capabilities.gpu.model import ClockPair, GpuFacts
+
+# A provision_gpu setting's value as the inventory gives it: the setting's model, a number, or "default". Its type
+# depends on the setting: each function below takes one setting's (the caller picks the function by the key).
+Wanted = Any
 
 DEFAULT = "default"
 RESET_NOTE = "the default"  # app_clocks_target's note for "default": set with -rac
@@ -85,7 +90,7 @@ def nearest_pairs(gpu: GpuFacts, mem: int, sm: int, count: int = 4) -> list[Cloc
     return sorted(gpu.supported_clocks, key=lambda p: (abs(p.mem - mem), abs(p.sm - sm), -p.sm))[:count]
 
 
-def app_clocks_target(gpu: GpuFacts, want) -> tuple[ClockPair | None, str]:
+def app_clocks_target(gpu: GpuFacts, want: Wanted) -> tuple[ClockPair | None, str]:
     """(the pair to set, a note for the report), for provision_gpu.clocks = {mem, sm, nearest} or "default".
     None for "default" on a GPU without application clocks: there is nothing to reset."""
     default = default_app_clocks(gpu)
@@ -134,7 +139,7 @@ class Lock:
         return f"{name} ({self.argv[0]})"
 
 
-def locked_targets(gpu: GpuFacts, want) -> list[Lock]:
+def locked_targets(gpu: GpuFacts, want: Wanted) -> list[Lock]:
     """The locks for provision_gpu.locked_clocks = {sm: [MIN, MAX], mem: [MIN, MAX]} or "default"."""
     if want == DEFAULT:
         locks = [Lock("sm", DEFAULT)] if locks_gpu_clocks(gpu) else []
@@ -201,7 +206,7 @@ def current_lock(gpu: GpuFacts, key: str) -> str:
 
 # --- power ----------------------------------------------------------------------------------------
 
-def power_target(gpu: GpuFacts, want) -> float:
+def power_target(gpu: GpuFacts, want: Wanted) -> float:
     if (gpu.power_limit is None or gpu.power_min is None or gpu.power_max is None
             or (want == DEFAULT and gpu.power_default is None)):
         raise Refused(f"{gpu_words(gpu)}: provision_gpu.power_limit is set but this GPU does not support changing its "

@@ -1,11 +1,16 @@
 """The health facts verify reads: the kernel's NVIDIA and PCIe lines of this boot, and the PCIe AER counters."""
 
 from __future__ import annotations
+
 import shlex
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from provision.capabilities.health import thermal
 from provision.core.facts import FactReader, FactSection, Section
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 
 @dataclass
@@ -95,7 +100,7 @@ def parse_pcie_aer(text: str) -> PcieFacts:
 TEMPERATURE_SNIPPET = "command -v nvidia-smi >/dev/null || exit 0; nvidia-smi -q -d TEMPERATURE"
 
 
-def parse(sections: dict[str, Section], facts) -> None:
+def parse(sections: dict[str, Section], facts: HostFacts) -> None:
     if "kernel-log" in sections:
         facts.kernel_log = _kernel_log(sections["kernel-log"])
     if "pcie-aer" in sections:

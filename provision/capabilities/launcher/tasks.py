@@ -28,26 +28,26 @@ ALLREDUCE_TEMPLATE = "torchrun-allreduce.py.j2"
 ALLREDUCE = "provision-allreduce"
 
 
-def wrapper_path(host) -> str:
+def wrapper_path(host: Host) -> str:
     launcher = host.settings.launcher
-    return launcher.wrapper_path or f"/usr/local/bin/{clusters.launcher_group(host)}-torchrun"
+    return (launcher.wrapper_path if launcher else None) or f"/usr/local/bin/{clusters.launcher_group(host)}-torchrun"
 
 
-def sbatch_path(host) -> str | None:
+def sbatch_path(host: Host) -> str | None:
     """Beside the wrapper, for hosts that are Slurm nodes."""
     return wrapper_path(host) + ".sbatch" if host.settings.slurm else None
 
 
-def allreduce_path(host) -> str:
+def allreduce_path(host: Host) -> str:
     """The all-reduce smoke test, beside the wrapper: /usr/local/bin/provision-allreduce by default."""
     return posixpath.join(posixpath.dirname(wrapper_path(host)), ALLREDUCE)
 
 
-def processes_per_node(host, facts) -> tuple[str | None, str]:
+def processes_per_node(host: Host, facts: HostFacts) -> tuple[str | None, str]:
     """(torchrun's --nproc-per-node, why not) for this host. "gpu" is the GPU count the inventory intends
     (provision_gpu.count), else the GPUs nvidia-smi names, readable or lost: a card off the bus for a day is a fault
     verify reports, not a reason to rewrite the cluster's launch command for fewer processes."""
-    wanted = host.settings.launcher.nproc_per_node
+    wanted = (host.settings.launcher or LauncherSettings()).nproc_per_node  # no block: its default
     if wanted != "gpu":
         return str(wanted), ""
     intended = host.settings.gpu.count if host.settings.gpu else None
@@ -67,10 +67,10 @@ class TorchrunLauncher(BlockTask[LauncherSettings]):
     tags = frozenset({"launcher"})
     settings_blocks = frozenset({"launcher"})
 
-    def template_names(self):
+    def template_names(self) -> list[tuple[str, str]]:
         return [("task", WRAPPER_TEMPLATE), ("task", SBATCH_TEMPLATE), ("task", ALLREDUCE_TEMPLATE)]
 
-    def file_paths(self, host):
+    def file_paths(self, host: Host) -> list[str]:
         if host.settings.launcher is None:
             return []
         return [p for p in (wrapper_path(host), sbatch_path(host), allreduce_path(host)) if p]

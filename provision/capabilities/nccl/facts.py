@@ -1,12 +1,17 @@
 """The network as NCCL sees it: interfaces (flags, addresses, speed, PCI device) and RDMA ports."""
 
 from __future__ import annotations
+
 import json
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from provision.core.facts import FactReader, FactSection, Section
 from provision.core.text import number
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 
 @dataclass(frozen=True)
@@ -183,7 +188,7 @@ def _state_word(value: str | None) -> str | None:
     return word.strip() if colon and number_part.strip().isdigit() else value.strip()
 
 
-def parse(sections: dict[str, Section], facts) -> None:
+def parse(sections: dict[str, Section], facts: HostFacts) -> None:
     if "net" in sections:
         facts.interfaces, facts.rdma = parse_network(sections["net"].output)
 

@@ -130,7 +130,7 @@ KINDS = {
 }
 
 
-def link_problems(settings, interfaces: list[Interface] | None) -> list[NetProblem]:
+def link_problems(settings: NcclSettings, interfaces: list[Interface] | None) -> list[NetProblem]:
     """What is wrong with the interfaces NCCL will use under `settings` (an NcclSettings), one sentence each,
     naming the interfaces. Empty when NCCL will use what the inventory means."""
     if interfaces is None:
@@ -179,7 +179,7 @@ def _missing(ifname: str, interfaces: list[Interface]) -> list[NetProblem]:
             for item in absent]
 
 
-def _speed_problems(settings, used: list[Interface]) -> list[NetProblem]:
+def _speed_problems(settings: NcclSettings, used: list[Interface]) -> list[NetProblem]:
     expected = settings.expected_link_speed_mbps
     if expected:
         off = [f"{i.name} {speed_words(i)}" for i in used if i.speed_mbps != expected]
@@ -223,7 +223,7 @@ def hca_problems(ib_hca: str | None, ports: list[RdmaPort]) -> list[NetProblem]:
     return []
 
 
-def summary(settings, interfaces: list[Interface] | None) -> dict:
+def summary(settings: NcclSettings | None, interfaces: list[Interface] | None) -> dict:
     """What `provision facts` says of NCCL on a node: the rule, the interfaces it will use (name, Mb/s), those
     it will skip, and the problems apply would refuse to write over. settings: an NcclSettings, or None."""
     settings = settings or NcclSettings()

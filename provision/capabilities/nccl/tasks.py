@@ -30,10 +30,10 @@ class NcclFiles(BlockTask[NcclSettings]):
     tags = frozenset({"nccl"})
     settings_blocks = frozenset({"nccl"})
 
-    def template_names(self):
+    def template_names(self) -> list[tuple[str, str]]:
         return [("task", name) for name in TEMPLATES.values()]
 
-    def file_paths(self, host):
+    def file_paths(self, host: Host) -> list[str]:
         settings = host.settings.nccl
         return [getattr(settings, key) for key in TEMPLATES] if settings else []
 

@@ -1,10 +1,15 @@
 """What Slurm's controller says of a node (scontrol show node), read by verify."""
 
 from __future__ import annotations
+
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from provision.core.facts import FactReader, FactSection, Section
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 
 @dataclass
@@ -41,7 +46,7 @@ def parse_slurm_node(text: str) -> SlurmNodeState | None:
                           states=tuple(state.group(1).split("+")), reason=reason.group(1) if reason else "")
 
 
-def parse(sections: dict[str, Section], facts) -> None:
+def parse(sections: dict[str, Section], facts: HostFacts) -> None:
     if "slurm-node" in sections:
         facts.slurm_node = parse_slurm_node(sections["slurm-node"].output)
 

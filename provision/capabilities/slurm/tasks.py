@@ -11,7 +11,7 @@ import base64
 import hashlib
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import yaml
 
@@ -53,7 +53,7 @@ class SlurmPackages(SlurmTask):
     tags = frozenset({"slurm", "packages"})
     plans_from = frozenset({"packages"})  # alters anything ("*"): files, users, units, daemons the packages bring
 
-    def package_names(self, host):
+    def package_names(self, host: Host) -> list[str]:
         return wanted_packages(host.settings.slurm, host) if host.settings.slurm else []
 
     def plan_with(self, host: Host, facts: HostFacts, slurm: SlurmSettings) -> Plan:
@@ -85,14 +85,14 @@ class MungeKey(SlurmTask):
     plans_from = frozenset()  # its own file, and the controller's as read before the run
     alters = frozenset()  # its file only
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._new_keys: dict[str, bytes] = {}  # controller -> the key made in this run (same for all its nodes)
 
-    def file_paths(self, host):
+    def file_paths(self, host: Host) -> list[str]:
         return [MUNGE_KEY] if host.settings.slurm else []
 
-    def peer_hosts(self, host, everyone):
+    def peer_hosts(self, host: Host, everyone: list[Host]) -> list[Host]:
         controller = host.settings.slurm.controller if host.settings.slurm else None
         return [h for h in everyone if h.name == controller]
 
@@ -159,7 +159,7 @@ NODE_INVENTORY = "/etc/provision/inventory.yaml"  # what the health check verifi
 VERDICT = "/run/provision/health-check.json"
 
 
-def node_inventory(everyone) -> str:
+def node_inventory(everyone: Iterable[Host]) -> str:
     """The inventory a node's health check reads: every host with its settings blocks and address, no connection
     variables (the check runs --local). Groups are flattened, so what they decided is written out: each host
     sits in its launcher group, with its Slurm partition named."""
@@ -187,22 +187,22 @@ class SlurmConfig(SlurmTask):
     plans_from = frozenset({"cpu", "nvidia.gpus"})  # and its own files, and the cluster's as read before the run
     alters = frozenset()  # its files only
 
-    def template_names(self):
+    def template_names(self) -> list[tuple[str, str]]:
         return [("task", template) for template in [*CONFIG_TEMPLATES.values(), HEALTH_CHECK_TEMPLATE,
                                                      ACTIVE_SBATCH_TEMPLATE]]
 
     @staticmethod
-    def health_checked(host) -> bool:
+    def health_checked(host: Host) -> bool:
         slurm = host.settings.slurm
         return bool(slurm and slurm.health_check_interval and slurm.role_of(host.name) != "controller")
 
-    def peer_hosts(self, host, everyone):
+    def peer_hosts(self, host: Host, everyone: list[Host]) -> list[Host]:
         return clusters.slurm_cluster(host, everyone) if host.settings.slurm else []
 
-    def fact_sections(self, host):
+    def fact_sections(self, host: Host) -> list[str]:
         return ["cpu"] if host.settings.slurm else []  # slurm.conf's node lines, cgroup.conf, gres.conf's Cores
 
-    def file_paths(self, host):
+    def file_paths(self, host: Host) -> list[str]:
         if host.settings.slurm is None:
             return []
         return ([f"{host.settings.slurm.conf_dir}/{name}" for name in CONFIG_TEMPLATES]
@@ -274,14 +274,14 @@ class SlurmDaemons(SlurmTask):
     plans_from = frozenset({"units.enabled", "daemons", "system"})  # and the files the daemons read
     alters = frozenset({"units.enabled", "daemons"})
 
-    def unit_names(self, host):
+    def unit_names(self, host: Host) -> list[UnitRef]:
         slurm = host.settings.slurm
         return [UnitRef(d.unit) for d in host_daemons(slurm, host)] if slurm else []
 
-    def fact_sections(self, host):
+    def fact_sections(self, host: Host) -> list[str]:
         return ["daemons"] if host.settings.slurm else []  # their start times, against the files they read
 
-    def file_paths(self, host):
+    def file_paths(self, host: Host) -> list[str]:
         slurm = host.settings.slurm
         return sorted({p for d in host_daemons(slurm, host) for p in daemon_files(slurm, d)}) if slurm else []
 

@@ -3,11 +3,16 @@ restarts (munged, slurmd, slurmctld) with their start times."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from provision.capabilities.system import cpu, daemons
 from provision.core.facts import FactReader, FactSection, Section
 
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
-def parse(sections: dict[str, Section], facts) -> None:
+
+def parse(sections: dict[str, Section], facts: HostFacts) -> None:
     if "cpu" in sections:
         facts.cpu = cpu.parse_cpu(sections["cpu"].output)
     if "daemons" in sections:

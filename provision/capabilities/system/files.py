@@ -28,6 +28,7 @@ from provision.core.sandbox import BoundedSandbox, Refused, budget
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
+    from provision.core.facts import FileFacts
     from provision.inventory.model import Host
 
 MAX_TEMPLATE_BYTES = 1 << 20  # a template's own size (the shipped ones are under 6 KiB)
@@ -226,7 +227,7 @@ def unified_diff(path: str, old: str, new: str) -> str:
     ))
 
 
-def plan_file(want: FileWrite, current) -> tuple[Change | None, Item | None]:
+def plan_file(want: FileWrite, current: FileFacts | None) -> tuple[Change | None, Item | None]:
     """Compare a wanted file with FileFacts; return the change, or the ok item. Its before and after say what
     differs in words that read as apply's "before -> after" and as verify's found and expected."""
     have = current.text if current else None
@@ -263,7 +264,7 @@ def _changed_lines(old: str, new: str) -> str:
     return f"+{plus} -{minus} line{'' if plus + minus == 1 else 's'}"
 
 
-def plan_rendered(plan: Plan, templates: Path, files: list[tuple[str, str, str]], context: dict, facts) -> None:
+def plan_rendered(plan: Plan, templates: Path, files: list[tuple[str, str, str]], context: dict, facts: HostFacts) -> None:
     """Render each (path, template, mode) with context into plan: a change where the file differs, ok where not,
     a problem where the template fails."""
     for path, template, mode in files:
@@ -275,14 +276,14 @@ def plan_rendered(plan: Plan, templates: Path, files: list[tuple[str, str, str]]
         plan_written(plan, FileWrite(path, content, mode=mode), facts)
 
 
-def plan_written(plan: Plan, want: FileWrite, facts) -> None:
+def plan_written(plan: Plan, want: FileWrite, facts: HostFacts) -> None:
     """The wanted file into plan: a change where it differs, ok where not."""
     change, item = plan_file(want, facts.files.get(want.path))
     plan.changes += [change] if change else []
     plan.unchanged += [item] if item else []
 
 
-def _check_file(facts, want: FileWrite) -> str | None:
+def _check_file(facts: HostFacts, want: FileWrite) -> str | None:
     current = facts.files.get(want.path)
     if current is None or not current.exists:
         return f"{want.path} is missing after writing it"
@@ -301,11 +302,11 @@ class TemplateFile(Task):
     alters = frozenset()  # its file only (a unit file written changes no unit's enabled state)
     PARAMS = ("src", "dest", "mode", "owner", "group", "when", "systemd_reload")
 
-    def template_names(self):
+    def template_names(self) -> list[tuple[str, str]]:
         src = self.params.get("src")
         return [("src", src)] if isinstance(src, str) else []
 
-    def check_params(self, file):
+    def check_params(self, file: str) -> list[Problem]:
         problems = []
         for key in ("src", "dest"):
             if not isinstance(self.params.get(key), str):
@@ -322,10 +323,10 @@ class TemplateFile(Task):
                                     f"allowed: {', '.join(self.PARAMS)}"))
         return problems
 
-    def file_paths(self, host):
+    def file_paths(self, host: Host) -> list[str]:
         return [self.params["dest"]] if self.applies(host) else []
 
-    def planned_from(self):
+    def planned_from(self) -> frozenset[str]:
         # A template of the user's may render any fact, as it is when the task is planned.
         return frozenset({"*"}) if self.templates and reads_facts(self.templates, self.params["src"]) else self.plans_from
 

@@ -30,7 +30,7 @@ class ServiceEnabled(Task):
     alters = frozenset({"units.enabled", "daemons"})
     PARAMS = ("unit", "start", "when", "root")
 
-    def check_params(self, file):
+    def check_params(self, file: str) -> list[Problem]:
         problems = []
         if not isinstance(self.params.get("unit"), str) or "." not in self.params.get("unit", ""):
             problems.append(Problem(file, f"task {self.name}", "unit", "is required: a unit name like foo.service"))
@@ -46,7 +46,7 @@ class ServiceEnabled(Task):
     def unit(self) -> UnitRef:
         return UnitRef(self.params["unit"], self.params.get("root"))
 
-    def unit_names(self, host):
+    def unit_names(self, host: Host) -> list[UnitRef]:
         return [self.unit] if self.applies(host) else []
 
     def plan_where_set(self, host: Host, facts: HostFacts) -> Plan:

@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from provision.capabilities.topology import topo
 from provision.capabilities.topology.topo import TopologyFacts
 from provision.core.facts import FactReader, FactSection, Section
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 
 def _topology(section: Section) -> TopologyFacts:
@@ -17,7 +22,7 @@ def _topology(section: Section) -> TopologyFacts:
         return TopologyFacts(message=str(exc))
 
 
-def parse(sections: dict[str, Section], facts) -> None:
+def parse(sections: dict[str, Section], facts: HostFacts) -> None:
     if "topo" in sections:
         facts.topology = _topology(sections["topo"])
 

@@ -14,16 +14,20 @@ Without either, NCCL says nothing and stages every transfer through host memory:
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from provision.capabilities.topology.topo import LEVELS, level_of
+from provision.capabilities.topology.topo import LEVELS, Topology, level_of
 from provision.core.checks import WARNING, Finding
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.driver.facts import DriverFacts
 
 DEFAULT_LEVEL = "PXB"  # NCCL_NET_GDR_LEVEL's default
 TOPO_LEVEL = {"NVL": "NV"}  # NCCL's word -> topo -m's, where they differ (LOC: GDR off)
 DMA_BUF_KERNEL = (5, 12)
 
 
-def near_pairs(matrix, nics: set[str] | None, level: str) -> list[tuple[str, str, str]]:
+def near_pairs(matrix: Topology, nics: set[str] | None, level: str) -> list[tuple[str, str, str]]:
     """(GPU, NIC device, cell) for every GPU and RDMA NIC at `level` or closer; nics: the devices NCCL may use
     (None: every NIC of the matrix)."""
     limit = LEVELS.index(level)
@@ -43,12 +47,12 @@ def kernel_at_least(release: str, wanted: tuple[int, int]) -> bool | None:
     return (int(match[1]), int(match[2])) >= wanted if match else None
 
 
-def dma_buf(driver) -> bool:
+def dma_buf(driver: DriverFacts) -> bool:
     """The open kernel modules on a kernel with dma-buf for RDMA: NCCL needs no peer-memory module."""
     return bool(driver.loaded_open) and bool(kernel_at_least(driver.kernel, DMA_BUF_KERNEL))
 
 
-def finding(driver, pairs: list[tuple[str, str, str]], level: str, rule: str) -> Finding | None:
+def finding(driver: DriverFacts, pairs: list[tuple[str, str, str]], level: str, rule: str) -> Finding | None:
     """None where GPUDirect RDMA has what it needs (a peer-memory module, or DMA-BUF); else the finding."""
     if driver.peer_memory or dma_buf(driver):
         return None
