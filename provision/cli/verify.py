@@ -72,8 +72,7 @@ def verify(hosts: HostArgs, playbook: str | None, templates: str | None, junitxm
     (exit 130 or 143); a second abandons the run at once.
     """
     from provision.commands.verify import verify as verify_command
-    from provision.core.localfiles import not_written
-    from provision.output import prometheus as prometheus_file, verify_json
+    from provision.output import verify_json
 
     target = hosts.target()
     via_slurm = verify_arguments(playbook, templates, hosts.local, drain, resume, duration if active else None,
@@ -83,11 +82,10 @@ def verify(hosts: HostArgs, playbook: str | None, templates: str | None, junitxm
     options = hosts.run_options(target, "verify", progress, reading="verify")
     try:
         verdicts, done, unwritten, stopped = verify_command(target, tasks, options, hosts.ssh, junitxml, drain,
-                                                            resume, duration if active else None, via_slurm)
+                                                            resume, duration if active else None, via_slurm,
+                                                            prometheus)
     finally:
         progress.close()
-    if prometheus:
-        unwritten.append(not_written("--prometheus", prometheus, lambda: prometheus_file.write(prometheus, verdicts)))
     if hosts.as_json:
         click.echo(json.dumps(verify_json.to_json(verdicts, done, stopped), indent=2))
     else:

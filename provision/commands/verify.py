@@ -25,16 +25,18 @@ from provision.core.localfiles import not_written, write_atomically
 from provision.core.plan import Task
 from provision.core.results import EXIT_STOPPED_BASE
 from provision.core.run import RunOptions
-from provision.output import junit, verify_json
+from provision.output import junit, prometheus as prometheus_file, verify_json
 from provision.verify import NOT_TESTED, PASS, UNREACHABLE, Node, Verdict, run_checks
 from provision.verify.backend import testinfra_host
 
 
 def verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, junitxml: str | None = None,
            drain: bool = False, resume: bool = False, active: float | None = None,
-           via_slurm: list[str] | None = None) -> tuple[list[Verdict], list[dict], list[str], int | None]:
-    """A verdict per selected host (unreachable ones too), what was told to Slurm, why the JUnit XML was not
-    written (empty: it was, or none was asked for), and the signal that stopped the run (None: none did). active:
+           via_slurm: list[str] | None = None,
+           prometheus: str | None = None) -> tuple[list[Verdict], list[dict], list[str], int | None]:
+    """A verdict per selected host (unreachable ones too), what was told to Slurm, why the JUnit XML or the
+    Prometheus textfile was not written (empty: they were, or none was asked for), and the signal that stopped the
+    run (None: none did). active:
     seconds of load on each host before it is judged (commands/active.py). via_slurm: the arguments of `provision
     verify` on each compute node that verifies itself through srun (commands/via_slurm.py); None: every host over
     SSH."""
@@ -43,11 +45,13 @@ def verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptio
         # at the end (the disk filled, its directory went) costs that file, never the verdicts
         xml = os.path.join(scratch, "junit.xml") if junitxml else None
         verdicts, told, stopped = _verify(target, tasks, options, ssh, xml, drain, resume, active, via_slurm)
-        unwritten = ""
+        unwritten = []
         if junitxml and xml and os.path.exists(xml):  # none when no host was checked, as before
             data = junit.regroup(Path(xml).read_bytes(), verdicts)  # consequences under their cause
-            unwritten = not_written("--junitxml", junitxml, lambda: write_atomically(junitxml, data))
-    return verdicts, told, [unwritten] if unwritten else [], stopped
+            unwritten.append(not_written("--junitxml", junitxml, lambda: write_atomically(junitxml, data)))
+    if prometheus:
+        unwritten.append(not_written("--prometheus", prometheus, lambda: prometheus_file.write(prometheus, verdicts)))
+    return verdicts, told, [why for why in unwritten if why], stopped
 
 
 def settle(verdict: Verdict, found: ActiveRun | None) -> None:

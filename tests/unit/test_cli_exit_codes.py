@@ -93,3 +93,13 @@ def test_the_help_epilog_lists_the_commands_records(command):
     listed = [line.split()[0] for line in text.splitlines()[2:] if not line.startswith(" " * 6)]
     assert listed == [str(record.code) for record in codes_of(command)]
     assert all(len(line) <= 78 for line in text.splitlines())
+
+
+def test_every_command_s_help_shows_its_exit_codes_from_the_table():
+    import click
+
+    from provision.cli import main
+
+    ctx = click.Context(main)
+    for name in exit_codes.EVERY_COMMAND:
+        assert main.get_command(ctx, name).epilog == exit_help(name), name
