@@ -6,12 +6,18 @@ cannot read the GPUs) is filed under that finding (`because`), apart from the ta
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from provision.core.checks import ERROR, Finding, fail_each, leads
 
+if TYPE_CHECKING:  # types only
+    from provision.core.plan import Task
+    from provision.verify.model import Node
 
-def check_as_intended(node, task):
+
+def check_as_intended(node: Node, task: Task) -> None:
     """The task's plan against the facts just read: no change, no problem, nothing held back.
 
     Reads: the inventory's settings for the task and the facts the task plans from (the playbook's tasks).
