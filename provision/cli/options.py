@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, NoReturn, TypeVar
 
@@ -231,8 +231,7 @@ def host_options(applying: bool = False, here_by_default: bool = False) -> Calla
                                         accept_new_host_keys=accept_new_host_keys, identity_file=identity_file),
                              here_by_default)
             if applying:
-                kwargs["run"] = RunArgs(*(kwargs.pop(name) for name in
-                                          ("check", "show_diff", "lock_wait", "log_path", "keep_backups")))
+                kwargs["run"] = RunArgs(**{field.name: kwargs.pop(field.name) for field in fields(RunArgs)})
             if getattr(func, "plays", False):
                 kwargs["list_hosts"] = list_hosts
             elif list_hosts:
