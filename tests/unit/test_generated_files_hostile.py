@@ -203,6 +203,7 @@ def test_every_generated_file_quotes_or_refuses_each_name_and_value(words):
 
         # The sbatch script: srun (a stand-in that runs its command) starts the wrapper, which starts torchrun.
         assert node.stand_in(node.bin / "scontrol") and node.stand_in(node.bin / "srun")
+        Path(settings_.launcher.wrapper_path).parent.mkdir(parents=True, exist_ok=True)  # the word may hold a /
         Path(settings_.launcher.wrapper_path).write_text(wrapper)
         Path(settings_.launcher.wrapper_path).chmod(0o755)
         proc = node.run("bash", files[settings_.launcher.wrapper_path + ".sbatch"], "train.py",

@@ -37,7 +37,7 @@ FORMS = ["{}.yml", "{}.yaml", "{}", "{}.json", "{}/", "{}/+{}.yml"]  # "/": a di
 def ini_value(value, on_host_line: bool = False) -> str:
     """As written in INI: a Python literal; quoted on a host line, which is split as a shell splits words."""
     text = value if isinstance(value, str) else repr(value)
-    return f'"{text}"' if on_host_line and isinstance(value, dict) else text
+    return f'"{text}"' if on_host_line and isinstance(value, (dict, list)) else text
 
 
 @st.composite
