@@ -121,9 +121,11 @@ class HostsBuilt:
 
     def __init__(self, docs: Documents, reads: dict[Level, LevelRead]) -> None:
         self.docs = docs
-        self.reads = reads
         self.level_vars = {level: read.variables for level, read in reads.items()}
         self.foreign_vars = {level: read.foreign for level, read in reads.items() if read.foreign}
+        self.templated = {level for level, read in reads.items() if read.templated}
+        self.bad = {level for level, read in reads.items() if read.bad}  # their problems are said where written
+        self.deferred = {level: read.deferred for level, read in reads.items() if read.deferred}
         self.hosts: dict[str, Host] = {}
         self.settings = SettingsCache()
 
@@ -149,10 +151,10 @@ class HostsBuilt:
         variables = merge_levels(self.level_vars, levels)
         problems: list[Problem] = []
         refused: list[Problem] = []
-        if any(self.reads[level].templated for level in levels):
+        if self.templated.intersection(levels):
             variables, problems, refused = self.rendered(name, groups, variables, levels)
         settings = None
-        if not any(self.reads[level].bad for level in levels):  # else already reported where it is written
+        if not self.bad.intersection(levels):  # else already reported where it is written
             settings, found = self.settings.settings_of(settings_part(variables), file, where)
             problems += found
         bases = {key: docs.base[level] for level in levels for key in (*ARGS_KEYS, *FILE_VARS)
@@ -160,7 +162,7 @@ class HostsBuilt:
         host = host_of(name, groups, variables, settings or HostSettings(), bases)
         host.written_in = file
         host.origins_of = functools.partial(origins_text, self.level_vars, levels)  # worked out when asked
-        host.refused = [problem for level in levels for problem in self.reads[level].deferred]
+        host.refused = [problem for level in levels for problem in self.deferred.get(level, ())]
         host.refused += refused + _vaulted_for(docs.vaulted_files, name, groups)
         return host, problems
 

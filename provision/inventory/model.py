@@ -94,7 +94,7 @@ class Inventory:
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per level: as many as hosts, in a large inventory
 class Written:
     """The variables one place writes (a group's vars in one file, a variables file), as read and validated there."""
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from provision.inventory.model import Group, where_group, where_host
@@ -67,7 +68,7 @@ class Levels:
                 *self.extra]
 
 
-def merge_levels(level_vars: dict[Level, dict[str, Any]], levels: list[Level]) -> dict[str, Any]:
+def merge_levels(level_vars: Mapping[Level, Mapping[str, Any]], levels: list[Level]) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for level in levels:
         merged = deep_merge(merged, level_vars.get(level, {}))

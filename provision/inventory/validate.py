@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, get_args
 
 from pydantic import BaseModel
@@ -33,15 +35,18 @@ GENERIC_FIELDS = {"cluster_name", "conf_dir", "conf_path", "env_file", "master_p
                   "provision_command"}
 
 
-@dataclass
+NOTHING: Mapping[str, Any] = MappingProxyType({})  # shared by the many levels that hold none
+
+
+@dataclass(frozen=True, slots=True)  # one per level: an inventory of 10,000 hosts has 10,000 of them
 class LevelRead:
     """One level's variables as read: those provision reads, and what was found on the way."""
 
-    variables: dict[str, Any] = field(default_factory=dict)  # provision_* and ansible_*, as written
-    problems: list[Problem] = field(default_factory=list)  # the inventory's
-    deferred: list[Problem] = field(default_factory=list)  # only for the hosts a run selects (Host.refused)
-    foreign: dict[str, Any] = field(default_factory=dict)  # other roles' variables, for templates that name them
-    old_names: dict[str, str] = field(default_factory=dict)  # provision's old names written here -> new names
+    variables: dict[str, Any]  # provision_* and ansible_*, as written
+    problems: tuple[Problem, ...]  # the inventory's
+    deferred: tuple[Problem, ...]  # only for the hosts a run selects (Host.refused)
+    foreign: Mapping[str, Any]  # other roles' variables, for templates that name them (NOTHING: none)
+    old_names: Mapping[str, str]  # provision's old names written here -> new names
     old_block: bool = False  # a block of provision's is written here under its old name (gpu:, ...)
     bad: bool = False  # its own settings have problems: its hosts' merged settings are not validated again
     templated: bool = False  # a value provision reads is a Jinja template, rendered per host
@@ -50,17 +55,14 @@ class LevelRead:
 def read_level(mentions: list[tuple[str, Any]], file: str, where: str, base: Path) -> LevelRead:
     """The variables one level writes (all its mentions merged: where each was written, and what), normalized
     and validated there. `base`: where the relative paths it writes start."""
-    merged, problems = merge_mentions(mentions, file, where)
+    merged, merging = merge_mentions(mentions, file, where)
     read = normalize(merged, file, where)
-    read.problems[:0] = problems
-    read.templated = is_templated(read.variables)
     known = without_templates(read.variables)  # a templated value is checked per host, once rendered
     settings = settings_problems(settings_part(known), file, where, partial=True)
-    read.problems += settings
-    read.bad = bool(settings)
     # What concerns how to reach its hosts is a problem for the runs that select them.
-    read.deferred += connection_problems(known, file, where, base)
-    return read
+    connection = connection_problems(known, file, where, base)
+    return replace(read, problems=(*merging, *read.problems, *settings), deferred=(*read.deferred, *connection),
+                   bad=bool(settings), templated=is_templated(read.variables))
 
 
 def merge_mentions(mentions: list[tuple[str, Any]], file: str, where: str) -> tuple[dict[str, Any], list[Problem]]:
@@ -87,30 +89,35 @@ def normalize(raw: dict[str, Any], file: str, where: str) -> LevelRead:
     problem) and Ansible's (ansible_*). Every other variable is another role's, left alone. Passwords, and
     connections provision cannot use, are refused for the hosts a run selects; so is a vaulted value provision
     would need."""
-    read = LevelRead()
+    variables: dict[str, Any] = {}
+    problems: list[Problem] = []
+    deferred: list[Problem] = []
+    foreign: dict[str, Any] = {}
+    old_names: dict[str, str] = {}
+    old_block = False
     for key, value in raw.items():
         if key.lower().startswith(PREFIX) and key not in OWN:  # Provision_gpu is a slip too
-            read.problems.append(Problem(file, where, key, f"unknown variable {key!r}: provision_ names provision's "
+            problems.append(Problem(file, where, key, f"unknown variable {key!r}: provision_ names provision's "
                                          f"variables ({', '.join(OWN)})", did_you_mean(key, list(OWN))
                                          or "rename it: the provision_ prefix is provision's own"))
         elif is_vaulted(value) and (key in OWN or is_connection_key(key)):
-            read.deferred.append(Problem(file, where, key, "is encrypted with Ansible Vault, which provision does "
+            deferred.append(Problem(file, where, key, "is encrypted with Ansible Vault, which provision does "
                                          "not decrypt", "write the value in the clear (it is not a secret provision "
                                          "needs) or leave it out"))
         elif key.startswith("ansible_") and "pass" in key:  # never kept: a secret is neither shown nor logged
-            read.deferred.append(Problem(file, where, key, "is a password: provision reads none from an inventory",
+            deferred.append(Problem(file, where, key, "is a password: provision reads none from an inventory",
                                          "use SSH keys; a sudo password is asked once at run time (-K)"))
         elif key == "ansible_connection" and isinstance(value, str) and value not in CONNECTIONS:
-            read.deferred.append(Problem(file, where, key, f"is {value!r}: provision reaches hosts by SSH (ssh, "
+            deferred.append(Problem(file, where, key, f"is {value!r}: provision reaches hosts by SSH (ssh, "
                                          "paramiko, smart) or works on this machine (local)", ""))
         elif key in OWN or key.startswith("ansible_"):
-            read.variables[key] = value
+            variables[key] = value
         else:  # another role's variable (an inventory serves many): not provision's to read or judge
             if key in OLD_NAMES:
-                read.old_names.setdefault(key, OLD_NAMES[key])
-                read.old_block = read.old_block or is_old_block(key, value)
-            read.foreign[key] = value  # a template may still name it
-    return read
+                old_names.setdefault(key, OLD_NAMES[key])
+                old_block = old_block or is_old_block(key, value)
+            foreign[key] = value  # a template may still name it
+    return LevelRead(variables, tuple(problems), tuple(deferred), foreign or NOTHING, old_names or NOTHING, old_block)
 
 
 def is_old_block(key: str, value: Any) -> bool:

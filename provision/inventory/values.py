@@ -3,6 +3,7 @@ Ansible Vault encrypted; values as dictionary keys. Nothing here knows what a va
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -28,7 +29,7 @@ def kind_of(value: Any) -> str:
         type(value), type(value).__name__)
 
 
-def deep_merge(base: dict, top: dict) -> dict:
+def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     """`top` over `base`, key by key into nested mappings; anything else (lists too) is replaced."""
     merged = dict(base)
     for key, value in top.items():
