@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from provision.core.errors import InputError, Problem
+from provision.core.results import HostResult, TaskResult
 
 
 def state_home() -> Path:
@@ -60,12 +61,12 @@ class RunLog:
         with self._lock, open(self.path, "a") as fh:
             fh.write(line)  # one write per line: concurrent runs interleave whole lines
 
-    def task(self, host: str, result, check: bool) -> None:
+    def task(self, host: str, result: TaskResult, check: bool) -> None:
         items = [{k: v for k, v in asdict(i).items() if k != "diff"} for i in result.items]
         self._write({"event": "task", "host": host, "task": result.name, "status": result.status,
                      "check": check, "message": result.message, "items": items})
 
-    def summary(self, results, check: bool, aborted: str = "") -> None:
+    def summary(self, results: list[HostResult], check: bool, aborted: str = "") -> None:
         """The end of a run; aborted: the signal that stopped it (the hosts not started say so)."""
         self._write({"event": "end", "check": check} | ({"aborted": aborted} if aborted else {})
                     | {"hosts": {r.host: {"status": r.status, "message": r.message} | r.counts() for r in results}})

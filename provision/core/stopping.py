@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import threading
 from contextlib import contextmanager
+from types import FrameType
 from typing import Callable, Iterator
 
 from provision.core.results import signal_name
@@ -34,7 +35,7 @@ class Stop:
             yield
             return
 
-        def on_signal(signum, frame):
+        def on_signal(signum: int, frame: FrameType | None) -> None:
             if self.signum is None:
                 self.request(signum)
             else:

@@ -8,11 +8,15 @@ The passive checks judge the same lines and counters since boot: where one faile
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from provision.capabilities.health import kernlog
 from provision.capabilities.health.facts import KernelLogFacts
 from provision.core import pci
 from provision.core.checks import CRITICAL, WARNING, Finding
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 KINDS = ("xid", "fallen-off-bus", "aer-corrected", "aer-uncorrected")
 # The passive checks judge the same lines since boot: where one failed, this finding is listed under it.
@@ -34,7 +38,7 @@ def new_events(before: KernelLogFacts | None, after: KernelLogFacts | None) -> l
 COUNTER_LEADS = ("gpu_memory_has_no_uncorrectable_errors", "nvlink_has_no_errors")
 
 
-def counters(facts) -> dict[tuple[str, str], int]:
+def counters(facts: HostFacts) -> dict[tuple[str, str], int]:
     """(GPU UUID, what) -> count: uncorrectable ECC errors, and each NVLink link's error counters."""
     found = {(g.uuid, "uncorrectable ECC errors"): g.ecc_uncorrected for g in facts.nvidia.gpus
              if g.ecc_uncorrected is not None}
@@ -45,7 +49,7 @@ def counters(facts) -> dict[tuple[str, str], int]:
     return found
 
 
-def grown(before, after) -> list[Finding]:
+def grown(before: HostFacts, after: HostFacts) -> list[Finding]:
     """One finding per GPU whose counters grew between the two reads."""
     was, now = counters(before), counters(after)
     slots = {g.uuid: pci.slot(g.bus_id) or g.bus_id for g in after.nvidia.gpus}

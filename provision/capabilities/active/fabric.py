@@ -23,8 +23,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from provision.core.checks import WARNING, Finding
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.nccl.facts import Interface
 
 PEER_SHARE = 0.7  # a port below 70% of the best of its speed in the group
 # A port whose speed file already says it is slow fails the passive check; what was measured follows from it.
@@ -71,7 +75,7 @@ def ring(hosts: list[str]) -> list[tuple[str, str]]:
     return [(host, hosts[(i + 1) % len(hosts)]) for i, host in enumerate(hosts)]
 
 
-def ipv4(interface) -> str | None:
+def ipv4(interface: Interface) -> str | None:
     return next((a.split("/")[0] for a in interface.addresses or () if ":" not in a), None)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
+from typing import Callable, TypeVar
 
 from provision.capabilities.gpu import smi
 
@@ -61,7 +62,10 @@ def _cell(row: dict[str, str], name: str) -> str:
     return row.get(name, row.get(SHOWN_AS.get(name, ""), "[N/A]"))
 
 
-def _read(reader, value: str):
+Read = TypeVar("Read")
+
+
+def _read(reader: Callable[[str], Read], value: str) -> Read | None:
     try:
         return reader(value)
     except ValueError:
