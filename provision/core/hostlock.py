@@ -27,9 +27,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
-from provision.core.connection import Unreachable
+from provision.core.connection import Connection, Unreachable
 from provision.core.errors import ProvisionError
+
+if TYPE_CHECKING:  # types only
+    from provision.core.facts import Section
+    from provision.core.stopping import Stop
+    from provision.inventory.model import Host
+
+Notice = Callable[[str], None]  # says one line to the user (the run's notice)
 
 LOCK_DIR = "/run/lock/provision.lock"
 LEASE_SECONDS = 120  # a lock not renewed for this long is free to take (the heartbeat renews it)
@@ -200,7 +208,7 @@ class Heartbeat:
     """While in it, renews the lease of every lock the run holds (held() names them) each HEARTBEAT_SECONDS:
     a live run's lock is never taken over. A run shorter than that sends none."""
 
-    def __init__(self, owner: Owner, held, notice):
+    def __init__(self, owner: Owner, held: Callable[[], list[tuple[str, Connection]]], notice: Notice):
         self.owner, self.held, self.notice = owner, held, notice
         self.done = threading.Event()
 
@@ -208,7 +216,7 @@ class Heartbeat:
         threading.Thread(target=self._beat, daemon=True, name="provision-heartbeat").start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.done.set()
 
     def _beat(self) -> None:
@@ -238,7 +246,8 @@ class Taker:
 
     TAKEN, AGAIN, STOPPED = "taken", "again", "stopped"
 
-    def __init__(self, owner: Owner, host: str, wait: float, notice, inventory_path: str = "", stop=None):
+    def __init__(self, owner: Owner, host: str, wait: float, notice: Notice, inventory_path: str = "",
+                 stop: Stop | None = None):
         self.owner, self.host, self.notice, self.inventory_path = owner, host, notice, inventory_path
         self.stop = stop
         self.deadline, self.waited, self.stale = time.monotonic() + wait, False, ""
@@ -253,7 +262,7 @@ class Taker:
     def argv(self) -> list[str]:
         return take_argv(self.owner, self.stale)
 
-    def judge(self, held) -> str:
+    def judge(self, held: Section) -> str:
         """TAKEN, AGAIN (read again: now, or after a second's wait), or why the lock cannot be had.
         held: the batch's "lock" section (rc, output)."""
         word, line = take_message(held.output)
@@ -282,7 +291,7 @@ class Taker:
         return self.AGAIN
 
 
-def unlock(conn, force: bool = False) -> tuple[str, str]:
+def unlock(conn: Connection, force: bool = False) -> tuple[str, str]:
     """`provision unlock` on one connected host: (no lock | removed | left alone, what was done, in words).
     A lock whose run still runs on this machine is left alone unless force."""
     held = conn.run(read_argv(), timeout=30)
@@ -300,9 +309,10 @@ def unlock(conn, force: bool = False) -> tuple[str, str]:
     return "removed", f"the lock of {owner.said}"
 
 
-def unlock_hosts(hosts, connect, force: bool, forks: int) -> list[tuple[str, str, str]]:
+def unlock_hosts(hosts: list[Host], connect: Callable[[Host], Connection], force: bool,
+                 forks: int) -> list[tuple[str, str, str]]:
     """unlock on every host, in parallel: (host, status, words); status "unreachable" too."""
-    def one(host) -> tuple[str, str, str]:
+    def one(host: Host) -> tuple[str, str, str]:
         conn = connect(host)
         try:
             conn.open()
