@@ -19,12 +19,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import paramiko
 
 from provision.core.errors import ProvisionError
-from provision.core.sshargs import SshArgs, expand_command
+from provision.core.sshargs import Hop, SshArgs, expand_command
+
+if TYPE_CHECKING:  # types only: Fabric has no type information (Any to mypy), and is imported where it is used
+    from fabric import Config as FabricConfig
+    from fabric import Connection as FabricConnection
 
 # paramiko logs a failed handshake ("Exception (client): Error reading SSH protocol banner") from its own
 # thread; with no handler configured, Python prints it on stderr, between our lines. The same error
@@ -129,7 +133,7 @@ class Connection:
 class LocalConnection(Connection):
     """This machine, no SSH: the same tasks, run with subprocess."""
 
-    def _run(self, argv, stdin, timeout):
+    def _run(self, argv: list[str], stdin: str | None, timeout: float | None) -> CommandResult:
         try:
             proc = subprocess.run(
                 argv, input=stdin, capture_output=True, text=True, timeout=timeout,
@@ -212,7 +216,7 @@ class HostKeyPolicy(paramiko.MissingHostKeyPolicy):
         self.known_hosts = known_hosts
         self.alias = alias
 
-    def missing_host_key(self, client, hostname, key):
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         fingerprint = key.fingerprint  # "SHA256:..." as ssh-keygen -l prints it
         recorded = self.alias or hostname
         if not self.accept_new:
@@ -268,7 +272,7 @@ class SSHConnection(Connection):
         self.liveness: Liveness | None = None  # once open
 
     @staticmethod
-    def _secure(conn, options: SSHOptions, alias: str | None) -> str | None:
+    def _secure(conn: FabricConnection, options: SSHOptions, alias: str | None) -> str | None:
         """Fabric auto-adds unknown host keys and loads no known_hosts: undo both. The args' UserKnownHostsFile,
         StrictHostKeyChecking and HostKeyAlias (`alias`) beat ssh_config's, as on ssh's command line;
         --accept-new-host-keys beats both. Returns the HostKeyAlias used (None: the host's own name)."""
@@ -324,11 +328,11 @@ class SSHConnection(Connection):
                                self.fabric.original_host)
         return paramiko.ProxyCommand(shlex.join(words))
 
-    def _failed_at(self):
+    def _failed_at(self) -> FabricConnection:
         """Where opening failed: the first ProxyJump hop not connected, else the host itself."""
         return next((hop for hop in self.hops if not hop.is_connected), self.fabric)
 
-    def _via(self, at) -> str:
+    def _via(self, at: FabricConnection) -> str:
         if at is not self.fabric:
             return f" (a ProxyJump hop to {self.fabric.host})"
         if self.hops:
@@ -341,7 +345,7 @@ class SSHConnection(Connection):
         for conn in (self.fabric, *reversed(self.hops)):  # Fabric closes no gateway: the hops' connections too
             conn.close()
 
-    def _run(self, argv, stdin, timeout):
+    def _run(self, argv: list[str], stdin: str | None, timeout: float | None) -> CommandResult:
         """One channel of the connection (run_on_channel). A host that stopped answering (Liveness) or a connection
         that closed mid-command raises Lost, with what the command printed until then."""
         try:
@@ -446,8 +450,8 @@ class Liveness:
         transport.packetizer.set_keepalive(interval, self.ask)
         threading.Thread(target=self._watch, daemon=True, name="provision-liveness").start()
 
-    def _answered(self, handler):
-        def answered(message) -> None:  # any reply: OpenSSH refuses the ask (REQUEST_FAILURE), which is an answer
+    def _answered(self, handler: Callable[[paramiko.Message], None]) -> Callable[[paramiko.Message], None]:
+        def answered(message: paramiko.Message) -> None:  # any reply: OpenSSH refuses the ask (REQUEST_FAILURE), which is an answer
             self.asked = None
             handler(message)
         return answered
@@ -481,7 +485,7 @@ class Liveness:
         self._done.set()
 
 
-def _fabric_config(ssh_config: str | None):
+def _fabric_config(ssh_config: str | None) -> FabricConfig:
     """Fabric's configuration with this ssh_config file alone (as ssh -F: neither ~/.ssh/config nor the system's);
     "" (-F none): no ssh_config at all; None: the user's and the system's, as ssh reads them."""
     import fabric
@@ -504,7 +508,8 @@ def _connect_kwargs(options: SSHOptions) -> dict:
     return kwargs
 
 
-def _jump_chain(connection, hops, config, timeout: int):
+def _jump_chain(connection: type[FabricConnection], hops: Iterable[Hop], config: FabricConfig,
+                timeout: int) -> FabricConnection | None:
     """ProxyJump a,b: a Fabric Connection per hop, each reached through the one before (the first as its ssh_config
     says). As with OpenSSH's -J, a hop takes its user and keys from ssh_config, not from the target's options;
     its host key is checked with the target's policy (_secure: the args' known_hosts and StrictHostKeyChecking)."""
@@ -515,11 +520,11 @@ def _jump_chain(connection, hops, config, timeout: int):
     return gateway
 
 
-def _hops(conn) -> list:
+def _hops(conn: FabricConnection) -> list[FabricConnection]:
     """A connection's ProxyJump hops, the first (outermost) first."""
     import fabric
 
-    hops: list = []
+    hops: list[FabricConnection] = []
     while isinstance(conn.gateway, fabric.Connection):  # not a ProxyCommand string, False or None
         conn = conn.gateway
         hops.insert(0, conn)
