@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from provision.core.checks import WARNING, Finding
 
@@ -125,8 +125,10 @@ def held_to_peers(results: list[PortResult]) -> list[PortResult]:
     for result in results:
         test = result.test
         said = [(test.expected_mbps, test.rule)] if test.expected_mbps is not None else []
-        for of, same in ((f"{test.ifname}", lambda t, a=test: t.ifname == a.ifname),
-                         (f"{test.speed_mbps} Mb/s port", lambda t, a=test: a.speed_mbps and t.speed_mbps == a.speed_mbps)):
+        alike: list[tuple[str, Callable[[PortTest], object]]] = [  # called in this turn of the loop only
+            (f"{test.ifname}", lambda t: t.ifname == test.ifname),
+            (f"{test.speed_mbps} Mb/s port", lambda t: test.speed_mbps and t.speed_mbps == test.speed_mbps)]
+        for of, same in alike:
             top = max((r.mbps for r in results if r is not result and r.mbps is not None and r.test.group == test.group
                        and same(r.test)), default=None)
             if top:

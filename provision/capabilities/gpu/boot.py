@@ -375,8 +375,12 @@ def _only_missing_gpus_differ(old: str, new: str, facts: HostFacts) -> bool:
     those it numbered again without them."""
     before, after = parse(old), parse(new)
     seen = {g.uuid.lower() for g in facts.nvidia.gpus}
-    others = lambda text: [line for line in text.splitlines() if not line.startswith("gpu=")]  # noqa: E731
-    settings = lambda words: {k: v for k, v in (words or {}).items() if k != "index"}  # noqa: E731
+    def others(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.startswith("gpu=")]
+
+    def settings(words: dict[str, str] | None) -> dict[str, str]:
+        return {k: v for k, v in (words or {}).items() if k != "index"}
+
     return others(old) == others(new) and all(
         uuid.lower() not in seen or settings(before.get(uuid)) == settings(after.get(uuid))
         for uuid in before.keys() | after.keys() if before.get(uuid) != after.get(uuid))

@@ -50,7 +50,9 @@ def parse_record(text: str) -> list[RecordedGpu]:
 
 def record_text(gpus: list[GpuFacts]) -> str:
     """The record for these GPUs (no trailing newline: remote.write_record_argv adds it)."""
-    printable = lambda name: "".join(c if c.isprintable() else "?" for c in name)  # noqa: E731
+    def printable(name: str) -> str:
+        return "".join(c if c.isprintable() else "?" for c in name)
+
     return "\n".join([HEADER, *(f"{g.index} {g.uuid} {g.bus_id} {printable(g.name)}" for g in gpus)])
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
@@ -23,7 +23,7 @@ def readable_gpus(node: Node) -> list[GpuFacts]:
 
 
 # GpuFacts attribute -> what its value says, what to do about it.
-MEMORY_TROUBLE = (
+MEMORY_TROUBLE: tuple[tuple[str, Callable[[Any], str], str], ...] = (
     ("ecc_uncorrected", lambda n: f"{n} uncorrectable ECC error(s) since the driver loaded",
      "drain it, then reset the GPU or reboot; if uncorrectable errors return, replace the GPU"),
     ("remap_pending", lambda _: "a row remap is pending",
