@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+from types import ModuleType
 
 SIZE = 8192
 STOPPING = threading.Event()  # set by SIGTERM or SIGINT: every GPU's thread ends its products and reports
@@ -51,12 +52,12 @@ def main() -> int:
     return report({**ran, "dtype": "bf16/fp16", "gpus": results}, 1 if failed else 0)
 
 
-def uuid_of(torch, index: int) -> str:
+def uuid_of(torch: ModuleType, index: int) -> str:
     uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)  # torch 2.0 and newer
     return f"GPU-{uuid}" if uuid is not None else ""
 
 
-def burn(torch, index: int, deadline: float, result: dict) -> None:
+def burn(torch: ModuleType, index: int, deadline: float, result: dict) -> None:
     try:
         with torch.cuda.device(index):
             major, _ = torch.cuda.get_device_capability(index)
