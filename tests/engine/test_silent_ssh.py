@@ -6,6 +6,7 @@ here (KEEPALIVE_S, SILENT_AFTER_S)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -59,7 +60,13 @@ def test_a_hung_sshd_is_lost_within_the_bound_with_what_came_back_before(conn):
             conn.run(["true"], timeout=300)
     finally:
         session = int(lost.value.stdout.split()[0])  # the sshd that served the command: let it go
-        os.kill(session, signal.SIGCONT)
+        let_go(session)
+
+
+def let_go(session: int) -> None:
+    """Wake the sshd session a test stopped, and end it: woken, it may see its connection gone and end first."""
+    os.kill(session, signal.SIGCONT)
+    with contextlib.suppress(ProcessLookupError):
         os.kill(session, signal.SIGTERM)
 
 
@@ -96,6 +103,5 @@ def test_a_batch_on_a_hung_sshd_counts_the_setters_whose_output_came_back(conn, 
         assert errors[3] == "unknown whether `echo set GPU3` ran: the host was lost before its output came back"
         assert lost and "it stopped answering" in lost
     finally:
-        os.kill(session, signal.SIGCONT)
-        os.kill(session, signal.SIGTERM)
+        let_go(session)
         runner.join(10)
