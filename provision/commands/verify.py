@@ -21,6 +21,7 @@ from provision.commands.via_slurm import fan_out
 from provision.commands.drain import slurm_actions, tell_slurm
 from provision.commands.run import Target, engine_for
 from provision.core.connection import SSHOptions
+from provision.core.errors import InputError
 from provision.core.localfiles import not_written, write_atomically
 from provision.core.plan import Task
 from provision.core.results import EXIT_STOPPED_BASE
@@ -28,6 +29,7 @@ from provision.core.run import RunOptions
 from provision.output import junit, prometheus as prometheus_file, verify_json
 from provision.verify import NOT_TESTED, PASS, UNREACHABLE, Node, Verdict, run_checks
 from provision.verify.backend import testinfra_host
+from provision.verify.switch import unknown_names
 
 
 def verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, junitxml: str | None = None,
@@ -39,7 +41,10 @@ def verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptio
     run (None: none did). active:
     seconds of load on each host before it is judged (commands/active.py). via_slurm: the arguments of `provision
     verify` on each compute node that verifies itself through srun (commands/via_slurm.py); None: every host over
-    SSH."""
+    SSH. A check switched off by a name that is no check of verify is an InputError before any host is read."""
+    problems = unknown_names(target.hosts, tasks, target.inventory_path)
+    if problems:
+        raise InputError(problems)
     with tempfile.TemporaryDirectory(prefix="provision-verify-") as scratch:
         # pytest writes its JUnit XML here, and it goes into place whole afterwards: a file that cannot be written
         # at the end (the disk filled, its directory went) costs that file, never the verdicts

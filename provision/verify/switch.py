@@ -5,11 +5,17 @@ off for a node is reported as skipped, with the reason, never run and never pass
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from provision.capabilities.registry import CHECKS
 from provision.core.errors import Problem
 from provision.core.settings import did_you_mean, variable
 from provision.verify.model import Node
+
+if TYPE_CHECKING:  # types only
+    from provision.core.plan import Task
+    from provision.inventory.model import Host
 
 AS_INTENDED = "as_intended"  # verify's own check, one per playbook task: "as_intended[TASK]" names one of them
 KEY = f"{variable('verify')}.skip"
@@ -31,17 +37,18 @@ def switched_off(node: Node, check: str) -> str:
     return f"switched off for this host by {KEY} in the inventory"
 
 
-def unknown_names(nodes: list[Node], known: list[str]) -> list[Problem]:
-    """A problem for each name a node's skip list holds that is no check (as_intended[TASK]: no task of the
-    playbook), with the likeliest one meant; each name once."""
+def unknown_names(hosts: Sequence[Host], tasks: Sequence[Task], inventory_path: str) -> list[Problem]:
+    """A problem for each name a host's skip list holds that is no check (as_intended[TASK]: no task of the
+    playbook), with the likeliest one meant; each name once. Asked before any host is read: a typo is bad input."""
+    switching = [host for host in hosts if host.settings.verify is not None]
+    known = check_names() if switching else []  # imports the check modules: only when some host switches
+    tasks_named = [f"{AS_INTENDED}[{task.name}]" for task in tasks]
     problems: dict[str, Problem] = {}
-    for node in nodes:
-        settings = node.inventory.settings.verify
-        tasks = [f"{AS_INTENDED}[{task.name}]" for task in node.tasks]
-        for name in settings.skip if settings is not None else []:
-            if name in known or name in tasks or name in problems:
+    for host in switching:
+        for name in host.settings.verify.skip if host.settings.verify is not None else []:
+            if name in known or name in tasks_named or name in problems:
                 continue
-            guess = did_you_mean(name, known + tasks)
-            problems[name] = Problem(node.inventory_path, f"host {node.name}", KEY, f"{name!r} is no check of verify",
+            guess = did_you_mean(name, known + tasks_named)
+            problems[name] = Problem(inventory_path, f"host {host.name}", KEY, f"{name!r} is no check of verify",
                                      guess or "a name as verify reports it (provision verify --json lists them)")
     return list(problems.values())

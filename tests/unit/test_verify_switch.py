@@ -16,6 +16,8 @@ from provision.capabilities.host import HostFacts, HostSettings
 from provision.core.errors import InputError
 from provision.core.verify_settings import VerifySettings
 from provision.inventory.load import load_inventory
+from provision.commands import verify as verify_command
+from provision.commands.run import Target
 from provision.verify import Node, run_checks
 from provision.verify.switch import check_names, switched_off, unknown_names
 
@@ -65,15 +67,21 @@ def test_every_name_is_one_of_verifys_checks_and_a_typo_says_which_was_meant():
     known = check_names()
     assert "fans_report_no_failure" in known and "as_intended" in known and "check_no_gpu_is_lost" not in known
     rig = node(["fans_report_no_failures", "as_intended[gpu-power-limt]", "as_intended[gpu-power-limit]"])
-    problems = unknown_names([rig, rig], known)  # two hosts with the same list: each name once
+    problems = unknown_names([rig.inventory, rig.inventory], rig.tasks, "basement.yaml")  # each name once
     assert [(p.key, p.message, p.hint) for p in problems] == [
         ("provision_verify.skip", "'fans_report_no_failures' is no check of verify",
          "did you mean 'fans_report_no_failure'?"),
         ("provision_verify.skip", "'as_intended[gpu-power-limt]' is no check of verify",
          "did you mean 'as_intended[gpu-power-limit]'?")]
     assert problems[0].file == "basement.yaml" and problems[0].where == "host rig"
+
+
+def test_a_name_that_is_no_check_is_refused_before_any_host_is_read(monkeypatch):
+    rig = node(["fans_report_no_failures"])
+    monkeypatch.setattr(verify_command, "_verify", lambda *args: pytest.fail("a host was read"))
+    target = Target("basement.yaml", [rig.inventory], [rig.inventory])
     with pytest.raises(InputError, match="fans_report_no_failures"):
-        run_checks([rig])
+        verify_command.verify(target, rig.tasks, options=None, ssh=None)
 
 
 def test_a_check_switched_off_is_reported_skipped_with_the_reason_and_never_runs():
