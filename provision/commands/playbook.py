@@ -117,13 +117,6 @@ def with_flag_tasks(tasks: list[Task], flags: frozenset[str]) -> list[Task]:
     return tasks
 
 
-def with_bmc_record(tasks: list[Task]) -> list[Task]:
-    """apply --accept-bmc-events: the tasks, and the one that records the BMC's event log as judged. It is that
-    flag's alone (no shipped playbook lists it), so a run without the flag never reports it."""
-    record = TASK_TYPES["bmc-event-record"]
-    return tasks if any(isinstance(task, record) for task in tasks) else [*tasks, record()]
-
-
 NOT_APPLIED = ("custom", "active", "verify")  # no task applies them, by design: custom is free-form, the others verify's
 
 

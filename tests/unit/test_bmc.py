@@ -483,11 +483,13 @@ def test_the_lab_bmc_faults_are_console_commands_and_a_failed_part_stays_failed_
 
 
 def test_accepting_bmc_events_adds_the_record_task_to_any_playbook_once():
-    from provision.commands.playbook import with_bmc_record
+    from provision.commands.playbook import with_flag_tasks
     from provision.capabilities.gpu.tasks import PowerLimit
 
-    tasks = with_bmc_record([PowerLimit()])
+    accepted = frozenset({"accept_bmc_events"})
+    tasks = with_flag_tasks([PowerLimit()], accepted)
     assert [t.name for t in tasks] == ["gpu-power-limit", "bmc-event-record"]
-    assert with_bmc_record(tasks) == tasks
+    assert with_flag_tasks(tasks, accepted) == tasks
+    assert [t.name for t in with_flag_tasks([PowerLimit()], frozenset())] == ["gpu-power-limit"]
     shipped = (Path(__file__).resolve().parents[2] / "playbooks").glob("*.yaml")
     assert not any("bmc-event-record" in book.read_text() for book in shipped)  # the flag's alone

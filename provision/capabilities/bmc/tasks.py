@@ -3,7 +3,7 @@
 verify judges the log's power and cooling failures since the last good run (checks.py). After a repair (a PSU
 replaced, its feed fixed), the operator says so: `provision apply INVENTORY --limit HOST --accept-bmc-events`
 records the log's newest entry on the node, and verify judges only the entries after it. The flag adds this task
-to the run (commands/playbook.py with_bmc_record: no shipped playbook lists it); a playbook that names it does
+to the run (its RunFlag's adds_task, commands/playbook.py with_flag_tasks: no shipped playbook lists it); a playbook that names it does
 nothing without the flag. apply does not read the BMC otherwise (a slow BMC would slow every run), so it never
 records events nobody looked at.
 """
