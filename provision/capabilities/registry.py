@@ -63,6 +63,11 @@ def fact_lines(host: Any, facts: HostFacts) -> list[FactLine]:
     return [line for c in CAPABILITIES if c.show is not None for line in c.show(host, facts)]
 
 
+def fact_judgements(host: Any, facts: HostFacts) -> dict[str, dict[str, Any]]:
+    """What `provision facts --json` adds to a read host's facts: each capability's view of them, by its name."""
+    return {c.name: c.json_view(host, facts) for c in CAPABILITIES if c.json_view is not None}
+
+
 # What the capabilities add to every run: the batch, the steps that go with the first changes, the pending reboots.
 EXTENSIONS = Extensions(FACTS, upkeep=upkeep, reboot_pending=reboot_pending)
 

@@ -107,10 +107,8 @@ def facts(hosts: HostArgs) -> None:
                                     hosts.ssh)
     finally:
         progress.close()
-    said = facts_command.nccl_said(states)
     if hosts.as_json:
-        data = {s.host.name: ({**facts_command.facts_json(s.facts), "nccl": said[s.host.name]} if s.facts
-                              else {"unreachable": s.result.message}) for s in states}
+        data = {s.host.name: facts_command.as_json(s) for s in states}
         click.echo(json.dumps(data, indent=2, default=str))
     else:
         for s in states:

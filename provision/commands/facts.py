@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from provision.capabilities.capability import FactLine
-from provision.capabilities.nccl import interfaces as nccl
-from provision.capabilities.registry import fact_lines
+from provision.capabilities.registry import fact_judgements, fact_lines
 from provision.commands.run import Target, engine_for
 from provision.core.connection import SSHOptions
 from provision.core.run import HostState, RunOptions
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
 
 
 def read(target: Target, options: RunOptions, ssh: SSHOptions) -> list[HostState]:
@@ -22,12 +25,15 @@ def shown(state: HostState) -> list[FactLine]:
     return fact_lines(state.host, state.facts) if state.facts else []
 
 
-def nccl_said(states: list[HostState]) -> dict[str, dict]:
-    """What NCCL will make of each read host's network (the interfaces it takes and skips, and why)."""
-    return {s.host.name: nccl.summary(s.host.settings.nccl, s.facts.interfaces) for s in states if s.facts}
+def as_json(state: HostState) -> dict:
+    """A host as `facts --json` gives it: its facts, and what each capability makes of them under its name; or
+    why it could not be read."""
+    if state.facts is None:
+        return {"unreachable": state.result.message}
+    return {**facts_json(state.facts), **fact_judgements(state.host, state.facts)}
 
 
-def facts_json(facts) -> dict:
+def facts_json(facts: HostFacts) -> dict:
     """A host's facts as JSON can hold them: the topology's (GPU, NIC) pairs as nested mappings."""
     data = asdict(facts)
     matrix = (data.get("topology") or {}).get("matrix")

@@ -110,7 +110,6 @@ COMMANDS_USING_A_CAPABILITY = {
     "provision.commands.adhoc": {"gpu"},
     "provision.commands.demo": {"gpu"},  # where the simulated node's boot file is
     "provision.commands.drain": {"slurm"},
-    "provision.commands.facts": {"nccl"},  # facts --json: what NCCL makes of the network
     "provision.commands.playbook": {"system"},  # a template's problems, before any host is read
     "provision.commands.reboot": {"slurm"},
     "provision.commands.verify": {"active"},

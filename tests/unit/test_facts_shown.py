@@ -3,6 +3,7 @@ declaration shows them (registry.fact_lines), colouring only the parts the capab
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from types import SimpleNamespace
 
 import click
@@ -13,7 +14,7 @@ from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts, Rec
 from provision.capabilities.host import HostFacts, HostSettings
 from provision.capabilities.nccl.facts import Interface
 from provision.capabilities.nccl.settings import NcclSettings
-from provision.capabilities.registry import fact_lines
+from provision.capabilities.registry import fact_judgements, fact_lines
 from provision.capabilities.topology.topo import TopologyFacts, parse_topo
 from provision.core.facts import SystemFacts
 from provision.output import report
@@ -98,3 +99,20 @@ def test_a_fact_line_is_its_parts_in_order():
     line = FactLine.labelled("layout", "GPU2 is gone", PROBLEM)
     assert line.parts == (("layout", PROBLEM), (": GPU2 is gone", "")) and line.text == "layout: GPU2 is gone"
     assert FactLine.plain("x").parts == (("x", ""),) and WARNING != PROBLEM
+
+
+def test_facts_json_gives_each_capabilitys_view_of_the_facts_by_its_name():
+    """facts --json: the facts, and what a capability makes of them under its name (NCCL: the interfaces it takes
+    and skips), from the declarations (registry.fact_judgements), not from a command that names NCCL."""
+    from provision.commands.facts import as_json
+    from provision.core.run import HostState
+
+    host, facts = node()
+    state = HostState(host, facts=facts)
+    data = as_json(state)
+    assert data["nvidia"]["driver_version"] == "570.195.03"
+    assert set(data["nccl"]) >= {"rule", "problems"} and data["nccl"] == fact_judgements(host, facts)["nccl"]
+    assert "ens1" in str(data["nccl"]) and "nccl" not in asdict(facts)
+    state = HostState(host)
+    state.result.message = "ssh: connection refused"
+    assert as_json(state) == {"unreachable": "ssh: connection refused"}

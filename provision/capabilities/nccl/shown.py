@@ -1,5 +1,5 @@
 """What `provision facts` shows of NCCL: the interfaces it will use and skip on the node (and why), and the
-problems apply would refuse to write over."""
+problems apply would refuse to write over; `facts --json` gives the same as a mapping under "nccl"."""
 
 from __future__ import annotations
 
@@ -19,3 +19,8 @@ def lines(host: Any, facts: HostFacts) -> list[FactLine]:
     skips = "".join(f"; skips {i['name']}, which {i['why']}" for i in said["skips"])
     first = FactLine.labelled("nccl", f"{said['rule']}: uses {uses}{skips}" if said["rule"] else "interfaces not read")
     return [first, *(FactLine.labelled("nccl", problem, PROBLEM) for problem in said["problems"])]
+
+
+def judged(host: Any, facts: HostFacts) -> dict[str, Any]:
+    """What NCCL will make of the host's network (the interfaces it takes and skips, and why): facts --json."""
+    return summary(host.settings.nccl, facts.interfaces)
