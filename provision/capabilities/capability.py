@@ -85,6 +85,9 @@ class Capability:
     # Rules across hosts: what one host's block asks of the others (inventory/build.py runs them on the built
     # inventory, inventory/model.py HostRule).
     host_rules: tuple[Callable[[Any], list[Problem]], ...] = ()
+    # What refuses one host's runs, its own blocks alone (a group name its files would carry that is no file name):
+    # the other hosts still run (inventory/build.py: Host.refused).
+    host_refusals: tuple[Callable[[Any], list[Problem]], ...] = ()
     run_flags: tuple[RunFlag, ...] = ()
     # Names for parts of its facts finer than a HostFacts field, which its tasks plan from or alter (Task.plans_from,
     # Task.alters): "nvidia.power_limit" is every GPU's power limit, so that the power task and the clocks task,

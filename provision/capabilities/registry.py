@@ -42,6 +42,7 @@ RUN_FLAGS: tuple[RunFlag, ...] = tuple(flag for c in CAPABILITIES for flag in c.
 
 # What the hosts' blocks ask of each other, checked once the inventory is built (inventory/build.py runs them all).
 HOST_RULES = tuple(rule for c in CAPABILITIES for rule in c.host_rules)
+HOST_REFUSALS = tuple(refusal for c in CAPABILITIES for refusal in c.host_refusals)
 
 # The names a task may give what it plans from and alters (fact_keys.py): HostFacts' field paths, and the
 # capabilities' own finer ones.

@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 from provision.capabilities.active import checks, collective, during, fabric, history, run
 from provision.capabilities.launcher.tasks import allreduce_path, processes_per_node, wrapper_path
 from provision.capabilities.nccl.interfaces import select
-from provision.core.cluster import launcher_group
+from provision.capabilities.clusters import launcher_group
 from provision.capabilities.active.judge import CHECK, target_of
 from provision.capabilities.active.settings import ActiveSettings
 from provision.core.checks import CheckFailed

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.capabilities.host import HostSettings
-from provision.capabilities.registry import HOST_RULES
-from provision.core import cluster as clusters
+from provision.capabilities.registry import HOST_REFUSALS, HOST_RULES
 from provision.core.errors import InputError, Problem
 from provision.core.sshargs import ARGS_KEYS, is_address
 from provision.inventory.connection import CONNECTION_VARS, FILE_VARS, SETTING_OF, connection_problems, host_of
@@ -141,7 +140,7 @@ class HostsBuilt:
             self.hosts[name] = host
             if not host.refused:  # else not a host provision reaches: its address is not provision's business
                 problems += _address_problems(host, seen_at)
-            host.refused += _unwritable_names(host)
+            host.refused += [problem for refusal in HOST_REFUSALS for problem in refusal(host)]
         return problems
 
     def host(self, name: str, groups: list[str]) -> tuple[Host, list[Problem]]:
@@ -210,13 +209,6 @@ def _address_problems(host: Host, seen_at: dict[tuple[str, str], str]) -> list[P
                                 f"{seen_at[target]!r}", "list each machine once; put it in several groups instead"))
     seen_at.setdefault(target, host.name)
     return problems
-
-
-def _unwritable_names(host: Host) -> list[Problem]:
-    """A group name the host's blocks would write into file names, scripts or slurm.conf (core/cluster.py)."""
-    return [Problem(host.written_in, host.where, key, f"the group {group!r} would be {becomes}: its name is not one "
-                    "word of letters, digits and _ . -", f"rename the group, or set {key} to a name that is")
-            for key, group, becomes in clusters.unwritable_names(host)]
 
 
 def _vaulted_for(vaulted_files: dict[str, list[str]], name: str, groups: list[str]) -> list[Problem]:

@@ -106,7 +106,8 @@ def test_a_capability_listed_twice_or_a_declared_key_that_is_a_field_is_refused(
 # NCCL's). Everything else reaches the capabilities through the registry, host.py and capability.py only.
 COMMANDS_USING_A_CAPABILITY = {
     "provision.cli": {"nccl"},  # provision advise
-    "provision.commands.active": {"active", "launcher", "nccl"},  # verify --active runs torchrun on the NCCL links
+    # verify --active runs torchrun on the NCCL links, over each training cluster (clusters)
+    "provision.commands.active": {"active", "clusters", "launcher", "nccl"},
     "provision.commands.adhoc": {"gpu"},
     "provision.commands.demo": {"gpu"},  # where the simulated node's boot file is
     "provision.commands.drain": {"slurm"},

@@ -82,3 +82,23 @@ def test_a_controller_is_checked_where_it_is_written_and_on_each_host(tmp_path):
     assert [str(p) for p in controller_is_set(hosts)] == [
         f"{path}: host h1: provision_slurm: is not set, but {name} names this host as its Slurm controller (hint: "
         "give the controller provision_slurm too (role: controller))" for name in ("b1", "b2")]
+
+
+def test_a_refusal_the_registry_lists_refuses_that_host_alone(tmp_path, monkeypatch):
+    """HOST_REFUSALS (a group name a host's files would carry, capabilities/*/rules.py): the host's own runs are
+    refused, the others' go on; the inventory names no capability to run them."""
+    from provision.capabilities.launcher.rules import group_is_one_word
+    from provision.capabilities.registry import HOST_REFUSALS
+    from provision.capabilities.slurm.rules import partition_is_one_word
+
+    assert {group_is_one_word, partition_is_one_word} <= set(HOST_REFUSALS)
+
+    def refusal(host) -> list[Problem]:
+        return [Problem("f", host.where, "provision_x", "refused by no capability the inventory knows")] \
+            if host.name == "b2" else []
+
+    monkeypatch.setattr(build, "HOST_REFUSALS", (*HOST_REFUSALS, refusal))
+    hosts, _ = built(tmp_path)
+    assert [str(p) for p in hosts.hosts["b2"].refused] == ["f: host b2: provision_x: refused by no capability the "
+                                                          "inventory knows"]
+    assert hosts.hosts["b1"].refused == [] and hosts.hosts["h1"].refused == []

@@ -222,7 +222,7 @@ def test_with_local_the_cluster_wide_files_and_key_are_not_judged_from_one_node(
 
 
 def test_the_health_check_runs_verify_on_the_node_against_an_inventory_that_means_the_same(inv, tmp_path):
-    from provision.core import cluster as clusters
+    from provision.capabilities import clusters
     from provision.core.resources import templates_dir
     from provision.capabilities.slurm.tasks import HEALTH_CHECK, NODE_INVENTORY, SlurmConfig, node_inventory
 

@@ -5,4 +5,5 @@ from provision.capabilities.launcher import rules
 from provision.capabilities.launcher.settings import LauncherSettings
 from provision.capabilities.launcher.tasks import TorchrunLauncher
 
-CAPABILITY = Capability(name="launcher", settings=LauncherSettings, tasks=(TorchrunLauncher,), host_rules=rules.RULES)
+CAPABILITY = Capability(name="launcher", settings=LauncherSettings, tasks=(TorchrunLauncher,), host_rules=rules.RULES,
+                        host_refusals=(rules.group_is_one_word,))

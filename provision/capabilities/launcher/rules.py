@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from provision.capabilities.clusters import launcher_group, unwritable_name
 from provision.core.errors import Problem
 from provision.core.settings import did_you_mean
 
 if TYPE_CHECKING:  # types only
-    from provision.inventory.model import Built, HostRule
+    from provision.inventory.model import Built, Host, HostRule
 
 
 def launcher_group_holds_host(built: Built) -> list[Problem]:
@@ -22,6 +23,15 @@ def launcher_group_holds_host(built: Built) -> list[Problem]:
             problems.append(Problem(host.written_in, host.where, "provision_launcher.group",
                                     f"{launcher.group!r} is {what}", hint))
     return problems
+
+
+def group_is_one_word(host: Host) -> list[Problem]:
+    """The launcher's group becomes the torchrun wrapper's file and job name: one word, else the host's runs are
+    refused."""
+    if host.settings.launcher is None:
+        return []
+    return unwritable_name(host, "provision_launcher.group", launcher_group(host),
+                           "the torchrun wrapper's file and job name")
 
 
 RULES: tuple[HostRule, ...] = (launcher_group_holds_host,)

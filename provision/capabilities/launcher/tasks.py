@@ -13,7 +13,7 @@ from __future__ import annotations
 import posixpath
 from typing import TYPE_CHECKING
 
-from provision.core import cluster as clusters
+from provision.capabilities import clusters
 from provision.core.plan import BlockTask, Plan
 from provision.capabilities.launcher.settings import LauncherSettings
 from provision.capabilities.system.files import plan_rendered

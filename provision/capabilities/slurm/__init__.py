@@ -9,4 +9,4 @@ from provision.capabilities.slurm.tasks import MungeKey, SlurmConfig, SlurmDaemo
 CAPABILITY = Capability(
     name="slurm", settings=SlurmSettings, facts=facts.READER,
     tasks=(SlurmPackages, MungeKey, SlurmConfig, SlurmDaemons), checks=(f"{__name__}.checks",),
-    host_rules=rules.RULES)
+    host_rules=rules.RULES, host_refusals=(rules.partition_is_one_word,))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from provision.core.cluster import partition_of, slurm_cluster
+from provision.capabilities.clusters import partition_of, slurm_cluster
 from provision.capabilities.system import cpu as cpu_facts
 from provision.core import pci
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from provision.capabilities.clusters import partition_of, unwritable_name
 from provision.core.errors import Problem
 from provision.core.settings import did_you_mean
 
 if TYPE_CHECKING:  # types only
-    from provision.inventory.model import Built, HostRule
+    from provision.inventory.model import Built, Host, HostRule
 
 VARIABLE = "provision_slurm"
 
@@ -42,6 +43,13 @@ def controller_is_set(built: Built) -> list[Problem]:
                                     f"is not set, but {name} names this host as its Slurm controller",
                                     "give the controller provision_slurm too (role: controller)"))
     return problems
+
+
+def partition_is_one_word(host: Host) -> list[Problem]:
+    """The host's partition is written into slurm.conf: one word, else the host's runs are refused."""
+    if host.settings.slurm is None:
+        return []
+    return unwritable_name(host, "provision_slurm.partition", partition_of(host), "its Slurm partition's name")
 
 
 RULES: tuple[HostRule, ...] = (controller_is_a_host, controller_is_set)

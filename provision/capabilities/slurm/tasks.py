@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import yaml
 
-from provision.core import cluster as clusters
+from provision.capabilities import clusters
 from provision.core.settings import variable
 from provision.capabilities.slurm import conf as slurm_conf
 from provision.capabilities.slurm.settings import SlurmSettings
