@@ -68,7 +68,7 @@ PendingReasons = Callable[[Any, "HostFacts"], list[str]]
 # A capability's lines under a host in `provision facts`, given the host (its settings) and its facts.
 ShowFacts = Callable[[Any, "HostFacts"], list[FactLine]]
 # What a capability makes of a host's facts (not the facts themselves), in `provision facts --json` under its name.
-JudgeFacts = Callable[[Any, "HostFacts"], dict[str, Any]]
+ViewFacts = Callable[[Any, "HostFacts"], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,6 @@ class Capability:
     # is state no fact holds. Every other fact key must be a HostFacts field path (registry.FACT_KEYS).
     fact_keys: frozenset[str] = frozenset()
     show: ShowFacts | None = None
-    json_view: JudgeFacts | None = None
+    json_view: ViewFacts | None = None
     # Steps a run that may change the host runs with its first changes (core/run.py Extensions.upkeep).
     upkeep: Callable[[HostFacts], list[Step]] | None = None

@@ -64,7 +64,7 @@ def fact_lines(host: Any, facts: HostFacts) -> list[FactLine]:
     return [line for c in CAPABILITIES if c.show is not None for line in c.show(host, facts)]
 
 
-def fact_judgements(host: Any, facts: HostFacts) -> dict[str, dict[str, Any]]:
+def fact_views(host: Any, facts: HostFacts) -> dict[str, dict[str, Any]]:
     """What `provision facts --json` adds to a read host's facts: each capability's view of them, by its name."""
     return {c.name: c.json_view(host, facts) for c in CAPABILITIES if c.json_view is not None}
 

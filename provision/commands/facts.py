@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from provision.capabilities.capability import FactLine
-from provision.capabilities.registry import fact_judgements, fact_lines
+from provision.capabilities.registry import fact_views, fact_lines
 from provision.commands.run import Target, engine_for
 from provision.core.connection import SSHOptions
 from provision.core.run import HostState, RunOptions
@@ -30,7 +30,7 @@ def as_json(state: HostState) -> dict:
     why it could not be read."""
     if state.facts is None:
         return {"unreachable": state.result.message}
-    return {**facts_json(state.facts), **fact_judgements(state.host, state.facts)}
+    return {**facts_json(state.facts), **fact_views(state.host, state.facts)}
 
 
 def facts_json(facts: HostFacts) -> dict:

@@ -40,15 +40,14 @@ def switched_off(node: Node, check: str) -> str:
 def unknown_names(hosts: Sequence[Host], tasks: Sequence[Task], inventory_path: str) -> list[Problem]:
     """A problem for each name a host's skip list holds that is no check (as_intended[TASK]: no task of the
     playbook), with the likeliest one meant; each name once. Asked before any host is read: a typo is bad input."""
-    switching = [host for host in hosts if host.settings.verify is not None]
-    known = check_names() if switching else []  # imports the check modules: only when some host switches
-    tasks_named = [f"{AS_INTENDED}[{task.name}]" for task in tasks]
+    skips = {host.name: host.settings.verify.skip for host in hosts if host.settings.verify is not None}
+    # check_names imports the check modules: only when some host switches a check off
+    names = (check_names() if skips else []) + [f"{AS_INTENDED}[{task.name}]" for task in tasks]
     problems: dict[str, Problem] = {}
-    for host in switching:
-        for name in host.settings.verify.skip if host.settings.verify is not None else []:
-            if name in known or name in tasks_named or name in problems:
-                continue
-            guess = did_you_mean(name, known + tasks_named)
-            problems[name] = Problem(inventory_path, f"host {host.name}", KEY, f"{name!r} is no check of verify",
-                                     guess or "a name as verify reports it (provision verify --json lists them)")
+    for host, skip in skips.items():
+        for name in skip:
+            if name not in names and name not in problems:
+                problems[name] = Problem(inventory_path, f"host {host}", KEY, f"{name!r} is no check of verify",
+                                         did_you_mean(name, names)
+                                         or "a name as verify reports it (provision verify --json lists them)")
     return list(problems.values())

@@ -14,7 +14,7 @@ from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts, Rec
 from provision.capabilities.host import HostFacts, HostSettings
 from provision.capabilities.nccl.facts import Interface
 from provision.capabilities.nccl.settings import NcclSettings
-from provision.capabilities.registry import fact_judgements, fact_lines
+from provision.capabilities.registry import fact_views, fact_lines
 from provision.capabilities.topology.topo import TopologyFacts, parse_topo
 from provision.core.facts import SystemFacts
 from provision.output import report
@@ -103,7 +103,7 @@ def test_a_fact_line_is_its_parts_in_order():
 
 def test_facts_json_gives_each_capabilitys_view_of_the_facts_by_its_name():
     """facts --json: the facts, and what a capability makes of them under its name (NCCL: the interfaces it takes
-    and skips), from the declarations (registry.fact_judgements), not from a command that names NCCL."""
+    and skips), from the declarations (registry.fact_views), not from a command that names NCCL."""
     from provision.commands.facts import as_json
     from provision.core.run import HostState
 
@@ -111,7 +111,7 @@ def test_facts_json_gives_each_capabilitys_view_of_the_facts_by_its_name():
     state = HostState(host, facts=facts)
     data = as_json(state)
     assert data["nvidia"]["driver_version"] == "570.195.03"
-    assert set(data["nccl"]) >= {"rule", "problems"} and data["nccl"] == fact_judgements(host, facts)["nccl"]
+    assert set(data["nccl"]) >= {"rule", "problems"} and data["nccl"] == fact_views(host, facts)["nccl"]
     assert "ens1" in str(data["nccl"]) and "nccl" not in asdict(facts)
     state = HostState(host)
     state.result.message = "ssh: connection refused"

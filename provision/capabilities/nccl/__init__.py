@@ -8,4 +8,4 @@ from provision.capabilities.nccl.tasks import NcclFiles
 CAPABILITY = Capability(
     name="nccl", settings=NcclSettings, facts=facts.READER, tasks=(NcclFiles,),
     checks=(f"{__name__}.checks", f"{__name__}.checks_rdma"), show=shown.lines,
-    json_view=shown.judged)
+    json_view=shown.view)

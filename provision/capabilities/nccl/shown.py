@@ -21,6 +21,6 @@ def lines(host: Any, facts: HostFacts) -> list[FactLine]:
     return [first, *(FactLine.labelled("nccl", problem, PROBLEM) for problem in said["problems"])]
 
 
-def judged(host: Any, facts: HostFacts) -> dict[str, Any]:
+def view(host: Any, facts: HostFacts) -> dict[str, Any]:
     """What NCCL will make of the host's network (the interfaces it takes and skips, and why): facts --json."""
     return summary(host.settings.nccl, facts.interfaces)
