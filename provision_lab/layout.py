@@ -4,7 +4,7 @@ that lab modules share (each imports them from here).
 Two programs run inside a node on their own, without this package: the GPU simulator (gpusim/, stdlib only)
 and the node's init (nodeinit.py). Each keeps a copy of the few values below that it needs (the simulator:
 its default driver and where a driver package puts its library version; nodeinit: where the simulator and
-its config are); tests/unit/test_lab_layout.py checks that the copies agree with this file.
+its config are); tests/unit/provision_lab/test_lab_layout.py checks that the copies agree with this file.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def _view(data: dict) -> dict:
 
 def _values(name: str, variables: dict) -> tuple:
     # Of two names for one setting, Ansible's ssh plugin takes the last one set: the _ssh_ one
-    # (tests/unit/test_inventory_namespace.py holds that against what `ansible -vvv` runs).
+    # (tests/unit/inventory/test_inventory_namespace.py holds that against what `ansible -vvv` runs).
     variables = {**variables, **{k.replace("_ssh_", "_"): v for k, v in variables.items()
                                  if k in ("ansible_ssh_host", "ansible_ssh_user", "ansible_ssh_port")}}
     port = variables.get("ansible_port")  # a quoted port is text to Ansible too, until it connects: the number

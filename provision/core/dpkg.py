@@ -12,7 +12,7 @@ entry, the snippet asks dpkg-query instead. Either way each line is
 
 for every package dpkg knows whose name matches a pattern (dpkg-query's shell globs, `*` only here).
 ABBREV is db:Status-Abbrev, want then status ("ii" installed, "hi" installed and held, "rc" removed with its
-configuration left); awk gives those two letters, the ones the parsers read. tests/unit/test_dpkg_status.py
+configuration left); awk gives those two letters, the ones the parsers read. tests/unit/core/test_dpkg_status.py
 compares both on real and made-up databases.
 """
 

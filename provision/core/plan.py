@@ -193,7 +193,7 @@ class Task:
 
 class BlockTask(Task, Generic[BlockT]):
     """A task of one settings block, the one its settings_blocks names: plan_with() gets the host's block, typed
-    BlockT, and runs only where the host sets it. tests/unit/test_plan_guard.py holds each subclass's BlockT to
+    BlockT, and runs only where the host sets it. tests/unit/core/test_plan_guard.py holds each subclass's BlockT to
     that block's field in HostSettings."""
 
     def plan_where_set(self, host: "Host", facts: "HostFacts") -> Plan:

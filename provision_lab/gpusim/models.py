@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 # namedtuples, not dataclasses: every nvidia-smi call imports this module, and importing `dataclasses` (with
-# the `inspect` it imports) costs each call about 12 ms of CPU (tests/unit/test_lab_simzip.py: SLOW_IMPORTS).
+# the `inspect` it imports) costs each call about 12 ms of CPU (tests/unit/provision_lab/test_lab_simzip.py: SLOW_IMPORTS).
 
 
 class Clocks(namedtuple("Clocks", "graphics sm memory video")):

@@ -11,7 +11,7 @@ must be listed in WHERE with the place it runs:
   dev        a tool of the project's development machines, not installed by the project: run as written
              where it is on PATH (it only reads), skipped elsewhere
   unit       run as written (the pure tests pass alone)
-  advise     tests/unit/test_advise.py runs it as written (it reads the inventory, contacts no host) and checks
+  advise     tests/unit/capabilities/nccl/test_advise.py runs it as written (it reads the inventory, contacts no host) and checks
              its figures and the output pasted under it
   simulator  the GPU simulator block, as one shell session in an empty HOME, from an empty directory that it
              must leave empty (it works from anywhere and leaves nothing where it ran)

@@ -78,7 +78,7 @@ class SimNode:
 
     def provision(self, *args: str):
         # As on a terminal wide enough for a finding a line (apply and verify wrap at the terminal's width;
-        # tests/unit/test_report.py and test_verify_report.py cover the wrapping).
+        # tests/unit/output/test_report.py and test_verify_report.py cover the wrapping).
         return self.runner.invoke(main, list(args), catch_exceptions=False, env={"COLUMNS": "1000"})
 
     def apply(self, inventory: str, *args: str):

@@ -1,7 +1,7 @@
 """An ad-hoc setter that fails installs nothing that would run at boot (issue 42): `provision persistence on` on
 a host without a driver exited 1 yet wrote and enabled the boot script and unit, while the file they read was
 never written. This machine with simulated GPUs (simnode.py), the command run as users run it; the gpu
-playbook's boot tasks write under tmp_path (its unit is enabled nowhere: tests/unit/test_boot_caps_adhoc.py plans
+playbook's boot tasks write under tmp_path (its unit is enabled nowhere: tests/unit/capabilities/gpu/test_boot_caps_adhoc.py plans
 that one)."""
 
 from __future__ import annotations

@@ -159,7 +159,7 @@ def parse_rdma_ports(text: str) -> list[RdmaPort]:
     ConnectX RoCE hosts in a public NFS-over-RDMA write-up ("4: ACTIVE", "5: LinkUp", "25 Gb/sec (1X EDR)",
     "10 Gb/sec (1X QDR)", a port "1: DOWN", "3: Disabled", "40 Gb/sec (4X QDR)"); `ibstat` in
     linux-rdma/rdma-core#847 (a port Down, Disabled, rate 10; one Active, LinkUp, 56); the counters as
-    prometheus/node_exporter#966 quotes them ("N/A (no PMA)"). Tests: tests/unit/test_rdma_ports.py."""
+    prometheus/node_exporter#966 quotes them ("N/A (no PMA)"). Tests: tests/unit/capabilities/nccl/test_rdma_ports.py."""
     found: dict[tuple[str, int], dict[str, str]] = {}
     for line in text.splitlines():
         if line.startswith("ibports "):

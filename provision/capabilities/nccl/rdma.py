@@ -1,7 +1,7 @@
 """What is wrong with a node's RDMA ports (nccl/facts.py reads them): the ports NCCL may use (NCCL_IB_HCA's
 rules), each judged on its own: up (ACTIVE and LinkUp), at the rate expected, no link error counted since boot.
 One finding per port and cause: the error counts of a port that is down or slow are said in that finding (one
-cable, one cause), not beside it. Pure: checks_rdma.py asks, tests/unit/test_rdma_ports.py tests.
+cable, one cause), not beside it. Pure: checks_rdma.py asks, tests/unit/capabilities/nccl/test_rdma_ports.py tests.
 
 NCCL_IB_HCA, as NCCL's env docs give it (../shared/reference, section 4.2): a comma list of
 <hca>[:<port>] items, prefixes unless `=` makes them exact names, an exclusion list after `^`.

@@ -14,7 +14,7 @@ gives (all: {hosts, children, vars}), so that one builder (build.py) makes hosts
 Values are typed as Ansible types them: a Python literal where the text is one (5, 1.5, True, [1, 2],
 {'a': 1}, 'quoted'), else the text itself ("yes" stays a string: INI has no YAML booleans). Host lines are
 split as a shell splits them (quotes group words; # starts a comment). The differential test
-(tests/unit/test_inventory_ini.py) holds this against `ansible-inventory --list`.
+(tests/unit/inventory/test_inventory_ini.py) holds this against `ansible-inventory --list`.
 
 Where provision differs on purpose: the ranges of one file may name at most MAX_RANGE_HOSTS hosts in all, counted
 before any is made (Ansible makes every name `n[0000000:9999999]` asks for, for minutes and gigabytes).

@@ -1,0 +1,135 @@
+"""The kernel-log checks' verdicts on real published kernel lines (tests/fixtures/kernlog, and
+../shared/real-outputs/xid where a test skips without it) and /sys AER counters."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from provision.capabilities.health.facts import AerCounters, KernelLogFacts, PcieFacts
+from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
+from provision.capabilities.host import HostFacts
+from provision.capabilities.host import HostSettings
+from provision.core.checks import CheckFailed
+from provision.verify import Node
+from provision.capabilities.health import checks_kernel
+from paths import FIXTURES
+
+KERNLOG = FIXTURES / "kernlog"
+
+
+def real_lines(name: str) -> list[str]:
+    return (KERNLOG / name).read_text().split("# ---\n", 1)[1].splitlines()
+
+
+def node(lines: list[str] | None, bus_ids=(), source: str | None = "dmesg", pcie: PcieFacts | None = None) -> Node:
+    gpus = [GpuFacts(index=i, uuid=f"GPU-{i}", name="Tesla V100-SXM2-16GB", bus_id=bus) for i, bus in enumerate(bus_ids)]
+    log = KernelLogFacts(source=source, message="" if source else "dmesg: read kernel buffer failed: Operation "
+                                                                    "not permitted", lines=lines or [])
+    facts = HostFacts(nvidia=NvidiaFacts(state="ok", gpus=gpus), kernel_log=log, pcie=pcie)
+    return Node("rig", SimpleNamespace(name="rig", settings=HostSettings()), facts, [], host=None)
+
+
+def verdict(check, node) -> CheckFailed | None:
+    try:
+        check(node)
+    except CheckFailed as failed:
+        return failed
+    return None
+
+
+def test_an_uncorrectable_ecc_error_and_a_failed_retirement_fail_with_the_gpu_named():
+    rig = node(real_lines("gpu-operator-1146-syslog-xid48-64.txt"), ["00000000:07:00.0", "00000000:0A:00.0"])
+    failed = verdict(checks_kernel.check_no_xid_errors_since_boot, rig)
+    assert failed.found.startswith("GPU0 0000:07:00 Xid 48 (memory: ")
+    assert "; GPU0 0000:07:00 Xid 64 (memory: " in failed.found and "GPU1" not in failed.found
+    assert rig.notes == []
+
+
+def test_application_xids_are_noted_and_pass_and_a_bad_push_buffer_fails():
+    lines = real_lines("dxvk-1027-dmesg-raw-xid31-13-32.txt")
+    apps_only = [line for line in lines if ": 32," not in line]
+    rig = node(apps_only, ["00000000:01:00.0"])
+    assert verdict(checks_kernel.check_no_xid_errors_since_boot, rig) is None
+    assert any(n.startswith("GPU0 0000:01:00 Xid 13 (application: ") and " x4: an application's fault" in n
+               for n in rig.notes)
+    failed = verdict(checks_kernel.check_no_xid_errors_since_boot, node(lines, ["00000000:01:00.0"]))
+    assert failed.found.startswith("GPU0 0000:01:00 Xid 32 (hardware: ")
+
+
+def test_a_gpu_fallen_off_the_bus_is_named_from_the_last_good_run_once_per_message(real_output):
+    lines = real_output("xid/xid79-fallen-off-bus-syslog-gtx1650ti-mobile.txt").splitlines()  # Xid 79, kernel line
+    failed = verdict(checks_kernel.check_no_xid_errors_since_boot, node(lines, ["00000000:01:00.0"]))
+    assert failed.found == "GPU0 0000:01:00 Xid 79 (hardware: " + failed.found.split("(hardware: ", 1)[1]
+    assert ";" not in failed.found  # the NVRM line without an Xid is the same event
+    no_xid = [line for line in real_lines("nvsentinel-155-dmesg-raw-fallen-off-multiline.txt")]
+    failed = verdict(checks_kernel.check_no_xid_errors_since_boot, node(no_xid))
+    assert failed.found.startswith("0000:b3:00 fallen off the bus (kernel log, no Xid)")
+
+
+def test_an_unreadable_kernel_log_is_not_applicable_and_says_why():
+    with pytest.raises(pytest.skip.Exception, match="Operation not permitted.*NOPASSWD sudo"):
+        checks_kernel.check_no_xid_errors_since_boot(node(None, source=None))
+
+
+def test_aer_reports_on_a_gpu_or_its_port_fail_and_other_devices_do_not():
+    lines = real_lines("pop-os-3363-syslog-aer-correctable.txt")  # the port 0000:00:03.1 and nvidia 0000:07:00.0
+    pcie = PcieFacts(ports={"0000:07:00.0": "0000:00:03.1"})
+    failed = verdict(checks_kernel.check_no_pcie_errors_on_the_gpu_links_since_boot,
+                     node(lines, ["00000000:07:00.0"], pcie=pcie))
+    assert "the port 0000:00:03 above GPU0: severity=Correctable, type=Data Link Layer, (Transmitter ID): Timeout" \
+        in failed.found
+    assert "GPU0 0000:07:00: severity=Correctable, type=Data Link Layer, (Transmitter ID): Timeout" in failed.found
+    elsewhere = verdict(checks_kernel.check_no_pcie_errors_on_the_gpu_links_since_boot,
+                        node(lines, ["00000000:41:00.0"], pcie=PcieFacts(ports={"0000:41:00.0": "0000:40:01.1"})))
+    assert elsewhere is None
+
+
+def test_aer_counters_in_sys_fail_only_when_they_counted_something():
+    clean = PcieFacts(ports={"0000:01:00.0": "0000:00:01.0"},
+                      aer=[AerCounters("0000:01:00.0", "0000:01:00.0", "correctable", {"RxErr": 0}, 0)])
+    check = checks_kernel.check_no_pcie_errors_on_the_gpu_links_since_boot
+    assert verdict(check, node([], ["00000000:01:00.0"], pcie=clean)) is None
+    riser = PcieFacts(ports={"0000:01:00.0": "0000:00:01.0"},
+                      aer=[AerCounters("0000:01:00.0", "0000:00:01.0", "correctable", {"RxErr": 7, "BadTLP": 0}, 7)])
+    assert verdict(check, node([], ["00000000:01:00.0"], pcie=riser)).found == \
+        "the port 0000:00:01.0 above GPU0: 7 correctable error(s) counted (RxErr 7)"
+
+
+def test_a_gpu_the_driver_could_not_bring_up_is_a_finding_on_its_bus_id():
+    """gpu-operator#1146's node: GPU 0000:0a:00 failed RmInitAdapter again and again; nvidia-smi shows the other."""
+    lines = real_lines("gpu-operator-1146-syslog-xid48-64.txt")
+    rig = node(lines, ["00000000:07:00.0"])
+    failed = verdict(checks_kernel.check_no_gpu_failed_to_initialize, rig)
+    assert failed.found == ("0000:0a:00: rm_init_adapter failed, device minor number 5 x4; "
+                            "RmInitAdapter failed! (0x24:0x72:1568) x3")
+    [finding] = failed.findings
+    assert finding.about == ("0000:0a:00",) and finding.because == ("no_gpu_is_lost:0000:0a:00",)
+    assert "reseat" in finding.fix
+    up_later = node(lines, ["00000000:07:00.0", "00000000:0A:00.0"])  # it came up in the end: nothing missing
+    assert verdict(checks_kernel.check_no_gpu_failed_to_initialize, up_later) is None
+
+
+def test_the_xid_79_of_a_gpu_that_then_failed_to_come_back_leads_to_both_checks():
+    lines = real_lines("nvidia-readme-560-knownissues-xid79-pid-only.txt")
+    failed = verdict(checks_kernel.check_no_xid_errors_since_boot, node(lines))
+    assert failed.findings[0].because == ("no_gpu_is_lost:0000:09:00", "no_gpu_failed_to_initialize:0000:09:00")
+
+
+def test_an_xid_45_caused_by_an_nvlink_xid_fails_naming_its_cause_under_the_nvlink_checks():
+    """open-gpu-kernel-modules#1150: Xid 45 channel cleanups "caused by previous Xid 149/145" on four GPUs are the
+    NVLink faults they follow, not an application's: each GPU one finding, led to its NVLink checks."""
+    buses = ["00000000:DC:00.0", "00000000:ED:00.0", "00000000:BA:00.0", "00000000:97:00.0"]
+    rig = node(real_lines("ogkm-1150-kernel-tag-xid45.txt"), buses)
+    failed = verdict(checks_kernel.check_no_xid_errors_since_boot, rig)
+    assert rig.notes == []
+    assert [f.found.split(" (nvlink: ")[0] for f in failed.findings] == [
+        "GPU0 0000:dc:00 Xid 45 caused by Xid 149", "GPU1 0000:ed:00 Xid 45 caused by Xid 145",
+        "GPU2 0000:ba:00 Xid 45 caused by Xid 145", "GPU3 0000:97:00 Xid 45 caused by Xid 145"]
+    first = failed.findings[0]
+    assert first.found == ("GPU0 0000:dc:00 Xid 45 caused by Xid 149 (nvlink: NVLink5 error in the link's NETIR unit "
+                           "(link events: a link down, a high bit-error rate); the Xid 149 line says whether it is "
+                           "Fatal or Nonfatal.) x2")
+    assert first.because == ("nvlink_links_are_up_at_speed:0000:dc:00", "nvlink_has_no_errors:0000:dc:00")
+    assert first.fix.startswith("Fatal: drain and reset the GPU")
