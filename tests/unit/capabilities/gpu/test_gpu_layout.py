@@ -12,15 +12,15 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import replace
-from types import SimpleNamespace
 
+from builders.facts import facts
+from builders.gpus import gpu
+from builders.hosts import host
 from provision.capabilities.gpu import layout
 from provision.core import pci
 from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts
 from provision.capabilities.host import HostFacts
-from provision.core.facts import SystemFacts
-from provision.capabilities.gpu.settings import GpuSettings
-from provision.capabilities.host import HostSettings
+from provision.inventory.model import Host
 from provision.capabilities.gpu import boot
 from provision.core.plan import FAILED, OK
 from provision.capabilities.gpu.tasks import PowerLimit, resolve_gpus
@@ -32,20 +32,14 @@ INVENTORY_4090 = {"persistence": True, "power_limit": 400, "overrides": [{"index
 
 
 def rtx4090(slot: int, index: int | None = None, power: float = 400.0) -> GpuFacts:
-    return GpuFacts(index=slot if index is None else index, uuid=f"GPU-4090-{slot}", name="NVIDIA GeForce RTX 4090",
-                    bus_id=f"00000000:{0x01 + 0x10 * slot:02X}:00.0", persistence=True, power_limit=power,
-                    power_default=450.0, power_min=150.0, power_max=450.0)
+    """The card in riser slot `slot`: named by its slot (UUID, bus), numbered by nvidia-smi (`index`)."""
+    return gpu(slot if index is None else index, "RTX 4090", uuid=f"GPU-4090-{slot}",
+               bus_id=f"00000000:{0x01 + 0x10 * slot:02X}:00.0", power_limit=power)
 
 
-def host(gpu: dict, accept: bool = False):
-    return SimpleNamespace(name="rig", settings=HostSettings(gpu=GpuSettings.model_validate(gpu)),
-                           flags=frozenset({"accept_gpu_changes"} if accept else ()))
-
-
-def facts(gpus: list[GpuFacts], recorded: list[GpuFacts] | None, lost: list[LostGpu] = ()) -> HostFacts:
-    record = None if recorded is None else layout.parse_record(layout.record_text(recorded))
-    return HostFacts(system=SystemFacts(uid=0), nvidia=NvidiaFacts(state="ok", gpus=gpus, lost=list(lost)),
-                     gpu_layout=record)
+def rig(block: dict, accept: bool = False) -> Host:
+    """The riser box with this provision_gpu block; accept: the run's --accept-gpu-changes."""
+    return host("rig", provision_gpu=block, flags={"accept_gpu_changes"} if accept else ())
 
 
 def healthy() -> list[GpuFacts]:
@@ -73,17 +67,17 @@ def test_a_bus_id_from_an_error_line_names_the_same_slot_as_the_querys():
 def test_compare_names_gone_lost_new_and_renumbered_gpus():
     assert layout.compare(None, NvidiaFacts(gpus=healthy())) is None
     assert not layout.compare(layout.parse_record(layout.record_text(healthy())), NvidiaFacts(gpus=healthy()))
-    change = layout.compare(facts([], healthy()).gpu_layout, NvidiaFacts(gpus=card3_gone()))
+    change = layout.compare(facts(gpus=[], recorded=healthy()).gpu_layout, NvidiaFacts(gpus=card3_gone()))
     assert [m.gpu.uuid for m in change.missing] == ["GPU-4090-3"] and change.new == []
     assert [(was.index, now.index) for was, now in change.renumbered] == [(4, 3), (5, 4), (6, 5)]
     assert str(change.missing[0]).startswith("GPU3 GPU-4090-3 at 00000000:31:00.0 (NVIDIA GeForce RTX 4090) is gone")
     lost = LostGpu(bus_id="0000:31:00.0", message="Unable to determine the device handle for GPU0000:31:00.0: "
                                                   "Unknown Error")
     others = [g for g in healthy() if g.index != 3]
-    change = layout.compare(facts([], healthy()).gpu_layout, NvidiaFacts(gpus=others, lost=[lost]))
+    change = layout.compare(facts(gpus=[], recorded=healthy()).gpu_layout, NvidiaFacts(gpus=others, lost=[lost]))
     assert change.missing[0].lost is lost and change.renumbered == [] and change.lines(lost=False) == []
     replaced = healthy()[:3] + [replace(healthy()[3], uuid="GPU-4090-new")] + healthy()[4:]
-    change = layout.compare(facts([], healthy()).gpu_layout, NvidiaFacts(gpus=replaced))
+    change = layout.compare(facts(gpus=[], recorded=healthy()).gpu_layout, NvidiaFacts(gpus=replaced))
     assert [g.uuid for g in change.new] == ["GPU-4090-new"] and len(change.missing) == 1
 
 
@@ -91,13 +85,13 @@ def test_compare_names_gone_lost_new_and_renumbered_gpus():
 
 def test_without_a_record_or_with_the_layout_as_recorded_index_overrides_select_by_index():
     for recorded in (None, healthy()):
-        resolution = resolve_gpus(host(INVENTORY_4090), facts(healthy(), recorded))
+        resolution = resolve_gpus(rig(INVENTORY_4090), facts(gpus=healthy(), recorded=recorded))
         assert [s.power_limit for _, s in resolution.per_gpu] == [400, 400, 400, 300, 400, 400, 400]
         assert resolution.held == []
 
 
 def test_a_gone_gpu_moves_no_override_onto_the_card_that_now_has_its_index():
-    plan = PowerLimit().plan(host(INVENTORY_4090), facts(card3_gone(), healthy()))
+    plan = PowerLimit().plan(rig(INVENTORY_4090), facts(gpus=card3_gone(), recorded=healthy()))
     assert plan.changes == [] and plan.problems == []
     [refused] = plan.refused
     assert (refused.target, refused.status, refused.what) == ("GPU3", FAILED, "power limit")
@@ -112,11 +106,11 @@ def test_a_gone_gpu_moves_no_override_onto_the_card_that_now_has_its_index():
 def test_the_card_now_at_a_gone_cards_index_gets_its_groups_power_limit():
     """Issue 22: after a reboot without card 3, the card now GPU3 (formerly GPU4) runs at its 450 W default."""
     rebooted = [replace(g, power_limit=450.0) if g.index == 3 else g for g in card3_gone()]
-    resolution = resolve_gpus(host(INVENTORY_4090), facts(rebooted, healthy()))
+    resolution = resolve_gpus(rig(INVENTORY_4090), facts(gpus=rebooted, recorded=healthy()))
     assert [(g.uuid, s.power_limit) for g, s in resolution.per_gpu] == [
         (g.uuid, 400) for g in rebooted]
     assert [(h.override.index, h.meant.uuid, h.now.uuid) for h in resolution.held] == [(3, "GPU-4090-3", "GPU-4090-4")]
-    plan = PowerLimit().plan(host(INVENTORY_4090), facts(rebooted, healthy()))
+    plan = PowerLimit().plan(rig(INVENTORY_4090), facts(gpus=rebooted, recorded=healthy()))
     [change] = plan.changes
     assert (change.target, change.before, change.after) == ("GPU3", "450.00 W", "400.00 W")
     assert change.commands == [["nvidia-smi", "-i", "GPU-4090-4", "-pl", "400"]]
@@ -125,7 +119,7 @@ def test_the_card_now_at_a_gone_cards_index_gets_its_groups_power_limit():
 
 def test_renumbered_gpus_keep_the_settings_of_the_index_they_had_in_the_record():
     inventory = {"power_limit": 400, "overrides": [{"index": 5, "power_limit": 350}]}
-    resolution = resolve_gpus(host(inventory), facts(card3_gone(), healthy()))
+    resolution = resolve_gpus(rig(inventory), facts(gpus=card3_gone(), recorded=healthy()))
     by_uuid = {g.uuid: s.power_limit for g, s in resolution.per_gpu}
     assert by_uuid["GPU-4090-5"] == 350  # nvidia-smi says GPU4 now; it was GPU5, the override's card
     assert by_uuid["GPU-4090-6"] == 400  # GPU5 now: not the override's card
@@ -137,7 +131,7 @@ def test_a_held_override_leaves_the_other_settings_and_overrides_of_the_card_now
                  "overrides": [{"index": 3, "power_limit": 300, "persistence": False},
                                {"uuid": "GPU-4090-4", "locked_clocks": {"sm": [210, 2520]}},
                                {"model": "4090", "clocks": "default"}]}
-    resolution = resolve_gpus(host(inventory), facts(card3_gone(), healthy()))
+    resolution = resolve_gpus(rig(inventory), facts(gpus=card3_gone(), recorded=healthy()))
     now3 = next(s for g, s in resolution.per_gpu if g.index == 3)
     assert (now3.persistence, now3.power_limit, now3.clocks) == (True, 400, "default")
     assert now3.locked_clocks is not None and now3.locked_clocks.sm == (210, 2520)
@@ -146,18 +140,18 @@ def test_a_held_override_leaves_the_other_settings_and_overrides_of_the_card_now
 
 def test_a_new_card_at_an_overridden_index_gets_the_block_and_the_override_waits_until_accepted():
     replaced = healthy()[:3] + [replace(healthy()[3], uuid="GPU-4090-new", power_limit=450.0)] + healthy()[4:]
-    plan = PowerLimit().plan(host(INVENTORY_4090), facts(replaced, healthy()))
+    plan = PowerLimit().plan(rig(INVENTORY_4090), facts(gpus=replaced, recorded=healthy()))
     assert [(c.target, c.after) for c in plan.changes] == [("GPU3", "400.00 W")]
     assert plan.changes[0].commands == [["nvidia-smi", "-i", "GPU-4090-new", "-pl", "400"]]
     [refused] = plan.refused
     assert refused.target == "GPU3" and "meant GPU3 of the last good run, GPU-4090-3" in refused.message
     assert "not moved onto GPU-4090-new" in refused.message
-    text = boot.render(host(INVENTORY_4090), facts(replaced, healthy()),
-                       boot.render(host(INVENTORY_4090), facts(healthy(), healthy())))
+    text = boot.render(rig(INVENTORY_4090), facts(gpus=replaced, recorded=healthy()),
+                       boot.render(rig(INVENTORY_4090), facts(gpus=healthy(), recorded=healthy())))
     lines = boot.parse(text)
     assert (lines["GPU-4090-new"]["index"], lines["GPU-4090-new"]["power_limit"]) == ("3", "400")
     assert "index" not in lines["GPU-4090-3"] and lines["GPU-4090-3"]["power_limit"] == "300"
-    accepted = PowerLimit().plan(host(INVENTORY_4090, accept=True), facts(replaced, healthy()))
+    accepted = PowerLimit().plan(rig(INVENTORY_4090, accept=True), facts(gpus=replaced, recorded=healthy()))
     assert [(c.target, c.after) for c in accepted.changes] == [("GPU3", "300.00 W")] and accepted.refused == []
 
 
@@ -174,29 +168,29 @@ def boot_lines(text: str) -> list[str]:
 
 
 def test_the_boot_file_holds_every_present_card_whole_and_a_gone_one_by_uuid_only():
-    old = boot.render(host(INVENTORY_4090), facts(healthy(), healthy()))
-    text = boot.render(host(INVENTORY_4090), facts(card3_gone(), healthy()), old)
+    old = boot.render(rig(INVENTORY_4090), facts(gpus=healthy(), recorded=healthy()))
+    text = boot.render(rig(INVENTORY_4090), facts(gpus=card3_gone(), recorded=healthy()), old)
     lines = boot.parse(text)
     indexes = [words["index"] for words in lines.values() if "index" in words]
     assert indexes == ["0", "1", "2", "3", "4", "5"]  # never two lines for one index
     intended = {g.uuid: 300 if g.uuid == "GPU-4090-3" else 400 for g in healthy()}  # by card, from the inventory
-    for gpu in card3_gone():
-        words = lines[gpu.uuid]
-        assert words["index"] == str(gpu.index) and words["persistence"] == "on"
-        assert float(words["power_limit"]) <= intended[gpu.uuid]  # no card leaves a reboot less capped
+    for card in card3_gone():
+        words = lines[card.uuid]
+        assert words["index"] == str(card.index) and words["persistence"] == "on"
+        assert float(words["power_limit"]) <= intended[card.uuid]  # no card leaves a reboot less capped
     assert lines["GPU-4090-4"]["power_limit"] == "400"  # GPU3 now: its group's limit, not its 450 W default
     assert boot_lines(text) == [
         *(f"gpu=GPU-4090-{slot} index={index} persistence=on power_limit=400{ABOUT}"
           for index, slot in enumerate((0, 1, 2, 4, 5, 6))),
         f"gpu=GPU-4090-3 persistence=on power_limit=300{KEPT_3}", *MODEL_LINES]
     assert (lines["GPU-4090-3"].get("index"), lines["GPU-4090-3"]["was_index"]) == (None, "3")
-    assert boot.render(host(INVENTORY_4090), facts(card3_gone(), healthy()), text) == text
+    assert boot.render(rig(INVENTORY_4090), facts(gpus=card3_gone(), recorded=healthy()), text) == text
 
 
 def test_the_boot_script_tunes_each_card_by_uuid_and_stops_reading_at_the_comment(tmp_path):
-    old = boot.render(host(INVENTORY_4090), facts(healthy(), healthy()))
+    old = boot.render(rig(INVENTORY_4090), facts(gpus=healthy(), recorded=healthy()))
     conf = tmp_path / "gpu-tuning.conf"
-    conf.write_text(boot.render(host(INVENTORY_4090), facts(card3_gone(), healthy()), old))
+    conf.write_text(boot.render(rig(INVENTORY_4090), facts(gpus=card3_gone(), recorded=healthy()), old))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").write_text('#!/bin/sh\necho "$*" >> "$CALLS"\n')
@@ -213,14 +207,15 @@ def test_the_boot_script_tunes_each_card_by_uuid_and_stops_reading_at_the_commen
 def test_a_gpu_off_the_bus_keeps_its_boot_line_by_uuid_only():
     lost = LostGpu(bus_id="0000:31:00.0", message="Unable to determine the device handle for GPU0000:31:00.0: "
                                                   "Unknown Error")
-    old = boot.render(host(INVENTORY_4090), facts(healthy(), healthy()))
+    old = boot.render(rig(INVENTORY_4090), facts(gpus=healthy(), recorded=healthy()))
     others = [g for g in healthy() if g.index != 3]  # a GPU off the bus keeps its index until the next boot
-    text = boot.render(host(INVENTORY_4090), facts(others, healthy(), [lost]), old)
+    text = boot.render(rig(INVENTORY_4090), facts(gpus=others, recorded=healthy(), lost=[lost]), old)
     assert boot_lines(text) == [*(line for line in boot_lines(old) if "GPU-4090-3" not in line
                                   and not line.startswith("model=")),
                                 f"gpu=GPU-4090-3 persistence=on power_limit=300{KEPT_3}", *MODEL_LINES]
-    assert boot.render(host(INVENTORY_4090), facts(others, healthy(), [lost]), text) == text
-    assert boot.render(host(INVENTORY_4090), facts(healthy(), healthy()), text) == old  # back: its line is whole
+    assert boot.render(rig(INVENTORY_4090), facts(gpus=others, recorded=healthy(), lost=[lost]), text) == text
+    back = facts(gpus=healthy(), recorded=healthy())
+    assert boot.render(rig(INVENTORY_4090), back, text) == old  # back: its line is whole
 
 
 def test_a_kept_line_from_an_older_file_is_resolved_again_and_nothing_after_the_hash_is_a_setting():
@@ -228,7 +223,7 @@ def test_a_kept_line_from_an_older_file_is_resolved_again_and_nothing_after_the_
     neither, so only the block and its own overrides apply to it, unchecked."""
     old = ("gpu=GPU-4090-3 index=3 persistence=on power_limit=300\n"
            "gpu=GPU-4090-9 power_limit=250  # was power_limit=100 by hand\n")
-    text = boot.render(host(INVENTORY_4090), facts(card3_gone(), healthy()), old)
+    text = boot.render(rig(INVENTORY_4090), facts(gpus=card3_gone(), recorded=healthy()), old)
     assert boot_lines(text)[-4:] == [f"gpu=GPU-4090-3 persistence=on power_limit=300{KEPT_3}",
                                      "gpu=GPU-4090-9 persistence=on power_limit=400  # not seen at the last run",
                                      *MODEL_LINES]
@@ -238,21 +233,21 @@ def test_a_kept_line_from_an_older_file_is_resolved_again_and_nothing_after_the_
 # --- the gpu-layout task ----------------------------------------------------------------------------------
 
 def test_the_first_run_records_the_layout_and_the_next_says_it_is_as_recorded():
-    first = GpuLayout().plan(host(INVENTORY_4090), facts(healthy(), None))
+    first = GpuLayout().plan(rig(INVENTORY_4090), facts(gpus=healthy(), recorded=None))
     [change] = first.changes
     assert (change.target, change.before) == ("host", "none") and change.after.startswith("7 GPU(s): GPU0 ")
     argv = change.commands[0]
     assert argv[:2] == ["sh", "-c"] and argv[-1] == layout.record_text(healthy())
-    again = GpuLayout().plan(host(INVENTORY_4090), facts(healthy(), healthy()))
+    again = GpuLayout().plan(rig(INVENTORY_4090), facts(gpus=healthy(), recorded=healthy()))
     assert again.changes == [] and [i.status for i in again.unchanged] == [OK] and not again.failed
 
 
 def test_a_gone_gpu_fails_the_host_until_it_is_back_or_accepted():
-    plan = GpuLayout().plan(host(INVENTORY_4090), facts(card3_gone(), healthy()))
+    plan = GpuLayout().plan(rig(INVENTORY_4090), facts(gpus=card3_gone(), recorded=healthy()))
     assert plan.failed.startswith("4 GPU(s) differ from the last good run") and "--accept-gpu-changes" in plan.failed
     assert plan.changes == [] and all(i.status == FAILED for i in plan.refused)
     assert "GPU3 GPU-4090-3 at 00000000:31:00.0 (NVIDIA GeForce RTX 4090) is gone" in plan.refused[0].message
-    accepted = GpuLayout().plan(host(INVENTORY_4090, accept=True), facts(card3_gone(), healthy()))
+    accepted = GpuLayout().plan(rig(INVENTORY_4090, accept=True), facts(gpus=card3_gone(), recorded=healthy()))
     assert not accepted.failed and accepted.refused == []
     [change] = accepted.changes
     assert change.before == "differs" and change.after.startswith("6 GPU(s)")
@@ -264,15 +259,14 @@ def test_a_lost_gpu_fails_the_host_even_when_accepted_and_is_not_recorded():
                                                   "Unknown Error")
     others = [g for g in healthy() if g.index != 3]
     for recorded, accept in ((healthy(), False), (healthy(), True), (None, False)):
-        plan = GpuLayout().plan(host(INVENTORY_4090, accept), facts(others, recorded, [lost]))
+        plan = GpuLayout().plan(rig(INVENTORY_4090, accept), facts(gpus=others, recorded=recorded, lost=[lost]))
         assert plan.changes == []
         assert [(i.status, i.what, i.cause) for i in plan.refused] == [(FAILED, "lost", "no_gpu_is_lost")]
         assert "Unable to determine the device handle" in plan.refused[0].message
 
 
 def test_hosts_without_a_gpu_block_are_skipped():
-    plan = GpuLayout().plan(SimpleNamespace(name="x", settings=HostSettings(), flags=frozenset()),
-                            facts(healthy(), None))
+    plan = GpuLayout().plan(host("x"), facts(gpus=healthy(), recorded=None))
     assert plan.skipped and plan.changes == []
 
 
@@ -280,5 +274,5 @@ def test_every_recorded_gpu_gone_is_a_failure_not_an_empty_record():
     gone = HostFacts(nvidia=NvidiaFacts(state="no-devices", message="No devices were found"),
                      gpu_layout=layout.parse_record(layout.record_text(healthy())))
     for accept in (False, True):
-        plan = GpuLayout().plan(host(INVENTORY_4090, accept), gone)
+        plan = GpuLayout().plan(rig(INVENTORY_4090, accept), gone)
         assert plan.failed and plan.changes == []
