@@ -1,4 +1,4 @@
-"""The lab's local apt repository: simulated NVIDIA driver packages, Debian's munge and Slurm, for the nodes.
+"""The lab's local apt repository: simulated NVIDIA packages (debs.py), Debian's munge and Slurm, for the nodes.
 
 Nodes have no route out of the lab. They see this repository as a flat file: source
 (rootfs.APT_SOURCES, at layout.APT_REPO_IN_NODE: a read-only bind mount, see Node.create), and real
@@ -7,8 +7,8 @@ apt and dpkg install from it. Two cached parts, each built once (rootfs.build_ca
   debian-<key>/  munge and Slurm with exactly the dependencies the node image lacks: apt-get
                  --download-only in a chroot of the image (an overlay over it: the image itself is
                  never written), from this machine's Debian mirror. Keyed by the image.
-  apt-<key>/     the served repository: those .debs (hard links), the simulated driver packages
-                 built here, Packages, Packages.gz, Release. Keyed by the image and the simulator,
+  apt-<key>/     the served repository: those .debs (hard links), the simulated packages
+                 built here (the drivers, debs.LAB_DEBS), Packages, Packages.gz, Release. Keyed by the image and the simulator,
                  so a changed simulator makes a new repository in about a second, with no download.
 """
 
@@ -18,18 +18,19 @@ import gzip
 import hashlib
 import os
 import shutil
-import tempfile
 import time
 from email.utils import formatdate
 from pathlib import Path
 
 from provision_lab import layout, rootfs, simzip
+from provision_lab.deb import REVISION, Deb, build_deb
+from provision_lab.debs import LAB_DEBS
 from provision_lab.layout import DRIVERS, NODE_NVML_LIBRARY, NODE_SIM_ZIPAPP, NVIDIA_PERSISTENCED, NVIDIA_SMI
 from provision_lab.system import run, unmount_all_under
 
-REPO_REVISION = 2  # bump when the driver packages or the index change: a new cache key, a fresh repository
+REPO_REVISION = 3  # bump when the simulated packages or the index change: a new cache key, a fresh repository
 DEBIAN_PACKAGES = ("munge", "slurmd", "slurmctld", "slurm-client")
-DEBIAN_REVISION = "-1provision1"
+DEBIAN_REVISION = REVISION
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 
 # As Ubuntu's packaged drivers ship it: static (no [Install]), persistence mode left off
@@ -45,22 +46,12 @@ ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persisten
 ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced
 """
 
-CONTROL = """\
-Package: {name}
-Version: {version}
-Architecture: all
-Maintainer: provision lab <root@localhost>
-Depends: python3, passwd
-Provides: nvidia-driver
-Conflicts: nvidia-driver
-Replaces: nvidia-driver
-Section: misc
-Priority: optional
-Description: NVIDIA driver {driver} (simulated, provision lab)
- The provision lab's GPU simulator as nvidia-smi and nvidia-persistenced, with the
- nvidia-persistenced unit as Ubuntu ships it, and the NVML library's version. As with
- a real driver, the node's kernel module changes only at its next boot: until then
- nvidia-smi fails (library/driver version mismatch, or no driver loaded).
+DRIVER_DESCRIPTION = """\
+NVIDIA driver {driver} (simulated, provision lab)
+The provision lab's GPU simulator as nvidia-smi and nvidia-persistenced, with the
+nvidia-persistenced unit as Ubuntu ships it, and the NVML library's version. As with
+a real driver, the node's kernel module changes only at its next boot: until then
+nvidia-smi fails (library/driver version mismatch, or no driver loaded).
 """
 
 # The daemon's --user must exist. Nothing loads the new driver: the node's next boot does (gpusim's reboot).
@@ -83,19 +74,27 @@ def ensure_repo(image: Path, log=print) -> Path:
 
     def build(tmp: Path) -> None:
         started = time.monotonic()
-        for deb in sorted(debian.glob("*.deb")):
-            os.link(deb, tmp / deb.name)  # the same filesystem: no copy
-        for name, driver in DRIVERS.items():
-            build_driver_package(tmp, name, driver)
+        for fetched in sorted(debian.glob("*.deb")):
+            os.link(fetched, tmp / fetched.name)  # the same filesystem: no copy
+        for simulated in all_debs():
+            build_deb(simulated, tmp)
         write_index(tmp)
         log(f"Lab apt repository ready in {path} ({time.monotonic() - started:.1f}s)")
 
     return rootfs.build_cached(path, build, "the lab's apt repository")
 
 
+def all_debs() -> list[Deb]:
+    """Every simulated package the repository serves: the drivers, then each stack's (debs.LAB_DEBS)."""
+    return [*(driver_deb(name, driver) for name, driver in DRIVERS.items()), *LAB_DEBS()]
+
+
 def repo_key() -> str:
-    text = f"{rootfs.image_key()} rev{REPO_REVISION} {sorted(DRIVERS.items())} {DEBIAN_PACKAGES}"
-    return hashlib.sha256(text.encode() + simzip.zipapp()).hexdigest()[:10]
+    """The image, the revision and every simulated package as built (the simulator's bytes among them)."""
+    digest = hashlib.sha256(f"{rootfs.image_key()} rev{REPO_REVISION} {DEBIAN_PACKAGES}".encode())
+    for simulated in all_debs():
+        digest.update(repr(simulated).encode())
+    return digest.hexdigest()[:10]
 
 
 # --- munge and Slurm from Debian ------------------------------------------------------------------
@@ -155,33 +154,24 @@ def _download(root: Path, mirror: str) -> None:
 # --- the simulated driver packages ------------------------------------------------------------------
 
 
+def driver_deb(name: str, driver: str) -> Deb:
+    """The simulator as nvidia-smi and nvidia-persistenced, and the installed driver's NVML library version (the
+    simulator's NVIDIA_SIM_LIBRARY): driver, loaded at the next boot."""
+    return Deb(
+        name=name, version=driver + DEBIAN_REVISION, depends="python3, passwd",
+        provides="nvidia-driver", conflicts="nvidia-driver", replaces="nvidia-driver",
+        files={NODE_SIM_ZIPAPP: (0o644, simzip.zipapp()),
+               NODE_NVML_LIBRARY: (0o644, driver + "\n"),
+               NVIDIA_SMI: (0o755, simzip.sim_wrapper(NVIDIA_SMI)),
+               NVIDIA_PERSISTENCED: (0o755, simzip.sim_wrapper(NVIDIA_PERSISTENCED)),
+               # Debian bookworm ships units under /lib (usrmerge aliasing), and nodeinit looks there.
+               "/lib/systemd/system/nvidia-persistenced.service": (0o644, PERSISTENCED_UNIT)},
+        postinst=POSTINST, description=DRIVER_DESCRIPTION.format(driver=driver))
+
+
 def build_driver_package(out_dir: Path, name: str, driver: str) -> Path:
-    """out_dir/NAME_VERSION_all.deb: the simulator as nvidia-smi and nvidia-persistenced, and the installed
-    driver's NVML library version (the simulator's NVIDIA_SIM_LIBRARY): driver, loaded at the next boot."""
-    version = driver + DEBIAN_REVISION
-    with tempfile.TemporaryDirectory() as tmp:
-        tree = Path(tmp) / "tree"
-        files: dict[str, tuple[str | bytes, int]] = {
-            "DEBIAN/control": (CONTROL.format(name=name, version=version, driver=driver), 0o644),
-            "DEBIAN/postinst": (POSTINST, 0o755),
-            NODE_SIM_ZIPAPP: (simzip.zipapp(), 0o644),
-            NODE_NVML_LIBRARY: (driver + "\n", 0o644),
-            NVIDIA_SMI: (simzip.sim_wrapper(NVIDIA_SMI), 0o755),
-            NVIDIA_PERSISTENCED: (simzip.sim_wrapper(NVIDIA_PERSISTENCED), 0o755),
-            # Debian bookworm ships units under /lib (usrmerge aliasing), and nodeinit looks there.
-            "/lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644),
-        }
-        for path_in_package, (content, mode) in files.items():
-            path = tree / path_in_package.lstrip("/")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                path.write_bytes(content)
-            else:
-                path.write_text(content)
-            path.chmod(mode)
-        deb = out_dir / f"{name}_{version}_all.deb"
-        run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(tree), str(deb)])
-    return deb
+    """out_dir/NAME_VERSION_all.deb: driver_deb, built."""
+    return build_deb(driver_deb(name, driver), out_dir)
 
 
 # --- the index ----------------------------------------------------------------------------------------

@@ -1,0 +1,75 @@
+"""NVIDIA Fabric Manager in the lab: its packages, as Ubuntu's archive names them, one per driver the repository serves.
+
+nvidia-fabricmanager-<branch> (and libnvidia-nscq-<branch>, the NVSwitch query library DCGM uses) at each lab
+driver's exact version, plus one fabric manager release with no driver of its own (MISMATCHED_VERSION: the
+`fabric-manager-version` fault installs it). As Canonical's packages: Provides/Conflicts/Replaces
+nvidia-fabricmanager (one branch at a time); as the FM guide says, the unit is installed and not enabled
+(../shared/reference/node-lifecycle-reference.md, 1.2). The package depends on a driver, not on its exact version
+(NVIDIA's repository does not tie them either): keeping them equal is provision's job.
+
+The service runs the GPU simulator as nv-fabricmanager: it compares the version this package ships
+(FABRIC_MANAGER_VERSION_FILE) with the loaded driver's, then registers the node's NVSwitch GPUs with the fabric
+(fabric state Completed) and stays running, or logs the real mismatch line and exits 1 (gpusim/fabric.py).
+"""
+
+from __future__ import annotations
+
+from provision_lab.deb import REVISION, Deb
+from provision_lab.layout import DRIVERS, NODE_LAB_DIR
+from provision_lab.simzip import sim_wrapper
+
+MISMATCHED_VERSION = "580.126.09"  # a 580 fabric manager no lab driver matches
+FABRIC_MANAGER = "/usr/bin/nv-fabricmanager"
+FABRIC_MANAGER_VERSION_FILE = f"{NODE_LAB_DIR}/fabricmanager-version"  # the stand-in's own version
+FABRIC_MANAGER_CONFIG = "/usr/share/nvidia/nvswitch/fabricmanager.cfg"  # the FM guide's default path
+UNIT = "nvidia-fabricmanager.service"
+
+# The shipped unit's [Unit] text was not found (reference 1.4, "Not confirmed"): the description is the one its
+# journal shows ("Starting NVIDIA fabric manager service..."); Type=simple, since the stand-in does not fork.
+UNIT_TEXT = f"""\
+[Unit]
+Description=NVIDIA fabric manager service
+
+[Service]
+User=root
+PrivateTmp=false
+Type=simple
+ExecStart={FABRIC_MANAGER} -c {FABRIC_MANAGER_CONFIG}
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def branch_of(version: str) -> str:
+    return version.split(".")[0]
+
+
+def fabric_manager(version: str) -> Deb:
+    branch = branch_of(version)
+    return Deb(
+        name=f"nvidia-fabricmanager-{branch}", version=version + REVISION, depends="python3, nvidia-driver",
+        provides="nvidia-fabricmanager", conflicts="nvidia-fabricmanager", replaces="nvidia-fabricmanager",
+        files={FABRIC_MANAGER: (0o755, sim_wrapper(FABRIC_MANAGER)),
+               FABRIC_MANAGER_VERSION_FILE: (0o644, version + "\n"),
+               FABRIC_MANAGER_CONFIG: (0o644, "# the lab's fabric manager reads no option\n"),
+               f"/lib/systemd/system/{UNIT}": (0o644, UNIT_TEXT)},
+        description=f"Fabric Manager for NVSwitch based systems (simulated, provision lab)\n"
+                    f"The GPU simulator as nv-fabricmanager {version}: it registers the node's GPUs with the\n"
+                    f"NVSwitch fabric when the loaded driver is {version}, else logs the mismatch and exits 1.")
+
+
+def nscq(version: str) -> Deb:
+    branch = branch_of(version)
+    return Deb(
+        name=f"libnvidia-nscq-{branch}", version=version + REVISION,
+        provides="libnvidia-nscq", conflicts="libnvidia-nscq", replaces="libnvidia-nscq",
+        files={f"/usr/lib/x86_64-linux-gnu/libnvidia-nscq.so.{version}": (0o644, "simulated NSCQ library\n")},
+        description="NVSwitch Configuration and Query library (simulated, provision lab)\n"
+                    "Its version must be the driver's, as the real one's.")
+
+
+def debs() -> list[Deb]:
+    """Fabric manager and NSCQ at each lab driver's version, and the fabric manager no driver matches."""
+    versions = sorted(DRIVERS.values())
+    return [*(fabric_manager(v) for v in versions), *(nscq(v) for v in versions), fabric_manager(MISMATCHED_VERSION)]
