@@ -5,14 +5,13 @@ tests/engine/test_adhoc_boot.py runs the commands themselves."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-from types import SimpleNamespace
-
-from provision.capabilities.gpu import boot, layout
+from builders.facts import facts
+from builders.gpus import gpu, gpus
+from builders.hosts import host
+from provision.capabilities.gpu import boot
 from provision.capabilities.gpu.adhoc import AfterTheSetting, settings_from_boot_file
 from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
-from provision.capabilities.gpu.settings import GpuSettings
-from provision.capabilities.host import HostFacts, HostSettings
+from provision.capabilities.host import HostFacts
 from provision.commands.playbook import load_playbook
 from provision.core.facts import SystemFacts
 from provision.core.plan import Change
@@ -28,41 +27,30 @@ def adhoc_tasks(setting: str, check: bool):
     return setters, [AfterTheSetting(t, setters, check) for t in playbook if "boot" in t.tags]
 
 
-def host(gpu: dict):
-    return SimpleNamespace(name="node1", settings=HostSettings(gpu=GpuSettings.model_validate(gpu)),
-                           flags=frozenset(), become=False)
-
-
 def v100(power: float) -> GpuFacts:
-    return GpuFacts(index=0, uuid="GPU-0100-0000", name="Tesla V100-SXM2-16GB", bus_id="00000000:01:00.0",
-                    persistence=True, power_limit=power, power_default=300.0, power_min=150.0, power_max=300.0)
-
-
-def facts_with(gpus: list[GpuFacts], recorded: list[GpuFacts] | None = None) -> HostFacts:
-    record = layout.parse_record(layout.record_text(recorded or gpus))
-    return HostFacts(system=SystemFacts(uid=0), nvidia=NvidiaFacts(state="ok", gpus=gpus), gpu_layout=record)
+    return gpu(0, "V100", power_limit=power)
 
 
 def test_without_a_driver_no_boot_task_is_planned_and_each_says_why():
     setters, boot = adhoc_tasks("persistence", check=False)
     assert [t.name for t in boot] == BOOT_TASKS
-    facts = HostFacts(system=SystemFacts(uid=0), nvidia=NvidiaFacts(state="missing", message="nvidia-smi: not found"))
+    missing = HostFacts(system=SystemFacts(uid=0), nvidia=NvidiaFacts(state="missing", message="nvidia-smi: not found"))
     for task in boot:
-        plan = task.plan(host({"persistence": True}), facts)
+        plan = task.plan(host(provision_gpu={"persistence": True}), missing)
         assert plan.changes == [] and plan.skipped.startswith(
             "not installed for the next boot: gpu-persistence failed on this host ("), plan
 
 
 def test_a_setting_not_in_place_after_its_setter_ran_installs_nothing_but_check_shows_what_would_be():
-    facts = HostFacts(system=SystemFacts(uid=0), nvidia=NvidiaFacts(state="ok", gpus=[v100(300.0)]))
+    read = facts(gpus=[v100(300.0)])
     _, boot = adhoc_tasks("power_limit", check=False)
-    plan = boot[0].plan(host({"power_limit": 200}), facts)
+    plan = boot[0].plan(host(provision_gpu={"power_limit": 200}), read)
     assert plan.skipped == ("not installed for the next boot: gpu-power-limit did not take effect "
                             "(GPU0 power limit 300.00 W, not 200.00 W)")
     _, checked = adhoc_tasks("power_limit", check=True)  # --check: the setter has not run, nor will it
-    assert not checked[0].plan(host({"power_limit": 200}), facts).skipped
-    done = HostFacts(system=SystemFacts(uid=0), nvidia=NvidiaFacts(state="ok", gpus=[v100(200.0)]))
-    [change] = boot[0].plan(host({"power_limit": 200}), done).changes
+    assert not checked[0].plan(host(provision_gpu={"power_limit": 200}), read).skipped
+    done = facts(gpus=[v100(200.0)])
+    [change] = boot[0].plan(host(provision_gpu={"power_limit": 200}), done).changes
     assert "power_limit=200" in change.write.content
 
 
@@ -70,19 +58,18 @@ def test_the_boot_tasks_never_go_in_the_setters_command():
     """Planned after the setter's changes ran and the host was read again: never on the facts read before them."""
     setters, boot = adhoc_tasks("power_limit", check=False)
     batch = [Planned(setters[0], [], [Change("GPU0", "power limit", "300.00 W", "200.00 W")])]
-    assert not joins(boot[0], host({"power_limit": 200}), batch)
-    assert all(joins(task, host({"power_limit": 200}), [Planned(boot[0], [], [])]) for task in boot[1:])
+    assert not joins(boot[0], host(provision_gpu={"power_limit": 200}), batch)
+    assert all(joins(task, host(provision_gpu={"power_limit": 200}), [Planned(boot[0], [], [])]) for task in boot[1:])
 
 
 def test_the_boot_file_read_back_as_an_adhoc_commands_settings_renders_itself():
     """An ad-hoc change starts from the boot file (adhoc.py): every other line, the lines for a card the file does
     not list included, stays as it was, caps and all."""
-    cards = [replace(v100(300.0), index=n, uuid=f"GPU-0100-000{n}") for n in range(3)]
+    cards = gpus(3, "V100", power_limit=300.0)
     inventory = {"persistence": True, "power_limit": 250, "overrides": [{"index": 2, "power_limit": 200}]}
-    old = boot.render(host(inventory), facts_with(cards))
-    text = boot.render(host(inventory), facts_with(cards[:2], recorded=cards), old)  # card 2 off the bus
-    read_back = SimpleNamespace(name="node1", settings=HostSettings(gpu=settings_from_boot_file(text)),
-                                flags=frozenset())
-    assert boot.render(read_back, facts_with(cards[:2], recorded=cards), text) == text
+    old = boot.render(host(provision_gpu=inventory), facts(gpus=cards, recorded=cards))
+    text = boot.render(host(provision_gpu=inventory), facts(gpus=cards[:2], recorded=cards), old)  # card 2 off the bus
+    read_back = host(provision_gpu=settings_from_boot_file(text))
+    assert boot.render(read_back, facts(gpus=cards[:2], recorded=cards), text) == text
     assert "model=Tesla_V100-SXM2-16GB persistence=on power_limit=250\n" in text
     assert "model=* persistence=on power_limit=200\n" in text
