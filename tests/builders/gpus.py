@@ -33,10 +33,10 @@ CARDS = {
 }
 
 
-def gpu(index: int = 0, model: str = "RTX 4090", **values: Any) -> GpuFacts:
-    """GPU `index` of a host of `model` cards (a key of CARDS), at its default power limit, persistence on;
-    `values` override any GpuFacts field (uuid, bus_id, power_limit, temperature fields, ...)."""
-    card = CARDS[model]
+def gpu(index: int = 0, model: str | Card = "RTX 4090", **values: Any) -> GpuFacts:
+    """GPU `index` of a host of `model` cards (a key of CARDS, or a Card of the test's own), at its default
+    power limit, persistence on; `values` override any GpuFacts field (uuid, bus_id, power_limit, ...)."""
+    card = CARDS[model] if isinstance(model, str) else model
     made = GpuFacts(index=index, uuid=f"GPU-{card.device}-{index:04x}", name=card.name,
                     bus_id=f"00000000:{index + 1:02X}:00.0", compute_cap=card.compute_cap, persistence=True,
                     power_limit=card.power_default, power_default=card.power_default,
@@ -44,6 +44,6 @@ def gpu(index: int = 0, model: str = "RTX 4090", **values: Any) -> GpuFacts:
     return replace(made, **values)
 
 
-def gpus(n: int, model: str = "RTX 4090", **values: Any) -> list[GpuFacts]:
+def gpus(n: int, model: str | Card = "RTX 4090", **values: Any) -> list[GpuFacts]:
     """A host's `n` GPUs of one model, indexed 0..n-1, each with `values` (see gpu)."""
     return [gpu(i, model, **values) for i in range(n)]

@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from provision.capabilities.gpu import boot, layout
-from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
+from builders.facts import facts, file
+from builders.gpus import CARDS, Card, gpu
+from builders.hosts import host
+from provision.capabilities.gpu import boot
+from provision.capabilities.gpu.model import GpuFacts
 from provision.capabilities.gpu.settings import GpuSettings
 from provision.capabilities.gpu.tasks import PowerLimit
-from provision.capabilities.host import HostFacts, HostSettings
-from provision.core.facts import FileFacts, SystemFacts
+from provision.capabilities.host import HostFacts
 from paths import TEMPLATES
 
 BOOT_SCRIPT = TEMPLATES / "provision-gpu-tuning.sh"
@@ -48,43 +49,24 @@ echo "$*" >> "$CALLS"
 """
 
 
-@dataclass(frozen=True)
-class Model:
-    name: str
-    low: int
-    high: int
-    default: int
-    code: str  # in its cards' UUIDs (hex digits, as an override's uuid: must be)
-
-
-V100 = Model("Tesla V100-SXM2-16GB", 150, 300, 300, "0100")
-RTX4090 = Model("NVIDIA GeForce RTX 4090", 150, 450, 450, "4090")
+V100 = CARDS["V100"]
+RTX4090 = CARDS["RTX 4090"]
 # A model this host never showed (a card moved in from another host): nothing can be checked against it, and the
 # line for any model gives it the lowest limit the inventory gives; its range takes every value drawn here.
-A100 = Model("NVIDIA A100-SXM4-40GB", 100, 500, 500, "a100")
+A100 = Card("NVIDIA A100-SXM4-40GB", "8.0", power_default=500.0, power_min=100.0, power_max=500.0, device="20b0")
 WATTS = [None, "default", 100, 150, 200, 250, 300, 400, 450, 500]
-
-
-def card(model: Model, n: int) -> GpuFacts:
-    return GpuFacts(index=n, uuid=f"GPU-{model.code}-{n:04x}", name=model.name,
-                    bus_id=f"00000000:{n + 1:02X}:00.0", persistence=False, power_limit=float(model.default),
-                    power_default=float(model.default), power_min=float(model.low), power_max=float(model.high))
-
-
 MODELS = {m.name: m for m in (V100, RTX4090, A100)}
 
 
-def host(inventory: dict) -> SimpleNamespace:
-    return SimpleNamespace(name="node", settings=HostSettings(gpu=GpuSettings.model_validate(inventory)),
-                           flags=frozenset())
+def card(model: Card, n: int) -> GpuFacts:
+    """Card `n` of a model, as it comes: persistence off (the boot file then turns it on only where asked)."""
+    return gpu(n, model, persistence=False)
 
 
-def facts(cards: list[GpuFacts], record: list[GpuFacts], text: str | None) -> HostFacts:
-    files = {} if text is None else {boot.CONF: FileFacts(boot.CONF, exists=True, content=text.encode(), mode="644",
-                                                          owner="root", group="root")}
-    gpus = [replace(c, index=i) for i, c in enumerate(cards)]
-    return HostFacts(system=SystemFacts(uid=0), nvidia=NvidiaFacts(state="ok", gpus=gpus), files=files,
-                     gpu_layout=layout.parse_record(layout.record_text(record)))
+def seen(cards: list[GpuFacts], record: list[GpuFacts], text: str | None) -> HostFacts:
+    """A host that shows these cards (numbered in this order), with this record and this boot file."""
+    return facts(gpus=[replace(c, index=i) for i, c in enumerate(cards)], recorded=record,
+                 files={} if text is None else {boot.CONF: file(boot.CONF, text)})
 
 
 def apply(inventory: dict, cards: list[GpuFacts], record: list[GpuFacts], text: str | None) -> str | None:
@@ -92,12 +74,12 @@ def apply(inventory: dict, cards: list[GpuFacts], record: list[GpuFacts], text: 
     when the run stops before writing it (a value a present card refuses), as apply does."""
     if not cards:
         return None  # no GPU nvidia-smi can read: the boot file is never rewritten from an empty list
-    read = facts(cards, record, text)
-    if PowerLimit().plan(host(inventory), read).problems:
+    read = seen(cards, record, text)
+    if PowerLimit().plan(host("node", provision_gpu=inventory), read).problems:
         return None
-    plan = boot.BootConf().plan(host(inventory), read)
+    plan = boot.BootConf().plan(host("node", provision_gpu=inventory), read)
     written = plan.changes[0].write.content if plan.changes else text
-    again = boot.BootConf().plan(host(inventory), facts(cards, record, written))
+    again = boot.BootConf().plan(host("node", provision_gpu=inventory), seen(cards, record, written))
     assert again.changes == [], "a second apply changes nothing"
     return written
 
@@ -136,16 +118,16 @@ def check_caps(inventory: dict, conf: str, record: list[GpuFacts], met: list[Gpu
     recorded = {r.uuid: i for i, r in enumerate(record)}
     gpu_settings = GpuSettings.model_validate(inventory)
     unseen = [o.uuid for o in gpu_settings.overrides if o.uuid is not None and o.uuid not in listed]
-    for gpu in met:
-        cap = intended_watts(inventory, gpu, recorded.get(gpu.uuid))
-        got = float(applied.get(gpu.uuid, {}).get("-pl", gpu.power_default))  # refused or unset: its default
-        has_model_line = f"model={gpu.name.replace(' ', '_')}" in (line.split(" ")[0] for line in conf.splitlines())
-        if gpu.uuid in listed or (has_model_line and not unseen):
-            assert got == cap, (gpu.uuid, got, cap, conf)
-            want = gpu_settings.for_gpu(recorded.get(gpu.uuid), gpu.uuid, gpu.name).persistence
-            assert applied.get(gpu.uuid, {}).get("-pm") == (None if want is None else str(int(want))), conf
+    for met_gpu in met:
+        cap = intended_watts(inventory, met_gpu, recorded.get(met_gpu.uuid))
+        got = float(applied.get(met_gpu.uuid, {}).get("-pl", met_gpu.power_default))  # refused or unset: its default
+        has_model_line = f"model={met_gpu.name.replace(' ', '_')}" in (line.split(" ")[0] for line in conf.splitlines())
+        if met_gpu.uuid in listed or (has_model_line and not unseen):
+            assert got == cap, (met_gpu.uuid, got, cap, conf)
+            want = gpu_settings.for_gpu(recorded.get(met_gpu.uuid), met_gpu.uuid, met_gpu.name).persistence
+            assert applied.get(met_gpu.uuid, {}).get("-pm") == (None if want is None else str(int(want))), conf
         else:  # a model never seen here, or a card an override names that the host never showed: never above
-            assert got <= cap, (gpu.uuid, got, cap, conf)
+            assert got <= cap, (met_gpu.uuid, got, cap, conf)
 
 
 INITIAL = {"persistence": True, "power_limit": 250}
@@ -247,8 +229,8 @@ def test_a_card_missing_when_its_removal_is_accepted_keeps_its_line_and_the_next
     cards = [card(V100, n) for n in range(4)]
     inventory_ = {"power_limit": 250, "overrides": [{"index": 2, "power_limit": 200}]}
     conf = apply(inventory_, cards, cards, None)
-    accepting = SimpleNamespace(**{**vars(host(inventory_)), "flags": frozenset({"accept_gpu_changes"})})
+    accepting = host("node", provision_gpu=inventory_, flags={"accept_gpu_changes"})
     others = [replace(c, index=i) for i, c in enumerate(c for c in cards if c.index != 2)]  # numbered again
-    accepted = boot.render(accepting, facts(others, cards, conf), conf)
+    accepted = boot.render(accepting, seen(others, cards, conf), conf)
     assert f"gpu={cards[2].uuid} power_limit=250  # not seen at the last run: model=" in accepted
     assert apply(inventory_, others, others, accepted) == accepted  # the next run, on the layout recorded then
