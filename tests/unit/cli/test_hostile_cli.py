@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from tests.unit.inventory.test_inventory_fuzz import no_host_contacted, run_cli
 
 from provision.core.connection import SSHConnection
+
+from builders.cli import no_host_contacted, run_cli
 
 INVENTORY = """\
 all:

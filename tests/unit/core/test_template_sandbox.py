@@ -14,7 +14,6 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from tests.unit.inventory.test_inventory_fuzz import no_host_contacted, run_cli
 
 from provision.capabilities.host import HostFacts, HostSettings
 from provision.capabilities.system import files
@@ -23,6 +22,8 @@ from provision.commands.playbook import load_playbook
 from provision.core import remote
 from provision.core.errors import InputError
 from provision.core.resources import templates_dir
+
+from builders.cli import no_host_contacted, run_cli
 
 SECRET = "root:$6$not-a-real-hash-but-a-canary:19000:0:99999:7:::\n"
 

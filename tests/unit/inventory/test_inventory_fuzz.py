@@ -29,18 +29,17 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 import yaml
-from click.testing import CliRunner
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-import provision.cli as cli
 import provision.cli.run as cli_run  # unlock's connections
-from provision.core.connection import LocalConnection, SSHConnection, SSHOptions, Unreachable
+from provision.core.connection import SSHOptions
 from provision.core.errors import InputError
 from provision.inventory.model import Inventory
 from provision.inventory.load import load_inventory
+
+from builders.cli import no_host_contacted, printable, run_cli
 
 FUZZ = settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 FUZZ_CLI = settings(FUZZ, max_examples=50)
@@ -277,10 +276,6 @@ def load(path: Path) -> Inventory | InputError:
         return exc
 
 
-def printable(text: str) -> bool:
-    return all(c.isprintable() for c in text)
-
-
 def check_problems(error: InputError, path: Path) -> None:
     assert error.problems
     for problem in error.problems:
@@ -336,42 +331,6 @@ def test_loader_returns_an_inventory_or_input_error(content):
 
 
 # --- property B: the CLI, no host contacted ---------------------------------------------------------------
-
-class Refused(Unreachable):
-    pass
-
-
-@contextmanager
-def no_host_contacted():
-    """The CLI's connector refuses every host (recorded), and so would any Connection opened some other way."""
-    attempts: list[str] = []
-
-    def connector(local, ssh):
-        def connect(host):
-            attempts.append(host.name)
-            raise Refused(f"fuzz: connections are refused ({len(attempts)})")
-        return connect
-
-    def refuse_open(self):
-        attempts.append(self.name)
-        raise Refused("fuzz: connections are refused")
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cli_run, "connector", connector)
-        mp.setattr(SSHConnection, "open", refuse_open)
-        mp.setattr(LocalConnection, "open", refuse_open)
-        yield attempts
-
-
-def run_cli(args: list[str]):
-    result = CliRunner().invoke(cli.main, args, catch_exceptions=True)
-    assert result.exception is None or isinstance(result.exception, SystemExit), (
-        f"{type(result.exception).__name__}: {result.exception}\n{result.output}")
-    assert "Traceback" not in result.output and "internal error" not in result.output, result.output
-    # Problems quote user input escaped: no raw control character reaches the terminal.
-    assert printable(result.output.replace("\n", "")), repr(result.output)
-    return result
-
 
 @FUZZ_CLI
 @given(any_inventory_file, st.sampled_from(["apply", "facts"]))
