@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from provision_lab import faults
@@ -11,6 +9,8 @@ from provision_lab.layout import DEFAULT_DIR
 from provision_lab.model import NodeSpec
 from provision_lab.state import LabDir
 from provision_lab.system import LabError
+
+from builders.labnodes import LabNode
 
 
 def test_the_state_file_round_trips_and_a_broken_one_says_so(tmp_path):
@@ -40,24 +40,8 @@ def test_a_running_lab_finds_its_nodes_by_name(tmp_path):
         lab.node("lab-c")
 
 
-class FakeNode:
-    def __init__(self):
-        self.spec = NodeSpec("lab-a", 1)
-        self.commands: list[list[str]] = []
-
-    def exec(self, argv, check=True, timeout=60):
-        self.commands.append(argv)
-        return SimpleNamespace(returncode=0, stdout="")
-
-    def gpusim(self, *args):
-        return self.exec(["gpusim", *args])
-
-    def shape_link(self, nic, mbps):
-        self.commands.append(["shape", nic, str(mbps)])
-
-
 def test_a_boot_ends_some_faults_and_sets_a_slow_port_up_again():
-    node = FakeNode()
+    node = LabNode()
     recorded = ["gpu-off-bus GPU 1", "nic-slow ens803f1", "gpu-gone GPU 2", "gpu-ecc GPU 0", "sshd-down",
                 "gpu-pcie-errors GPU 3", "nic-down ens803f0"]
     faults.after_boot(node, recorded)
@@ -68,7 +52,7 @@ def test_a_boot_ends_some_faults_and_sets_a_slow_port_up_again():
 
 
 def test_a_fault_out_of_range_or_unknown_is_refused_before_anything_is_done():
-    node = FakeNode()
+    node = LabNode()
     with pytest.raises(LabError, match="--gpu 4: lab-a has GPUs 0..3"):
         faults.inject(node, "gpu-ecc", 4, None)
     with pytest.raises(LabError, match="--nic eth9: lab-a has ens803f0, ens803f1"):
@@ -80,7 +64,7 @@ def test_a_fault_out_of_range_or_unknown_is_refused_before_anything_is_done():
 
 
 def test_nvlink_faults_name_a_link_and_a_boot_ends_only_the_error_counts():
-    node = FakeNode()
+    node = LabNode()
     assert faults.inject(node, "gpu-nvlink-down", 1, None, 2) == "gpu-nvlink-down GPU 1 link 2"
     assert faults.inject(node, "gpu-nvlink-errors", None, None, None) == "gpu-nvlink-errors GPU 0 link 0"
     assert node.commands == [["gpusim", "fault", "1", "nvlink-down", "--link", "2"],

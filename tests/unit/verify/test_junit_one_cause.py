@@ -10,7 +10,8 @@ import xml.etree.ElementTree as ET
 
 from provision.output import junit
 from provision.verify import FAIL, Verdict
-from tests.unit.verify.test_verify_findings import lost_gpu_failures
+
+from builders.failures import lost_gpu_failures
 
 # The checks of lost_gpu_failures() on one node, each failing as verify's checks do (pytest's own test ids).
 CHECKS = '''

@@ -9,20 +9,7 @@ from provision.capabilities.active import judge, sampler
 from provision.capabilities.gpu.model import GpuFacts
 from provision.core.checks import CRITICAL, WARNING
 
-HEADER = ("timestamp, uuid, pci.bus_id, power.draw [W], power.draw.instant [W], enforced.power.limit [W], "
-          "clocks.current.sm [MHz], clocks.current.memory [MHz], temperature.gpu, clocks_event_reasons.active, "
-          "pcie.link.gen.current, pcie.link.width.current, utilization.gpu [%]")
-V100 = [GpuFacts(index=i, uuid=f"GPU-v100-{i}", name="Tesla V100-SXM2-16GB", bus_id=f"00000000:{0x1a + i:02X}:00.0",
-                 power_limit=200.0, power_enforced=200.0, app_clock_sm=1005, app_clock_mem=877, pcie_gen_max=3,
-                 pcie_width_max=16) for i in range(2)]
-
-
-def row(t: float, gpu: int, power="190.00", instant="[N/A]", sm="1005", reasons="0x0000000000000002", gen="3",
-        width="16", util="100", temp="61", uuid=None) -> str:
-    stamp = f"2026/11/25 17:00:{t:06.3f}"
-    cells = [stamp, uuid or f"GPU-v100-{gpu}", f"00000000:{0x1a + gpu:02X}:00.0", power, instant, "200.00", sm, "877",
-             temp, reasons, gen, width, util]
-    return ", ".join(cells)
+from builders.samples import HEADER, V100, row
 
 
 def judged(rows: list[str], budget: float | None = None) -> judge.Judged:

@@ -12,8 +12,9 @@ from provision.capabilities.active import collective, fabric, history, judge, sa
 from provision.capabilities.gpu.model import GpuFacts
 from provision.core.checks import CRITICAL
 from provision.verify import Failure, by_cause
-from tests.unit.capabilities.active.test_active_judge import HEADER, row
-from tests.unit.capabilities.active.test_active_ports_and_collective import blade
+
+from builders.interfaces import blade
+from builders.samples import HEADER, row
 
 RTX4090 = dict(name="NVIDIA GeForce RTX 4090", locked={"sm": "210,2520"}, max_clock_sm=3105, power_enforced=400.0)
 

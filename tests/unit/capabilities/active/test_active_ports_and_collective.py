@@ -7,13 +7,8 @@ from __future__ import annotations
 import json
 
 from provision.capabilities.active import fabric
-from provision.capabilities.nccl.facts import Interface
 
-UP = ("BROADCAST", "UP", "LOWER_UP")
-
-
-def blade(n: int, speeds=(10000, 10000)) -> list[Interface]:
-    return [Interface(f"ens803f{k}", "up", speed, UP, (f"10.{214 + k}.0.{10 + n}/24",)) for k, speed in enumerate(speeds)]
+from builders.interfaces import blade
 
 
 def test_a_ring_is_one_test_per_node_and_port():

@@ -379,25 +379,18 @@ def test_lab_ib_faults_are_recorded_by_port_and_a_boot_keeps_the_cable_but_not_t
     from provision_lab import faults
     from provision_lab.model import NodeSpec
 
-    class FakeNode:
-        spec = NodeSpec("lab-a", 1, rdma=[{"name": "mlx5_0", "near_gpu": 0}, {"name": "mlx5_1", "near_gpu": 1}])
+    from builders.labnodes import LabNode
 
-        def __init__(self):
-            self.scripts: list[str] = []
-
-        def exec(self, argv, check=True, timeout=60):
-            self.scripts.append(argv[-1])
-            return SimpleNamespace(returncode=0, stdout="")
-
-    lab_node = FakeNode()
+    rdma = [{"name": "mlx5_0", "near_gpu": 0}, {"name": "mlx5_1", "near_gpu": 1}]
+    lab_node = LabNode(NodeSpec("lab-a", 1, rdma=rdma))
     assert faults.inject(lab_node, "ib-down", None, None) == "ib-down mlx5_0:1"
     assert faults.inject(lab_node, "ib-errors", None, None, port="mlx5_1") == "ib-errors mlx5_1:1"
-    assert "link_downed" in lab_node.scripts[0] and "symbol_error" in lab_node.scripts[1]
+    assert "link_downed" in lab_node.scripts()[0] and "symbol_error" in lab_node.scripts()[1]
     recorded = ["ib-down mlx5_0:1", "ib-slow mlx5_1:1", "ib-errors mlx5_1:1"]
-    lab_node.scripts.clear()
+    lab_node.commands.clear()
     faults.after_boot(lab_node, recorded)
     assert recorded == ["ib-down mlx5_0:1", "ib-slow mlx5_1:1"]
     from provision_lab import rdma as lab_rdma
-    assert lab_node.scripts == [lab_rdma.fault_script("ib-down", "mlx5_0:1", counted=False),
-                                lab_rdma.fault_script("ib-slow", "mlx5_1:1", counted=False)]
-    assert "link_downed" not in lab_node.scripts[0]  # the cable never came up since the boot: nothing counted
+    assert lab_node.scripts() == [lab_rdma.fault_script("ib-down", "mlx5_0:1", counted=False),
+                                  lab_rdma.fault_script("ib-slow", "mlx5_1:1", counted=False)]
+    assert "link_downed" not in lab_node.scripts()[0]  # the cable never came up since the boot: nothing counted
