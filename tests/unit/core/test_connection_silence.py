@@ -13,11 +13,12 @@ import time
 
 import paramiko
 import pytest
-from tests.unit.core.test_ssh_channel_read import Channel
 
 from provision.core.apply import Step, run_batch
 from provision.core.connection import (KEEPALIVE_S, SILENT_AFTER_S, LocalConnection, Liveness, Lost, SSHConnection,
                                        SSHOptions, run_on_channel)
+
+from builders.sshchannel import Channel
 
 INTERVAL, LIMIT = 0.05, 0.4  # the bound scaled down: the judging is the same
 
