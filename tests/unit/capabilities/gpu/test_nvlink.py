@@ -9,14 +9,15 @@ import subprocess
 from types import SimpleNamespace
 
 import pytest
+from builders.facts import facts
+from builders.gpus import gpu
+from builders.hosts import host
 from realdata import capture
 
 from provision.capabilities.gpu import checks_nvlink
 from provision.capabilities.gpu import facts as gpu_facts
-from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
+from provision.capabilities.gpu.model import GpuFacts
 from provision.capabilities.gpu.nvlink import INACTIVE, Link, parse_errors, parse_status, read
-from provision.capabilities.gpu.settings import GpuSettings
-from provision.capabilities.host import HostFacts, HostSettings
 from provision.core.checks import CheckFailed
 from provision.core.facts import build_script, split_sections
 
@@ -137,15 +138,14 @@ def test_without_nvidia_smi_the_sections_are_empty(tmp_path):
 # --- the checks ------------------------------------------------------------------------------------------
 
 
-def gpu(index: int, name: str = "Tesla V100-SXM2-16GB") -> GpuFacts:
-    return GpuFacts(index=index, uuid=[UUID0, UUID1, "GPU-2", "GPU-3"][index], name=name,
-                    bus_id=f"00000000:{index + 1:X}1:00.0")
+def v100(index: int) -> GpuFacts:
+    """The V100s of the captures above, by the UUIDs nvidia-smi nvlink names them by."""
+    return gpu(index, "V100", uuid=[UUID0, UUID1, "GPU-2", "GPU-3"][index], bus_id=f"00000000:{index + 1:X}1:00.0")
 
 
 def node(status: str, errors: str = "", gpus: int = 2, gpu_block: bool = True):
-    return SimpleNamespace(name="v100", inventory=SimpleNamespace(settings=HostSettings(
-        gpu=GpuSettings() if gpu_block else None)), facts=HostFacts(
-        nvidia=NvidiaFacts(state="ok", gpus=[gpu(i) for i in range(gpus)]), nvlink=read(status, errors)))
+    return SimpleNamespace(name="v100", inventory=host("v100", provision_gpu={} if gpu_block else None),
+                           facts=facts(gpus=[v100(i) for i in range(gpus)], nvlink=read(status, errors)))
 
 
 def verdict(check, a_node) -> CheckFailed | None:
