@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
+from builders.gpus import gpu as card
+from builders.hosts import host
 from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts
 from provision.capabilities.host import HostFacts
 from provision.capabilities.nccl.facts import Interface
-from provision.capabilities.gpu.settings import GpuSettings
 from provision.capabilities.host import HostSettings
 from provision.capabilities.nccl.settings import NcclSettings
 from provision.capabilities.gpu.tasks import PowerLimit
@@ -24,14 +24,12 @@ from provision.capabilities.topology import checks as checks_topology
 
 
 def gpu(index: int, **values) -> GpuFacts:
-    return replace(GpuFacts(index=index, uuid=f"GPU-{index}", name="NVIDIA GeForce RTX 4090",
-                            bus_id=f"00000000:{index + 1:02X}:00.0", power_limit=400.0, power_default=450.0,
-                            power_min=150.0, power_max=450.0, pcie_width_current=16, pcie_width_max=16), **values)
+    """The rig's RTX 4090s: capped at 400 W, each on a full x16 link."""
+    return card(index, "RTX 4090", **({"power_limit": 400.0, "pcie_width_current": 16, "pcie_width_max": 16} | values))
 
 
 def node(nvidia: NvidiaFacts, gpu_block: dict | None = None) -> Node:
-    inventory = SimpleNamespace(name="rig", flags=frozenset(), settings=HostSettings(
-        gpu=GpuSettings.model_validate(gpu_block if gpu_block is not None else {"power_limit": 400})))
+    inventory = host("rig", provision_gpu=gpu_block if gpu_block is not None else {"power_limit": 400})
     return Node("rig", inventory, HostFacts(nvidia=nvidia), [PowerLimit()], host=None, inventory_path="basement.yaml")
 
 
@@ -242,7 +240,6 @@ def test_without_a_required_level_the_cross_socket_pairs_are_noted_not_failed():
 def test_the_checks_host_fixture_is_the_nodes_own_never_testinfras_local_one():
     """A check's `host` (testinfra modules over provision's connection) must be the node's: testinfra's plugin
     also defines `host`, for this machine, and must not win."""
-    from provision.capabilities.driver.settings import DriverSettings
     from provision.core.facts import SystemFacts
     from provision.verify import run_checks
 
@@ -253,8 +250,7 @@ def test_the_checks_host_fixture_is_the_nodes_own_never_testinfras_local_one():
             asked.append(name)
             return SimpleNamespace(is_installed=False, version=None)
 
-    inventory = SimpleNamespace(name="rig", flags=frozenset(), settings=HostSettings(
-        driver=DriverSettings(version="580.159.04")))
+    inventory = host("rig", provision_driver={"version": "580.159.04"})
     facts = HostFacts(system=SystemFacts(os_id="ubuntu"), nvidia=NvidiaFacts(state="ok", exit_code=0, gpus=[gpu(0)]))
     verdict = run_checks([Node("rig", inventory, facts, [], host=NodeHost(), inventory_path="basement.yaml")])["rig"]
     assert asked and "driver_loaded_is_the_pinned_version" in " ".join(verdict.skipped)
