@@ -13,14 +13,22 @@ from provision.capabilities.gpu.model import GpuFacts
 from provision.core.checks import CRITICAL
 from provision.verify import Failure, by_cause
 
+from builders.facts import facts
+from builders.gpus import gpu
+from builders.hosts import host
 from builders.interfaces import blade
 from builders.samples import HEADER, row
 
-RTX4090 = dict(name="NVIDIA GeForce RTX 4090", locked={"sm": "210,2520"}, max_clock_sm=3105, power_enforced=400.0)
+RTX4090 = dict(locked={"sm": "210,2520"}, max_clock_sm=3105, power_enforced=400.0)
+
+
+def sampled(i: int, model: str, **more) -> GpuFacts:
+    """GPU `i` of the node the sampler's rows describe (builders.samples: their UUIDs and buses), of `model`."""
+    return gpu(i, model, uuid=f"GPU-v100-{i}", bus_id=f"00000000:{0x1a + i:02X}:00.0", **more)
 
 
 def gpu4090(i: int, **more) -> GpuFacts:
-    return GpuFacts(index=i, uuid=f"GPU-v100-{i}", bus_id=f"00000000:{0x1a + i:02X}:00.0", **(RTX4090 | more))
+    return sampled(i, "RTX 4090", **(RTX4090 | more))
 
 
 def judged_4090(rows: list[str]) -> list:
@@ -55,8 +63,7 @@ def test_gpus_a_load_loses_one_after_another_are_one_finding():
     rows = [row(t / 10, g, instant="290.00") for t in range(30) for g in (0, 1)]
     rows += [row(3.0, 1, *(["[GPU is lost]"] * 2))] + [row(t / 10, 0) for t in range(31, 50)]
     rows += [row(5.0, 0, *(["[GPU is lost]"] * 2))]
-    targets = [judge.target_of(GpuFacts(index=i, uuid=f"GPU-v100-{i}", name="V100", power_enforced=300.0,
-                                        bus_id=f"00000000:{0x1a + i:02X}:00.0")) for i in range(2)]
+    targets = [judge.target_of(sampled(i, "V100", power_enforced=300.0)) for i in range(2)]
     samples = sampler.by_gpu(sampler.parse("\n".join([HEADER, *rows])))
     [lost] = judge.judge(targets, samples, duration=10, budget=500).findings
     assert lost.severity == CRITICAL and lost.about == ("0000:1b:00", "0000:1a:00")  # in the order they went
@@ -115,14 +122,11 @@ def test_the_pairwise_expectation_names_the_slow_node_never_its_healthy_neighbou
 def test_a_passive_check_of_a_cause_the_load_found_is_filed_under_the_loads_finding():
     from provision.capabilities.gpu import checks as gpu_checks
     from provision.capabilities.health import checks as health_checks
-    from provision.capabilities.gpu.model import NvidiaFacts
     from provision.core.checks import CheckFailed
 
-    narrow = GpuFacts(index=1, uuid="u", name="NVIDIA GeForce RTX 4090", bus_id="00000000:41:00.0",
-                      pcie_width_current=8, pcie_width_max=16, pcie_gen_current=4, pcie_gen_max=4,
-                      clock_events_active=0x88)
-    node = SimpleNamespace(name="rtx4090-1", facts=SimpleNamespace(nvidia=NvidiaFacts(state="ok", gpus=[narrow])),
-                           inventory=SimpleNamespace(settings=SimpleNamespace(gpu=object())))
+    narrow = gpu(1, "RTX 4090", bus_id="00000000:41:00.0", pcie_width_current=8, pcie_width_max=16,
+                 pcie_gen_current=4, pcie_gen_max=4, clock_events_active=0x88)
+    node = SimpleNamespace(name="rtx4090-1", facts=facts(gpus=[narrow]), inventory=host("rtx4090-1", provision_gpu={}))
     said = {}
     for check in (gpu_checks.check_pcie_links_run_at_full_width_and_speed,
                   health_checks.check_clocks_are_not_held_down_by_heat_or_power):
@@ -174,8 +178,7 @@ def test_what_follows_from_a_gpu_the_samples_judged_is_filed_under_that_finding(
 
 def test_heat_under_load_is_one_finding_with_the_headroom_check_or_the_loads_own():
     rows = [row(t / 10, g, reasons="0x48" if g == 1 else "0x2", temp="89") for t in range(50) for g in (0, 1)]
-    targets = [judge.target_of(GpuFacts(index=i, uuid=f"GPU-v100-{i}", name="V100",
-                                        bus_id=f"00000000:{0x1a + i:02X}:00.0")) for i in range(2)]
+    targets = [judge.target_of(sampled(i, "V100")) for i in range(2)]
     [hot] = judge.judge(targets, sampler.by_gpu(sampler.parse("\n".join([HEADER, *rows]))), duration=10).findings
     load = Failure(judge.CHECK, hot.expected, hot.found, hot.fix, list(hot.because), list(hot.about), hot.severity)
     held = Failure("clocks_are_not_held_down_by_heat_or_power", "e", "GPU1: HW Thermal Slowdown",
