@@ -11,9 +11,9 @@ import textwrap
 import pytest
 import yaml
 
+from builders.facts import facts, file
+from builders.gpus import gpus
 from provision.core.cluster import Cluster
-from provision.core.facts import FileFacts
-from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
 from provision.capabilities.host import HostFacts
 from provision.inventory.load import load_inventory
 from provision.core.resources import templates_dir
@@ -46,16 +46,15 @@ def inventory(tmp_path, text=BLADES, **changes):
     return load_inventory(str(path))
 
 
-def gpus(count: int) -> HostFacts:
-    return HostFacts(nvidia=NvidiaFacts(state="ok", gpus=[
-        GpuFacts(i, f"GPU-{i}", "NVIDIA GeForce RTX 3090", f"00000000:0{i}:00.0") for i in range(count)]))
+def rtx3090s(count: int) -> HostFacts:
+    return facts(gpus=gpus(count, "RTX 3090"))
 
 
-def planned(inv, name: str, facts: HostFacts | None = None):
+def planned(inv, name: str, read: HostFacts | None = None):
     task = TorchrunLauncher()
     task.templates = templates_dir()
     task.cluster = Cluster(list(inv.hosts.values()))
-    return task.plan(inv.hosts[name], facts or gpus(1))
+    return task.plan(inv.hosts[name], read or rtx3090s(1))
 
 
 def test_each_blade_counts_every_blade_and_meets_on_the_first(tmp_path):
@@ -71,7 +70,7 @@ def test_each_blade_counts_every_blade_and_meets_on_the_first(tmp_path):
     assert "rdzv_id=${PROVISION_RDZV_ID:-rtx3090}" in text and '--rdzv-id="$rdzv_id"' in text
     assert "--max-restarts=3" in text
     assert ". /etc/provision/nccl.env" in text and "export OMP_NUM_THREADS=4" in text
-    v100 = planned(inv, "v100-1", gpus(4)).changes[0].write
+    v100 = planned(inv, "v100-1", rtx3090s(4)).changes[0].write
     assert v100.path == "/usr/local/bin/v100-torchrun" and "--nproc-per-node=4" in v100.content
     assert "provision_nccl.env" not in v100.content and '--nnodes="${PROVISION_NNODES:-1}"' in v100.content
 
@@ -84,10 +83,10 @@ def test_a_node_without_gpus_fails_when_one_process_per_gpu_is_asked(tmp_path):
 def test_a_wrapper_already_right_is_left_alone(tmp_path):
     inv = inventory(tmp_path)
     writes = [c.write for c in planned(inv, "rtx3090-1").changes]
-    facts = gpus(1)
+    read = rtx3090s(1)
     for write in writes:
-        facts.files[write.path] = FileFacts(write.path, True, write.content.encode(), "755", "root", "root")
-    again = planned(inv, "rtx3090-1", facts)
+        read.files[write.path] = file(write.path, write.content, mode="755")
+    again = planned(inv, "rtx3090-1", read)
     assert again.changes == [] and [i.target for i in again.unchanged] == [w.path for w in writes]
 
 
@@ -139,7 +138,7 @@ def test_one_process_per_gpu_counts_the_intended_gpus_not_the_ones_readable_toda
     """A card off the bus fails verify; it does not rewrite the launch command for fewer processes."""
     inv = inventory(tmp_path, BLADES.replace("v100-1: {ansible_host: 192.0.2.10}",
                                              "v100-1: {ansible_host: 192.0.2.10, provision_gpu: {count: 4}}"))
-    assert "--nproc-per-node=4" in planned(inv, "v100-1", gpus(3)).changes[0].write.content
+    assert "--nproc-per-node=4" in planned(inv, "v100-1", rtx3090s(3)).changes[0].write.content
 
 
 # --- provision-allreduce: the smoke test beside the wrapper ---------------------------------------------------
