@@ -16,73 +16,18 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 import time
-from pathlib import Path
 
-import pytest
 import yaml
 
 from provision.capabilities.active import run
 from provision.commands import active
-from provision.core.connection import LocalConnection
 from provision.core.stopping import Stop
+
+from builders.simnodes import (INTERVAL_MS, SECONDS, SimpleSettings, gone_within, left, node, node_state, ours,
+                               script)
 from paths import GPUSIM
 
-SECONDS = "37.5"  # the load's --seconds: its processes are found by it
-INTERVAL_MS = 97  # the sampler's -lms: likewise
-
-
-@pytest.fixture
-def node(tmp_path, monkeypatch):
-    """This machine with two simulated V100s on PATH and TMPDIR of its own; yields TMPDIR."""
-    config = {"driver_version": "580.159.04", "gpus": [{"model": "v100-sxm2-16gb", "count": 2}]}
-    (tmp_path / "sim-config.json").write_text(json.dumps(config))
-    for name, value in (("CONFIG", "sim-config.json"), ("STATE", "sim-state.json"), ("KMSG", "kern.log"),
-                        ("DMESG", "dmesg")):
-        monkeypatch.setenv(f"NVIDIA_SIM_{name}", str(tmp_path / value))
-    monkeypatch.delenv("NVIDIA_SIM_UID", raising=False)
-    subprocess.run([sys.executable, str(GPUSIM), "install", str(tmp_path / "bin")], check=True)
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(temp))
-    yield temp
-    for pid in ours():  # a failed test leaves nothing running
-        os.kill(pid, signal.SIGKILL)
-
-
-def ours() -> list[int]:
-    """The loads and samplers of these tests still running (zombies are gone: nothing holds them)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            words = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        said = b" ".join(words)
-        if state != "Z" and (b"load --seconds " + SECONDS.encode() in said
-                             or b"-lms " + str(INTERVAL_MS).encode() in said):
-            found.append(int(entry.name))
-    return found
-
-
-def left(temp: Path) -> list[str]:
-    return sorted(p.name for p in temp.iterdir() if p.name.startswith(run.TEMP_PREFIX))
-
-
-def gone_within(seconds: float, temp: Path) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not ours() and not left(temp):
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def script(token: str) -> str:
-    return run.node_script([sys.executable, str(GPUSIM), "load", "--seconds", SECONDS], INTERVAL_MS, token)
-
+__all__ = ["node"]  # the fixture, used by name
 
 def test_told_to_stop_the_node_script_stops_its_load_and_sampler_at_once_and_reports_what_it_sampled(node):
     started = time.monotonic()
@@ -122,26 +67,6 @@ def test_a_stop_reaches_every_loading_node_and_the_runs_come_back_with_their_sam
     assert runs["node1"].stopped == "SIGINT" and runs["node1"].samples and not runs["node1"].error
     assert runs["node2"].refused == "the run was stopped (SIGINT) before its load started"
     assert gone_within(3, node), (ours(), left(node))
-
-
-class SimpleSettings:
-    def __init__(self, load_command):
-        from provision.capabilities.active.settings import ActiveSettings
-
-        self.active = ActiveSettings(load_command=load_command, interval_ms=INTERVAL_MS)
-        self.launcher = self.nccl = None
-
-
-def node_state(name: str, settings):
-    from types import SimpleNamespace
-
-    from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
-    from provision.capabilities.host import HostFacts
-
-    gpus = [GpuFacts(index=i, uuid=f"GPU-{i}", name="Tesla V100-SXM2-16GB", bus_id=f"00000000:{i + 1:02X}:00.0")
-            for i in range(2)]
-    return SimpleNamespace(host=SimpleNamespace(name=name, settings=settings),
-                           facts=HostFacts(nvidia=NvidiaFacts(state="ok", gpus=gpus)), conn=LocalConnection(name))
 
 
 FAKE_TORCH = '''

@@ -21,7 +21,8 @@ from provision.commands.verify import settle
 from provision.core.results import EXIT_NOT_TESTED
 from provision.output import prometheus, report, verify_json
 from provision.verify import FAIL, NOT_TESTED, PASS, Failure, Verdict
-from tests.unit.capabilities.active.test_active_stop_node import node as simulated_node  # noqa: F401  (a fixture: this machine with simulated GPUs)
+
+from builders.simnodes import node as simulated_node  # noqa: F401  (a fixture: this machine with simulated GPUs)
 
 TARGETS = [Target("GPU-0", "GPU0", "00000000:3B:00.0", cap=200.0), Target("GPU-1", "GPU1", "00000000:5E:00.0",
                                                                           cap=200.0)]
@@ -168,7 +169,8 @@ def test_a_process_on_a_gpu_leaves_the_node_unloaded_and_not_tested():
     import subprocess
     import sys
 
-    from tests.unit.capabilities.active.test_active_stop_node import GPUSIM, script
+    from builders.simnodes import script
+    from paths import GPUSIM
 
     subprocess.run([sys.executable, str(GPUSIM), "fault", "1", "process"], check=True)
     try:

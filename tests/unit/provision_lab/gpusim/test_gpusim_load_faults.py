@@ -7,15 +7,11 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-
 from provision_lab.gpusim import load, load_model
-from tests.unit.provision_lab.gpusim.test_gpusim import Sim
 
+from builders.simulator import Sim, pycache, sim
 
-@pytest.fixture
-def sim(tmp_path, tmp_path_factory):
-    return Sim(tmp_path, tmp_path_factory.mktemp("pycache"))
+__all__ = ["pycache", "sim"]  # the fixtures, used by name
 
 
 def loading(node: Sim, seconds: float = 60.0) -> None:
@@ -67,9 +63,9 @@ def test_a_weak_supply_fitted_on_a_running_node_stays_across_reboots_until_clear
 
 def test_the_lab_fits_a_weak_supply_on_a_running_node_and_a_boot_keeps_it():
     from provision_lab import faults
-    from tests.unit.provision_lab.test_lab_state import FakeNode
+    from builders.labnodes import LabNode
 
-    node = FakeNode()
+    node = LabNode()
     assert faults.inject(node, "psu-weak", None, None) == "psu-weak 900 W"  # the V100 box's supplies
     assert faults.inject(node, "psu-weak", None, None, watts=1500) == "psu-weak 1500 W"
     assert faults.inject(node, "pcie-degraded-under-load", 0, None) == "pcie-degraded-under-load GPU 0"

@@ -1,55 +1,27 @@
 """The GPU simulator's NVLink: `nvidia-smi nvlink -s` and `-e` in the real formats (gpu_models.md, "NVLink"),
 per model, with -i, and the nvlink-down and nvlink-errors faults: what they show, what a reboot and clear do.
-The simulator runs as a subprocess, as nvidia-smi does, its files under tmp_path (as in test_gpusim.py)."""
+The simulator runs as a subprocess, as nvidia-smi does, its files under tmp_path (builders/simulator.py)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from provision.capabilities.gpu.nvlink import Link, parse_errors, parse_status, read
 from provision_lab import gpusim
-from paths import GPUSIM
+
+from builders.simulator import Sim, pycache, sim
+
+__all__ = ["pycache", "sim"]  # the fixtures, used by name
 
 NVML_ALL_INACTIVE = "NVML: Unable to retrieve NVLink information as all links are inActive"
 
 
-class Sim:
-    def __init__(self, root: Path, *models: tuple[str, int]):
-        self.root = root
-        self.env = dict(os.environ, NVIDIA_SIM_CONFIG=str(root / "config.json"),
-                        NVIDIA_SIM_STATE=str(root / "state.json"), NVIDIA_SIM_KMSG=str(root / "kern.log"),
-                        NVIDIA_SIM_DMESG=str(root / "dmesg"), NVIDIA_SIM_RUNDIR=str(root / "run"), NVIDIA_SIM_UID="0")
-        gpus = [{"model": model, "count": count} for model, count in models]
-        (root / "config.json").write_text(json.dumps({"driver_version": "580.159.04", "gpus": gpus}))
-
-    def run(self, *argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(GPUSIM), *argv], env=self.env, capture_output=True, text=True,
-                              timeout=30)
-
-    def nvlink(self, *args: str) -> str:
-        done = self.run("nvidia-smi", "nvlink", *args)
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
-
-    def gpusim(self, *args: str) -> None:
-        done = self.run(*args)
-        assert done.returncode == 0, done.stderr
-
-    def uuids(self) -> list[str]:
-        out = self.run("nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader").stdout
-        return out.split()
-
-
 @pytest.fixture
-def v100(tmp_path) -> Sim:
+def v100(sim: Sim) -> Sim:
     """The basement's 4x V100 SXM2."""
-    return Sim(tmp_path, ("v100-sxm2-16gb", 4))
+    return sim.configure(("v100-sxm2-16gb", 4))
 
 
 def test_a_v100_board_prints_six_links_of_25_781_gb_s_per_gpu_as_the_real_one(v100):
@@ -80,8 +52,8 @@ def test_error_counters_are_three_a_link_then_a_blank_line(v100):
     ([("h100-80gb-hbm3", 1)], 0),  # no peer: nothing, as the real capture (tests/fixtures/real/.../nvlink.txt)
     ([("h100-80gb-hbm3", 2), ("rtx-4090", 1)], 18),  # an HGX pair: 18 links each; the 4090 nothing
 ])
-def test_only_gpus_bonded_to_a_peer_print_links(tmp_path, models, links):
-    sim = Sim(tmp_path, *models)
+def test_only_gpus_bonded_to_a_peer_print_links(sim, models, links):
+    sim.configure(*models)
     status = parse_status(sim.nvlink("-s"))
     assert [len(g.links) for g in status] == ([links] * 2 if links else [])
     assert all(link == Link("up", 26.562) for g in status for link in g.links.values())
@@ -131,8 +103,8 @@ def test_a_lost_gpu_is_an_error_line_and_exit_15(v100):
     assert [g.index for g in read(done.stdout, "", 15).gpus] == [0, 2, 3]
 
 
-def test_nvlink_faults_are_refused_on_a_gpu_without_nvlink(tmp_path):
-    done = Sim(tmp_path, ("rtx-4090", 1)).run("fault", "0", "nvlink-down")
+def test_nvlink_faults_are_refused_on_a_gpu_without_nvlink(sim):
+    done = sim.configure(("rtx-4090", 1)).run("fault", "0", "nvlink-down")
     assert (done.returncode, done.stderr) == (255, "gpusim: GPU 0 (NVIDIA GeForce RTX 4090) has no NVLink\n")
 
 
