@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from provision.capabilities.bmc.facts import BmcFacts
+from provision.capabilities.containers.facts import ContainersFacts
 from provision.capabilities.driver.facts import DriverFacts
 from provision.capabilities.gpu.model import NvidiaFacts, RecordedGpu
 from provision.capabilities.gpu.nvlink import NvlinkFacts
@@ -62,6 +63,7 @@ class HostFacts:
     nvlink: NvlinkFacts | None = None  # nvidia-smi nvlink -s and -e
     topology: TopologyFacts | None = None  # read by facts and verify
     cpu: CpuFacts | None = None  # CPUs, memory, cgroup layout, GPUs' local CPUs (slurm.conf); None: not read
+    containers: ContainersFacts = field(default_factory=ContainersFacts)  # the container toolkit, CDI, engines
 
 
 class HostSettings(Block):

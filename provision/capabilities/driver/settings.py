@@ -46,6 +46,14 @@ class DriverSettings(Block):
     hold: bool = setting(True, "true or false", "apt-mark hold the packages, so no upgrade moves the version")
     blacklist_nouveau: bool = setting(True, "true or false",
                                       "keep nouveau off the GPUs (modprobe.d file, initramfs rebuilt)")
+    container_toolkit: str | None = setting(
+        None, 'a toolkit version in quotes, e.g. "1.17.8"', "nvidia-container-toolkit, -base, libnvidia-container-tools "
+        "and libnvidia-container1 at it, held; the CDI spec regenerated for the loaded driver; docker and containerd, "
+        "where installed, configured for the nvidia runtime", pattern=r"^\d+(\.\d+)+$", examples=["1.17.8"])
+    dcgm: str | None = setting(
+        None, 'a DCGM version in quotes, e.g. "4.2.3"', "DCGM 3: datacenter-gpu-manager; DCGM 4: "
+        "datacenter-gpu-manager-4-core and -4-cudaNN, NN the driver's CUDA major; held, nvidia-dcgm started",
+        pattern=r"^\d+(\.\d+)+$", examples=["4.2.3"])
 
     @field_validator("packages")
     @classmethod

@@ -1,0 +1,148 @@
+"""The NVIDIA Container Toolkit as the host has it: its packages, nvidia-ctk, the CDI specs and which driver they
+name, the container engines installed and whether each is configured for the nvidia runtime.
+
+A CDI spec (`nvidia-ctk cdi generate`) mounts the driver's libraries by their versioned file names:
+
+  containerEdits:
+    mounts:
+    - containerPath: /usr/lib/x86_64-linux-gnu/libcuda.so.460.91.03
+      hostPath: /usr/lib/x86_64-linux-gnu/libcuda.so.460.91.03
+
+(the toolkit's own example, NVIDIA/nvidia-container-runtime#85). After a driver upgrade those files are gone and
+every container fails ("crun: cannot stat `/lib64/libEGL_nvidia.so.550.54.14`", NVIDIA/nvidia-container-toolkit#450),
+so the version the spec names is the fact: libcuda's and libnvidia-ml's, the two libraries every spec of a driver
+mounts (others, as libnvidia-egl-wayland.so.1.1.13, carry versions of their own).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from provision.core import dpkg
+from provision.core.facts import FactReader, FactSection, Section
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
+
+# The four packages of one toolkit release (NVIDIA's install guide pins them to one version).
+TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
+                    "libnvidia-container1")
+# Where the container engines look for CDI specs (/etc/cdi, then /var/run/cdi), and the toolkit's own file names.
+CDI_RUN = "/var/run/cdi/nvidia.yaml"  # what `nvidia-ctk cdi generate` writes in NVIDIA's current docs
+CDI_ETC = "/etc/cdi/nvidia.yaml"  # the older docs' place; a spec left there is read too
+CDI_SPECS = (CDI_ETC, CDI_RUN)
+# What `nvidia-ctk runtime configure --runtime=ENGINE` writes (NVIDIA's install guide).
+DOCKER_CONFIG = "/etc/docker/daemon.json"
+CONTAINERD_DROP_IN = "/etc/containerd/conf.d/99-nvidia.toml"
+ENGINES = {"docker": "dockerd", "containerd": "containerd"}  # engine -> the program that tells it is installed
+CONFIG_FILES = (DOCKER_CONFIG, CONTAINERD_DROP_IN)
+
+DRIVER_LIBRARY = re.compile(r"/lib(?:cuda|nvidia-ml)\.so\.(\d+(?:\.\d+)+)$")
+
+# "ctk" where nvidia-ctk is on the PATH, "engine NAME" per engine installed, "pkg NAME VERSION STATUS" per
+# toolkit package dpkg knows (core/dpkg.py), then "file PATH" and its text for each spec and config file there.
+CONTAINERS_SNIPPET = (
+    "command -v nvidia-ctk >/dev/null 2>&1 && echo ctk; "
+    + "".join(f"command -v {program} >/dev/null 2>&1 && echo 'engine {engine}'; " for engine, program in ENGINES.items())
+    + dpkg.status_snippet(list(TOOLKIT_PACKAGES), "pkg ") + "; "
+    + f"for f in {' '.join(CDI_SPECS + CONFIG_FILES)}; do [ -f \"$f\" ] && echo \"file $f\" && cat \"$f\" && echo; done; true"
+)
+
+
+@dataclass
+class CdiSpecFile:
+    """One CDI spec file of the toolkit's: the driver versions its libraries name, or why it names none."""
+
+    path: str
+    drivers: list[str] = field(default_factory=list)  # sorted; one in a spec generated for one driver
+    problem: str = ""  # not YAML, not a CDI spec: what is wrong with it
+
+
+@dataclass
+class ContainersFacts:
+    """The container toolkit and engines on the host (capabilities/containers/facts.py)."""
+
+    packages: dict[str, str] = field(default_factory=dict)  # installed toolkit packages -> Debian version
+    held: list[str] = field(default_factory=list)  # of those, the ones on hold
+    ctk: bool = False  # nvidia-ctk on the PATH
+    specs: dict[str, CdiSpecFile] = field(default_factory=dict)  # path -> spec, for the CDI_SPECS there
+    engines: list[str] = field(default_factory=list)  # "docker", "containerd": installed
+    # engine -> "" when its config names the nvidia runtime, else why not (for the engines installed)
+    runtime_problems: dict[str, str] = field(default_factory=dict)
+
+
+def parse_containers(text: str) -> ContainersFacts:
+    found = ContainersFacts()
+    files: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "file" and rest in CDI_SPECS + CONFIG_FILES:
+            current = files.setdefault(rest, [])
+        elif current is not None:
+            current.append(line)
+        elif line == "ctk":
+            found.ctk = True
+        elif kind == "engine":
+            found.engines.append(rest.strip())
+        elif kind == "pkg":
+            words = rest.split()
+            if len(words) >= 3 and words[2][1:2] == "i":  # installed (ii, hi)
+                found.packages[words[0]] = words[1]
+                found.held += [words[0]] if words[2][0] == "h" else []
+    texts = {path: "\n".join(lines) for path, lines in files.items()}
+    found.specs = {path: parse_spec(path, texts[path]) for path in CDI_SPECS if path in texts}
+    found.runtime_problems = {engine: runtime_problem(engine, texts) for engine in found.engines}
+    return found
+
+
+def parse_spec(path: str, text: str) -> CdiSpecFile:
+    """A CDI spec (YAML, or JSON, which YAML reads too): the driver versions its mounts' host paths name."""
+    try:
+        spec = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        return CdiSpecFile(path, problem=f"not YAML: {str(exc).splitlines()[0]}")
+    if not isinstance(spec, dict) or "cdiVersion" not in spec or "kind" not in spec:
+        return CdiSpecFile(path, problem="not a CDI spec (no cdiVersion and kind)")
+    edits = [spec.get("containerEdits")] + [d.get("containerEdits") for d in spec.get("devices") or []
+                                            if isinstance(d, dict)]
+    versions = {match.group(1) for e in edits if isinstance(e, dict) for mount in e.get("mounts") or []
+                if isinstance(mount, dict) and (match := DRIVER_LIBRARY.search(str(mount.get("hostPath", ""))))}
+    return CdiSpecFile(path, sorted(versions))
+
+
+def runtime_problem(engine: str, texts: dict[str, str]) -> str:
+    """"" when the engine's config names the nvidia runtime (as `nvidia-ctk runtime configure` writes it), else
+    what is missing."""
+    path = DOCKER_CONFIG if engine == "docker" else CONTAINERD_DROP_IN
+    if path not in texts:
+        return f"no {path}"
+    try:
+        config: Any = json.loads(texts[path]) if engine == "docker" else tomllib.loads(texts[path])
+    except ValueError as exc:
+        return f"{path} is not {'JSON' if engine == 'docker' else 'TOML'}: {exc}"
+    return "" if _names_nvidia_runtime(config) else f"{path} names no nvidia runtime"
+
+
+def _names_nvidia_runtime(config: Any) -> bool:
+    """A `runtimes` table with an `nvidia` entry anywhere: docker's top level; containerd's CRI plugin, whose
+    table's name changed between config versions (io.containerd.grpc.v1.cri, io.containerd.cri.v1.runtime)."""
+    if not isinstance(config, dict):
+        return False
+    runtimes = config.get("runtimes")
+    return (isinstance(runtimes, dict) and "nvidia" in runtimes) or any(_names_nvidia_runtime(v) for v in config.values())
+
+
+def parse(sections: dict[str, Section], facts: HostFacts) -> None:
+    if "containers" in sections:
+        facts.containers = parse_containers(sections["containers"].output)
+
+
+# The toolkit's packages, the CDI specs and the engines' configs.
+READER = FactReader((FactSection("containers", CONTAINERS_SNIPPET),), parse)

@@ -1,0 +1,58 @@
+"""Packages the driver block pins beside the driver (the container toolkit, DCGM): each set installed at one
+version in one apt-get, and held as provision_driver.hold says, as the driver's own packages are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from provision.capabilities.driver.facts import upstream
+from provision.capabilities.driver.settings import DriverSettings
+from provision.capabilities.driver.tasks import NvidiaDriver
+from provision.capabilities.system.apt import APT_INSTALL, APT_UPDATE, apt_mark
+from provision.core.plan import OK, Change, Item, Plan
+
+if TYPE_CHECKING:  # types only
+    from collections.abc import Mapping
+    from provision.capabilities.host import HostFacts
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A set of packages at one upstream version."""
+
+    what: str  # "container toolkit package"
+    names: tuple[str, ...]
+    version: str  # upstream: "1.17.8"
+    apt_version: str  # what apt-get is asked for: "1.17.8-*" (any Debian revision), "1:4.2.3*" (with the epoch)
+    cause: str = ""  # the verify check that reports a difference (as_intended files its own under it)
+
+    def misses(self, packages: Mapping[str, str | None], held: list[str], hold: bool) -> str | None:
+        """What keeps the packages (installed name -> Debian version, those held) from being the pin; None when
+        they are."""
+        wrong = [f"{name} {packages.get(name) or 'not installed'}" for name in self.names
+                 if upstream(packages.get(name) or "") != self.version]
+        if wrong:
+            return f"not at {self.version}: {', '.join(wrong)}"
+        unheld = [name for name in self.names if name not in held]
+        return f"installed but not held: {' '.join(unheld)}" if hold and unheld else None
+
+
+def plan_pinned(plan: Plan, wanted: DriverSettings, pin: Pin, facts: HostFacts) -> None:
+    """Install (upgrade, downgrade) the packages at the pin in one apt-get, then hold them; or only (un)hold them."""
+    have = {name: version for name in pin.names if (version := facts.packages.get(name))}
+    if len(have) == len(pin.names) and all(upstream(v) == pin.version for v in have.values()):
+        plan.unchanged += [Item(name, OK, pin.what, after=version) for name, version in have.items()]
+        NvidiaDriver.plan_hold(plan, wanted, list(pin.names), facts)
+    else:
+        names = list(pin.names)
+        plan.changes.append(Change(
+            target=" ".join(names), what=f"{pin.what}s",
+            before=", ".join(f"{name} {version}" for name, version in have.items()) or "not installed", after=pin.version,
+            # One apt-get resolves all before it changes any: a version the repository lacks leaves the host as it was.
+            commands=[APT_UPDATE, [*APT_INSTALL, "--allow-downgrades", "--allow-change-held-packages",
+                                   *(f"{name}={pin.apt_version}" for name in names)],
+                      *([apt_mark("hold", names)] if wanted.hold else [])],
+            verify=lambda fresh: pin.misses(fresh.packages, fresh.held, wanted.hold)))
+    for change in plan.changes:
+        change.cause = pin.cause
