@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from provision.core.connection import CommandResult, LocalConnection, Unreachable
+from provision.core.connection import LocalConnection
 from provision.core.apply import Step, run_batch
+
+from builders.connection import FakeConnection, cut_off, gone
 
 
 def steps(command_lists: list[list[list[str]]]) -> list[list[Step]]:
@@ -31,29 +33,14 @@ def test_hostile_words_stay_words(tmp_path):
     assert error is None and not marker.exists()
 
 
-class CutOff(LocalConnection):
-    """A host that goes away after `lines` lines of the batch's output: the SSH channel closes with no exit
-    status (rc -1, as paramiko reports it), or the connection raises."""
-
-    def __init__(self, lines: int, raises: bool = False):
-        super().__init__("cut")
-        self.lines, self.raises = lines, raises
-
-    def _run(self, argv, stdin, timeout):
-        if self.raises:
-            raise Unreachable("lost the connection to cut: Socket is closed")
-        done = super()._run(argv, stdin, timeout)
-        return CommandResult(argv, -1, "\n".join(done.stdout.splitlines()[:self.lines]) + "\n")
-
-
 def test_a_batch_cut_off_by_a_lost_host_says_which_changes_ran_and_which_did_not_finish():
     batch = steps([[["true"]], [["true"]], [["true"]], [["true"]]])
-    errors, lost, _ = run_batch(CutOff(lines=7), batch)  # two whole sections, the third begun
+    errors, lost, _ = run_batch(FakeConnection("cut", cut_off(lines=7)), batch)  # two whole sections, the third begun
     assert errors[:2] == [None, None] and lost is None  # the re-read that follows says the host is gone
     assert errors[2] == "unknown whether `true` finished: the connection closed while it ran"
     # Its start never came back; it may still have run (output lost with the connection): unknown, never "not run"
     assert errors[3] == "unknown whether `true` ran: the connection closed before its output came back"
-    errors, lost, _ = run_batch(CutOff(lines=0, raises=True), batch)
+    errors, lost, _ = run_batch(FakeConnection("cut", gone("lost the connection to cut: Socket is closed")), batch)
     assert lost == "lost the connection to cut: Socket is closed"
     assert errors == ["unknown whether `true` ran: the host was lost before its output came back"] * 4
 

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -20,8 +19,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from tests.unit.capabilities.active.test_active_judge import HEADER, V100, row
-from tests.unit.capabilities.active.test_active_stop_node import SECONDS, SimpleSettings, gone_within, left, node, node_state, ours
 
 from provision.capabilities.active import judge, outcome, run, sampler
 from provision.capabilities.active.settings import ActiveSettings
@@ -29,6 +26,10 @@ from provision.commands import active
 from provision.core.connection import LocalConnection, Lost
 from provision.core.stopping import Stop
 from provision.verify import FAIL
+
+from builders.connection import FakeLocalConnection, lost_after
+from builders.samples import HEADER, V100, row
+from builders.simnodes import SECONDS, SimpleSettings, gone_within, left, node, node_state, ours
 from paths import GPUSIM
 
 __all__ = ["node"]  # the fixture, used by name
@@ -132,35 +133,13 @@ def test_a_stop_during_the_groups_all_reduce_stops_it_on_every_node_and_it_is_no
     assert nothing_left_within(3, wrapper.temp), (waiting(), left(wrapper.temp))
 
 
-class CutConnection(LocalConnection):
-    """A connection lost `after` seconds into its command: what came back until then rides on Lost (as the SSH
-    connection's silence watchdog or a closed transport raise it); the node side sees its channel close."""
-
-    def __init__(self, name: str, after: float):
-        super().__init__(name)
-        self.after = after
-
-    def run(self, argv, *, sudo=False, stdin=None, timeout=None):
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        proc.stdin.write((stdin or "").encode())
-        proc.stdin.close()
-        came: list[bytes] = []
-        deadline = time.monotonic() + self.after
-        while (left_s := deadline - time.monotonic()) > 0:
-            if select.select([proc.stdout], [], [], left_s)[0]:
-                came.append(os.read(proc.stdout.fileno(), 65536))
-        proc.stdout.close()  # the channel gone: the node's watchdog hangs the run up
-        proc.wait(timeout=10)
-        raise Lost(f"lost the connection to {self.name}: it stopped answering", b"".join(came).decode())
-
-
 def test_a_node_lost_mid_load_is_judged_on_the_samples_it_sent_and_the_loss_is_its_finding(node):
     state = node_state("node1", SimpleSettings(load_command=[sys.executable, str(GPUSIM), "load"]))
     listed = subprocess.run(["nvidia-smi", "--query-gpu=uuid,pci.bus_id", "--format=csv,noheader"], check=True,
                             capture_output=True, text=True).stdout.splitlines()
     for gpu, line in zip(state.facts.nvidia.gpus, listed):  # the simulated GPUs, as the facts read them
         gpu.uuid, gpu.bus_id = (cell.strip() for cell in line.split(","))
-    state.conn = CutConnection("node1", after=3.5)
+    state.conn = FakeLocalConnection("node1", lost_after(3.5, "lost the connection to node1: it stopped answering"))
     found = active.one(state, float(SECONDS), "l1")
     assert not found.error and found.lost.startswith("lost at +") and f"of the {SECONDS} s load" in found.lost
     assert "it stopped answering" in found.lost  # why, as the connection said it

@@ -13,8 +13,9 @@ from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
 from provision.capabilities.host import HostFacts, HostSettings
 from provision.capabilities.slurm.facts import SlurmNodeState
 from provision.commands import active
-from provision.core.connection import CommandResult
 from provision.core.stopping import Stop
+
+from builders.connection import FakeConnection, FakeLocalConnection
 
 TARGETS = [Target("GPU-0", "GPU0", "00000000:01:00.0", cap=200.0)]
 M = run.MARK
@@ -56,33 +57,24 @@ def test_what_the_node_printed_reads_back_into_a_run():
     assert cut.error == "the run ended before it reported: no output"
 
 
-class FakeConnection:
-    def __init__(self, stdout: str = ""):
-        self.stdout, self.ran = stdout, []
-
-    def run(self, argv, *, sudo=False, stdin=None, timeout=None):
-        self.ran.append((argv, stdin, timeout))
-        return CommandResult(argv, 0, self.stdout)
-
-
 def state(slurm: SlurmNodeState | None = None, gpus: int = 1, settings: HostSettings | None = None):
     nvidia = NvidiaFacts(state="ok", gpus=[GpuFacts(index=i, uuid=f"GPU-{i}", name="Tesla V100-SXM2-16GB",
                                                     bus_id=f"00000000:{i + 1:02X}:00.0") for i in range(gpus)])
     return SimpleNamespace(host=SimpleNamespace(name="v100-1", settings=settings or HostSettings()),
-                           facts=HostFacts(nvidia=nvidia, slurm_node=slurm), conn=FakeConnection())
+                           facts=HostFacts(nvidia=nvidia, slurm_node=slurm), conn=FakeConnection("v100-1"))
 
 
 def test_a_node_with_slurm_jobs_or_no_gpu_is_refused_before_anything_runs_on_it():
     for words in (("ALLOCATED",), ("MIXED", "DRAIN"), ("COMPLETING",)):
         busy = state(SlurmNodeState(name="v100-1", states=words))
         found = active.one(busy, 5)
-        assert found.refused == f"Slurm has jobs on it (State={'+'.join(words)})" and busy.conn.ran == []
+        assert found.refused == f"Slurm has jobs on it (State={'+'.join(words)})" and busy.conn.sent == []
     empty = state(gpus=0)
-    assert active.one(empty, 5).refused.startswith("no GPU was read") and empty.conn.ran == []
+    assert active.one(empty, 5).refused.startswith("no GPU was read") and empty.conn.sent == []
     idle = state(SlurmNodeState(name="v100-1", states=("IDLE",)),
                  settings=HostSettings(active=ActiveSettings(load_command=["/usr/local/sbin/burn"], interval_ms=50)))
     active.one(idle, 5)
-    [(argv, stdin, timeout)] = idle.conn.ran
+    [(argv, stdin, timeout)] = idle.conn.sent
     assert argv[:2] == ["sh", "-c"] and "/usr/local/sbin/burn --seconds 5" in argv[2] and "-lms 50" in argv[2]
     assert stdin is None and timeout == 5 + active.SLACK_S
 
@@ -175,27 +167,19 @@ def test_a_host_lost_during_the_run_is_left_unread_so_verify_reports_it_unreacha
 def test_inside_its_own_slurm_job_a_node_is_loaded_unless_another_job_is_on_it(monkeypatch):
     """The sbatch script for active runs: verify runs --local inside its job, so the node is ALLOCATED by that
     job; squeue on the node says whether any other job is there too."""
-    from provision.core.connection import LocalConnection
-
-    class Local(LocalConnection):
-        def __init__(self, jobs: str):
-            super().__init__("v100-1")
-            self.jobs, self.ran = jobs, []
-
-        def _run(self, argv, stdin, timeout):
-            self.ran.append(argv)
-            return CommandResult(argv, 0, self.jobs if argv[0] == "squeue" else "")
+    def squeue_lists(jobs: str) -> FakeLocalConnection:
+        return FakeLocalConnection("v100-1", lambda argv, stdin, timeout: jobs if argv[0] == "squeue" else "")
 
     monkeypatch.setenv("SLURM_JOB_ID", "41")
     settings = HostSettings(active=ActiveSettings(load_command=["/usr/local/sbin/burn"]))
     alone = state(SlurmNodeState(name="v100-1", states=("ALLOCATED",)), settings=settings)
-    alone.conn = Local("41\n")
+    alone.conn = squeue_lists("41\n")
     assert active.one(alone, 5).refused == ""
-    assert alone.conn.ran[0] == ["squeue", "--noheader", "--nodelist", "v100-1", "--format", "%A"]
-    assert alone.conn.ran[1][:2] == ["sh", "-c"]  # loaded
+    assert alone.conn.argvs()[0] == ["squeue", "--noheader", "--nodelist", "v100-1", "--format", "%A"]
+    assert alone.conn.argvs()[1][:2] == ["sh", "-c"]  # loaded
     shared = state(SlurmNodeState(name="v100-1", states=("MIXED",)), settings=settings)
-    shared.conn = Local("41\n77\n")
+    shared.conn = squeue_lists("41\n77\n")
     assert active.one(shared, 5).refused == "Slurm has jobs on it (State=MIXED; jobs 77 beside this one)"
-    assert len(shared.conn.ran) == 1
+    assert len(shared.conn.sent) == 1
     remote = state(SlurmNodeState(name="v100-1", states=("ALLOCATED",)), settings=settings)  # over SSH: not ours
-    assert active.one(remote, 5).refused == "Slurm has jobs on it (State=ALLOCATED)" and remote.conn.ran == []
+    assert active.one(remote, 5).refused == "Slurm has jobs on it (State=ALLOCATED)" and remote.conn.sent == []
