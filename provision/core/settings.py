@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import re
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag,
                       ValidationError, ValidationInfo, field_validator)
@@ -108,7 +108,19 @@ EnvVars = Annotated[dict[str, str], BeforeValidator(_numbers_as_text)]
 
 
 class Block(BaseModel):
+    """A settings block, or a mapping inside one.
+
+    An inventory still written with a block's name from before provision's namespace (`gpu:` for `provision_gpu`)
+    is told to rename it, but another role may own a variable of that name: a Slurm role's `slurm: {partition:
+    batch}` is its own. A mapping there is taken for provision's block only when it holds a telling key, one no
+    other role would plausibly write (inventory/validate.py). A field named in several words (`power_limit`) is
+    telling, one word (`partition`) is not; a block declares its exceptions: `telling_fields`, one-word fields that
+    are still provision's alone (the gpu block's `persistence`), and `generic_fields`, several-word fields any role
+    might write (the slurm block's `cluster_name`)."""
+
     model_config = ConfigDict(extra="forbid", strict=True)
+    telling_fields: ClassVar[frozenset[str]] = frozenset()
+    generic_fields: ClassVar[frozenset[str]] = frozenset()
 
     @field_validator("*")
     @classmethod

@@ -13,11 +13,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, get_args
 
-from pydantic import BaseModel
-
 from provision.capabilities.host import BLOCKS, VARIABLE_OF, VARIABLES, HostSettings, parse_host_settings
 from provision.core.errors import Problem
-from provision.core.settings import PREFIX, did_you_mean
+from provision.core.settings import PREFIX, Block, did_you_mean
 from provision.inventory.connection import CONNECTIONS, connection_problems, is_connection_key
 from provision.inventory.templating import is_templated, without_templates
 from provision.inventory.values import ValueKeys, conflicting_keys, deep_merge, is_vaulted, kind_of
@@ -28,11 +26,6 @@ OLD_NAMES = {**VARIABLE_OF, "host": "ansible_host", "user": "ansible_user", "por
              "connection": "ansible_connection", "become": "ansible_become",
              "identity_file": "ansible_ssh_private_key_file", "become_user": "ansible_become_user",
              "become_method": "ansible_become_method", "ssh_config": "provision_ssh_config"}
-# Keys of provision's blocks that no other role's mapping of the same name would plausibly hold (a Slurm role's
-# `slurm: {partition: batch}` or `cluster_name` are its own): one of them is what marks a block as provision's.
-TELLING_EXTRA = {"persistence", "clocks", "overrides", "controller"}
-GENERIC_FIELDS = {"cluster_name", "conf_dir", "conf_path", "env_file", "master_port", "gpu_type", "wrapper_path",
-                  "provision_command"}
 
 
 NOTHING: Mapping[str, Any] = MappingProxyType({})  # shared by the many levels that hold none
@@ -126,8 +119,9 @@ def is_old_block(key: str, value: Any) -> bool:
     not, and then nothing in its file is taken for an old name."""
     if key not in BLOCKS or key == "custom" or not isinstance(value, dict) or not value:
         return False
+    model = _block_model(key)
     keys = set(map(str, value))
-    return bool(keys <= _block_fields(key) and keys & _telling_fields(key)
+    return bool(keys <= set(model.model_fields) and keys & telling_fields(model)
                 and not parse_host_settings({key: value}, "", "", partial=True)[1])
 
 
@@ -180,12 +174,15 @@ def _variable_key(key: str) -> str:
 
 
 @functools.cache
-def _telling_fields(block: str) -> set[str]:
-    return {key for key in _block_fields(block) if ("_" in key or key in TELLING_EXTRA) and key not in GENERIC_FIELDS}
+def telling_fields(model: type[Block]) -> frozenset[str]:
+    """The keys of a block no other role's mapping of the same name would plausibly hold (a Slurm role's `slurm:
+    {partition: batch}` or `cluster_name` are its own): one of them marks a block as provision's. Fields named in
+    several words, and those the block declares telling, less those it declares generic (core/settings.py Block)."""
+    return frozenset(key for key in model.model_fields
+                     if ("_" in key or key in model.telling_fields) and key not in model.generic_fields)
 
 
 @functools.cache
-def _block_fields(block: str) -> set[str]:
-    model = next(m for m in get_args(HostSettings.model_fields[block].annotation)
-                 if isinstance(m, type) and issubclass(m, BaseModel))
-    return set(model.model_fields)
+def _block_model(block: str) -> type[Block]:
+    return next(m for m in get_args(HostSettings.model_fields[block].annotation)
+                if isinstance(m, type) and issubclass(m, Block))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
@@ -119,6 +119,8 @@ class GpuOverride(GpuTuning):
 
 
 class GpuSettings(GpuTuning):
+    telling_fields: ClassVar[frozenset[str]] = frozenset({"persistence", "clocks", "overrides"})
+
     overrides: list[GpuOverride] = setting([], "a list of {index|uuid|model: ..., plus settings}",
                                            examples=[[{"model": "A100", "power_limit": 250}]])
     # What the host must have: verify fails with fewer or more (a card gone after maintenance).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Literal, Union
+from typing import TYPE_CHECKING, ClassVar, Literal, Union
 
 from pydantic import field_validator
 
@@ -24,6 +24,8 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 class LauncherSettings(Block):
     """The torchrun wrapper: the hosts of `group` form one training cluster."""
+
+    generic_fields: ClassVar[frozenset[str]] = frozenset({"master_port", "wrapper_path"})
 
     group: str | None = setting(None, "a group of this inventory (default: the host's innermost group)",
                                 examples=["trainers"])

@@ -37,6 +37,7 @@ def _list_items(value: str) -> list[str]:
 
 
 class NcclSettings(Block):
+    generic_fields: ClassVar[frozenset[str]] = frozenset({"conf_path", "env_file"})
     socket_ifname: str | None = setting(
         None, 'comma-separated interface prefixes, optionally starting with "^" (exclude) and/or "=" (exact)',
         "e.g. ens803f or =ens803f0,ens803f1 or ^docker,lo", examples=["ens803f"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import ClassVar, Literal
 
 
 from provision.core.settings import PATH_RULE, AbsolutePath, Block, Command, setting
@@ -14,6 +14,9 @@ SLURM_WORD = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 class SlurmSettings(Block):
     """One Slurm cluster: every host whose slurm block names the same controller."""
+
+    telling_fields: ClassVar[frozenset[str]] = frozenset({"controller"})
+    generic_fields: ClassVar[frozenset[str]] = frozenset({"cluster_name", "conf_dir", "gpu_type", "provision_command"})
 
     controller: str | None = setting(None, "a host name from this inventory (where slurmctld runs)",
                                      examples=["head-1"])
