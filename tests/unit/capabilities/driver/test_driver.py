@@ -6,9 +6,12 @@ The /proc and nvidia-smi lines follow the formats real hosts print (public repor
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import pytest
+
+from builders.facts import facts, file
+from builders.gpus import gpus
+from builders.hosts import host
 
 from provision.capabilities.driver import packages as driver
 from provision.core.facts import parse_held
@@ -16,11 +19,11 @@ from provision.capabilities.registry import FACTS
 from provision.core import facts as gather
 from provision.capabilities.driver.facts import parse_driver, upstream
 from provision.capabilities.driver.facts import DriverFacts
-from provision.core.facts import FileFacts, SystemFacts
+from provision.core.facts import SystemFacts
 from provision.capabilities.host import HostFacts
-from provision.capabilities.gpu.model import NvidiaFacts
 from provision.capabilities.driver.settings import DriverSettings
-from provision.capabilities.host import HostSettings, parse_host_settings
+from provision.inventory.model import Host
+from provision.capabilities.host import parse_host_settings
 from provision.capabilities.driver.tasks import (
     NOUVEAU_CONF,
     REBUILD_INITRAMFS,
@@ -136,9 +139,9 @@ def test_a_driver_block_that_cannot_be_installed_is_refused(block, said):
 
 
 def host_facts(packages=None, loaded=None, state="ok", held=(), nouveau=False, os_id="ubuntu") -> HostFacts:
-    return HostFacts(system=SystemFacts(os_id=os_id), nvidia=NvidiaFacts(state=state, message=" ".join(MISMATCH.split())),
-                     packages=packages or {}, held=sorted(held),
-                     driver=DriverFacts(loaded=loaded, nouveau_loaded=nouveau))
+    """A host with these driver packages installed and this module loaded; nvidia-smi's words are the mismatch's."""
+    return facts(system=SystemFacts(os_id=os_id), state=state, message=" ".join(MISMATCH.split()), packages=packages,
+                 held=sorted(held), driver=DriverFacts(loaded=loaded, nouveau_loaded=nouveau))
 
 
 UBUNTU_580 = {"nvidia-headless-580": "580.159.04-0ubuntu1", "nvidia-utils-580": "580.159.04-0ubuntu1"}
@@ -172,8 +175,9 @@ def test_a_mismatch_is_pending_even_without_a_driver_block():
 # --- the plans ----------------------------------------------------------------------------------------------
 
 
-def node(**values):
-    return SimpleNamespace(name="gpu-1", settings=HostSettings(driver=wanted(**values) if values is not None else None))
+def node(**values) -> Host:
+    """The host with the pinned driver block (`values` change it)."""
+    return host("gpu-1", provision_driver=wanted(**values))
 
 
 def test_a_fresh_host_gets_the_pinned_packages_in_one_apt_get_then_held():
@@ -221,8 +225,7 @@ def test_hold_follows_the_setting():
 
 
 def test_a_branch_alone_installs_its_newest_packages():
-    plan = NvidiaDriver().plan(SimpleNamespace(name="gpu-1", settings=HostSettings(driver=DriverSettings(branch="570"))),
-                               host_facts())
+    plan = NvidiaDriver().plan(host("gpu-1", provision_driver={"branch": "570"}), host_facts())
     assert plan.changes[0].commands[1][-2:] == ["nvidia-headless-570", "nvidia-utils-570"]
 
 
@@ -233,7 +236,7 @@ def test_cuda_source_needs_nvidias_keyring():
 
 
 def test_no_driver_block_skips_every_driver_task():
-    bare = SimpleNamespace(name="gpu-1", settings=HostSettings())
+    bare = host("gpu-1")
     for task in (NvidiaDriver(), NouveauBlacklist(), DriverRepository()):
         assert task.plan(bare, host_facts()).skipped == "driver not set"
 
@@ -242,9 +245,9 @@ def test_nouveau_blacklist_rebuilds_the_initramfs_when_written():
     (change,) = NouveauBlacklist().plan(node(), host_facts()).changes
     assert change.write.path == NOUVEAU_CONF and "blacklist nouveau" in change.write.content
     assert change.after_write == [REBUILD_INITRAMFS] and change.after.endswith("initramfs rebuilt")
-    facts = host_facts()
-    facts.files[NOUVEAU_CONF] = FileFacts(NOUVEAU_CONF, True, change.write.content.encode(), "644", "root", "root")
-    assert not NouveauBlacklist().plan(node(), facts).changes
+    written = host_facts()
+    written.files[NOUVEAU_CONF] = file(NOUVEAU_CONF, change.write.content)
+    assert not NouveauBlacklist().plan(node(), written).changes
 
 
 def test_a_local_repository_is_one_source_file_then_apt_get_update():
@@ -256,30 +259,26 @@ def test_a_local_repository_is_one_source_file_then_apt_get_update():
 
 
 def test_gpu_tasks_wait_for_the_reboot_and_say_so():
-    from provision.capabilities.gpu.settings import GpuSettings
     from provision.capabilities.gpu.tasks import PowerLimit
     from provision.capabilities.gpu.layout_task import GpuLayout
 
-    host = SimpleNamespace(name="gpu-1", settings=HostSettings(driver=wanted(packages=["nvidia-driver-{branch}"]),
-                                                               gpu=GpuSettings(power_limit=200)))
+    debian = host("gpu-1", provision_driver=wanted(packages=["nvidia-driver-{branch}"]),
+                  provision_gpu={"power_limit": 200})
     facts = host_facts({"nvidia-driver-580": "580.159.04-1"}, loaded="570.195.03", state="mismatch", os_id="debian")
-    plan = PowerLimit().plan(host, facts)  # waiting is a state, not a failure: the host says its reboot is pending
+    plan = PowerLimit().plan(debian, facts)  # waiting is a state, not a failure: the host says its reboot is pending
     assert not plan.failed and plan.changes == []
     assert plan.skipped == ("provision_gpu.power_limit is set but the GPUs wait for a reboot: driver 580.159.04 is installed, "
                             "570.195.03 is loaded (nvidia-smi: Driver/library version mismatch)")
     fresh = host_facts(state="missing", os_id="debian")
-    assert PowerLimit().plan(host, fresh).skipped == (
+    assert PowerLimit().plan(debian, fresh).skipped == (
         "provision_gpu.power_limit is set but the GPUs wait for driver 580.159.04, which the nvidia-driver task installs "
         "(it loads at the next boot: apply --reboot)")
-    assert GpuLayout().plan(host, fresh).skipped.startswith("cannot read the GPUs: the GPUs wait for driver 580.159.04")
+    assert GpuLayout().plan(debian, fresh).skipped.startswith("cannot read the GPUs: the GPUs wait for driver 580.159.04")
 
 
 def test_a_driver_that_cannot_drive_the_gpus_is_an_input_error():
-    from provision.capabilities.gpu.model import GpuFacts
-
     facts = host_facts(UBUNTU_580, loaded="580.159.04", held=UBUNTU_580)
-    facts.nvidia.gpus = [GpuFacts(i, f"GPU-{i}", "Tesla V100-SXM2-16GB", f"0000:0{i}:00.0", compute_cap="7.0")
-                         for i in range(4)]
+    facts.nvidia.gpus = gpus(4, "V100")
     (open_modules,) = NvidiaDriver().plan(node(open=True), facts).problems
     assert open_modules.startswith("provision_driver.open: the open kernel modules drive Turing and newer GPUs only")
     assert "GPU0 Tesla V100-SXM2-16GB (7.0), GPU1 Tesla V100-SXM2-16GB (7.0) ..." in open_modules
