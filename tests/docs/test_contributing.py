@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tomllib
 
-from tests.docs.pages import REPO
+from docpages import REPO
 
 
 def drawn(layers: list[str]) -> str:

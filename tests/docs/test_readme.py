@@ -1,6 +1,6 @@
 """Every command the docs show is run here, as written, where it is meant to run.
 
-The command blocks (indented or fenced shell) of every page (tests/docs/pages.py: the README, every page
+The command blocks (indented or fenced shell) of every page (tests/docpages.py: the README, every page
 under docs/, benchmarks/README.md, CONTRIBUTING.md) are read from the files themselves, and each command
 must be listed in WHERE with the place it runs:
 
@@ -55,7 +55,7 @@ from pathlib import Path
 import click
 import pytest
 
-from tests.docs.pages import REPO, page_showing, pages
+from docpages import REPO, page_showing, pages
 
 COMMAND_WORDS = ("provision", "python", "python3", ".venv/bin/", "export", "echo", "nvidia-smi", "sudo", ".",
                  "mkdir")

@@ -21,7 +21,7 @@ from provision.commands import run as run_module
 from provision.output import report
 from provision.commands.playbook import load_playbook, select_tasks
 from provision.core.resources import playbook_path, templates_dir
-from tests.ansible_oracle import ANSIBLE_INVENTORY, needs_ansible, run_ansible_inventory
+from ansible_oracle import ANSIBLE_INVENTORY, needs_ansible, run_ansible_inventory
 
 ANSIBLE_PLAYBOOK = Path(ANSIBLE_INVENTORY).with_name("ansible-playbook") if ANSIBLE_INVENTORY else None
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from provision.cli import main
 from provision.core.errors import InputError
 from provision.inventory.load import load_inventory
-from tests.ansible_oracle import ANSIBLE, needs_ansible
+from ansible_oracle import ANSIBLE, needs_ansible
 
 
 def write(tmp_path: Path, text: str, name: str = "inv.yaml") -> Path:

@@ -14,7 +14,7 @@ from provision.capabilities.nccl.advise import (GIB, Job, Network, advise, estim
                               network_from_hosts, parse_count, what_if)
 from provision.cli import main
 from provision.inventory.load import load_inventory
-from tests.docs.pages import page_showing
+from docpages import page_showing
 from paths import REPO
 
 SEED = Network(nodes=4, gpus_per_node=1, link_mbps=10_000, links=1)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tests.realdata import REAL_H100, capture
+from realdata import REAL_H100, capture
 from paths import GPUSIM
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # The site's nav order; a page under docs/ in none of these comes after them, by name.
 SITE_ORDER = ("index.md", "tutorial", "how-to", "reference", "explanation", "contributing")
 
