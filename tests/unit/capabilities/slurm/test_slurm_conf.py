@@ -7,12 +7,14 @@ import re
 import textwrap
 
 import pytest
+from builders.facts import facts as host_facts
+from builders.gpus import gpu as card
 from realdata import capture
 
 from provision.capabilities.slurm import conf as slurm
 from provision.capabilities.system import cpu as cpu_facts
 from provision.core import pci
-from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts
+from provision.capabilities.gpu.model import LostGpu, NvidiaFacts
 from provision.capabilities.host import HostFacts
 from provision.core.facts import SystemFacts
 from provision.inventory.model import Inventory
@@ -61,17 +63,17 @@ def sys_text(sockets: int, cores: int, threads: int, mem_kb: int, cgroup: str = 
 def v100_node(hostname: str, mem_kb: int = 394832112, minors: list[int] = (0, 1, 2, 3),
               cgroup: str = "cgroup2fs") -> HostFacts:
     """A 2 x 20-core (SMT) box with 4 V100s: two on each socket's PCIe root, as in a DGX-1-like layout."""
-    gpus = [GpuFacts(index=i, uuid=f"GPU-{hostname}-{i}", name="Tesla V100-SXM2-16GB", bus_id=bus)
-            for i, bus in enumerate(V100_BUSES)]
+    v100s = [card(i, "V100", uuid=f"GPU-{hostname}-{i}", bus_id=bus) for i, bus in enumerate(V100_BUSES)]
     on_pci = [(pci.address(bus), "0-19,40-59" if i < 2 else "20-39,60-79", minors[i])
-           for i, bus in enumerate(V100_BUSES)]
-    return HostFacts(system=SystemFacts(hostname=hostname), nvidia=NvidiaFacts(state="ok", gpus=gpus),
-                     cpu=cpu_facts.parse_cpu(sys_text(2, 20, 2, mem_kb, cgroup, on_pci)))
+              for i, bus in enumerate(V100_BUSES)]
+    return host_facts(system=SystemFacts(hostname=hostname), gpus=v100s,
+                      cpu=cpu_facts.parse_cpu(sys_text(2, 20, 2, mem_kb, cgroup, on_pci)))
 
 
 def head_facts(hostname: str = "head.basement.example", cgroup: str = "tmpfs") -> HostFacts:
-    return HostFacts(system=SystemFacts(hostname=hostname),
-                     cpu=cpu_facts.parse_cpu(sys_text(1, 8, 1, 32768000, cgroup)))
+    """The controller: 8 cores, no NVIDIA driver."""
+    return host_facts(system=SystemFacts(hostname=hostname), state="missing",
+                      cpu=cpu_facts.parse_cpu(sys_text(1, 8, 1, 32768000, cgroup)))
 
 
 def cluster_facts() -> dict[str, HostFacts]:
