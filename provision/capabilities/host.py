@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from provision.capabilities.bmc.facts import BmcFacts
 from provision.capabilities.containers.facts import ContainersFacts
 from provision.capabilities.driver.facts import DriverFacts
+from provision.capabilities.fabric.facts import FabricFacts
 from provision.capabilities.gpu.model import NvidiaFacts, RecordedGpu
 from provision.capabilities.gpu.nvlink import NvlinkFacts
 from provision.capabilities.health.facts import KernelLogFacts, PcieFacts
@@ -63,6 +64,7 @@ class HostFacts:
     nvlink: NvlinkFacts | None = None  # nvidia-smi nvlink -s and -e
     topology: TopologyFacts | None = None  # read by facts and verify
     cpu: CpuFacts | None = None  # CPUs, memory, cgroup layout, GPUs' local CPUs (slurm.conf); None: not read
+    fabric: FabricFacts | None = None  # NVSwitches, the fabric manager's packages and unit; None: not read
     containers: ContainersFacts = field(default_factory=ContainersFacts)  # the container toolkit, CDI, engines
 
 

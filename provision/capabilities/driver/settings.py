@@ -46,6 +46,10 @@ class DriverSettings(Block):
     hold: bool = setting(True, "true or false", "apt-mark hold the packages, so no upgrade moves the version")
     blacklist_nouveau: bool = setting(True, "true or false",
                                       "keep nouveau off the GPUs (modprobe.d file, initramfs rebuilt)")
+    fabric_manager: Literal["auto"] | bool = setting(
+        "auto", "auto, true or false", "NVIDIA Fabric Manager (NVSwitch boards: HGX/DGX A100, H100, H200) and "
+        "libnvidia-nscq at the driver's exact version, held, the service enabled: auto: where the host has NVSwitches; "
+        "true: required (refused on a board without them); false: left alone")
     container_toolkit: str | None = setting(
         None, 'a toolkit version in quotes, e.g. "1.17.8"', "nvidia-container-toolkit, -base, libnvidia-container-tools "
         "and libnvidia-container1 at it, held; the CDI spec regenerated for the loaded driver; docker and containerd, "

@@ -158,29 +158,3 @@ def check_pcie_links_run_at_full_width_and_speed(node: Node) -> None:
              # follows from it
              because=tuple(f"gpus_hold_up_under_load:{slot}" for slot in slots if slot), about=tuple(slots),
              severity=WARNING)
-
-
-NO_FABRIC = (None, "Not Supported", "N/A")
-
-
-def check_nvswitch_fabric_is_ready(node: Node) -> None:
-    """On an NVSwitch board every GPU registers with the fabric nvidia-fabricmanager sets up; until it has, CUDA
-    refuses to start on it ("system not yet initialized"): the service the GPUs need, judged by the GPUs.
-
-    Reads: provision_gpu; each GPU's fabric state and status (nvidia-smi --query-gpu fabric.state, fabric.status).
-    Next step: run nvidia-fabricmanager at the driver's exact version (systemctl enable --now nvidia-fabricmanager);
-    journalctl -u nvidia-fabricmanager says why it did not register the GPUs
-    """
-    nvidia = gpu_node(node)
-    fabric = [g for g in nvidia.gpus if g.fabric_state not in NO_FABRIC]
-    if not fabric:
-        pytest.skip("no NVSwitch fabric on these GPUs (nvidia-smi: fabric.state N/A or Not Supported)")
-    waiting = [f"{g.label} {g.bus_id} {g.fabric_state}" for g in fabric if g.fabric_state != "Completed"]
-    failed = [f"{g.label} {g.bus_id} {g.fabric_status}" for g in fabric
-              if g.fabric_state == "Completed" and g.fabric_status not in (None, "Success")]
-    if waiting or failed:
-        fail("every GPU registered with the NVSwitch fabric (fabric.state Completed, status Success)",
-             "; ".join(waiting + failed),
-             "nvidia-fabricmanager must run, at the driver's exact version: systemctl enable --now "
-             "nvidia-fabricmanager; journalctl -u nvidia-fabricmanager says why it did not register them",
-             about=tuple(pci.slot(g.bus_id) for g in fabric))

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from provision.core.text import number
 
-DAEMONS = ("munged", "slurmd", "slurmctld")  # the process names provision restarts when their files change
+# The process names provision restarts when their files or packages change; a name is its comm, which the kernel
+# cuts at 15 characters: nv-fabricmanager (NVIDIA Fabric Manager) is "nv-fabricmanage".
+DAEMONS = ("munged", "slurmd", "slurmctld", "nv-fabricmanage")
 
 # "clock TICKS UPTIME NOW", then "proc NAME PID USER STARTTIME_TICKS" per process.
 # One pass over /proc with the shell's own `read` (pgrep, once per daemon, scanned every process again and

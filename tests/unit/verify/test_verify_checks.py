@@ -256,20 +256,6 @@ def test_the_checks_host_fixture_is_the_nodes_own_never_testinfras_local_one():
     assert asked and "driver_loaded_is_the_pinned_version" in " ".join(verdict.skipped)
 
 
-def test_an_nvswitch_board_whose_gpus_are_not_in_the_fabric_fails_naming_the_fabric_manager():
-    fabric = checks.check_nvswitch_fabric_is_ready
-    with pytest.raises(pytest.skip.Exception, match="no NVSwitch fabric"):
-        fabric(node(NvidiaFacts(state="ok", gpus=[gpu(0), gpu(1, fabric_state="Not Supported")])))
-    ready = [gpu(i, fabric_state="Completed", fabric_status="Success") for i in range(2)]
-    assert verdict(fabric, node(NvidiaFacts(state="ok", gpus=ready))) is None
-    waiting = [gpu(0, fabric_state="In Progress"), gpu(1, fabric_state="Completed", fabric_status="Success")]
-    failed = verdict(fabric, node(NvidiaFacts(state="ok", gpus=waiting)))
-    assert failed.found == "GPU0 00000000:01:00.0 In Progress" and "nvidia-fabricmanager" in failed.fix
-    broken = [gpu(0, fabric_state="Completed", fabric_status="Insufficient Resources")]
-    assert verdict(fabric, node(NvidiaFacts(state="ok", gpus=broken))).found == \
-        "GPU0 00000000:01:00.0 Insufficient Resources"
-
-
 def test_the_fabric_fields_parse_and_an_older_driver_without_them_is_no_fabric():
     from provision.capabilities.gpu.smi import read_query_gpu
     header = "index, uuid, name, pci.bus_id, fabric.state, fabric.status"
