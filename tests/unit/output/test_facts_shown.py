@@ -4,19 +4,20 @@ declaration shows them (registry.fact_lines), colouring only the parts the capab
 from __future__ import annotations
 
 from dataclasses import asdict
-from types import SimpleNamespace
 
 import click
 
+from builders import hosts
+from builders.gpus import gpu
 from provision.capabilities.capability import PROBLEM, WARNING, FactLine
 from provision.capabilities.driver.facts import DriverFacts
 from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts, RecordedGpu
-from provision.capabilities.host import HostFacts, HostSettings
+from provision.capabilities.host import HostFacts
 from provision.capabilities.nccl.facts import Interface
-from provision.capabilities.nccl.settings import NcclSettings
 from provision.capabilities.registry import fact_views, fact_lines
 from provision.capabilities.topology.topo import TopologyFacts, parse_topo
 from provision.core.facts import SystemFacts
+from provision.inventory.model import Host
 from provision.output import report
 
 # Two GPUs on two sockets, each with its NIC (tests/unit/capabilities/topology/test_gpudirect_rdma.py's box, without the NICs' pairs).
@@ -28,12 +29,12 @@ GPU1\tSYS\t X \t16-31\t1\t\tN/A
 
 
 def v100(index: int, bus: str) -> GpuFacts:
-    return GpuFacts(index, f"GPU-{index}aaa", "Tesla V100-SXM2-16GB", bus, persistence=True, power_limit=250.0,
-                    power_min=150.0, power_max=300.0, app_clock_mem=877, app_clock_sm=1380, pcie_gen_current=3,
-                    pcie_width_current=16, pcie_gen_max=3, pcie_width_max=16)
+    """A tuned V100 (250 W, application clocks 877,1380) on a full PCIe gen 3 x16 link."""
+    return gpu(index, "V100", uuid=f"GPU-{index}aaa", bus_id=bus, power_limit=250.0, app_clock_mem=877,
+               app_clock_sm=1380, pcie_gen_current=3, pcie_width_current=16, pcie_gen_max=3, pcie_width_max=16)
 
 
-def node() -> tuple[SimpleNamespace, HostFacts]:
+def node() -> tuple[Host, HostFacts]:
     gpus = [v100(0, "00000000:3B:00.0"), v100(1, "00000000:86:00.0")]
     facts = HostFacts(
         system=SystemFacts(hostname="v100-1", os_id="ubuntu", os_version="24.04", uid=0, systemd_running=True),
@@ -46,10 +47,10 @@ def node() -> tuple[SimpleNamespace, HostFacts]:
         + [RecordedGpu(2, "GPU-2aaa", "00000000:AF:00.0", "Tesla V100-SXM2-16GB")],
         interfaces=[Interface("lo", "unknown", None), Interface("ens1", "up", 10000, device="/sys/devices/pci0/x")],
         topology=TopologyFacts(matrix=parse_topo(TOPO)))
-    return SimpleNamespace(name="v100-1", settings=HostSettings(nccl=NcclSettings())), facts
+    return hosts.host("v100-1", provision_nccl={}), facts
 
 
-def printed(capsys, host: SimpleNamespace, facts: HostFacts | None, color: bool = False) -> list[str]:
+def printed(capsys, host: Host, facts: HostFacts | None, color: bool = False) -> list[str]:
     report.print_facts(host.name, facts, "ssh: connection refused", fact_lines(host, facts) if facts else ())
     out = capsys.readouterr().out
     return out.splitlines() if color else click.unstyle(out).splitlines()
