@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from provision.capabilities.gpu.model import NvidiaFacts
 from provision.capabilities.health import checks as health
 from provision.capabilities.health import thermal
 from provision.core.checks import CRITICAL, WARNING
 
 from realdata import capture
-from tests.unit.verify.test_verify_checks import gpu, node, verdict
+
+from builders.checks import checked_node, verdict
+from builders.facts import facts
+from builders.gpus import gpu
 
 # The two layouts, as the real captures print them (the files are read below where they are at hand).
 ABSOLUTE = """\
@@ -76,7 +78,7 @@ def test_real_reports_read(real_output, name, bus, slowdown, shutdown):
 
 
 def hot_node(to_slowdown: float, margin: int | None = None):
-    bare = node(NvidiaFacts(state="ok", gpus=[gpu(0), gpu(1)]), {"power_limit": 400} | (
+    bare = checked_node(facts(gpus=[gpu(0), gpu(1)]), provision_gpu={"power_limit": 400} | (
         {"thermal_margin": margin} if margin is not None else {}))
     bare.facts.thermal = {"00000000:01:00.0": thermal.Thermal("00000000:01:00.0", 50, 40, 45),
                           "00000000:02:00.0": thermal.Thermal("00000000:02:00.0", 86, to_slowdown, to_slowdown + 5)}
@@ -98,11 +100,11 @@ def test_a_gpu_at_its_slowdown_temperature_fails_and_one_with_room_passes():
 
 
 def test_a_thermal_slowdown_follows_from_the_missing_headroom_and_a_power_brake_does_not():
-    hot = node(NvidiaFacts(state="ok", gpus=[gpu(0), gpu(1, clock_events_active=0x48)]))
+    hot = checked_node(facts(gpus=[gpu(0), gpu(1, clock_events_active=0x48)]), provision_gpu={"power_limit": 400})
     failed = verdict(health.check_clocks_are_not_held_down_by_heat_or_power, hot)
     # the headroom check first; under verify --active, the load's finding of the same GPU (it saw it under load)
     assert failed.findings[0].because == ("gpus_have_thermal_headroom:0000:02:00",
                                           "gpus_hold_up_under_load:0000:02:00")
-    brake = node(NvidiaFacts(state="ok", gpus=[gpu(0, clock_events_active=0x80)]))
+    brake = checked_node(facts(gpus=[gpu(0, clock_events_active=0x80)]), provision_gpu={"power_limit": 400})
     assert verdict(health.check_clocks_are_not_held_down_by_heat_or_power, brake).findings[0].because == \
         ("gpus_hold_up_under_load:0000:01:00",)
