@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from builders.gpus import gpu
 from simnode import SimNode, needs_root
 
 from provision.capabilities.gpu.adhoc import as_typed, gpu_list, yaml_words
@@ -168,17 +169,16 @@ def test_locked_ranges_are_quoted_as_yaml_and_as_flags(rtx4090_node):
 
 # --- the words themselves (no GPU needed) ----------------------------------------------------------
 
-def gpus(*indexes: int) -> list[GpuFacts]:
-    return [GpuFacts(index=i, uuid=f"GPU-{i:08x}", name="Tesla V100-SXM2-16GB",
-                     bus_id=f"00000000:00:{i:02x}.0") for i in indexes]
+def v100s(*indexes: int) -> list[GpuFacts]:
+    return [gpu(i, "V100") for i in indexes]
 
 
 def test_gpu_lists_shorten_runs_of_three_or_more():
-    assert gpu_list(gpus(0)) == "GPU0"
-    assert gpu_list(gpus(0, 2)) == "GPU0, GPU2"
-    assert gpu_list(gpus(0, 1)) == "GPU0, GPU1"
-    assert gpu_list(gpus(3, 0, 1, 2)) == "GPU0-3"
-    assert gpu_list(gpus(0, 1, 2, 5, 6, 7, 8)) == "GPU0-2, GPU5-8"
+    assert gpu_list(v100s(0)) == "GPU0"
+    assert gpu_list(v100s(0, 2)) == "GPU0, GPU2"
+    assert gpu_list(v100s(0, 1)) == "GPU0, GPU1"
+    assert gpu_list(v100s(3, 0, 1, 2)) == "GPU0-3"
+    assert gpu_list(v100s(0, 1, 2, 5, 6, 7, 8)) == "GPU0-2, GPU5-8"
 
 
 def test_changes_read_as_the_command_that_makes_them():
