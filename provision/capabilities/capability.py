@@ -63,6 +63,15 @@ class FactLine:
         return "".join(text for text, _ in self.parts)
 
 
+@dataclass(frozen=True)
+class BootUnit:
+    """A unit of the capability's that sets some of its state again at every boot. A task that alters that state
+    and is not as intended may have lost it to a reboot: verify's next step asks whether the unit is enabled."""
+
+    unit: str  # "provision-gpu-tuning.service"
+    sets: frozenset[str]  # the fact keys (Task.alters) it sets again
+
+
 # Why a host waits for a reboot after a run, given the host (its settings) and its facts read after it: [] when not.
 PendingReasons = Callable[[Any, "HostFacts"], list[str]]
 # A capability's lines under a host in `provision facts`, given the host (its settings) and its facts.
@@ -94,6 +103,7 @@ class Capability:
     # which set different columns of nvidia.gpus, join one batch. A name with no field of its own ("initramfs")
     # is state no fact holds. Every other fact key must be a HostFacts field path (registry.FACT_KEYS).
     fact_keys: frozenset[str] = frozenset()
+    boot_units: tuple[BootUnit, ...] = ()
     show: ShowFacts | None = None
     json_view: ViewFacts | None = None
     # Steps a run that may change the host runs with its first changes (core/run.py Extensions.upkeep).

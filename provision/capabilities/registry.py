@@ -54,6 +54,11 @@ def reboot_pending(host: Any, facts: HostFacts) -> list[str]:
     return [reason for c in CAPABILITIES for pending in c.pending for reason in pending(host, facts)]
 
 
+def units_setting_again(alters: frozenset[str]) -> list[str]:
+    """The units that set again at every boot some of what a task alters (Task.alters): verify asks after them."""
+    return [b.unit for c in CAPABILITIES for b in c.boot_units if b.sets & alters]
+
+
 def upkeep(facts: HostFacts) -> list[Step]:
     """The steps a run that may change the host runs with its first changes (Extensions.upkeep)."""
     return [step for c in CAPABILITIES if c.upkeep is not None for step in c.upkeep(facts)]
@@ -88,6 +93,8 @@ def declaration_problems(capabilities: tuple[Capability, ...] = CAPABILITIES) ->
     vocabulary = paths.union(*(c.fact_keys for c in capabilities))
     problems += [f"unknown fact key: {problem}"
                  for problem in unknown_keys((t for c in capabilities for t in c.tasks), vocabulary)]
+    problems += [f"unknown fact key: {c.name}'s {b.unit} sets {key!r} again" for c in capabilities
+                 for b in c.boot_units for key in sorted(b.sets - vocabulary)]
     return problems
 
 

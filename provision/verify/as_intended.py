@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from provision.capabilities.registry import units_setting_again
 from provision.core.checks import ERROR, Finding, fail_each, leads
 
 if TYPE_CHECKING:  # types only
@@ -39,8 +40,9 @@ def check_as_intended(node: Node, task: Task) -> None:
     said("")[1].extend(plan.problems)
     if plan.failed:
         said(plan.failed_check)[1].append(plan.failed)
+    units = units_setting_again(task.alters)
     fix = f"provision apply {node.inventory_path} --limit {node.name}" + (
-        " (after a reboot: is provision-gpu-tuning.service enabled?)" if any(name.startswith("nvidia.") for name in task.alters) else "")
+        f" (after a reboot: is {' or '.join(units)} enabled?)" if units else "")
     fail_each([Finding(", ".join(expected) or "the inventory's settings applied", "; ".join(found), fix,
                        because=leads(cause), severity=ERROR)
                for cause, (expected, found) in by_cause.items() if found])

@@ -65,6 +65,7 @@ if TYPE_CHECKING:  # types only
     from provision.inventory.model import Host
 
 CONF = "/etc/provision/gpu-tuning.conf"
+UNIT = "provision-gpu-tuning.service"  # the oneshot that applies CONF at every boot (playbooks: its service task)
 LOCK_WORDS = {"sm": "locked_sm", "mem": "locked_mem", "mem_deferred": "mem_deferred"}
 ANY_MODEL = "*"
 HEADER = """\
