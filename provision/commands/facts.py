@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from provision.capabilities.capability import FactLine
 from provision.capabilities.registry import fact_views, fact_lines
@@ -34,12 +34,19 @@ def as_json(state: HostState) -> dict:
 
 
 def facts_json(facts: HostFacts) -> dict:
-    """A host's facts as JSON can hold them: the topology's (GPU, NIC) pairs as nested mappings."""
-    data = asdict(facts)
-    matrix = (data.get("topology") or {}).get("matrix")
-    if matrix:
-        links: dict[str, dict[str, str]] = {}
-        for (a, b), cell in matrix["links"].items():
-            links.setdefault(a, {})[b] = cell
-        matrix["links"] = links
-    return data
+    """A host's facts as JSON can hold them: a mapping keyed by pairs (the topology's (GPU, NIC) links) as nested
+    mappings, the first of each pair outside."""
+    return _pairs_nested(asdict(facts))
+
+
+def _pairs_nested(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_pairs_nested(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if value and all(isinstance(k, tuple) and len(k) == 2 for k in value):
+        nested: dict[Any, dict[Any, Any]] = {}
+        for (a, b), v in value.items():
+            nested.setdefault(a, {})[b] = _pairs_nested(v)
+        return nested
+    return {k: _pairs_nested(v) for k, v in value.items()}
