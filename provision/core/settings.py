@@ -1,11 +1,13 @@
-"""Typed settings blocks of the inventory: gpu, driver, nccl, launcher, slurm, plus free-form custom.
+"""What the inventory's typed settings blocks share: Block (each capability's settings model is one, in its
+folder's settings.py; capabilities/host.py gathers them, with the free-form custom block), their fields' common
+types, and pydantic's errors as Problems.
 
 Every block refuses unknown keys and takes YAML values as written (strict:
 "200" is not a number, 1 is not true, 580.65 is not a version string). A key
 left out is None: provision leaves that setting alone. "default" restores the
 driver's default where a setting allows it.
 
-parse_host_settings() is the one entry point: it returns problems in our
+parse_host_settings() (capabilities/host.py) is the one entry point: it returns problems in our
 Problem format (file, where, dotted key, what is allowed, hint), never a raw
 pydantic ValidationError.
 """
@@ -142,10 +144,6 @@ def _has_control_character(value: Any) -> bool:
         return any(_has_control_character(v) for v in value)
     return False  # numbers, booleans, nested blocks (which check their own fields)
 
-
-# --- gpu -------------------------------------------------------------------------------------------
-
-# --- driver, nccl, launcher, slurm -------------------------------------------------------------------
 
 # --- settings as the inventory writes them -------------------------------------------------------------
 
