@@ -20,7 +20,7 @@ from provision.core.settings import Block
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
     from provision.core.apply import Step
-    from provision.inventory.model import Host
+    from provision.inventory.model import Host, HostRule
 
 WARNING, PROBLEM = "warning", "problem"  # the tones of a FactLine's parts; "" is plain
 
@@ -73,11 +73,11 @@ class BootUnit:
 
 
 # Why a host waits for a reboot after a run, given the host (its settings) and its facts read after it: [] when not.
-PendingReasons = Callable[[Any, "HostFacts"], list[str]]
+PendingReasons = Callable[["Host", "HostFacts"], list[str]]
 # A capability's lines under a host in `provision facts`, given the host (its settings) and its facts.
-ShowFacts = Callable[[Any, "HostFacts"], list[FactLine]]
+ShowFacts = Callable[["Host", "HostFacts"], list[FactLine]]
 # What a capability makes of a host's facts (not the facts themselves), in `provision facts --json` under its name.
-ViewFacts = Callable[[Any, "HostFacts"], dict[str, Any]]
+ViewFacts = Callable[["Host", "HostFacts"], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -93,10 +93,10 @@ class Capability:
     pending: tuple[PendingReasons, ...] = ()
     # Rules across hosts: what one host's block asks of the others (inventory/build.py runs them on the built
     # inventory, inventory/model.py HostRule).
-    host_rules: tuple[Callable[[Any], list[Problem]], ...] = ()
+    host_rules: tuple[HostRule, ...] = ()
     # What refuses one host's runs, its own blocks alone (a group name its files would carry that is no file name):
     # the other hosts still run (inventory/build.py: Host.refused).
-    host_refusals: tuple[Callable[[Any], list[Problem]], ...] = ()
+    host_refusals: tuple[Callable[[Host], list[Problem]], ...] = ()
     run_flags: tuple[RunFlag, ...] = ()
     # Names for parts of its facts finer than a HostFacts field, which its tasks plan from or alter (Task.plans_from,
     # Task.alters): "nvidia.power_limit" is every GPU's power limit, so that the power task and the clocks task,

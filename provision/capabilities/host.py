@@ -13,6 +13,7 @@ a field of its own block, and touches nothing here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from provision.capabilities.bmc.facts import BmcFacts
 from provision.capabilities.containers.facts import ContainersFacts
@@ -78,7 +79,7 @@ class HostSettings(Block):
     slurm: SlurmSettings | None = setting(None, "a mapping (see the slurm block)")
     active: ActiveSettings | None = setting(None, "a mapping (see the active block)")
     verify: VerifySettings | None = setting(None, "a mapping (see the verify block)")
-    custom: dict = setting({}, "any mapping (not validated)", examples=[{"site": "lab-a"}])
+    custom: dict[Any, Any] = setting({}, "any mapping (not validated)", examples=[{"site": "lab-a"}])
 
 
 BLOCKS = tuple(HostSettings.model_fields)
@@ -86,7 +87,7 @@ VARIABLES = {variable(block): block for block in BLOCKS}  # provision_gpu -> gpu
 VARIABLE_OF = {block: variable for variable, block in VARIABLES.items()}  # gpu -> provision_gpu
 
 
-def parse_host_settings(raw: dict, file: str, where: str,
+def parse_host_settings(raw: dict[str, Any], file: str, where: str,
                         partial: bool = False) -> tuple[HostSettings | None, list[Problem]]:
     """Validate the typed blocks and `custom` of one host, group or merged host.
 

@@ -179,7 +179,8 @@ def network_words(exc: BaseException, host: str, port: int | None) -> str:
     return text
 
 
-_known_hosts: tuple[tuple, paramiko.HostKeys] | None = None  # the files' identity, and their keys
+# The files' identity (path, inode, size, mtime), and their keys.
+_known_hosts: tuple[tuple[tuple[str, int, int, int], ...], paramiko.HostKeys] | None = None
 _KNOWN_HOSTS_LOCK = threading.Lock()
 
 
@@ -495,12 +496,12 @@ def _fabric_config(ssh_config: str | None) -> FabricConfig:
     return fabric.Config(overrides={"load_ssh_configs": False}) if ssh_config == "" else fabric.Config()
 
 
-def _connect_kwargs(options: SSHOptions) -> dict:
+def _connect_kwargs(options: SSHOptions) -> dict[str, Any]:
     """paramiko's connect() arguments: the key files (--identity or the inventory's, then the args' IdentityFile),
     IdentitiesOnly (those keys only: no agent, no ~/.ssh/id_*), Compression."""
     keys = [options.identity_file] if options.identity_file else []
     keys += options.args.identity_files
-    kwargs: dict = {"key_filename": keys} if keys else {}
+    kwargs: dict[str, Any] = {"key_filename": keys} if keys else {}
     if options.args.identities_only:
         kwargs.update(look_for_keys=False, allow_agent=False)
     if options.args.compression:

@@ -109,7 +109,7 @@ def _article(what: str) -> str:
     return what if what.startswith(("the ", "a ", "an ")) else f"{'an' if what[0] in 'aeiou' else 'a'} {what}"
 
 
-def check_writable(path: str | os.PathLike, option: str, *, append: bool = False,
+def check_writable(path: str | os.PathLike[str], option: str, *, append: bool = False,
                    make_directory: bool = False) -> Path:
     """`path` as a file that can be written: not a directory, a device, a FIFO or a socket; its directory there
     (made, where the writer would make it) and writable. append: the file is added to (the run log), so an
@@ -153,7 +153,7 @@ def check_writable(path: str | os.PathLike, option: str, *, append: bool = False
     return file
 
 
-def write_atomically(path: str | os.PathLike, data: bytes, mode: int = 0o644) -> None:
+def write_atomically(path: str | os.PathLike[str], data: bytes, mode: int = 0o644) -> None:
     """The whole file or none of it (CONTRIBUTING, Style): a temporary file beside it, renamed over it."""
     file = Path(path)
     fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.")
@@ -167,7 +167,7 @@ def write_atomically(path: str | os.PathLike, data: bytes, mode: int = 0o644) ->
         raise
 
 
-def not_written(option: str, path: str | os.PathLike, write: Callable[[], object]) -> str:
+def not_written(option: str, path: str | os.PathLike[str], write: Callable[[], object]) -> str:
     """'' once write() wrote the file; else what to tell the user (the run's results stand: exit with
     EXIT_NOT_WRITTEN)."""
     try:

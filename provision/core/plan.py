@@ -109,7 +109,7 @@ class Task:
     templates: Path | None = None  # the templates folder (--templates, else shipped): set by load_playbook
     cluster: "Cluster | None" = None  # the whole inventory and the facts read: set by the engine before planning
 
-    def __init__(self, params: dict | None = None, name: str | None = None, tags: list[str] | None = None):
+    def __init__(self, params: dict[str, Any] | None = None, name: str | None = None, tags: list[str] | None = None):
         self.params = params or {}
         if name:
             self.name = name

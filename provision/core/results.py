@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from provision.core.plan import CHANGED, FAILED, OK, SKIPPED, Item
 
@@ -85,7 +86,7 @@ def exit_code(results: list[HostResult], check: bool = False, stopped_by: int | 
     return code
 
 
-def to_json(results: list[HostResult], check: bool, stopped_by: int | None = None) -> dict:
+def to_json(results: list[HostResult], check: bool, stopped_by: int | None = None) -> dict[str, Any]:
     data = {
         "check": check,
         "hosts": [asdict(r) | {"counts": r.counts()} for r in results],
@@ -94,7 +95,7 @@ def to_json(results: list[HostResult], check: bool, stopped_by: int | None = Non
     return data | ({"stopped_by": signal_name(stopped_by)} if stopped_by else {})
 
 
-def from_json(data: dict) -> list[HostResult]:
+def from_json(data: dict[str, Any]) -> list[HostResult]:
     """to_json's hosts read back (what `provision apply --json` printed on a node: apply --via slurm)."""
     return [HostResult(h["host"], h["status"],
                        [TaskResult(t["name"], t["status"], [Item(**i) for i in t["items"]], t.get("message", ""))

@@ -46,7 +46,7 @@ class RunLog:
                                       f"{exc.strerror or exc}", "apply --log FILE names another; the default is "
                                       "under $XDG_STATE_HOME (~/.local/state)")]) from None
 
-    def _write(self, record: dict) -> None:
+    def _write(self, record: dict[str, object]) -> None:
         if self.unwritten:  # a log with a hole in it would read as a run that did less
             return
         try:
@@ -55,7 +55,7 @@ class RunLog:
             self.unwritten = (f"{self.option} {self.path}: not written from its {record['event']} line on: "
                               f"{exc.strerror or exc}")
 
-    def _append(self, record: dict) -> None:
+    def _append(self, record: dict[str, object]) -> None:
         record = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "run": self.run_id} | record
         line = json.dumps(record, default=str) + "\n"
         with self._lock, open(self.path, "a") as fh:

@@ -149,7 +149,7 @@ def _joined(values: Iterable[str]) -> str:
     return "".join(gathered(values))
 
 
-def _join(values: tuple) -> str:
+def _join(values: tuple[Any, ...]) -> str:
     """`a ~ b`: refused past MAX_CHARS before it is joined."""
     refuse_over(sum(size(value) for value in values), "~")
     return _made("".join(str(value) for value in values), "~")
@@ -201,11 +201,11 @@ def _check_widths(text: str, arguments: Iterable[Any], what: str) -> None:
         raise Refused(f"{what} asks for a field {asked:,} characters wide: more than {MAX_CHARS:,} (provision's limit)")
 
 
-def _arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -> Any:
+def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str, default: Any = None) -> Any:
     return args[index] if len(args) > index else kwargs.get(name, default)
 
 
-def _check_text(name: str, value: Any, args: tuple, kwargs: dict) -> None:
+def _check_text(name: str, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """The str (or bytes) operations, filters and methods, that make more than they are given."""
     if not isinstance(value, (str, bytes)):
         return
@@ -245,7 +245,7 @@ def _check_join(separator: Any, items: Any) -> None:
         refuse_over(size(items) + size(separator) * len(items), "join")
 
 
-def _check_filter(name: str, args: tuple, kwargs: dict) -> None:
+def _check_filter(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Jinja's filters that make more than their value holds, from their arguments (args: the value first)."""
     value, rest = (args[0] if args else None), args[1:]
     if name == "center" and _integer(width := _arg(rest, kwargs, 0, "width", 80)):
@@ -263,7 +263,7 @@ def _check_filter(name: str, args: tuple, kwargs: dict) -> None:
         refuse_over(size(value), f"|{name}")
 
 
-def _guarded(name: str, function: Callable) -> Callable:
+def _guarded(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     """A filter, checked before it runs (_check_filter), its result after, each call a step (and more for what it
     is given: _charge_reading)."""
     skip = 1 if hasattr(function, "jinja_pass_arg") else 0  # the context or environment Jinja passes first
@@ -329,7 +329,8 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**", "+", "%"})
     join_bounded = staticmethod(_join)
     counted = _Counted
-    own_filters: ClassVar[dict[str, Callable]] = {}  # a subclass's filters, beside Jinja's: guarded as they are
+    # A subclass's filters, beside Jinja's: guarded as they are.
+    own_filters: ClassVar[dict[str, Callable[..., Any]]] = {}
 
     def __init__(self, **options: Any):
         super().__init__(**options)

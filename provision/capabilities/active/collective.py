@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from provision.capabilities.active import judge
 from provision.core.checks import WARNING, Finding
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.nccl.facts import Interface
 
 # The share of what the ports carry that a ring all-reduce's bus bandwidth must reach. Measured on the lab's
 # shaped links (gloo, 4 MiB, four nodes with two 100 Mbit/s ports each, measured at 87-94 Mb/s): 0.0112 GB/s,
@@ -48,7 +52,7 @@ class Collective:
                                     and self.busbw_gbs < self.expected_gbs)
 
 
-def expected(used: dict[str, list], setting: dict[str, float | None], carried: dict[str, dict[str, float]]
+def expected(used: dict[str, list[Interface]], setting: dict[str, float | None], carried: dict[str, dict[str, float]]
              ) -> tuple[float | None, str]:
     """(GB/s, rule) for a group: host -> the Interfaces NCCL uses, host -> provision_active.expected_port_mbps, host -> port
     -> Mb/s measured (fabric.measured)."""

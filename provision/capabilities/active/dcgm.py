@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from provision.capabilities.active import judge
 from provision.capabilities.active.judge import Judged, Target
@@ -123,7 +124,7 @@ def _tree(document: object) -> tuple[str, str, list[Result]]:
     return version, "", results
 
 
-def _list(value: object, what: str) -> list[dict]:
+def _list(value: object, what: str) -> list[dict[str, Any]]:
     """A JSON array of objects; its nulls (nvvs leaves some) passed over."""
     items = [item for item in value if item is not None] if isinstance(value, list) else None
     if items is None or not all(isinstance(item, dict) for item in items):
@@ -131,7 +132,7 @@ def _list(value: object, what: str) -> list[dict]:
     return items
 
 
-def _results(test: dict) -> list[Result]:
+def _results(test: dict[str, Any]) -> list[Result]:
     """A test's results; where 4.x's test_summary fails the test and no result does (an error of no GPU), the
     summary as the node's result. A test without results (3.x's CPU EUD keeps them elsewhere) has none."""
     name = test.get("name")
@@ -148,7 +149,7 @@ def _results(test: dict) -> list[Result]:
     return results
 
 
-def _gpu(result: dict) -> int | None:
+def _gpu(result: dict[str, Any]) -> int | None:
     for key in ("entity_id", "gpu_id", "gpu_ids"):  # 4.x; dcgmi 2.x and 3.x; nvvs ("0,1,2": all of them)
         value = result.get(key)
         if isinstance(value, bool) or value is None or value == "":
@@ -167,7 +168,7 @@ def _status(value: object, test: str) -> str:
     return status
 
 
-def _warnings(result: dict) -> tuple[str, ...]:
+def _warnings(result: dict[str, Any]) -> tuple[str, ...]:
     """The warnings' texts: objects with "warning" ("warnings" in 3.x's Deployment tests), or plain strings."""
     said = []
     for item in result.get("warnings") or []:
@@ -183,7 +184,7 @@ def _texts(value: object) -> tuple[str, ...]:
     return tuple(str(v).strip() for v in items if isinstance(v, str) and v.strip())
 
 
-def _severity(result: dict) -> int | None:
+def _severity(result: dict[str, Any]) -> int | None:
     """The gravest error_severity of the warnings: RESET, ISOLATE, those DCGM does not place, CONFIG, MONITOR."""
     given = [w["error_severity"] for w in result.get("warnings") or []
              if isinstance(w, dict) and isinstance(w.get("error_severity"), int)]

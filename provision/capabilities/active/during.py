@@ -67,7 +67,7 @@ def grown(before: HostFacts, after: HostFacts) -> list[Finding]:
 
 def findings(new: list[kernlog.KernelEvent]) -> list[Finding]:
     """One finding per device that logged during the load, its events counted by what they say."""
-    by_device: dict[str, Counter] = {}
+    by_device: dict[str, Counter[str]] = {}
     for event in new:
         what = f"Xid {event.xid}" if event.kind == "xid" else event.kind.replace("-", " ")
         detail = f" ({event.detail.split(',')[0].strip()})" if event.kind.startswith("aer") and event.detail else ""

@@ -79,7 +79,8 @@ def ipv4(interface: Interface) -> str | None:
     return next((a.split("/")[0] for a in interface.addresses or () if ":" not in a), None)
 
 
-def plan(groups: dict[str, list[str]], used: dict[str, list], expected_setting: dict[str, float | None]) -> FabricPlan:
+def plan(groups: dict[str, list[str]], used: dict[str, list[Interface]],
+         expected_setting: dict[str, float | None]) -> FabricPlan:
     """The tests for every group (group -> its hosts, in inventory order). used: host -> the Interfaces NCCL will
     use there (nccl/interfaces.py select); expected_setting: host -> provision_active.expected_port_mbps."""
     found = FabricPlan()

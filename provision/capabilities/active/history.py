@@ -14,6 +14,7 @@ import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from provision.core.localfiles import write_atomically
 from provision.core.runlog import state_home
@@ -53,7 +54,7 @@ def record(key: str, rates: dict[str, float]) -> None:
     write_atomically(path, body.encode(), mode=0o600)
 
 
-def rates(load: dict) -> dict[str, float]:
+def rates(load: dict[str, Any]) -> dict[str, float]:
     """UUID -> TFLOP/s of the GPUs the load ran to the end on (its JSON line)."""
     gpus = load.get("gpus")
     if not isinstance(gpus, list):

@@ -10,6 +10,8 @@ SIGTERM or SIGINT (verify stopped: the node script passes it on) ends the produc
 each GPU sustained until then, with "stopped" and the seconds it ran.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import signal
@@ -57,7 +59,7 @@ def uuid_of(torch: ModuleType, index: int) -> str:
     return f"GPU-{uuid}" if uuid is not None else ""
 
 
-def burn(torch: ModuleType, index: int, deadline: float, result: dict) -> None:
+def burn(torch: ModuleType, index: int, deadline: float, result: dict[str, object]) -> None:
     try:
         with torch.cuda.device(index):
             major, _ = torch.cuda.get_device_capability(index)
@@ -77,7 +79,7 @@ def burn(torch: ModuleType, index: int, deadline: float, result: dict) -> None:
         result["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
-def report(data: dict, code: int) -> int:
+def report(data: dict[str, object], code: int) -> int:
     print(json.dumps(data), flush=True)
     return code
 

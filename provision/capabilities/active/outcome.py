@@ -45,7 +45,7 @@ def untested(run: ActiveRun) -> list[str]:
     return said
 
 
-def figures(run: ActiveRun) -> list[dict]:
+def figures(run: ActiveRun) -> list[dict[str, str | float]]:
     """What was measured, each {"part", "figure", "value"} (the unit in the figure's name; part: a GPU's bus id,
     a port, an all-reduce, or "" for the node). No GPU or power figure where the load did not run: they idled."""
     found = [_figure(port, "port_mbps", mbps) for port, mbps in run.ports.items()]
@@ -73,6 +73,6 @@ def figures(run: ActiveRun) -> list[dict]:
     return found
 
 
-def _figure(part: str, name: str, value: float) -> dict:
+def _figure(part: str, name: str, value: float) -> dict[str, str | float]:
     return {"part": part, "figure": name, "value": round(float(value), 4)}
 

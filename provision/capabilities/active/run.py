@@ -23,11 +23,16 @@ import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from provision.capabilities.active import dcgm, sampler
 from provision.capabilities.active.judge import Target
 from provision.capabilities.active.sampler import Sample
 from provision.capabilities.gpu import smi
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.health.kernlog import KernelEvent
+    from provision.core.checks import Finding
 
 PROGRAM = Path(__file__).with_name("load_program.py")
 NOT_APPLICABLE = 3  # the load program's exit: nothing to load here (no torch, no CUDA)
@@ -49,13 +54,13 @@ class ActiveRun:
     lost: str = ""  # the node was lost mid-load (the connection: why): what it sampled until then is judged
     samples: dict[str, list[Sample]] = field(default_factory=dict)
     load_rc: int | None = None
-    load: dict = field(default_factory=dict)  # the load's JSON line
+    load: dict[str, Any] = field(default_factory=dict)  # the load's JSON line
     load_stderr: str = ""
-    during: list = field(default_factory=list)  # kernel events logged during the load (during.py)
-    grown: list = field(default_factory=list)  # findings: GPU error counters that grew during it (during.py)
+    during: list[KernelEvent] = field(default_factory=list)  # kernel events logged during the load (during.py)
+    grown: list[Finding] = field(default_factory=list)  # findings: GPU error counters that grew during it (during.py)
     last_good: dict[str, float] = field(default_factory=dict)  # UUID -> TFLOP/s of the last good run (history.py)
     history_key: str = ""  # the machine its last good run is kept for (history.key: its name and machine-id)
-    fabric: list = field(default_factory=list)  # findings of the port tests filed under this node (fabric.py)
+    fabric: list[Finding] = field(default_factory=list)  # findings of the port tests filed under this node (fabric.py)
     fabric_notes: list[str] = field(default_factory=list)  # ports not tested, and why
     ports: dict[str, float] = field(default_factory=dict)  # port -> Mb/s iperf3 measured it carry (the slower way)
     allreduce: dict[str, float] = field(default_factory=dict)  # "within NODE" / "across GROUP" -> bus bandwidth GB/s
@@ -244,7 +249,7 @@ def words_after(text: str, section: str) -> str:
     return next((line[len(head):].strip() for line in text.splitlines() if line.startswith(head)), "")
 
 
-def _json_line(lines: list[str]) -> dict:
+def _json_line(lines: list[str]) -> dict[str, Any]:
     for line in reversed(lines):
         try:
             value = json.loads(line)

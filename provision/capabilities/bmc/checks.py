@@ -9,7 +9,7 @@ or overwritten): every entry left. See ipmi.since_record.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 from collections import Counter
 
@@ -28,7 +28,11 @@ LOG_CHECK = "no_power_or_cooling_failure_in_the_bmc_log_since_the_last_good_run"
 LEAD = {"Power Supply": PSU_CHECK, "Fan": FAN_CHECK, "Cooling Device": FAN_CHECK}
 
 
-def bmc_answer(node: Node, what: str) -> list:
+@overload
+def bmc_answer(node: Node, what: Literal["sel"]) -> list[ipmi.SelEntry]: ...
+@overload
+def bmc_answer(node: Node, what: Literal["psu", "fan"]) -> list[ipmi.SdrSensor]: ...
+def bmc_answer(node: Node, what: str) -> list[ipmi.SelEntry] | list[ipmi.SdrSensor]:
     """The BMC's answer to one command (sel, psu, fan), or skip saying why there is none to judge."""
     bmc = node.facts.bmc
     if bmc is None:
@@ -38,7 +42,9 @@ def bmc_answer(node: Node, what: str) -> list:
     why = bmc.unusable(what)
     if why:
         pytest.skip(f"cannot read the BMC{f' ({bmc.via})' if bmc.via else ''}: {why}")
-    return {"sel": bmc.sel, "psu": bmc.psus, "fan": bmc.fans}[what] or []
+    answers: dict[str, list[ipmi.SelEntry] | list[ipmi.SdrSensor] | None] = {"sel": bmc.sel, "psu": bmc.psus,
+                                                                                "fan": bmc.fans}
+    return answers[what] or []
 
 
 def severity(troubles: list[ipmi.Trouble]) -> str:

@@ -183,7 +183,7 @@ class AdhocSettings:
 
     def _refusals(self, host: Host, chosen: list[tuple[GpuFacts, GpuOverride]]) -> list[Problem]:
         """What the chosen GPUs refuse of this change, one problem per host and refusal, its GPUs listed."""
-        groups: dict[tuple, list[GpuFacts]] = {}
+        groups: dict[tuple[str, str, str], list[GpuFacts]] = {}
         for gpu, override in chosen:
             for key, resolve in RESOLVERS.items():
                 if key not in self.change:

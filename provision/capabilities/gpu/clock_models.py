@@ -3,7 +3,7 @@ print_clock_models prints them; --json gives them as they are)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from provision.capabilities.gpu import tuning
 
@@ -11,9 +11,9 @@ if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
 
 
-def clock_models(all_facts: list[HostFacts]) -> list[dict]:
+def clock_models(all_facts: list[HostFacts]) -> list[dict[str, Any]]:
     """Supported clocks per GPU model, compact: memory clocks sharing the same graphics list are one row."""
-    models: dict[str, dict] = {}
+    models: dict[str, dict[str, Any]] = {}
     for facts in all_facts:
         for gpu in facts.nvidia.gpus:
             model = models.setdefault(gpu.name, {"model": gpu.name, "gpus": 0, "hosts": set(), "gpu": gpu})
@@ -25,7 +25,7 @@ def clock_models(all_facts: list[HostFacts]) -> list[dict]:
         graphics: dict[int, list[int]] = {}
         for pair in gpu.supported_clocks:
             graphics.setdefault(pair.mem, []).append(pair.sm)
-        groups: dict[tuple, list[int]] = {}
+        groups: dict[tuple[int, ...], list[int]] = {}
         for mem, sms in graphics.items():
             groups.setdefault(tuple(sms), []).append(mem)
         default = (f"{gpu.default_app_clock_mem},{gpu.default_app_clock_sm}"

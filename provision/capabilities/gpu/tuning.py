@@ -41,7 +41,7 @@ class Refused(ValueError):
     """
 
     def __init__(self, message: str, gpu: GpuFacts | None = None, key: str = "", problem: str = "",
-                 allowed: str = "", instead: dict | None = None):
+                 allowed: str = "", instead: dict[str, dict[str, Any]] | None = None):
         super().__init__(message)
         self.gpu, self.key, self.problem, self.allowed, self.instead = gpu, key, problem or message, allowed, instead
 

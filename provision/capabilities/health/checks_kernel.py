@@ -56,9 +56,9 @@ def check_no_xid_errors_since_boot(node: Node) -> None:
     events = kernel_events(node)
     names = gpu_names(node)
     with_xid_79 = {e.bus_id for e in events if e.kind == "xid" and e.xid == 79}
-    serious: dict[tuple[str, ...], Counter] = {}  # because -> line -> times
+    serious: dict[tuple[str, ...], Counter[str]] = {}  # because -> line -> times
     actions: dict[tuple[str, ...], dict[str, None]] = {}
-    said: Counter = Counter()
+    said: Counter[str] = Counter()
     for event in events:
         if event.kind == "xid":
             info = kernlog.event_info(event)
@@ -101,7 +101,7 @@ def check_no_gpu_failed_to_initialize(node: Node) -> None:
     events = [e for e in kernel_events(node) if e.kind == "init-failed"]
     names = gpu_names(node)
     readable = {pci.slot(g.bus_id) for g in node.facts.nvidia.gpus}
-    failed: dict[str, Counter] = {}
+    failed: dict[str, Counter[str]] = {}
     for event in events:
         key = pci.slot(event.bus_id or "")
         if key and key in readable:

@@ -382,12 +382,12 @@ def _match_whole(pattern: re.Pattern[str], line: str) -> re.Match[str]:
     return found
 
 
-def _from_program(head: re.Match, rest: str) -> bool:
+def _from_program(head: re.Match[str], rest: str) -> bool:
     """A syslog/journal line logged by a program, not by the kernel."""
     return bool(_PROGRAM.match(rest) or (head["wall"] and "kernel:" not in head[0] and _HOST_TAG.match(rest)))
 
 
-def _stamps(head: re.Match) -> tuple[str, float | None]:
+def _stamps(head: re.Match[str]) -> tuple[str, float | None]:
     """(time, uptime) from a _HEAD match."""
     wall, stamp = head["wall"] or "", (head["stamp"] or "").strip()
     if _UPTIME.fullmatch(stamp):

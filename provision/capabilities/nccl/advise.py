@@ -13,7 +13,7 @@ Its limits: no overlap of communication and compute (DDP overlaps some: real eta
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import math
 import re
@@ -322,7 +322,7 @@ def memory_lines(params: int, memory: MemoryEstimate) -> list[str]:
             "  with the state sharded across them (ZeRO, FSDP): plain data parallelism keeps a whole copy on each"]
 
 
-def to_json(advice: Advice) -> dict:
+def to_json(advice: Advice) -> dict[str, Any]:
     job, net = advice.job, advice.job.network
     return {
         "inputs": {"params": job.params, "bytes_per_grad": job.bytes_per_grad, "nodes": net.nodes,

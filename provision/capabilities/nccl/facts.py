@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from provision.core.facts import FactReader, FactSection, Section
 from provision.core.text import number
@@ -105,7 +105,7 @@ def parse_network(text: str) -> tuple[list[Interface], list[RdmaPort]]:
     """NET_SNIPPET's output: an 'ip JSON' line (absent where ip lacks -j), 'sys NAME OPERSTATE SPEED DEVICE'
     per interface, 'ibdev NAME HCA DEV_PORT' for one on an RDMA port, then the RDMA ports' lines (parse_rdma_ports). Interfaces in ifindex order where ip
     tells it (the order NCCL lists them in: getifaddrs'), else by name."""
-    from_ip: dict[str, dict] = {}
+    from_ip: dict[str, dict[str, Any]] = {}
     sys_lines = []
     on_rdma: dict[str, str] = {}
     for line in text.splitlines():

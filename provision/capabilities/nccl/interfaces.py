@@ -15,7 +15,7 @@ ncclFindInterfaces, src/os/linux.cc ncclOsFindInterfaces, src/misc/utils.cc matc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dataclasses import dataclass, field
 
@@ -223,7 +223,7 @@ def hca_problems(ib_hca: str | None, ports: list[RdmaPort]) -> list[NetProblem]:
     return []
 
 
-def summary(settings: NcclSettings | None, interfaces: list[Interface] | None) -> dict:
+def summary(settings: NcclSettings | None, interfaces: list[Interface] | None) -> dict[str, Any]:
     """What `provision facts` says of NCCL on a node: the rule, the interfaces it will use (name, Mb/s), those
     it will skip, and the problems apply would refuse to write over. settings: an NcclSettings, or None."""
     settings = settings or NcclSettings()

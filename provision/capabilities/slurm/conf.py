@@ -11,7 +11,7 @@ its man pages (slurm.conf(5), gres.conf(5), cgroup.conf(5) of slurm-22-05-8-1).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from provision.capabilities.clusters import partition_of, slurm_cluster
 from provision.capabilities.system import cpu as cpu_facts
@@ -100,7 +100,7 @@ CLUSTER_KEYS = ("cluster_name", "health_check_interval")
 
 def cluster_context(hosts: Sequence[Host], facts: Mapping[str, HostFacts | None], *,
                     unread: Mapping[str, str] | None = None,
-                    health_check_program: str | None = None) -> dict | list[str]:
+                    health_check_program: str | None = None) -> dict[str, Any] | list[str]:
     """The render context of slurm.conf and gres.conf for one Slurm cluster (clusters.slurm_cluster()), or,
     when they cannot be written right, the problems, each naming its host.
 
@@ -124,8 +124,8 @@ def cluster_context(hosts: Sequence[Host], facts: Mapping[str, HostFacts | None]
             problems.append(f"{host.name} has provision_slurm.role {slurm_of(host).role_of(host.name)} but the cluster's "
                             f"controller is {controller_name}: one slurmctld per cluster")
 
-    nodes: list[dict] = []
-    gres_nodes: list[dict] = []
+    nodes: list[dict[str, Any]] = []
+    gres_nodes: list[dict[str, Any]] = []
     seen_names: dict[str, str] = {}  # hostname -> the host that has it
     for host in hosts:
         role = slurm_of(host).role_of(host.name)
@@ -183,7 +183,7 @@ def cluster_context(hosts: Sequence[Host], facts: Mapping[str, HostFacts | None]
     }
 
 
-def host_context(cluster: dict, host: Host, facts: HostFacts | None) -> dict:
+def host_context(cluster: dict[str, Any], host: Host, facts: HostFacts | None) -> dict[str, Any]:
     """cluster_context() plus what is this host's own: its NodeName (None on a controller-only host) and its
     cgroup.conf's CgroupPlugin, from the layout of its /sys/fs/cgroup (autodetect where not known)."""
     cgroup = facts.cpu.cgroup if facts is not None and facts.cpu is not None else None
@@ -193,7 +193,7 @@ def host_context(cluster: dict, host: Host, facts: HostFacts | None) -> dict:
 
 def slurm_context(host: Host, everyone: Iterable[Host], facts: Mapping[str, HostFacts | None], *,
                   unread: Mapping[str, str] | None = None,
-                  health_check_program: str | None = None) -> dict | list[str]:
+                  health_check_program: str | None = None) -> dict[str, Any] | list[str]:
     """The context of host's three Slurm files: its whole cluster (every host of `everyone` with the same
     provision_slurm.controller), and its own cgroup layout; or the problems (a list) that keep them from being written."""
     slurm_of(host)  # raises ValueError without one
@@ -225,7 +225,7 @@ def _disagreements(hosts: Sequence[Host]) -> list[str]:
     return problems
 
 
-def _node(host: Host, facts: HostFacts, name: str) -> tuple[dict | None, dict | None, list[str]]:
+def _node(host: Host, facts: HostFacts, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[str]]:
     """host's NodeName entry and its gres.conf entry (None without GPUs), or the problems."""
     cpu = facts.cpu
     gaps = cpu_facts.unusable(cpu)
@@ -260,7 +260,7 @@ def _node(host: Host, facts: HostFacts, name: str) -> tuple[dict | None, dict | 
     return node, gres, []
 
 
-def _gpus(host: Host, nvidia: NvidiaFacts, cpu: CpuFacts) -> tuple[list[dict], list[str]]:
+def _gpus(host: Host, nvidia: NvidiaFacts, cpu: CpuFacts) -> tuple[list[dict[str, Any]], list[str]]:
     """The node's GPUs with their gres Type, device minor and Cores=; or why they cannot be listed."""
     on_bus = len(cpu.gpu_cpulists)
     if nvidia.state == "missing":

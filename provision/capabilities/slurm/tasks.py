@@ -163,7 +163,7 @@ def node_inventory(everyone: Iterable[Host]) -> str:
     """The inventory a node's health check reads: every host with its settings blocks and address, no connection
     variables (the check runs --local). Groups are flattened, so what they decided is written out: each host
     sits in its launcher group, with its Slurm partition named."""
-    groups: dict[str, dict] = {}
+    groups: dict[str, dict[str, dict[str, Any]]] = {}
     for host in everyone:
         blocks = {variable(block) for block in type(host.settings).model_fields}  # provision_gpu, provision_nccl, ...
         variables = {"ansible_host": host.address, **{k: v for k, v in host.vars.items() if k in blocks}}

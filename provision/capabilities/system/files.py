@@ -14,7 +14,7 @@ import os
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import jinja2.meta
@@ -115,7 +115,7 @@ class TemplateSandbox(BoundedSandbox):
 RENDER_ERRORS = (ArithmeticError, TypeError, ValueError, LookupError, RecursionError, MemoryError)
 
 
-def render(templates: Path, src: str, context: dict) -> str:
+def render(templates: Path, src: str, context: dict[str, Any]) -> str:
     """The template rendered; any failure of the template's is a jinja2.TemplateError, a bound passed included:
     output over MAX_RENDERED (checked as it is produced, so a template that loops writing never fills the control
     machine), more than MAX_FILE_STEPS steps, or what the sandbox refuses (a TemplateRefused saying which)."""
@@ -264,7 +264,8 @@ def _changed_lines(old: str, new: str) -> str:
     return f"+{plus} -{minus} line{'' if plus + minus == 1 else 's'}"
 
 
-def plan_rendered(plan: Plan, templates: Path, files: list[tuple[str, str, str]], context: dict, facts: HostFacts) -> None:
+def plan_rendered(plan: Plan, templates: Path, files: list[tuple[str, str, str]], context: dict[str, Any],
+                  facts: HostFacts) -> None:
     """Render each (path, template, mode) with context into plan: a change where the file differs, ok where not,
     a problem where the template fails."""
     for path, template, mode in files:
