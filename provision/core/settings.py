@@ -181,7 +181,7 @@ def validation_problems(exc: ValidationError, model: type[BaseModel], file: str,
     return list(problems.values())
 
 
-def _problem(error: ErrorDetails, path: list, model: type[BaseModel], file: str, where: str) -> Problem:
+def _problem(error: ErrorDetails, path: list[str | int], model: type[BaseModel], file: str, where: str) -> Problem:
     key, field, parent = _locate(model, path)
     kind, ctx = error["type"], error.get("ctx") or {}
     if kind == "provision":
@@ -205,7 +205,7 @@ def _problem(error: ErrorDetails, path: list, model: type[BaseModel], file: str,
     return Problem(file, where, key, f"got {what}: {message}" + (f"; allowed: {allowed}" if allowed else ""), hint)
 
 
-def _locate(model: type[BaseModel], path: list) -> tuple[str, Any, type[BaseModel] | None]:
+def _locate(model: type[BaseModel], path: list[str | int]) -> tuple[str, Any, type[BaseModel] | None]:
     """Follow an error path through the models: (dotted key, the last field passed, the model holding the last part)."""
     key, field, parent = "", None, None
     annotation: Any = model  # then each field's annotation, as pydantic gives it
