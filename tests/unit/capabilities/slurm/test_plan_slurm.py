@@ -12,6 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from builders.facts import facts as host_facts
+from builders.hosts import host
 from provision.core.cluster import Cluster
 from provision.capabilities.slurm.facts import parse_slurm_node
 from provision.capabilities.system import daemons
@@ -56,22 +58,19 @@ def munge(inv, read: dict[str, HostFacts], unread: dict[str, str] | None = None)
 
 
 def test_packages_follow_the_role():
-    facts = HostFacts(packages={"munge": "0.5.15-2", "slurm-client": None, "slurmd": None})
-    from types import SimpleNamespace
-    from provision.capabilities.host import HostSettings
-    from provision.capabilities.slurm.settings import SlurmSettings
-    blade = SimpleNamespace(name="blade-1", settings=HostSettings(slurm=SlurmSettings(controller="head-1")))
-    plan = SlurmPackages().plan(blade, facts)
+    read = host_facts(packages={"munge": "0.5.15-2", "slurm-client": None, "slurmd": None})
+    blade = host("blade-1", provision_slurm={"controller": "head-1"})
+    plan = SlurmPackages().plan(blade, read)
     (change,) = plan.changes
     assert change.target == "slurm-client slurmd" and change.commands[-1][-2:] == ["slurm-client", "slurmd"]
     assert change.commands[0][-1] == "update" and [i.target for i in plan.unchanged] == ["munge"]
-    head = SimpleNamespace(name="head-1", settings=HostSettings(slurm=SlurmSettings(controller="head-1")))
+    head = host("head-1", provision_slurm={"controller": "head-1"})
     assert SlurmPackages().package_names(head) == ["munge", "slurm-client", "slurmctld"]
 
 
 def test_every_node_takes_the_controllers_key_and_it_is_never_shown(inv):
-    head = HostFacts(files=key_file(KEY))
-    blade = HostFacts(files=key_file(b"x" * 128))  # the key its own munge package made at install
+    head = host_facts(files=key_file(KEY))
+    blade = host_facts(files=key_file(b"x" * 128))  # the key its own munge package made at install
     task = munge(inv, {"head-1": head, "blade-1": blade})
     assert task.plan(inv.hosts["head-1"], head).changes == []
     (change,) = task.plan(inv.hosts["blade-1"], blade).changes
@@ -80,19 +79,19 @@ def test_every_node_takes_the_controllers_key_and_it_is_never_shown(inv):
     assert (write.mode, write.owner, write.group) == ("0400", "munge", "munge")
     shown = f"{change.before} {change.after}"
     assert change.before.startswith("another key (sha256 ") and base64.b64encode(KEY).decode()[:8] not in shown
-    assert change.verify(HostFacts(files=key_file(KEY))) is None
+    assert change.verify(host_facts(files=key_file(KEY))) is None
     assert "does not hold the cluster's key" in change.verify(blade)
 
 
 def test_a_key_with_a_wrong_owner_is_fixed(inv):
-    head = HostFacts(files=key_file(KEY))
-    blade = HostFacts(files=key_file(KEY, owner="root"))
+    head = host_facts(files=key_file(KEY))
+    blade = host_facts(files=key_file(KEY, owner="root"))
     (change,) = munge(inv, {"head-1": head}).plan(inv.hosts["blade-1"], blade).changes
     assert change.before == "owner root:root mode 400"
 
 
 def test_a_new_cluster_gets_one_new_key_for_all_its_nodes(inv):
-    nothing = HostFacts(files=key_file(None, exists=False))
+    nothing = host_facts(files=key_file(None, exists=False))
     task = munge(inv, {"head-1": nothing, "blade-1": nothing, "blade-2": nothing})
     keys = {task.plan(inv.hosts[name], nothing).changes[0].write.content for name in ("head-1", "blade-1", "blade-2")}
     assert len(keys) == 1 and len(base64.b64decode(keys.pop())) == 128
@@ -100,7 +99,7 @@ def test_a_new_cluster_gets_one_new_key_for_all_its_nodes(inv):
 
 
 def test_without_the_controllers_key_a_node_fails_and_says_why(inv):
-    nothing = HostFacts(files=key_file(None, exists=False))
+    nothing = host_facts(files=key_file(None, exists=False))
     unreachable = munge(inv, {"blade-1": nothing}, {"head-1": "connection refused"}).plan(inv.hosts["blade-1"], nothing)
     assert unreachable.failed == ("the cluster's munge key is the controller's, and head-1 could not be read "
                                   "(connection refused)")
@@ -108,7 +107,7 @@ def test_without_the_controllers_key_a_node_fails_and_says_why(inv):
     task.cluster.facts["head-1"] = None  # not read in this run at all
     del task.cluster.facts["head-1"]
     assert "head-1 could not be read (not read)" in task.plan(inv.hosts["blade-1"], nothing).failed
-    unreadable = HostFacts(files=key_file(None))
+    unreadable = host_facts(files=key_file(None))
     said = munge(inv, {"head-1": unreadable}).plan(inv.hosts["blade-1"], nothing).failed
     assert said.startswith("cannot read /etc/munge/munge.key on head-1: log in as root")
 
@@ -126,7 +125,7 @@ def test_daemons_restart_only_when_a_file_they_read_changed_after_they_started(i
     files = {"/etc/slurm/slurm.conf": FileFacts("/etc/slurm/slurm.conf", True, b"", "644", "root", "root", 1000.0),
              "/etc/slurm/gres.conf": FileFacts("/etc/slurm/gres.conf", True, b"", "644", "root", "root", 900.0),
              MUNGE_KEY: FileFacts(MUNGE_KEY, True, KEY, "400", "munge", "munge", 500.0)}
-    facts = HostFacts(files=files, units={"munge.service": "enabled", "slurmd.service": "enabled"},
+    facts = host_facts(files=files, units={"munge.service": "enabled", "slurmd.service": "enabled"},
                       daemons={**running("munged", 600.0), **running("slurmd", 1000.5)})
     blade = inv.hosts["blade-1"]
     plan = SlurmDaemons().plan(blade, facts)
@@ -142,12 +141,12 @@ def test_daemons_restart_only_when_a_file_they_read_changed_after_they_started(i
 
 
 def test_a_daemon_not_running_or_not_enabled_is_started_and_enabled(inv):
-    facts = HostFacts(units={"munge.service": "disabled", "slurmctld.service": "enabled"})
+    facts = host_facts(units={"munge.service": "disabled", "slurmctld.service": "enabled"})
     munged, slurmctld = SlurmDaemons().plan(inv.hosts["head-1"], facts).changes
     assert munged.commands == [["systemctl", "enable", "munge.service"], ["service", "munge", "restart"]]
     assert (munged.before, munged.after) == ("not enabled, not running", "enabled and started")
     assert slurmctld.commands == [["service", "slurmctld", "restart"]] and slurmctld.after == "started"
-    assert "slurmctld is not running" in slurmctld.verify(HostFacts())
+    assert "slurmctld is not running" in slurmctld.verify(host_facts())
 
 
 def test_package_and_daemon_sections_parse_what_dpkg_and_proc_print():
@@ -163,10 +162,10 @@ def test_package_and_daemon_sections_parse_what_dpkg_and_proc_print():
 
 
 def test_a_key_the_controllers_munge_package_makes_mid_run_does_not_replace_the_runs_key(inv):
-    nothing = HostFacts(files=key_file(None, exists=False))
+    nothing = host_facts(files=key_file(None, exists=False))
     task = munge(inv, {"head-1": nothing, "blade-1": nothing})
     given = task.plan(inv.hosts["blade-1"], nothing).changes[0].write.content
-    installed = HostFacts(files=key_file(b"p" * 128))  # the head, re-read after apt installed munge
+    installed = host_facts(files=key_file(b"p" * 128))  # the head, re-read after apt installed munge
     assert task.plan(inv.hosts["head-1"], installed).changes[0].write.content == given
 
 
@@ -191,7 +190,7 @@ def test_drain_only_failed_nodes_and_resume_only_what_verify_drained(inv):
     from provision.commands.drain import slurm_actions
 
     def state(name, states, reason=""):
-        return SimpleNamespace(host=inv.hosts[name], facts=HostFacts(slurm_node=SlurmNodeState(name, states, reason)))
+        return SimpleNamespace(host=inv.hosts[name], facts=host_facts(slurm_node=SlurmNodeState(name, states, reason)))
 
     states = [state("head-1", ("IDLE",)), state("blade-1", ("IDLE",)), state("blade-2", ("IDLE", "DRAIN"), "psu")]
     verdicts = {"head-1": Verdict("head-1", FAIL, failures=[Failure("x", "y", "z")]),
@@ -210,7 +209,7 @@ def test_with_local_the_cluster_wide_files_and_key_are_not_judged_from_one_node(
     from provision.core.resources import templates_dir
     from provision.capabilities.slurm.tasks import SlurmConfig
 
-    blade = HostFacts(files=key_file(None, exists=False))
+    blade = host_facts(files=key_file(None, exists=False))
     cluster = Cluster(list(inv.hosts.values()), {"blade-1": blade}, local_only=True)
     config, key = SlurmConfig(), MungeKey()
     config.templates = templates_dir()
@@ -235,12 +234,12 @@ def test_the_health_check_runs_verify_on_the_node_against_an_inventory_that_mean
     copy = tmp_path / "node.yaml"
     copy.write_text(node_inventory(list(inv.hosts.values())))
     again = load_inventory(str(copy))
-    for name, host in inv.hosts.items():
+    for name, written in inv.hosts.items():
         other = again.hosts[name]
         assert (other.address, other.settings.slurm, other.settings.launcher) == (
-            host.address, host.settings.slurm.model_copy(update={"partition": clusters.partition_of(host)}),
-            host.settings.launcher)
-        assert clusters.launcher_group(other) == clusters.launcher_group(host)
+            written.address, written.settings.slurm.model_copy(update={"partition": clusters.partition_of(written)}),
+            written.settings.launcher)
+        assert clusters.launcher_group(other) == clusters.launcher_group(written)
     config = SlurmConfig()
     config.templates = templates_dir()
     assert HEALTH_CHECK in config.file_paths(inv.hosts["blade-1"]) and NODE_INVENTORY in config.file_paths(
