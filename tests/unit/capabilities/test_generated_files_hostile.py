@@ -25,7 +25,6 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
-from tests.unit.capabilities.slurm.test_slurm_conf import head_facts, v100_node
 
 from provision.capabilities.driver.tasks import DriverRepository
 from provision.capabilities.launcher.tasks import TorchrunLauncher
@@ -36,6 +35,8 @@ from provision.core.cluster import Cluster
 from provision.core.errors import InputError
 from provision.core.resources import templates_dir
 from provision.inventory.load import load_inventory
+
+from builders.slurmnodes import head_facts, v100_node
 
 CANARY = "@CANARY@"  # replaced, in each example, by a path that only an injected command would create
 PAYLOADS = [
