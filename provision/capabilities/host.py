@@ -17,6 +17,7 @@ from typing import Any
 
 from provision.capabilities.bmc.facts import BmcFacts
 from provision.capabilities.containers.facts import ContainersFacts
+from provision.capabilities.dcgm.facts import DcgmFacts
 from provision.capabilities.driver.facts import DriverFacts
 from provision.capabilities.fabric.facts import FabricFacts
 from provision.capabilities.gpu.model import NvidiaFacts, RecordedGpu
@@ -67,6 +68,7 @@ class HostFacts:
     cpu: CpuFacts | None = None  # CPUs, memory, cgroup layout, GPUs' local CPUs (slurm.conf); None: not read
     fabric: FabricFacts | None = None  # NVSwitches, the fabric manager's packages and unit; None: not read
     containers: ContainersFacts = field(default_factory=ContainersFacts)  # the container toolkit, CDI, engines
+    dcgm: DcgmFacts = field(default_factory=DcgmFacts)  # DCGM's packages, the host engine's version
 
 
 class HostSettings(Block):

@@ -12,7 +12,7 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from provision.capabilities import active, bmc, containers, driver, fabric, gpu, health, launcher, nccl, slurm, system, topology
+from provision.capabilities import active, bmc, containers, dcgm, driver, fabric, gpu, health, launcher, nccl, slurm, system, topology
 from provision.capabilities.capability import Capability, FactLine, RunFlag
 from provision.capabilities.fact_keys import field_paths, unknown_keys
 from provision.capabilities.host import HostFacts
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # types only
 # In the order verify runs their checks (its report lists them so), the facts batch reads their sections and
 # `provision facts` shows their lines.
 CAPABILITIES: tuple[Capability, ...] = tuple(package.CAPABILITY for package in (
-    driver, gpu, fabric, containers, health, bmc, nccl, launcher, slurm, topology, active, system))
+    driver, gpu, fabric, containers, dcgm, health, bmc, nccl, launcher, slurm, topology, active, system))
 
 # The facts batch: the core's sections, then the capabilities'.
 FACTS = FactRegistry(HostFacts, [c.facts for c in CAPABILITIES if c.facts is not None])

@@ -20,6 +20,7 @@ from provision.capabilities.driver.facts import agreed_version, upstream
 from provision.capabilities.driver.settings import DriverSettings
 
 if TYPE_CHECKING:  # types only
+    from provision.capabilities.gpu.model import GpuFacts
     from provision.capabilities.host import HostFacts
     from provision.inventory.model import Host
 
@@ -127,7 +128,7 @@ def what_the_gpus_wait_for(settings: DriverSettings | None, facts: HostFacts) ->
 def unfit_for_the_gpus(settings: DriverSettings, facts: HostFacts) -> list[str]:
     """Why the pinned driver cannot drive this host's GPUs, where nvidia-smi told their compute capability
     (a host with no driver loaded yet is not judged)."""
-    older = [gpu for gpu in facts.nvidia.gpus if _capability(gpu.compute_cap) < TURING]
+    older = before_turing(facts.nvidia.gpus)
     if not older:
         return []
     named = ", ".join(f"GPU{g.index} {g.name} ({g.compute_cap})" for g in older[:2]) + (" ..." if len(older) > 2 else "")
@@ -139,6 +140,11 @@ def unfit_for_the_gpus(settings: DriverSettings, facts: HostFacts) -> list[str]:
         problems.append(f"driver branch {settings.wanted_branch} does not drive GPUs older than Turing, and this host "
                         f"has {named}: {LAST_BRANCH_BEFORE_TURING} is their last branch")
     return problems
+
+
+def before_turing(gpus: list[GpuFacts]) -> list[GpuFacts]:
+    """The GPUs nvidia-smi says are older than Turing (a GPU whose compute capability it did not tell is not)."""
+    return [gpu for gpu in gpus if _capability(gpu.compute_cap) < TURING]
 
 
 def _capability(text: str | None) -> tuple[int, int]:

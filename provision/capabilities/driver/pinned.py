@@ -26,6 +26,7 @@ class Pin:
     version: str  # upstream: "1.17.8"
     apt_version: str  # what apt-get is asked for: "1.17.8-*" (any Debian revision), "1:4.2.3*" (with the epoch)
     cause: str = ""  # the verify check that reports a difference (as_intended files its own under it)
+    remove: tuple[str, ...] = ()  # packages of the same software under other names (another flavour), removed
 
     def misses(self, packages: Mapping[str, str | None], held: list[str], hold: bool) -> str | None:
         """What keeps the packages (installed name -> Debian version, those held) from being the pin; None when
@@ -34,6 +35,9 @@ class Pin:
                  if upstream(packages.get(name) or "") != self.version]
         if wrong:
             return f"not at {self.version}: {', '.join(wrong)}"
+        others = [name for name in self.remove if packages.get(name)]
+        if others:
+            return f"{' '.join(others)} installed too"
         unheld = [name for name in self.names if name not in held]
         return f"installed but not held: {' '.join(unheld)}" if hold and unheld else None
 
@@ -41,17 +45,20 @@ class Pin:
 def plan_pinned(plan: Plan, wanted: DriverSettings, pin: Pin, facts: HostFacts) -> None:
     """Install (upgrade, downgrade) the packages at the pin in one apt-get, then hold them; or only (un)hold them."""
     have = {name: version for name in pin.names if (version := facts.packages.get(name))}
-    if len(have) == len(pin.names) and all(upstream(v) == pin.version for v in have.values()):
+    others = [name for name in pin.remove if facts.packages.get(name)]
+    if len(have) == len(pin.names) and all(upstream(v) == pin.version for v in have.values()) and not others:
         plan.unchanged += [Item(name, OK, pin.what, after=version) for name, version in have.items()]
         NvidiaDriver.plan_hold(plan, wanted, list(pin.names), facts)
     else:
         names = list(pin.names)
         plan.changes.append(Change(
             target=" ".join(names), what=f"{pin.what}s",
-            before=", ".join(f"{name} {version}" for name, version in have.items()) or "not installed", after=pin.version,
+            before=", ".join(f"{name} {facts.packages.get(name)}" for name in [*have, *others]) or "not installed",
+            after=pin.version,
             # One apt-get resolves all before it changes any: a version the repository lacks leaves the host as it was.
+            # The other flavour's packages go in it (NAME-): apt never removes a held package to make room.
             commands=[APT_UPDATE, [*APT_INSTALL, "--allow-downgrades", "--allow-change-held-packages",
-                                   *(f"{name}={pin.apt_version}" for name in names)],
+                                   *(f"{name}={pin.apt_version}" for name in names), *(f"{name}-" for name in others)],
                       *([apt_mark("hold", names)] if wanted.hold else [])],
             verify=lambda fresh: pin.misses(fresh.packages, fresh.held, wanted.hold)))
     for change in plan.changes:

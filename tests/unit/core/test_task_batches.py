@@ -47,9 +47,9 @@ def batches(tmp_path, changing=lambda task: True) -> list[list[str]]:
 
 
 def without_the_toolkit(task) -> bool:
-    """NODE sets no provision_driver.container_toolkit: the container tasks skip (tests/unit/capabilities/containers
+    """NODE sets no provision_driver.container_toolkit or dcgm: their tasks skip (tests/unit/capabilities/containers
     has their batches where it is set); nor has it NVSwitches: the fabric manager's task skips."""
-    return "containers" not in task.tags and "fabric" not in task.tags
+    return not {"containers", "fabric", "dcgm"} & task.tags
 
 
 def test_a_whole_node_converges_in_four_commands_of_changes(tmp_path):
@@ -57,7 +57,7 @@ def test_a_whole_node_converges_in_four_commands_of_changes(tmp_path):
         # the driver's packages change anything: the host is read again before the GPUs are planned
         ["nouveau-blacklist", "driver-repository", "nvidia-driver"],
         # each GPU setter plans from its own setting; files from their own; packages change anything
-        ["fabric-manager", "container-toolkit", "cdi-spec", "container-runtime", "gpu-layout", "gpu-persistence", "gpu-power-limit", "gpu-clocks", "gpu-locked-clocks", "gpu-boot-conf",
+        ["fabric-manager", "container-toolkit", "cdi-spec", "container-runtime", "dcgm", "gpu-layout", "gpu-persistence", "gpu-power-limit", "gpu-clocks", "gpu-locked-clocks", "gpu-boot-conf",
          "gpu-boot-script", "gpu-boot-unit-file", "gpu-boot-unit", "nccl-files", "slurm-packages"],
         ["munge-key", "slurm-config"],
         # the daemons restart for the files just written: planned on the read after them
