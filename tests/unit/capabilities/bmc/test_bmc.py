@@ -10,10 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from builders.facts import facts
+from builders.hosts import host
 from provision.capabilities.bmc import checks, facts as bmc_facts, ipmi
 from provision.capabilities.bmc.facts import BmcFacts
 from provision.capabilities.bmc.tasks import BmcEventRecord
-from provision.capabilities.host import HostFacts, HostSettings
 from provision.capabilities.registry import FACTS, TASK_TYPES
 from provision.core.checks import CRITICAL, WARNING, CheckFailed
 from provision.core.facts import FileFacts, Section
@@ -281,8 +282,7 @@ def test_the_record_is_the_logs_newest_entry_or_empty_and_a_silent_bmc_fails_it(
 
 
 def node(bmc: BmcFacts | None) -> Node:
-    inventory = SimpleNamespace(name="v100-1", flags=frozenset(), settings=HostSettings())
-    return Node("v100-1", inventory, HostFacts(bmc=bmc), [], host=None, inventory_path="basement.yaml")
+    return Node("v100-1", host("v100-1"), facts(bmc=bmc), [], host=None, inventory_path="basement.yaml")
 
 
 def bmc(sel: str = "", psus: str = DELL, fans: str = FANS.splitlines()[0], record: str | None = None) -> BmcFacts:
@@ -398,16 +398,16 @@ def test_the_record_task_writes_only_when_asked_and_checks_what_it_wrote(monkeyp
     monkeypatch.setenv("PROVISION_BMC_SEL_RECORD", "/var/lib/provision/bmc-sel")
     task = TASK_TYPES["bmc-event-record"]()
     assert isinstance(task, BmcEventRecord)
-    host = SimpleNamespace(name="v100-1", flags=frozenset())
-    assert "--accept-bmc-events" in task.plan(host, HostFacts()).skipped and task.file_paths(host) == []
-    host.flags = frozenset({"accept_bmc_events"})
-    assert task.file_paths(host) == ["/var/lib/provision/bmc-sel"]
+    v100 = host("v100-1")
+    assert "--accept-bmc-events" in task.plan(v100, facts()).skipped and task.file_paths(v100) == []
+    v100 = host("v100-1", flags={"accept_bmc_events"})
+    assert task.file_paths(v100) == ["/var/lib/provision/bmc-sel"]
     was = FileFacts("/var/lib/provision/bmc-sel", exists=True, content=record(LOG[1].line).encode())
-    (change,) = task.plan(host, HostFacts(files={was.path: was})).changes
+    (change,) = task.plan(v100, facts(files={was.path: was})).changes
     assert change.before == "entry 2 (11/21/2026 03:12:09)" and change.commands == [bmc_facts.record_argv()]
-    assert task.plan(host, HostFacts()).changes[0].before == "no record"
-    assert change.verify(HostFacts(files={was.path: was})) is None
-    assert change.verify(HostFacts()) == "/var/lib/provision/bmc-sel was not written"
+    assert task.plan(v100, facts()).changes[0].before == "no record"
+    assert change.verify(facts(files={was.path: was})) is None
+    assert change.verify(facts()) == "/var/lib/provision/bmc-sel was not written"
 
 
 # --- the lab's BMC (provision_lab/bmc.py) -------------------------------------------------------------------

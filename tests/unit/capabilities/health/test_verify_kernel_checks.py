@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import pytest
 
+from builders.facts import facts
+from builders.gpus import gpu
+from builders.hosts import host
 from provision.capabilities.health.facts import AerCounters, KernelLogFacts, PcieFacts
-from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
-from provision.capabilities.host import HostFacts
-from provision.capabilities.host import HostSettings
 from provision.core.checks import CheckFailed
 from provision.verify import Node
 from provision.capabilities.health import checks_kernel
@@ -24,11 +23,10 @@ def real_lines(name: str) -> list[str]:
 
 
 def node(lines: list[str] | None, bus_ids=(), source: str | None = "dmesg", pcie: PcieFacts | None = None) -> Node:
-    gpus = [GpuFacts(index=i, uuid=f"GPU-{i}", name="Tesla V100-SXM2-16GB", bus_id=bus) for i, bus in enumerate(bus_ids)]
+    v100s = [gpu(i, "V100", bus_id=bus) for i, bus in enumerate(bus_ids)]
     log = KernelLogFacts(source=source, message="" if source else "dmesg: read kernel buffer failed: Operation "
                                                                     "not permitted", lines=lines or [])
-    facts = HostFacts(nvidia=NvidiaFacts(state="ok", gpus=gpus), kernel_log=log, pcie=pcie)
-    return Node("rig", SimpleNamespace(name="rig", settings=HostSettings()), facts, [], host=None)
+    return Node("rig", host("rig"), facts(gpus=v100s, kernel_log=log, pcie=pcie), [], host=None)
 
 
 def verdict(check, node) -> CheckFailed | None:

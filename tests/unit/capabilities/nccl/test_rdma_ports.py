@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from pydantic import ValidationError
 
-from provision.capabilities.host import HostFacts, HostSettings
+from builders.facts import facts
+from builders.hosts import host
 from provision.capabilities.nccl import checks_rdma, rdma
 from provision.capabilities.nccl.facts import (ERROR_COUNTERS, IB_CLASS, NET_SNIPPET, RdmaPort, parse_network,
                                                parse_rdma_ports)
@@ -198,10 +198,8 @@ def test_error_counts_are_one_warning_naming_them_or_said_in_the_ports_own_findi
 # --- the check ---------------------------------------------------------------------------------------------
 
 def node(ports: list[RdmaPort], interfaces=(), **nccl) -> Node:
-    settings = HostSettings(nccl=NcclSettings.model_validate(nccl)) if nccl else HostSettings()
-    inventory = SimpleNamespace(name="gpu-1", flags=frozenset(), settings=settings)
-    facts = HostFacts(interfaces=list(interfaces) if interfaces is not None else None, rdma=ports)
-    return Node("gpu-1", inventory, facts, [], host=None, inventory_path="cluster.yaml")
+    read = facts(interfaces=list(interfaces) if interfaces is not None else None, rdma=ports)
+    return Node("gpu-1", host("gpu-1", provision_nccl=nccl or None), read, [], host=None, inventory_path="cluster.yaml")
 
 
 def verdict(checked: Node) -> CheckFailed | str | None:

@@ -5,15 +5,14 @@ with DMA-BUF, and with neither."""
 from __future__ import annotations
 
 import subprocess
-from types import SimpleNamespace
 
 import pytest
 
+from builders.facts import facts
+from builders.hosts import host
 from provision.capabilities.driver.facts import DRIVER_SNIPPET, PEER_MEMORY, DriverFacts, parse_driver
-from provision.capabilities.host import HostFacts, HostSettings
 from provision.capabilities.topology import gdr
 from provision.capabilities.topology.checks import check_gpudirect_rdma_is_available_where_nccl_uses_it as CHECK
-from provision.capabilities.nccl.settings import NcclSettings
 from provision.capabilities.topology.topo import TopologyFacts, parse_topo
 from provision.core.checks import WARNING, CheckFailed
 from provision.verify import Node
@@ -59,10 +58,8 @@ def test_the_pairs_within_the_gdr_level_and_the_kernel_versions():
 
 
 def node(driver: DriverFacts, topo: str | None = TOPO, **nccl) -> Node:
-    settings = HostSettings(nccl=NcclSettings.model_validate(nccl)) if nccl else HostSettings()
-    inventory = SimpleNamespace(name="hgx-1", flags=frozenset(), settings=settings)
-    facts = HostFacts(driver=driver, topology=TopologyFacts(matrix=parse_topo(topo)) if topo else None)
-    return Node("hgx-1", inventory, facts, [], host=None, inventory_path="cluster.yaml")
+    read = facts(driver=driver, topology=TopologyFacts(matrix=parse_topo(topo)) if topo else None)
+    return Node("hgx-1", host("hgx-1", provision_nccl=nccl or None), read, [], host=None, inventory_path="cluster.yaml")
 
 
 def verdict(checked: Node) -> CheckFailed | str | None:
