@@ -9,12 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from provision.capabilities.driver.settings import DriverSettings
-from provision.capabilities.gpu.model import NvidiaFacts
+from builders.facts import facts
+from builders.hosts import host
 from provision.capabilities.gpu.tasks import PowerLimit
-from provision.capabilities.host import HostFacts, HostSettings
 from provision.core.errors import InputError
-from provision.core.verify_settings import VerifySettings
 from provision.inventory.load import load_inventory
 from provision.commands import verify as verify_command
 from provision.commands.run import Target
@@ -37,11 +35,10 @@ all:
 """
 
 
-def node(skip: list[str], host: object = None, settings: HostSettings | None = None) -> Node:
-    settings = (settings or HostSettings()).model_copy(update={"verify": VerifySettings(skip=skip)})
-    inventory = SimpleNamespace(name="rig", flags=frozenset(), settings=settings)
-    facts = HostFacts(nvidia=NvidiaFacts(state="ok", exit_code=0))
-    return Node("rig", inventory, facts, [PowerLimit()], host=host, inventory_path="basement.yaml")
+def node(skip: list[str], reached: object = None, **blocks) -> Node:
+    """The rig with this provision_verify.skip (and these other blocks), reached through `reached`."""
+    inventory = host("rig", provision_verify={"skip": skip}, **blocks)
+    return Node("rig", inventory, facts(), [PowerLimit()], host=reached, inventory_path="basement.yaml")
 
 
 def test_a_group_switches_checks_off_and_a_deeper_level_replaces_its_list(tmp_path):
@@ -60,7 +57,7 @@ def test_a_check_named_is_off_and_as_intended_alone_is_every_tasks():
     assert switched_off(quirky, "fans_report_no_failure") == ""
     one_task = node(["as_intended[gpu-clocks]"])
     assert switched_off(one_task, "as_intended[gpu-clocks]") and not switched_off(one_task, "as_intended[gpu-power-limit]")
-    assert switched_off(node([], settings=HostSettings()), "as_intended[gpu-clocks]") == ""
+    assert switched_off(node([]), "as_intended[gpu-clocks]") == ""
 
 
 def test_every_name_is_one_of_verifys_checks_and_a_typo_says_which_was_meant():
@@ -93,7 +90,7 @@ def test_a_check_switched_off_is_reported_skipped_with_the_reason_and_never_runs
             return SimpleNamespace(is_installed=False, version=None)
 
     rig = node(["driver_loaded_is_the_pinned_version", "gpu_count_is_as_the_inventory_says"], NodeHost(),
-               HostSettings(driver=DriverSettings(version="580.159.04")))
+               provision_driver={"version": "580.159.04"})
     verdict = run_checks([rig])["rig"]
     assert asked == []  # the driver's check would have asked the node for its packages
     assert "driver_loaded_is_the_pinned_version: switched off for this host by provision_verify.skip in the " \
