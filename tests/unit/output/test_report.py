@@ -105,12 +105,9 @@ def test_progress_is_a_live_bar_on_a_terminal_and_plain_lines_on_a_pipe():
 
 
 def test_facts_shows_the_clocks_the_way_they_are_set():
-    from provision.capabilities.gpu.model import GpuFacts
+    from builders.gpus import gpu
     from provision.capabilities.gpu.shown import clocks_set
-    v100 = GpuFacts(0, "GPU-v", "Tesla V100-SXM2-16GB", "0000:06:00.0", app_clock_mem=877, app_clock_sm=1005)
-    geforce = GpuFacts(0, "GPU-g", "NVIDIA GeForce RTX 4090", "0000:01:00.0", locked={"sm": "210,2520"})
-    assert clocks_set(v100) == "app 877,1005"
-    assert clocks_set(geforce) == "locked sm 210,2520"
-    assert clocks_set(GpuFacts(0, "GPU-d", "NVIDIA GeForce RTX 3090", "0000:02:00.0")) == "default"
-    reset = GpuFacts(0, "GPU-r", "NVIDIA GeForce RTX 3090", "0000:02:00.0", locked={"sm": "default"})
-    assert clocks_set(reset) == "default"
+    assert clocks_set(gpu(0, "V100", app_clock_mem=877, app_clock_sm=1005)) == "app 877,1005"
+    assert clocks_set(gpu(0, "RTX 4090", locked={"sm": "210,2520"})) == "locked sm 210,2520"
+    assert clocks_set(gpu(0, "RTX 3090")) == "default"
+    assert clocks_set(gpu(0, "RTX 3090", locked={"sm": "default"})) == "default"
