@@ -12,18 +12,16 @@ import json
 import os
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 from realdata import capture, h100_query_output
 
+from builders.hosts import host
 from provision.capabilities.registry import FACTS
 from provision.core import facts as gather
 from provision.capabilities.gpu import smi as parsers
 from provision.capabilities.gpu.model import ClockPair
 from provision.capabilities.host import HostFacts
-from provision.capabilities.gpu.settings import GpuSettings
-from provision.capabilities.host import HostSettings
 from provision.capabilities.gpu import boot
 from paths import GPUSIM
 
@@ -116,9 +114,7 @@ def test_every_gpu_lost_is_an_error_in_nvidia_smis_words():
 def test_the_boot_file_keeps_the_line_of_a_lost_gpu():
     facts = HostFacts(nvidia=nvidia_facts(f"{h100_query_output()}{DEVICE_HANDLE_ERROR}\n", rc=15))
     old = f"gpu={H100_UUID} index=0 power_limit=700\ngpu=GPU-0b5e7c1a-lost index=1 power_limit=300\n"
-    host = SimpleNamespace(name="node1", settings=HostSettings(gpu=GpuSettings.model_validate({"power_limit": 300})),
-                           flags=frozenset())
-    text = boot.render(host, facts, old)
+    text = boot.render(host(provision_gpu={"power_limit": 300}), facts, old)
     assert f"gpu={H100_UUID} index=0 power_limit=300  # model=" in text
     assert "gpu=GPU-0b5e7c1a-lost power_limit=300  # not seen at the last run: was_index=1\n" in text  # by UUID only
 
