@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from provision.commands import reboot
-from provision.core.connection import CommandResult, Connection, Unreachable
+from provision.core.connection import CommandResult
 from provision.inventory.model import Host as InventoryHost
 from provision.commands.reboot import (
     NOT_BACK,
@@ -17,6 +17,8 @@ from provision.commands.reboot import (
     Rollout,
 )
 from provision.capabilities.host import HostSettings
+
+from builders.connection import FakeConnection
 
 
 def host(name: str, address: str = "192.0.2.1", connection: str = "ssh") -> InventoryHost:
@@ -32,36 +34,30 @@ class FakeHost:
     def up(self) -> bool:
         return self.down_until is None or time.monotonic() >= self.down_until
 
+    def connection(self, name: str) -> FakeConnection:
+        """A connection to it as host `name`: refused while it is down."""
+        return FakeConnection(name, lambda argv, stdin, timeout: self.reply(name, argv), reachable=self.up)
 
-class FakeConnection(Connection):
-    def __init__(self, name: str, machine: FakeHost):
-        super().__init__(name)
-        self.machine = machine
-
-    def open(self):
-        if not self.machine.up():
-            raise Unreachable(f"cannot connect to {self.name}:22: Connection refused")
-
-    def _run(self, argv, stdin, timeout):
+    def reply(self, name: str, argv: list[str]) -> CommandResult:
         if argv[:2] == ["sh", "-c"] and "reboot" in argv[2]:
-            self.machine.marker, self.machine.reboots = argv[-1], self.machine.reboots + 1
-            if self.machine.down_for is None:
-                self.machine.down_until = float("inf")
+            self.marker, self.reboots = argv[-1], self.reboots + 1
+            if self.down_for is None:
+                self.down_until = float("inf")
             else:
-                self.machine.down_until = time.monotonic() + self.machine.down_for
-                self.machine.marker = None  # what the boot will have done to /run
+                self.down_until = time.monotonic() + self.down_for
+                self.marker = None  # what the boot will have done to /run
             return CommandResult(argv, 0, "", "")
         if argv[:2] == ["sh", "-c"] and "scontrol" in argv[2]:
-            return CommandResult(argv, 0, f"NodeName={self.name} Arch=x86_64 State={self.machine.slurm} "
+            return CommandResult(argv, 0, f"NodeName={name} Arch=x86_64 State={self.slurm} "
                                           "Reason=driver upgrade [root@2026-11-23T16:00:00]\n", "")
         if argv == ["cat", reboot.MARKER]:
-            return CommandResult(argv, 0 if self.machine.marker else 1, f"{self.machine.marker or ''}\n", "")
+            return CommandResult(argv, 0 if self.marker else 1, f"{self.marker or ''}\n", "")
         raise AssertionError(argv)
 
 
 def rollout(machines: dict[str, FakeHost], **options) -> tuple[Rollout, list]:
     said = []
-    roll = Rollout(lambda host: FakeConnection(host.name, machines[host.name]), poll=0.01,
+    roll = Rollout(lambda host: machines[host.name].connection(host.name), poll=0.01,
                    notice=said.append, **{"timeout": 2.0, **options})
     return roll, said
 
@@ -129,7 +125,7 @@ def test_a_slurm_node_with_jobs_is_not_rebooted_and_the_rollout_goes_on():
     from provision.capabilities.slurm.settings import SlurmSettings
 
     machines = {"gpu-1": FakeHost(slurm="MIXED+DRAIN"), "gpu-2": FakeHost(slurm="IDLE+DRAIN")}
-    roll = Rollout(lambda h: FakeConnection(h.name, machines[h.name]), busy=reboot.slurm_jobs_on, poll=0.01, timeout=2)
+    roll = Rollout(lambda h: machines[h.name].connection(h.name), busy=reboot.slurm_jobs_on, poll=0.01, timeout=2)
     hosts = targets("gpu-1", "gpu-2")
     for target in hosts:
         target.host.settings = HostSettings(slurm=SlurmSettings(controller="head"))
