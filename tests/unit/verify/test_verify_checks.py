@@ -6,15 +6,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from builders.checks import checked_node, verdict
+from builders.facts import facts
 from builders.gpus import gpu as card
 from builders.hosts import host
 from provision.capabilities.gpu.model import GpuFacts, LostGpu, NvidiaFacts
 from provision.capabilities.host import HostFacts
 from provision.capabilities.nccl.facts import Interface
-from provision.capabilities.host import HostSettings
-from provision.capabilities.nccl.settings import NcclSettings
 from provision.capabilities.gpu.tasks import PowerLimit
-from provision.core.checks import CheckFailed
 from provision.verify import Node
 from provision.verify.as_intended import check_as_intended
 from provision.capabilities.gpu import checks
@@ -29,16 +28,10 @@ def gpu(index: int, **values) -> GpuFacts:
 
 
 def node(nvidia: NvidiaFacts, gpu_block: dict | None = None) -> Node:
-    inventory = host("rig", provision_gpu=gpu_block if gpu_block is not None else {"power_limit": 400})
-    return Node("rig", inventory, HostFacts(nvidia=nvidia), [PowerLimit()], host=None, inventory_path="basement.yaml")
-
-
-def verdict(check, *args) -> CheckFailed | None:
-    try:
-        check(*args)
-    except CheckFailed as failed:
-        return failed
-    return None
+    """The rig as the checks see it, its power-limit task planned from this provision_gpu block (400 W unless
+    given)."""
+    return checked_node(HostFacts(nvidia=nvidia), tasks=[PowerLimit()],
+                        provision_gpu=gpu_block if gpu_block is not None else {"power_limit": 400})
 
 
 def test_nvidia_smi_exit_codes_carry_their_meaning():
@@ -113,8 +106,7 @@ def test_as_intended_is_the_tasks_plan_with_nothing_to_change():
 
 
 def test_a_host_without_a_gpu_block_skips_the_gpu_checks():
-    bare = node(NvidiaFacts(state="missing"))
-    bare.inventory.settings = HostSettings()
+    bare = checked_node(facts(state="missing"))
     with pytest.raises(pytest.skip.Exception):
         checks.check_no_gpu_is_lost(bare)
 
@@ -136,10 +128,7 @@ def test_the_gpu_count_of_the_inventory_counts_lost_gpus_and_says_what_it_found(
 
 
 def nic_node(interfaces: list[Interface], **nccl) -> Node:
-    bare = node(NvidiaFacts(state="missing"))
-    bare.inventory.settings = HostSettings(nccl=NcclSettings.model_validate(nccl))
-    bare.facts.interfaces = interfaces
-    return bare
+    return checked_node(facts(state="missing", interfaces=interfaces), provision_nccl=nccl)
 
 
 UP = ("BROADCAST", "UP", "LOWER_UP")
@@ -251,9 +240,9 @@ def test_the_checks_host_fixture_is_the_nodes_own_never_testinfras_local_one():
             return SimpleNamespace(is_installed=False, version=None)
 
     inventory = host("rig", provision_driver={"version": "580.159.04"})
-    facts = HostFacts(system=SystemFacts(os_id="ubuntu"), nvidia=NvidiaFacts(state="ok", exit_code=0, gpus=[gpu(0)]))
-    verdict = run_checks([Node("rig", inventory, facts, [], host=NodeHost(), inventory_path="basement.yaml")])["rig"]
-    assert asked and "driver_loaded_is_the_pinned_version" in " ".join(verdict.skipped)
+    read = facts(system=SystemFacts(os_id="ubuntu"), gpus=[gpu(0)])
+    found = run_checks([Node("rig", inventory, read, [], host=NodeHost(), inventory_path="basement.yaml")])["rig"]
+    assert asked and "driver_loaded_is_the_pinned_version" in " ".join(found.skipped)
 
 
 def test_the_fabric_fields_parse_and_an_older_driver_without_them_is_no_fabric():
