@@ -34,20 +34,21 @@ def test_only_the_lines_the_load_added_count_one_finding_per_device():
 
 def test_gpu_error_counters_that_grew_during_the_load_are_one_finding_per_gpu():
 
-    from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
+    from builders.facts import facts
+    from builders.gpus import gpu
     from provision.capabilities.gpu.nvlink import NvlinkFacts, NvlinkGpu
     from provision.capabilities.host import HostFacts
 
-    def facts(ecc: int, replay: int) -> HostFacts:
-        gpus = [GpuFacts(index=i, uuid=f"GPU-{i}", name="Tesla V100-SXM2-16GB", bus_id=f"00000000:{i + 1:02X}:00.0",
-                         ecc_uncorrected=ecc if i == 0 else 0) for i in range(2)]
+    def read(ecc: int, replay: int) -> HostFacts:
+        """Two NVLinked V100s: GPU0's uncorrectable ECC errors, GPU1's link replays."""
+        v100s = [gpu(i, "V100", uuid=f"GPU-{i}", ecc_uncorrected=ecc if i == 0 else 0) for i in range(2)]
         links = [NvlinkGpu(i, "Tesla V100-SXM2-16GB", f"GPU-{i}",
                            errors={0: {"Replay Errors": replay if i == 1 else 0, "CRC Errors": 0, "Data Tx": 12}})
                  for i in range(2)]
-        return HostFacts(nvidia=NvidiaFacts(state="ok", gpus=gpus), nvlink=NvlinkFacts(gpus=links))
+        return facts(gpus=v100s, nvlink=NvlinkFacts(gpus=links))
 
-    assert during.grown(facts(1, 3), facts(1, 3)) == []  # counted before the load: not the load's
-    ecc, nvlink = during.grown(facts(0, 3), facts(2, 8))
+    assert during.grown(read(1, 3), read(1, 3)) == []  # counted before the load: not the load's
+    ecc, nvlink = during.grown(read(0, 3), read(2, 8))
     assert (ecc.about, ecc.found, ecc.severity) == (("0000:01:00",), "0000:01:00 during the load: uncorrectable "
                                                     "ECC errors +2", CRITICAL)
     assert (nvlink.found, nvlink.severity) == ("0000:02:00 during the load: NVLink 0 Replay Errors +5", WARNING)

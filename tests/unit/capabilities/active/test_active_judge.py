@@ -9,6 +9,7 @@ from provision.capabilities.active import judge, sampler
 from provision.capabilities.gpu.model import GpuFacts
 from provision.core.checks import CRITICAL, WARNING
 
+from builders.gpus import gpu
 from builders.samples import HEADER, V100, row
 
 
@@ -95,9 +96,7 @@ def test_idle_samples_are_not_judged_as_load():
 
 
 def test_locked_clocks_are_the_target_on_geforce():
-    geforce = GpuFacts(index=0, uuid="GPU-4090", name="NVIDIA GeForce RTX 4090", bus_id="00000000:01:00.0",
-                       locked={"sm": "2100,2100"})
-    target = judge.target_of(geforce)
+    target = judge.target_of(gpu(0, "RTX 4090", locked={"sm": "2100,2100"}))
     assert (target.sm_clock, target.clock_rule) == (2100, "its locked clocks 2100,2100 MHz")
     assert judge.target_of(GpuFacts(index=1, uuid="u", name="n", bus_id="b")).sm_clock is None
     assert judge.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0 and judge.percentile([5.0], 99) == 5.0
