@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from test_verify_active_judging import loaded, verify_active
-
 from provision_lab.netns import LabNet, lab_links, lab_namespaces
 from provision_lab.system import mounts_under
+
+from builders.activelab import loaded, verify_active
 
 pytestmark = pytest.mark.lab
 

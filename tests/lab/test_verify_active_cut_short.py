@@ -27,20 +27,22 @@ from typing import Iterator
 
 import pytest
 import yaml
-from test_verify_active_stop import ACTIVE, on_nodes
 
 from provision.core.connection import KEEPALIVE_S, SILENT_AFTER_S
+
+from builders.activelab import ACTIVE, LOAD, on_nodes
 
 pytestmark = pytest.mark.lab
 
 BLADES = [f"lab-rtx3090-{n}" for n in range(1, 5)]
 RISERS = "lab-rtx4090-1"
 CHECK = "gpus_hold_up_under_load"
-LOAD = {"load_command": ["/usr/lib/provision-lab/gpusim", "load"]}
 # torchrun held at its start on one blade: the lab's torch layer is on python3's path, a .pth line runs at start
 SLOW_JOIN = "/usr/local/lib/python3.11/dist-packages/zz-lab-slow-join.pth"
 HOLD = ("import time; time.sleep(101) if b'provision-allreduce' in open('/proc/self/cmdline', 'rb').read() "
         "else None")
+
+
 def processes(*words: str) -> str:
     """sh that prints each process whose command line has one of the words. Each word is split in two in the sh
     ("torch""run") so that this listing's own command line never matches itself."""

@@ -16,51 +16,17 @@ each test clears its faults and leaves the lab converged.
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
-import yaml
+
+from builders.activelab import loaded, verify_active
 
 pytestmark = pytest.mark.lab
 
 V100, RISERS = "lab-v100-1", "lab-rtx4090-1"
 BLADES = [f"lab-rtx3090-{n}" for n in range(1, 5)]
 CHECK = "gpus_hold_up_under_load"
-LOAD = {"load_command": ["/usr/lib/provision-lab/gpusim", "load"]}
-
-
-def loaded(lab, name: str, host_vars: dict[str, dict] | None = None) -> Path:
-    """The lab's inventory with every host loaded by the simulator (provision_active.load_command), and these variables
-    merged into the named hosts (lab-v100-1: {"provision_active": {...}})."""
-    tree = yaml.safe_load(lab.inventory.read_text())
-    tree["all"].setdefault("vars", {})["provision_active"] = dict(LOAD)
-    for host, more in (host_vars or {}).items():
-        for where in _hosts_mappings(tree):
-            if host in where:
-                entry = where[host] if where[host] is not None else {}
-                for key, value in more.items():
-                    entry[key] = {**entry.get(key, {}), **value} if isinstance(value, dict) else value
-                where[host] = entry
-    path = lab.dir / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(tree))
-    return path
-
-
-def _hosts_mappings(group: dict):
-    """Every `hosts:` mapping under a group, nested children included."""
-    for value in group.values():
-        if isinstance(value, dict):
-            if isinstance(value.get("hosts"), dict):
-                yield value["hosts"]
-            yield from _hosts_mappings(value)
-
-
-def verify_active(lab, inventory: Path, limit: str, *more: str) -> tuple[int, dict[str, dict]]:
-    proc = lab.provision("verify", str(inventory), "--active", "--duration", "6", "--json", "--limit", limit, *more)
-    assert proc.stdout.strip(), proc.stderr
-    return proc.returncode, {h["host"]: h for h in json.loads(proc.stdout)["hosts"]}
 
 
 def on_node(lab, node: str, command: str) -> str:

@@ -13,45 +13,17 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 
+from builders.activelab import NODES, loaded, on_nodes
 
 pytestmark = pytest.mark.lab
-# The inventory's name of the active block: provision_active once provision's variables have their prefix (issue 43)
-ACTIVE = "provision_active"
-
-NODES = ["lab-v100-1", "lab-rtx4090-1"]
-# What an active run leaves on a node while it runs: the simulator's load, the sampler, its directory. The words
-# are split in two in the sh ("gpusim"" load") so that this listing's own command line never matches itself.
-LEFT = ("for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); case $c in "
-        "*'gpusim'' load'*|*' -l''ms '*) echo \"process: $c\";; esac; done; "
-        "for d in /tmp/provision-active.*; do [ -e \"$d\" ] && echo \"left: $d\"; done; true")
-
-
-def loaded(lab) -> Path:
-    tree = yaml.safe_load(lab.inventory.read_text())
-    tree["all"].setdefault("vars", {})[ACTIVE] = {"load_command": ["/usr/lib/provision-lab/gpusim", "load"]}
-    path = lab.dir / "active-stop.yaml"
-    path.write_text(yaml.safe_dump(tree))
-    return path
-
-
-def on_nodes(lab, nodes: list[str] = NODES, listing: str = LEFT) -> dict[str, list[str]]:
-    """Node -> what of an active run is there now (listing: sh that prints it)."""
-    said = {}
-    for node in nodes:
-        done = lab.ssh(node, listing)
-        assert done.returncode == 0, done.stderr
-        said[node] = done.stdout.splitlines()
-    return said
 
 
 def start(lab) -> subprocess.Popen:
     """verify --active --duration 60 on both nodes, returned once both are loading."""
-    proc = subprocess.Popen([sys.executable, "-m", "provision", "verify", str(loaded(lab)), "--active", "--duration",
+    proc = subprocess.Popen([sys.executable, "-m", "provision", "verify", str(loaded(lab, "active-stop")), "--active", "--duration",
                              "60", "--limit", ",".join(NODES)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "COLUMNS": "1000"})
     deadline = time.monotonic() + 90

@@ -14,11 +14,11 @@ import subprocess
 import time
 
 import pytest
-from test_when_runs_are_interrupted import (BLADES, MOVED, RISERS, V100, hosts, limits, locked, moved,
-                                            slow_setter, start_apply)
 
 from provision.core.connection import KEEPALIVE_S, SILENT_AFTER_S
 from provision.core.batches import NOT_VERIFIED
+
+from builders.basementruns import BLADES, MOVED, RISERS, V100, hosts, limits, locked, moved, slow_setter, start_apply
 
 pytestmark = pytest.mark.lab
 __all__ = ["moved"]  # the fixture, used by name
