@@ -21,11 +21,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from builders.facts import facts
+from builders.gpus import gpu
+from builders.hosts import host
 from provision.capabilities.active import dcgm, run
 from provision.capabilities.active.judge import Target
 from provision.capabilities.active.settings import ActiveSettings
-from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
-from provision.capabilities.host import HostFacts, HostSettings, parse_host_settings
+from provision.capabilities.host import parse_host_settings
 from provision.commands import active
 from provision.core.checks import CRITICAL, ERROR, WARNING
 
@@ -212,9 +214,7 @@ def test_the_node_runs_dcgmi_diag_under_the_sampler_for_as_long_as_its_level_tak
     conn = SimpleNamespace(run=lambda argv, stdin=None, timeout=None: calls.append((argv, timeout))
                            or SimpleNamespace(stdout="", stderr=""))
     state = SimpleNamespace(
-        host=SimpleNamespace(name="a100-1", settings=HostSettings(active=ActiveSettings(dcgm_diag=3))),
-        facts=HostFacts(nvidia=NvidiaFacts(state="ok", gpus=[GpuFacts(index=0, uuid="GPU-0", name="A100",
-                                                                      bus_id="00000000:01:00.0")])), conn=conn)
+        host=host("h100-1", provision_active={"dcgm_diag": 3}), facts=facts(gpus=[gpu(0, "H100")]), conn=conn)
     active.one(state, 60)
     [(argv, timeout)] = calls
     assert "dcgmi diag -r 3 -j" in argv[2] and timeout == dcgm.LIMIT_S[3] + active.SLACK_S
