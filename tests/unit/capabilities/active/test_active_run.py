@@ -6,11 +6,12 @@ from __future__ import annotations
 import subprocess
 from types import SimpleNamespace
 
+from builders.facts import facts
+from builders.gpus import gpu
+from builders.hosts import host
 from provision.capabilities.active import run
 from provision.capabilities.active.judge import Target
 from provision.capabilities.active.settings import ActiveSettings
-from provision.capabilities.gpu.model import GpuFacts, NvidiaFacts
-from provision.capabilities.host import HostFacts, HostSettings
 from provision.capabilities.slurm.facts import SlurmNodeState
 from provision.commands import active
 from provision.core.stopping import Stop
@@ -57,11 +58,12 @@ def test_what_the_node_printed_reads_back_into_a_run():
     assert cut.error == "the run ended before it reported: no output"
 
 
-def state(slurm: SlurmNodeState | None = None, gpus: int = 1, settings: HostSettings | None = None):
-    nvidia = NvidiaFacts(state="ok", gpus=[GpuFacts(index=i, uuid=f"GPU-{i}", name="Tesla V100-SXM2-16GB",
-                                                    bus_id=f"00000000:{i + 1:02X}:00.0") for i in range(gpus)])
-    return SimpleNamespace(host=SimpleNamespace(name="v100-1", settings=settings or HostSettings()),
-                           facts=HostFacts(nvidia=nvidia, slurm_node=slurm), conn=FakeConnection("v100-1"))
+def state(slurm: SlurmNodeState | None = None, gpus: int = 1, active: dict | None = None):
+    """The V100 node as a run holds it: its GPUs (UUIDs GPU-0, ... as the run's output names them), its Slurm
+    state and provision_active block."""
+    v100s = [gpu(i, "V100", uuid=f"GPU-{i}") for i in range(gpus)]
+    return SimpleNamespace(host=host("v100-1", provision_active=active), facts=facts(gpus=v100s, slurm_node=slurm),
+                           conn=FakeConnection("v100-1"))
 
 
 def test_a_node_with_slurm_jobs_or_no_gpu_is_refused_before_anything_runs_on_it():
@@ -72,7 +74,7 @@ def test_a_node_with_slurm_jobs_or_no_gpu_is_refused_before_anything_runs_on_it(
     empty = state(gpus=0)
     assert active.one(empty, 5).refused.startswith("no GPU was read") and empty.conn.sent == []
     idle = state(SlurmNodeState(name="v100-1", states=("IDLE",)),
-                 settings=HostSettings(active=ActiveSettings(load_command=["/usr/local/sbin/burn"], interval_ms=50)))
+                 active={"load_command": ["/usr/local/sbin/burn"], "interval_ms": 50})
     active.one(idle, 5)
     [(argv, stdin, timeout)] = idle.conn.sent
     assert argv[:2] == ["sh", "-c"] and "/usr/local/sbin/burn --seconds 5" in argv[2] and "-lms 50" in argv[2]
@@ -148,7 +150,7 @@ def test_a_gpu_slower_than_its_last_good_run_is_found_and_a_passing_run_becomes_
 def test_a_host_lost_during_the_run_is_left_unread_so_verify_reports_it_unreachable(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     answering, lost = state(gpus=1), state(gpus=1)
-    lost.host = SimpleNamespace(name="v100-2", settings=HostSettings())
+    lost.host = host("v100-2")
     seen = []
 
     class Engine:
@@ -171,15 +173,15 @@ def test_inside_its_own_slurm_job_a_node_is_loaded_unless_another_job_is_on_it(m
         return FakeLocalConnection("v100-1", lambda argv, stdin, timeout: jobs if argv[0] == "squeue" else "")
 
     monkeypatch.setenv("SLURM_JOB_ID", "41")
-    settings = HostSettings(active=ActiveSettings(load_command=["/usr/local/sbin/burn"]))
-    alone = state(SlurmNodeState(name="v100-1", states=("ALLOCATED",)), settings=settings)
+    burn = {"load_command": ["/usr/local/sbin/burn"]}
+    alone = state(SlurmNodeState(name="v100-1", states=("ALLOCATED",)), active=burn)
     alone.conn = squeue_lists("41\n")
     assert active.one(alone, 5).refused == ""
     assert alone.conn.argvs()[0] == ["squeue", "--noheader", "--nodelist", "v100-1", "--format", "%A"]
     assert alone.conn.argvs()[1][:2] == ["sh", "-c"]  # loaded
-    shared = state(SlurmNodeState(name="v100-1", states=("MIXED",)), settings=settings)
+    shared = state(SlurmNodeState(name="v100-1", states=("MIXED",)), active=burn)
     shared.conn = squeue_lists("41\n77\n")
     assert active.one(shared, 5).refused == "Slurm has jobs on it (State=MIXED; jobs 77 beside this one)"
     assert len(shared.conn.sent) == 1
-    remote = state(SlurmNodeState(name="v100-1", states=("ALLOCATED",)), settings=settings)  # over SSH: not ours
+    remote = state(SlurmNodeState(name="v100-1", states=("ALLOCATED",)), active=burn)  # over SSH: not ours
     assert active.one(remote, 5).refused == "Slurm has jobs on it (State=ALLOCATED)" and remote.conn.sent == []
