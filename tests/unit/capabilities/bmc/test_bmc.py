@@ -16,10 +16,12 @@ from provision.capabilities.bmc import checks, facts as bmc_facts, ipmi
 from provision.capabilities.bmc.facts import BmcFacts
 from provision.capabilities.bmc.tasks import BmcEventRecord
 from provision.capabilities.registry import FACTS, TASK_TYPES
-from provision.core.checks import CRITICAL, WARNING, CheckFailed
+from provision.core.checks import CRITICAL, WARNING
 from provision.core.facts import FileFacts, Section
 from provision.verify import Failure, Node, by_cause
 from paths import REPO
+
+from builders.checks import verdict
 
 # --- sel elist ----------------------------------------------------------------------------------------------
 
@@ -288,14 +290,6 @@ def node(bmc: BmcFacts | None) -> Node:
 def bmc(sel: str = "", psus: str = DELL, fans: str = FANS.splitlines()[0], record: str | None = None) -> BmcFacts:
     return BmcFacts(via="the open interface (/dev/ipmi0)", record=record, sel=ipmi.parse_sel(sel),
                     psus=ipmi.parse_sdr(psus), fans=ipmi.parse_sdr(fans))
-
-
-def verdict(check, target: Node) -> CheckFailed | None:
-    try:
-        check(target)
-    except CheckFailed as failed:
-        return failed
-    return None
 
 
 ALL = (checks.check_power_supplies_report_no_failure, checks.check_fans_report_no_failure,

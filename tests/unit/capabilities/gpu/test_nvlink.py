@@ -18,8 +18,9 @@ from provision.capabilities.gpu import checks_nvlink
 from provision.capabilities.gpu import facts as gpu_facts
 from provision.capabilities.gpu.model import GpuFacts
 from provision.capabilities.gpu.nvlink import INACTIVE, Link, parse_errors, parse_status, read
-from provision.core.checks import CheckFailed
 from provision.core.facts import build_script, split_sections
+
+from builders.checks import verdict
 
 UUID0, UUID1 = "GPU-09101d09-2345-0823-9f93-c9f49b9aebac", "GPU-2f472f47-2093-5eb6-6eb1-a2cce2e0c5ee"
 # The 4x V100's layout (tab, space), a link down as on Azure's V100, and the A6000's NVML line.
@@ -146,14 +147,6 @@ def v100(index: int) -> GpuFacts:
 def node(status: str, errors: str = "", gpus: int = 2, gpu_block: bool = True):
     return SimpleNamespace(name="v100", inventory=host("v100", provision_gpu={} if gpu_block else None),
                            facts=facts(gpus=[v100(i) for i in range(gpus)], nvlink=read(status, errors)))
-
-
-def verdict(check, a_node) -> CheckFailed | None:
-    try:
-        check(a_node)
-    except CheckFailed as failed:
-        return failed
-    return None
 
 
 UP = "25.781 GB/s"

@@ -10,10 +10,11 @@ from builders.facts import facts
 from builders.gpus import gpu
 from builders.hosts import host
 from provision.capabilities.health.facts import AerCounters, KernelLogFacts, PcieFacts
-from provision.core.checks import CheckFailed
 from provision.verify import Node
 from provision.capabilities.health import checks_kernel
 from paths import FIXTURES
+
+from builders.checks import verdict
 
 KERNLOG = FIXTURES / "kernlog"
 
@@ -27,14 +28,6 @@ def node(lines: list[str] | None, bus_ids=(), source: str | None = "dmesg", pcie
     log = KernelLogFacts(source=source, message="" if source else "dmesg: read kernel buffer failed: Operation "
                                                                     "not permitted", lines=lines or [])
     return Node("rig", host("rig"), facts(gpus=v100s, kernel_log=log, pcie=pcie), [], host=None)
-
-
-def verdict(check, node) -> CheckFailed | None:
-    try:
-        check(node)
-    except CheckFailed as failed:
-        return failed
-    return None
 
 
 def test_an_uncorrectable_ecc_error_and_a_failed_retirement_fail_with_the_gpu_named():

@@ -25,6 +25,8 @@ from provision.capabilities.nccl.settings import NcclSettings
 from provision.core.checks import CRITICAL, WARNING, CheckFailed
 from provision.verify import Node
 
+from builders.checks import verdict
+
 CHECK = checks_rdma.check_rdma_ports_are_up_at_rate_without_errors
 NAME = "rdma_ports_are_up_at_rate_without_errors"  # as verify reports it
 CLEAN = {name: "0" for name in ERROR_COUNTERS}
@@ -202,40 +204,29 @@ def node(ports: list[RdmaPort], interfaces=(), **nccl) -> Node:
     return Node("gpu-1", host("gpu-1", provision_nccl=nccl or None), read, [], host=None, inventory_path="cluster.yaml")
 
 
-def verdict(checked: Node) -> CheckFailed | str | None:
-    """The CheckFailed, the reason it skipped ("skip: ..."), or None when it passed."""
-    try:
-        CHECK(checked)
-    except CheckFailed as failed:
-        return failed
-    except pytest.skip.Exception as skipped:
-        return f"skip: {skipped.msg}"
-    return None
-
-
 def test_the_check_passes_a_clean_node_and_fails_with_one_finding_per_port_and_cause():
-    assert verdict(node([port("mlx5_0"), port("mlx5_1")])) is None  # no nccl block: hardware health all the same
-    failed = verdict(node([port("mlx5_0", state="DOWN", phys="Polling"), port("mlx5_1", gbps=25.0),
+    assert verdict(CHECK, node([port("mlx5_0"), port("mlx5_1")])) is None  # no nccl block: hardware health all the same
+    failed = verdict(CHECK, node([port("mlx5_0", state="DOWN", phys="Polling"), port("mlx5_1", gbps=25.0),
                            port("mlx5_2", symbol_error=9), port("mlx5_3")]))
     assert isinstance(failed, CheckFailed)
     assert [(f.about, f.severity) for f in failed.findings] == [(("mlx5_0:1",), CRITICAL), (("mlx5_1:1",), WARNING),
                                                                 (("mlx5_2:1",), WARNING)]
-    only = verdict(node([port("mlx5_0", state="DOWN", phys="Polling"), port("mlx5_1")], ib_hca="=mlx5_1"))
+    only = verdict(CHECK, node([port("mlx5_0", state="DOWN", phys="Polling"), port("mlx5_1")], ib_hca="=mlx5_1"))
     assert only is None  # NCCL will not use mlx5_0: not this check's business
 
 
 def test_the_check_says_why_it_does_not_apply():
-    assert verdict(node([])) == "skip: not applicable: no RDMA device (/sys/class/infiniband is empty)"
-    assert verdict(node([port(state="DOWN")], ib_disable=True)) == \
+    assert verdict(CHECK, node([])) == "skip: not applicable: no RDMA device (/sys/class/infiniband is empty)"
+    assert verdict(CHECK, node([port(state="DOWN")], ib_disable=True)) == \
         "skip: not applicable: provision_nccl.ib_disable is set (NCCL uses no RDMA port)"
-    assert verdict(node([port("mlx5_0")], ib_hca="^mlx5")) == \
+    assert verdict(CHECK, node([port("mlx5_0")], ib_hca="^mlx5")) == \
         "skip: not applicable: NCCL_IB_HCA=^mlx5 leaves out every RDMA port here (mlx5_0:1)"
-    assert verdict(node([port()], interfaces=None)) == "skip: the network was not read"
+    assert verdict(CHECK, node([port()], interfaces=None)) == "skip: the network was not read"
 
 
 def test_a_port_whose_state_cannot_be_read_is_a_note_not_a_failure():
     checked = node([port("mlx5_0", state=None, phys=None, gbps=None), port("mlx5_1")])
-    assert verdict(checked) is None
+    assert verdict(CHECK, checked) is None
     assert checked.notes == ["mlx5_0 port 1: its state could not be read (/sys/class/infiniband/mlx5_0/ports/1/state)"]
 
 
@@ -315,7 +306,7 @@ def causes(live: Path) -> list[tuple[str, str, tuple[str, ...], list[str]]]:
     """verify's findings on the tree: (check, found, about, its consequences' found), one per cause."""
     from provision.verify import Failure, by_cause
 
-    verdict_ = verdict(node(parse_rdma_ports(batch(live))))
+    verdict_ = verdict(CHECK, node(parse_rdma_ports(batch(live))))
     failures = [Failure(NAME, f.expected, f.found, f.fix, list(f.because), list(f.about), f.severity)
                 for f in (verdict_.findings if isinstance(verdict_, CheckFailed) else [])]
     return [(c.failure.check, c.failure.found, tuple(c.failure.about), [f.found for f in c.consequences])

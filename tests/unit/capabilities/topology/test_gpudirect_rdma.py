@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 
-import pytest
 
 from builders.facts import facts
 from builders.hosts import host
@@ -14,8 +13,10 @@ from provision.capabilities.driver.facts import DRIVER_SNIPPET, PEER_MEMORY, Dri
 from provision.capabilities.topology import gdr
 from provision.capabilities.topology.checks import check_gpudirect_rdma_is_available_where_nccl_uses_it as CHECK
 from provision.capabilities.topology.topo import TopologyFacts, parse_topo
-from provision.core.checks import WARNING, CheckFailed
+from provision.core.checks import WARNING
 from provision.verify import Node
+
+from builders.checks import verdict
 
 # An 8-GPU box's pattern, cut to two GPUs: GPU0 and mlx5_0 behind one PCIe switch, GPU1 and mlx5_1 behind another
 # on the other socket.
@@ -62,22 +63,12 @@ def node(driver: DriverFacts, topo: str | None = TOPO, **nccl) -> Node:
     return Node("hgx-1", host("hgx-1", provision_nccl=nccl or None), read, [], host=None, inventory_path="cluster.yaml")
 
 
-def verdict(checked: Node) -> CheckFailed | str | None:
-    try:
-        CHECK(checked)
-    except CheckFailed as failed:
-        return failed
-    except pytest.skip.Exception as skipped:
-        return f"skip: {skipped.msg}"
-    return None
-
-
 def test_a_peer_memory_module_or_dma_buf_passes_and_neither_is_one_warning_with_the_modprobe():
     loaded = DriverFacts(loaded="570.195.03", loaded_line=PROPRIETARY, loaded_open=False, kernel="6.1.0-27-amd64",
                          peer_memory=["/sys/module/nvidia_peermem/version"])
-    assert verdict(node(loaded)) is None
-    assert verdict(node(DriverFacts(loaded="570.195.03", loaded_open=True, kernel="6.8.0-45-generic"))) is None
-    failed = verdict(node(DriverFacts(loaded="570.195.03", loaded_open=False, kernel="6.8.0-45-generic")))
+    assert verdict(CHECK, node(loaded)) is None
+    assert verdict(CHECK, node(DriverFacts(loaded="570.195.03", loaded_open=True, kernel="6.8.0-45-generic"))) is None
+    failed = verdict(CHECK, node(DriverFacts(loaded="570.195.03", loaded_open=False, kernel="6.8.0-45-generic")))
     [finding] = failed.findings
     assert finding.severity == WARNING
     assert "GPU0-mlx5_0 PIX, GPU1-mlx5_1 PXB" in finding.expected and "NCCL's default GDR level, PXB" in \
@@ -85,17 +76,18 @@ def test_a_peer_memory_module_or_dma_buf_passes_and_neither_is_one_warning_with_
     assert finding.found == ("no peer-memory module loaded (/sys/module/nvidia_peermem/version absent) and the "
                              "proprietary kernel module has no DMA-BUF for it")
     assert finding.fix.startswith("`modprobe nvidia-peermem` on the node") and "modules-load.d" in finding.fix
-    old_kernel = verdict(node(DriverFacts(loaded="570.195.03", loaded_open=True, kernel="5.4.0-150-generic")))
+    old_kernel = verdict(CHECK, node(DriverFacts(loaded="570.195.03", loaded_open=True, kernel="5.4.0-150-generic")))
     assert "kernel 5.4.0-150-generic has no DMA-BUF for it" in old_kernel.findings[0].found
 
 
 def test_where_nccl_would_not_use_gpudirect_rdma_the_check_says_why():
     bare = DriverFacts(loaded="570.195.03", loaded_open=False, kernel="6.1.0")
-    assert verdict(node(bare, ib_disable=True)).startswith("skip: not applicable: provision_nccl.ib_disable")
-    assert verdict(node(bare, net_gdr_level="LOC")) == \
+    assert verdict(CHECK, node(bare, ib_disable=True)).startswith("skip: not applicable: provision_nccl.ib_disable")
+    assert verdict(CHECK, node(bare, net_gdr_level="LOC")) == \
         "skip: not applicable: provision_nccl.net_gdr_level LOC turns GPUDirect RDMA off"
-    assert verdict(node(bare, topo=None)) == "skip: the topology was not read (nvidia-smi topo -m)"
+    assert verdict(CHECK, node(bare, topo=None)) == "skip: the topology was not read (nvidia-smi topo -m)"
     far = TOPO.replace("PIX", "SYS").replace("PXB", "SYS")  # every NIC across the sockets
-    assert verdict(node(bare, topo=far)).startswith("skip: not applicable: no GPU has an RDMA NIC NCCL may use at PXB")
-    only_pix = verdict(node(bare, net_gdr_level="PIX"))
+    assert verdict(CHECK, node(bare, topo=far)).startswith(
+        "skip: not applicable: no GPU has an RDMA NIC NCCL may use at PXB")
+    only_pix = verdict(CHECK, node(bare, net_gdr_level="PIX"))
     assert "NCCL_NET_GDR_LEVEL=PIX: GPU0-mlx5_0 PIX)" in only_pix.findings[0].expected
