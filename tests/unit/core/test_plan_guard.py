@@ -4,10 +4,11 @@ and a BlockTask plans with its block typed as HostSettings declares it."""
 from __future__ import annotations
 
 import typing
-from types import NoneType, SimpleNamespace
+from types import NoneType
 
 import pytest
 
+from builders.hosts import host
 from provision.capabilities.host import HostFacts, HostSettings
 from provision.capabilities.registry import TASK_TYPES
 from provision.core.plan import BlockTask, Task
@@ -26,10 +27,6 @@ SKIPPED_WITHOUT_ITS_BLOCK = {
 }
 
 
-def bare_host() -> SimpleNamespace:
-    return SimpleNamespace(name="node-1", settings=HostSettings(), flags=frozenset(), vars={}, groups=["all"])
-
-
 def block_type(cls: type[Task]) -> object:
     """The BlockT a BlockTask subclass fills in (from its class, or the nearest base that does)."""
     for klass in cls.__mro__:
@@ -41,7 +38,7 @@ def block_type(cls: type[Task]) -> object:
 
 @pytest.mark.parametrize("name", sorted(SKIPPED_WITHOUT_ITS_BLOCK))
 def test_a_host_without_the_block_is_skipped_with_the_reason_the_report_shows(name):
-    plan = TASK_TYPES[name]().plan(bare_host(), HostFacts())
+    plan = TASK_TYPES[name]().plan(host("node-1"), HostFacts())
     assert (plan.skipped, plan.changes, plan.failed) == (SKIPPED_WITHOUT_ITS_BLOCK[name], [], "")
 
 
@@ -60,5 +57,5 @@ def test_a_block_task_plans_with_its_block_typed_as_host_settings_declares_it(na
 @pytest.mark.parametrize("name", ["template", "service"])
 def test_a_when_block_not_set_skips_the_task(name):
     task = TASK_TYPES[name]({"src": "x.j2", "dest": "/etc/x", "unit": "x.service", "when": "gpu"})
-    assert task.plan(bare_host(), HostFacts()).skipped == "gpu not set"
-    assert task.file_paths(bare_host()) == [] and task.unit_names(bare_host()) == []
+    assert task.plan(host("node-1"), HostFacts()).skipped == "gpu not set"
+    assert task.file_paths(host("node-1")) == [] and task.unit_names(host("node-1")) == []

@@ -15,7 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from provision.capabilities.host import HostFacts, HostSettings
+from builders.hosts import host
+from provision.capabilities.host import HostFacts
 from provision.capabilities.system import files
 from provision.capabilities.system.files import MAX_FILE_STEPS, MAX_TEMPLATE_BYTES, TemplateFile, render
 from provision.commands.playbook import load_playbook
@@ -54,7 +55,7 @@ def refusals(tmp_path, directory, src: str) -> list[str]:
 def planned(directory, src: str):
     task = TemplateFile({"src": src, "dest": "/etc/nccl.conf"})
     task.templates = directory
-    return task.plan(SimpleNamespace(name="node1", settings=HostSettings()), HostFacts())
+    return task.plan(host(), HostFacts())
 
 
 def content(plan) -> str:
