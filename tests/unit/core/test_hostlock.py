@@ -14,6 +14,8 @@ import pytest
 from provision.core import hostlock
 from provision.core.hostlock import Owner
 
+from builders.connection import FakeConnection
+
 
 def sh(argv: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True)
@@ -133,19 +135,16 @@ def test_process_start_reads_a_command_name_with_spaces_and_parentheses():
 def test_the_heartbeat_renews_the_locks_held_while_the_run_lasts(monkeypatch):
     from provision.core.connection import CommandResult
     monkeypatch.setattr(hostlock, "HEARTBEAT_SECONDS", 0.05)
-    ours, ran, said = Owner.this_run("apply"), [], []
+    ours, said = Owner.this_run("apply"), []
+    host = FakeConnection("node1", lambda argv, stdin, timeout: CommandResult(argv, 1 if len(host.sent) == 2 else 0,
+                                                                              "lost: someone else"))
 
-    class Host:
-        def run(self, argv, timeout=None):
-            ran.append(argv)
-            return CommandResult(argv, 1 if len(ran) == 2 else 0, "lost: someone else")
-
-    with hostlock.Heartbeat(ours, lambda: [("node1", Host())], said.append):
+    with hostlock.Heartbeat(ours, lambda: [("node1", host)], said.append):
         time.sleep(0.3)
-    count = len(ran)
+    count = len(host.sent)
     time.sleep(0.2)
-    assert count >= 3 and len(ran) == count  # every beat while in it, none after
-    assert ran[0] == hostlock.renew_argv(ours)
+    assert count >= 3 and len(host.sent) == count  # every beat while in it, none after
+    assert host.argvs()[0] == hostlock.renew_argv(ours)
     assert said == ["node1: the host lock is no longer this run's: lost: someone else"]
 
 
