@@ -74,6 +74,9 @@ class BootUnit:
 
 # Why a host waits for a reboot after a run, given the host (its settings) and its facts read after it: [] when not.
 PendingReasons = Callable[["Host", "HostFacts"], list[str]]
+# Why a host must not be rebooted now, given the host (its settings) and its facts read after the run, each with the
+# command that fixes it (its next kernel has no NVIDIA module): [] when it may be. `apply --reboot` refuses it.
+RebootRefusal = Callable[["Host", "HostFacts"], list[str]]
 # A capability's lines under a host in `provision facts`, given the host (its settings) and its facts.
 ShowFacts = Callable[["Host", "HostFacts"], list[FactLine]]
 # What a capability makes of a host's facts (not the facts themselves), in `provision facts --json` under its name.
@@ -91,6 +94,7 @@ class Capability:
     tasks: tuple[type[Task], ...] = ()  # the task types a playbook may name
     checks: tuple[str, ...] = ()  # its verify check modules (by module name: pytest imports them)
     pending: tuple[PendingReasons, ...] = ()
+    reboot_refusals: tuple[RebootRefusal, ...] = ()
     # Rules across hosts: what one host's block asks of the others (inventory/build.py runs them on the built
     # inventory, inventory/model.py HostRule).
     host_rules: tuple[HostRule, ...] = ()

@@ -43,6 +43,8 @@ RUN_FLAGS: tuple[RunFlag, ...] = tuple(flag for c in CAPABILITIES for flag in c.
 # What the hosts' blocks ask of each other, checked once the inventory is built (inventory/build.py runs them all).
 HOST_RULES = tuple(rule for c in CAPABILITIES for rule in c.host_rules)
 HOST_REFUSALS = tuple(refusal for c in CAPABILITIES for refusal in c.host_refusals)
+# Why a host's reboot must wait (its next kernel would come back without a module it needs).
+REBOOT_REFUSALS = tuple(refusal for c in CAPABILITIES for refusal in c.reboot_refusals)
 
 # The names a task may give what it plans from and alters (fact_keys.py): HostFacts' field paths, and the
 # capabilities' own finer ones.
@@ -52,6 +54,11 @@ FACT_KEYS: frozenset[str] = field_paths(HostFacts).union(*(c.fact_keys for c in 
 def reboot_pending(host: Any, facts: HostFacts) -> list[str]:
     """Why this host waits for a reboot after a run, every capability's reasons (Extensions.reboot_pending)."""
     return [reason for c in CAPABILITIES for pending in c.pending for reason in pending(host, facts)]
+
+
+def reboot_refusals(host: Any, facts: HostFacts) -> list[str]:
+    """Why this host must not be rebooted now, every capability's reasons (commands/reboot.py refuses it)."""
+    return [reason for refuse in REBOOT_REFUSALS for reason in refuse(host, facts)]
 
 
 def units_setting_again(alters: frozenset[str]) -> list[str]:

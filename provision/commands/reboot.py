@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from provision.capabilities import registry
 from provision.core.connection import Connection, Unreachable
 from provision.core.errors import ProvisionError
 from provision.capabilities.slurm.facts import SLURM_NODE_SNIPPET, parse_slurm_node
@@ -41,6 +42,9 @@ class RebootTarget:
     host: Host
     reasons: list[str]
     machine_id: str = ""
+    # Why it must not go down now, the capabilities' word on its facts (registry.reboot_refusals): the next boot's
+    # kernel has no NVIDIA module, say. Refused with that, and the command that fixes it; the others go on.
+    refusals: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -71,6 +75,8 @@ def this_machine_id() -> str:
 
 def refusal(target: RebootTarget, local_run: bool, own_id: str) -> str:
     """Why this host must not be rebooted by this run, or ''."""
+    if target.refusals:
+        return "; ".join(target.refusals)
     if local_run or target.host.connection == "local":
         return "this is the machine running provision (a local connection): reboot it yourself"
     if own_id and target.machine_id == own_id:
@@ -192,7 +198,8 @@ def reboot_and_converge(engine, serial: int, timeout: float) -> tuple[list[Reboo
     that came back (what only a loaded driver allows, the GPU tuning; a no-op for the rest). Returns the
     outcomes, in inventory order, and the second run's results."""
     pending = [s for s in engine.states if s.result and s.result.reboot_pending and s.facts]
-    targets = [RebootTarget(s.host, s.result.reboot_pending, s.facts.system.machine_id) for s in pending]
+    targets = [RebootTarget(s.host, s.result.reboot_pending, s.facts.system.machine_id,
+                            registry.reboot_refusals(s.host, s.facts)) for s in pending]
     facts = {s.host.name: s.facts for s in pending}
 
     def prepare(conn: Connection, host: Host) -> None:

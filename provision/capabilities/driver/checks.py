@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from provision.capabilities.driver import nextboot
 from provision.capabilities.driver import packages as driver
 from provision.core.checks import fail
 
@@ -41,3 +42,25 @@ def check_driver_loaded_is_the_pinned_version(node: Node, host: TestinfraHost) -
     if loaded is None or not driver.is_pinned(wanted, loaded):
         fail(f"driver {pinned} loaded", loaded or "no NVIDIA kernel module loaded",
              "is the module built for this kernel? (dkms status; dmesg | grep -i nvrm)")
+
+
+def check_the_next_boot_kernel_has_the_nvidia_module(node: Node) -> None:
+    """A kernel upgrade that would strand the node is found before anyone reboots it (nextboot.py).
+
+    Reads: provision_driver; /boot/vmlinuz-*, GRUB's default (/etc/default/grub, /boot/grub/grubenv), the module
+    files under /lib/modules/KERNEL, `dkms status`, the linux-modules-nvidia-* packages.
+    Next step: build or install the module for that kernel (`dkms autoinstall -k KERNEL`, or Ubuntu's
+    linux-modules-nvidia-BRANCH-KERNEL), as the finding says"""
+    boot = node.facts.driver.next_boot
+    if boot is None:
+        pytest.skip("the next boot's kernel was not read")
+    kernel, basis = nextboot.next_kernel(boot)
+    if kernel is None:
+        pytest.skip(f"which kernel boots next is not known: {basis}")
+    found = nextboot.driver_stranded(node.inventory.settings.driver, node.facts)
+    if found is None and not nextboot.has_module(boot, kernel, nextboot.NVIDIA):
+        pytest.skip("no NVIDIA driver here, and the inventory asks for none")
+    if found is not None:
+        fail(f"the kernel that boots next ({kernel}: {found.basis}) has the NVIDIA module",
+             f"no nvidia.ko under /lib/modules/{kernel}: the node would come back without GPUs",
+             f"{found.fix}, before the node reboots")

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from provision.capabilities.driver.nextboot import NEXTBOOT_SNIPPET, NextBoot, parse_nextboot
 from provision.core import dpkg
 from provision.core.facts import FactReader, FactSection, Section
 
@@ -105,12 +106,15 @@ class DriverFacts:
     secure_boot: str = "unknown"  # "enabled", "disabled", "no-efi" (booted without UEFI) or "unknown"
     packages: dict[str, str] = field(default_factory=dict)  # installed driver packages -> Debian version
     held: list[str] = field(default_factory=list)  # of those, the ones on hold (apt-mark hold)
+    next_boot: NextBoot | None = None  # the kernel that boots next and its modules (nextboot.py); None: not read
 
 
 def parse(sections: dict[str, Section], facts: HostFacts) -> None:
     if "driver" in sections:
         facts.driver = parse_driver(sections["driver"].output)
+    if "nextboot" in sections:
+        facts.driver.next_boot = parse_nextboot(sections["nextboot"].output)
 
 
-# Installed packages, the loaded module, nouveau, Secure Boot.
-READER = FactReader((FactSection("driver", DRIVER_SNIPPET),), parse)
+# Installed packages, the loaded module, nouveau, Secure Boot; the next boot's kernel and its modules.
+READER = FactReader((FactSection("driver", DRIVER_SNIPPET), FactSection("nextboot", NEXTBOOT_SNIPPET)), parse)

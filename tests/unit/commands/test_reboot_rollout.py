@@ -132,3 +132,14 @@ def test_a_slurm_node_with_jobs_is_not_rebooted_and_the_rollout_goes_on():
     busy, idle = roll.run(hosts)
     assert busy.status == REFUSED and busy.message.startswith("Slurm has jobs on it (State=MIXED+DRAIN): drain it")
     assert idle.status == REBOOTED and machines["gpu-1"].reboots == 0
+
+
+def test_a_host_a_capability_refuses_is_not_rebooted_and_the_rollout_goes_on():
+    machines = {name: FakeHost(0.05) for name in ("gpu-1", "gpu-2", "gpu-3")}
+    roll, _ = rollout(machines, serial=1)
+    hosts = targets(*machines)
+    hosts[1].refusals = ["the next boot's kernel 6.1.0-40-amd64 (...) has no nvidia module: it would come back "
+                         "without GPUs; fix: `dkms autoinstall -k 6.1.0-40-amd64`"]
+    first, refused, last = roll.run(hosts)
+    assert refused.status == REFUSED and refused.message == hosts[1].refusals[0] and machines["gpu-2"].reboots == 0
+    assert first.status == last.status == REBOOTED and [first.batch, last.batch] == [1, 2]
