@@ -119,7 +119,7 @@ def is_old_block(key: str, value: Any) -> bool:
     not, and then nothing in its file is taken for an old name."""
     if key not in BLOCKS or key == "custom" or not isinstance(value, dict) or not value:
         return False
-    model = _block_model(key)
+    model = block_model(key)
     keys = set(map(str, value))
     return bool(keys <= set(model.model_fields) and keys & telling_fields(model)
                 and not parse_host_settings({key: value}, "", "", partial=True)[1])
@@ -183,6 +183,7 @@ def telling_fields(model: type[Block]) -> frozenset[str]:
 
 
 @functools.cache
-def _block_model(block: str) -> type[Block]:
+def block_model(block: str) -> type[Block]:
+    """The settings model of one of HostSettings' blocks: GpuSettings for gpu."""
     return next(m for m in get_args(HostSettings.model_fields[block].annotation)
                 if isinstance(m, type) and issubclass(m, Block))

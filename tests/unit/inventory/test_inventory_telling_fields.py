@@ -3,13 +3,11 @@ blocks' own declarations (core/settings.py Block telling_fields, generic_fields)
 
 from __future__ import annotations
 
-from typing import get_args
-
 import pytest
 
-from provision.capabilities.host import BLOCKS, HostSettings
+from provision.capabilities.host import BLOCKS
 from provision.core.settings import Block, setting
-from provision.inventory.validate import is_old_block, telling_fields
+from provision.inventory.validate import block_model, is_old_block, telling_fields
 
 
 class RackSettings(Block):
@@ -29,12 +27,8 @@ def test_a_blocks_declarations_decide_which_of_its_fields_are_telling():
     assert telling_fields(Block) == frozenset()
 
 
-def block_models() -> list[type[Block]]:
-    return [next(m for m in get_args(HostSettings.model_fields[name].annotation)
-                 if isinstance(m, type) and issubclass(m, Block)) for name in BLOCKS if name != "custom"]
-
-
-@pytest.mark.parametrize("model", block_models(), ids=lambda model: model.__name__)
+@pytest.mark.parametrize("model", [block_model(name) for name in BLOCKS if name != "custom"],
+                         ids=lambda model: model.__name__)
 def test_each_block_declares_only_its_own_fields_and_none_both_ways(model):
     """A field renamed or removed would otherwise leave a declaration that quietly no longer holds."""
     assert model.telling_fields <= set(model.model_fields), model.telling_fields - set(model.model_fields)
