@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -70,11 +70,12 @@ def left(temp: Path) -> list[str]:
     return sorted(p.name for p in temp.iterdir() if p.name.startswith(run.TEMP_PREFIX))
 
 
-def gone_within(seconds: float, temp: Path) -> bool:
-    """Whether every load, sampler and temporary directory of these tests is gone within `seconds`."""
+def gone_within(seconds: float, temp: Path, running: Callable[[], list[int]] = ours) -> bool:
+    """Whether every process of these tests (`running` finds them: the loads and samplers by default) and every
+    temporary directory of the node script in `temp` is gone within `seconds`."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not ours() and not left(temp):
+        if not running() and not left(temp):
             return True
         time.sleep(0.1)
     return False

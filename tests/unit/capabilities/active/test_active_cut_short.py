@@ -66,15 +66,6 @@ def waiting() -> list[int]:
     return found
 
 
-def nothing_left_within(seconds: float, temp: Path) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not waiting() and not left(temp):
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def script(wrapper, token: str) -> str:
     check = f"[ -x {wrapper.torchrun} ] || {{ echo 'not there'; exit 3; }}"
     return run.allreduce_script(check, [wrapper.torchrun, wrapper.program, "--mib", "4"],
@@ -92,7 +83,7 @@ def test_an_all_reduce_told_to_stop_ends_at_once_with_its_process_group(wrapper)
     out, _ = proc.communicate(timeout=15)
     assert time.monotonic() - started < 3, "the stop waited for the all-reduce"
     assert run.words_after(out, "stopped") == "SIGTERM" and "rank 0 waiting at 127.0.0.1" in out, out
-    assert nothing_left_within(3, wrapper.temp), (waiting(), left(wrapper.temp))
+    assert gone_within(3, wrapper.temp, waiting), (waiting(), left(wrapper.temp))
 
 
 def test_an_all_reduce_whose_controller_is_gone_hangs_itself_up(wrapper):
@@ -101,7 +92,7 @@ def test_an_all_reduce_whose_controller_is_gone_hangs_itself_up(wrapper):
     assert waiting()
     proc.stdout.close()  # as sshd's end of the channel closes when provision is killed (kill -9) or cut off
     assert proc.wait(timeout=5) == 129
-    assert nothing_left_within(3, wrapper.temp), (waiting(), left(wrapper.temp))
+    assert gone_within(3, wrapper.temp, waiting), (waiting(), left(wrapper.temp))
 
 
 def group_state(name: str, wrapper):
@@ -130,7 +121,7 @@ def test_a_stop_during_the_groups_all_reduce_stops_it_on_every_node_and_it_is_no
         assert found.fabric_notes == ["the all-reduce of grp not tested: stopped by SIGINT during it"]
         assert outcome.untested(found) == ["ports and all-reduce: the all-reduce of grp not tested: stopped by "
                                            "SIGINT during it"]
-    assert nothing_left_within(3, wrapper.temp), (waiting(), left(wrapper.temp))
+    assert gone_within(3, wrapper.temp, waiting), (waiting(), left(wrapper.temp))
 
 
 def test_a_node_lost_mid_load_is_judged_on_the_samples_it_sent_and_the_loss_is_its_finding(node):
