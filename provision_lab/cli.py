@@ -181,6 +181,11 @@ def fault(node, kind, gpu, nic, link, port, watts, lab_dir):
                        now on: under a load whose transients pass it, the
                        GPU drawing most falls off the bus; across reboots
                        until clear
+      fabric-manager-version
+                       nvidia-fabricmanager is replaced with a release no
+                       driver matches (an unpinned upgrade): the running one
+                       goes on; at the next boot it aborts and the GPUs stay
+                       "In Progress"; until clear (or apply)
       sshd-down        the node runs but refuses SSH (unreachable)
       mgmt-down        the node's management cable is pulled: it runs on, but
                        what is sent to it over SSH vanishes, with no answer,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
-from provision_lab import bmc, netns, rdma
+from provision_lab import bmc, netns, rdma, stack_fabric
 from provision_lab.node import Node
 from provision_lab.system import LabError, run
 
@@ -15,6 +15,7 @@ GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "gpu-init-failed", "pcie-degraded", "pc
               "gpu-pcie-errors", "gpu-nvlink-down", "gpu-nvlink-errors", "gpu-bad-riser", "gpu-process")
 NVLINK_FAULTS = ("gpu-nvlink-down", "gpu-nvlink-errors")  # these name a link: --link L (default 0)
 FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", *rdma.RDMA_FAULTS, "peermem-unloaded", *bmc.FAULTS, "psu-weak",
+          stack_fabric.FAULT,
           "sshd-down", "mgmt-down", "clear")  # ib-*: --port HCA; psu-weak: --watts N
 WEAK_PSU_WATTS = 900  # psu-weak: what the V100 box's home-built supplies gave its four GPUs
 SLOW_NIC_MBPS = 1000  # nic-slow: the port is cabled to the 1GbE switch (the seed blades' old internet uplink)
@@ -33,6 +34,9 @@ def inject(node: Node, kind: str, gpu: int | None, nic: str | None, link: int | 
         watts = WEAK_PSU_WATTS if watts is None else watts
         node.gpusim("psu", str(watts))
         return f"psu-weak {watts} W"
+    if kind == stack_fabric.FAULT:  # an unpinned apt upgrade of fabric manager (stack_fabric.py)
+        node.exec(["sh", "-c", stack_fabric.mismatch_script()], timeout=120)
+        return f"{kind} {stack_fabric.MISMATCHED_VERSION}"
     if kind in bmc.FAULTS:  # the node's BMC: its event log, a PSU or fan sensor (bmc.py)
         return bmc.inject(node, kind)
     if kind in rdma.RDMA_FAULTS:  # in the node's own /sys/class/infiniband (rdma.py)
@@ -75,6 +79,8 @@ def inject(node: Node, kind: str, gpu: int | None, nic: str | None, link: int | 
 def clear(node: Node, faults: list[str]) -> str:
     """Undo every fault (those recorded, and any GPU or cable state besides); what was done, in words."""
     for fault in faults:
+        if fault.startswith(stack_fabric.FAULT) and node.init_pid() is not None:
+            node.exec(["sh", "-c", stack_fabric.matching_script()], timeout=120)
         if fault.startswith("nic-slow ") and node.init_pid() is not None:
             nic = fault.split()[1]
             node.exec(["umount", f"/sys/class/net/{nic}/speed"], check=False)

@@ -13,7 +13,7 @@ from provision_lab.layout import DEFAULT_GPUS, DEFAULT_NICS, DRIVER_VERSION
 
 # NodeSpec fields added after labs were first made, with their defaults: a lab's layout names one only where it
 # differs, so that a lab made before the field existed (its state has none) is still the same lab.
-LATER_FIELDS = {"provision": False, "driver": True, "psu_watts": None}
+LATER_FIELDS = {"provision": False, "driver": True, "psu_watts": None, "board": None}
 
 
 @dataclass
@@ -32,6 +32,7 @@ class NodeSpec:
     torch: bool = True  # the lab's Python layer (pylayer.py) under the node's disk: torch for its python3
     provision: bool = False  # the lab's provision layer (pylayer.py) above it: this checkout for its python3
     psu_watts: int | None = None  # the power supply's budget for the GPUs: past it under load, a GPU drops off
+    board: str | None = None  # an NVSwitch baseboard the GPUs sit on (gpusim's BOARDS: "hgx-h100-8"); None: none
 
     @property
     def gpu_count(self) -> int:

@@ -135,7 +135,8 @@ class Node:
             raise LabError(f"the GPU simulator {SIM_PACKAGE} is missing")
         config = {"driver_version": self.spec.driver_version if self.spec.driver else None, "gpus": self.spec.gpus,
                   "numa_nodes": self.spec.numa_nodes, "nics": self.spec.rdma,
-                  **({"psu_watts": self.spec.psu_watts} if self.spec.psu_watts else {})}
+                  **({"psu_watts": self.spec.psu_watts} if self.spec.psu_watts else {}),
+                  **({"board": self.spec.board} if self.spec.board else {})}
         self.write(NODE_SIM_CONFIG, json.dumps(config, indent=2) + "\n")
         self.write(NODE_SIM_ZIPAPP, simzip.zipapp())
         programs = [NODE_SIM, DMESG]

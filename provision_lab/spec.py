@@ -27,6 +27,9 @@ GPUs and NICs come from, first match wins:
         python3, with /usr/local/bin/provision, so the node runs `provision verify --local` (a Slurm
         HealthCheckProgram): the lab's provision layer (pylayer.py), rebuilt when the code changes.
         Default false (--nodes N too): building it takes about 15 s.
+  board provision_custom.lab.board: hgx-h100-8 puts the GPUs on an HGX baseboard (8x h100-80gb-hbm3 on four
+        NVSwitches: no `gpus` beside it): they stay "In Progress" in the fabric until nvidia-fabricmanager of
+        the loaded driver's version runs (the lab's apt repository has it: stack_fabric.py).
   PSU   provision_custom.lab.psu_watts: N is what the node's power supplies give its GPUs: under a load (the GPU
         simulator's `load`, verify --active's stand-in) whose transients add up past it, a GPU falls off the
         bus (Xid 79), as on the V100 box. Default: no limit.
@@ -40,6 +43,7 @@ from pathlib import Path
 import yaml
 
 from provision_lab import pylayer
+from provision_lab.gpusim.models import BOARDS
 from provision_lab.layout import DEFAULT_GPUS, DEFAULT_NICS, DRIVER_VERSION
 from provision_lab.model import LabSpec, NodeSpec
 from provision_lab.netns import MAX_NICS, MAX_NODES
@@ -48,7 +52,7 @@ from provision_lab.system import LabError
 MODELS = ("v100-sxm2-16gb", "rtx-3090", "rtx-4090", "h100-80gb-hbm3")
 MODEL_HINTS = (("v100", "v100-sxm2-16gb", 4), ("3090", "rtx-3090", 1), ("4090", "rtx-4090", 7),
                ("h100", "h100-80gb-hbm3", 8))
-LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes", "torch", "provision", "driver", "psu_watts")
+LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes", "torch", "provision", "driver", "psu_watts", "board")
 # The default lab rehearses the basement V100 fix: persistence on, 200 W.
 DEFAULT_VARS = {"provision_gpu": {"persistence": True, "power_limit": 200}}
 NIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
@@ -88,10 +92,13 @@ def _node_for(host, index: int) -> NodeSpec:
                     persistenced=bool(lab.get("persistenced", False)), rdma=_rdma(lab, where),
                     numa_nodes=_numa_nodes(lab, where), torch=_flag(lab, "torch", pylayer.wanted(), where),
                     provision=_flag(lab, "provision", False, where), driver=_flag(lab, "driver", True, where),
-                    psu_watts=_psu_watts(lab, where))
+                    psu_watts=_psu_watts(lab, where), board=_board(lab, where))
 
 
 def _gpus(host, lab: dict, where: str) -> list[dict]:
+    if lab.get("board") in BOARDS:  # the board holds its GPUs
+        board = BOARDS[lab["board"]]
+        return [{"model": board.model, "count": board.gpus}]
     if "gpus" in lab:
         gpus = lab["gpus"]
         ok = isinstance(gpus, list) and all(
@@ -145,6 +152,14 @@ def _psu_watts(lab: dict, where: str) -> int | None:
     if watts is not None and (not isinstance(watts, int) or isinstance(watts, bool) or not 50 <= watts <= 20000):
         raise LabError(f"{where}.psu_watts must be a number of watts, 50..20000; got {watts!r}", 2)
     return watts
+
+
+def _board(lab: dict, where: str) -> str | None:
+    board = lab.get("board")
+    if board is not None and (board not in BOARDS or "gpus" in lab):
+        raise LabError(f"{where}.board must be one of {', '.join(BOARDS)} (its GPUs are the board's: no gpus beside "
+                       f"it); got {board!r}", 2)
+    return board
 
 
 def _flag(lab: dict, key: str, default: bool, where: str) -> bool:

@@ -15,7 +15,7 @@ The service runs the GPU simulator as nv-fabricmanager: it compares the version 
 from __future__ import annotations
 
 from provision_lab.deb import REVISION, Deb
-from provision_lab.layout import DRIVERS, NODE_LAB_DIR
+from provision_lab.layout import DRIVERS, NODE_LAB_DIR, NODE_NVML_LIBRARY
 from provision_lab.simzip import sim_wrapper
 
 MISMATCHED_VERSION = "580.126.09"  # a 580 fabric manager no lab driver matches
@@ -73,3 +73,22 @@ def debs() -> list[Deb]:
     """Fabric manager and NSCQ at each lab driver's version, and the fabric manager no driver matches."""
     versions = sorted(DRIVERS.values())
     return [*(fabric_manager(v) for v in versions), *(nscq(v) for v in versions), fabric_manager(MISMATCHED_VERSION)]
+
+
+# --- the fault: fabric manager at another version than the driver --------------------------------------------------
+
+FAULT = "fabric-manager-version"
+APT = "DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Use-Pty=0"
+
+
+def mismatch_script() -> str:
+    """What an unpinned upgrade does: the fabric manager package replaced with a release no lab driver matches (the
+    running one goes on, the old binary; it aborts at its next start)."""
+    return (f"apt-get -q update >/dev/null && {APT} install --allow-downgrades --allow-change-held-packages "
+            f"{fabric_manager(MISMATCHED_VERSION).name}={MISMATCHED_VERSION}{REVISION}")
+
+
+def matching_script() -> str:
+    """The fault undone: the fabric manager of the installed driver's version (the simulator's library file)."""
+    return (f"v=$(cat {NODE_NVML_LIBRARY}) && {APT} install --allow-downgrades --allow-change-held-packages "
+            f"\"nvidia-fabricmanager-${{v%%.*}}=$v{REVISION}\"")

@@ -1,10 +1,11 @@
-"""gpusim: a faithful, stateful stand-in for nvidia-smi, nvidia-persistenced and dmesg (stdlib only, Python 3.9+).
+"""gpusim: a faithful, stateful stand-in for nvidia-smi, nvidia-persistenced, dmesg and nv-fabricmanager (stdlib only,
+Python 3.9+).
 
 Its usage, environment and config: cli.py (what `gpusim` prints without arguments). Its modules, the programs
 first, then what they share:
 
   cli           gpusim's own commands (init, reboot, set-driver, install, show) and main(), which runs
-                nvidia-smi, nvidia-persistenced or dmesg by the name it is called by
+                nvidia-smi, nvidia-persistenced, dmesg or nv-fabricmanager by the name it is called by
   smi           nvidia-smi's command line and runs
   fields        --query-gpu and the other CSV queries
   report        -q, the full report
@@ -15,6 +16,7 @@ first, then what they share:
   helptext      the help texts, as captured
   persistenced  nvidia-persistenced
   dmesg         dmesg
+  fabric        nv-fabricmanager, on an NVSwitch board
   faults        `gpusim fault`: a GPU off the bus, gone, a degraded link, ECC errors, a power brake, an NVLink
                 down, ...
   gpu           one GPU (and its host) as nvidia-smi shows it

@@ -7,6 +7,10 @@ every model figure and its source is in gpu_models.md beside this package.
 Usage (gpusim: `python -m provision_lab.gpusim`, `python provision_lab/gpusim`, `python gpusim.pyz`)
   nvidia-smi ARGS...                     when installed (copied or linked) under that name
   nvidia-persistenced ARGS...            likewise: daemonizes, writes its pid file
+  nv-fabricmanager [-c FILE]             likewise, on an NVSwitch board (config "board"): at the loaded driver's
+                                         version (its own: NVIDIA_SIM_FABRIC_MANAGER) registers the GPUs with
+                                         the fabric (fabric.state Completed) and runs until killed; at another,
+                                         logs the real mismatch line and exits 1
   dmesg [-T|--ctime] [-t|--notime] [-k|--kernel] [-P|--nopager]
                                          likewise: the simulated kernel's ring buffer (this boot's kernel
                                          lines, as `[   65.315783] message`); root only (kernel.dmesg_restrict=1)
@@ -77,6 +81,8 @@ Environment
   NVIDIA_SIM_UID      act as this uid (default: the effective uid); setters and dmesg need 0
   NVIDIA_SIM_LIBRARY  the installed driver's NVML library version, a file a driver package ships holding its
                       full version, "580.159.04" (default /usr/lib/provision-lab/nvml-library-version)
+  NVIDIA_SIM_FABRIC_MANAGER  nv-fabricmanager's own version, a file its package ships
+                      (default /usr/lib/provision-lab/fabricmanager-version)
   NVIDIA_SIM_PROC_DRIVER  /proc/driver/nvidia, which the loaded driver makes: its version file, written at
                       each boot, gone while no driver is loaded (default /proc/driver/nvidia; where another
                       NVIDIA_SIM_* path is set, the state's path + ".proc-driver-nvidia", so that a test's
@@ -96,6 +102,9 @@ Config
             {"model": "h100-80gb-hbm3", "uuid": "GPU-5afa2088-...", "bus_id": "00000000:00:06.0"}],
    "cpus": 16, "numa_nodes": 1, "virtualization_mode": "None", "cuda_version": "13.0",
    "nics": [{"name": "mlx5_0", "numa": 0, "near_gpu": 0}, {"name": "mlx5_bond_0", "numa": 1}]}
+  "board": "hgx-h100-8" (with "gpus": [{"model": "h100-80gb-hbm3", "count": 8}]): an HGX baseboard, its GPUs
+  on four NVSwitches (/proc/driver/nvidia-nvswitch/devices while a driver is loaded): fabric.state In Progress
+  at each boot until nv-fabricmanager registers them.
   Models: v100-sxm2-16gb, rtx-3090, rtx-4090, h100-80gb-hbm3. Per-GPU overrides (uuid, bus_id,
   vbios, serial, module_id, pdi) are one value when count is 1, else a list of count values.
   Without overrides UUIDs are derived from the hostname and slot, so nodes differ.
@@ -111,6 +120,7 @@ import os
 import sys
 
 from .dmesg import dmesg_main
+from .fabric import fabric_manager_main
 from .env import env_path, pidfile_path
 from .errors import RC_INVALID, RC_SIM, SimError
 from .faults import cmd_fault
@@ -234,7 +244,8 @@ def cmd_show(args: list) -> int:
 
 COMMANDS = {"init": cmd_init, "reboot": cmd_reboot, "fault": cmd_fault, "set-driver": cmd_set_driver,
             "install": cmd_install, "show": cmd_show, "load": cmd_load, "psu": cmd_psu}
-PROGRAMS = {"nvidia-smi": smi_main, "nvidia-persistenced": persistenced_main, "dmesg": dmesg_main}
+PROGRAMS = {"nvidia-smi": smi_main, "nvidia-persistenced": persistenced_main, "dmesg": dmesg_main,
+            "nv-fabricmanager": fabric_manager_main}
 
 
 def main(argv: list) -> int:

@@ -14,6 +14,7 @@ ENV_DEFAULTS = {
     "NVIDIA_SIM_DMESG": "/run/nvidia-sim/dmesg",
     "NVIDIA_SIM_LIBRARY": "/usr/lib/provision-lab/nvml-library-version",
     "NVIDIA_SIM_PROC_DRIVER": "/proc/driver/nvidia",
+    "NVIDIA_SIM_FABRIC_MANAGER": "/usr/lib/provision-lab/fabricmanager-version",  # the lab's fabric manager package's
 }
 
 

@@ -148,9 +148,9 @@ GPU_FIELDS = [
           lambda g: when(bool(g.model.remap_banks), g.record["remap_unc"])),
     field("remapped_rows.pending", "", lambda g: when(bool(g.model.remap_banks), yes_no(g.record["remap_pending"]))),
     field("remapped_rows.failure", "", lambda g: when(bool(g.model.remap_banks), yes_no(g.record["remap_failure"]))),
-    # No simulated board has an NVSwitch fabric: N/A, as -q's Fabric section prints it on the real H100 (PCIe).
-    field("fabric.state", "", lambda g: None),
-    field("fabric.status", "", lambda g: None),
+    # N/A off an NVSwitch board, as on the real single H100 (PCIe); on one (HGX), as -q's Fabric section says.
+    field("fabric.state", "", lambda g: g.record.get("fabric_state")),
+    field("fabric.status", "", lambda g: g.record.get("fabric_status")),
     field("temperature.gpu", "", lambda g: g.temperature),
     field("temperature.gpu.tlimit", "",
           lambda g: g.model.thermal.tlimit_total and g.model.thermal.tlimit_total - g.temperature),

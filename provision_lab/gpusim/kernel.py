@@ -111,6 +111,9 @@ def boot(state: dict, config: dict) -> float | None:
     write_proc_driver(state)
     if state["driver_version"] is None:
         return None
+    for record in state["gpus"]:  # on an NVSwitch board each GPU waits for the fabric manager again
+        if record.get("fabric_state") is not None:
+            record.update(fabric_state="In Progress", fabric_status=None)
     loaded = random.uniform(4.0, 9.0)
     kmsg(state, LOAD_LINE.format(id=nvrm_id(state)), uptime=loaded)
     for record in state["gpus"]:
@@ -133,13 +136,13 @@ def nvrm_id(state: dict) -> str:
 
 
 def write_proc_driver(state: dict | None) -> None:
-    """/proc/driver/nvidia as the loaded driver makes it: its version file; no driver loaded, no directory."""
+    """/proc/driver/nvidia as the loaded driver makes it: its version file; and on an NVSwitch board
+    /proc/driver/nvidia-nvswitch/devices, one entry per NVSwitch; no driver loaded, neither directory."""
     directory = proc_driver_path()
+    write_proc_nvswitch(state)
     with contextlib.suppress(OSError):
         if not state or state.get("driver_version") is None:
-            if os.path.isdir(directory):
-                import shutil  # here: shutil's import (lzma, bz2) would cost every nvidia-smi call 2.5 ms
-                shutil.rmtree(directory)
+            remove_tree(directory)
             return
         os.makedirs(directory, exist_ok=True)
         version = os.path.join(directory, "version")
@@ -148,6 +151,23 @@ def write_proc_driver(state: dict | None) -> None:
         with open(version, "w") as fh:
             fh.write(PROC_VERSION.format(id=nvrm_id(state)))
         os.chmod(version, 0o444)
+
+
+def remove_tree(directory: str) -> None:
+    if os.path.isdir(directory):
+        import shutil  # here: shutil's import (lzma, bz2) would cost every nvidia-smi call 2.5 ms
+        shutil.rmtree(directory)
+
+
+def write_proc_nvswitch(state: dict | None) -> None:
+    """The NVSwitch driver's device list (what NVIDIA's driver container tests for an NVSwitch system): a directory
+    per switch, named by its PCI address, while a driver is loaded."""
+    directory = proc_driver_path() + "-nvswitch"
+    with contextlib.suppress(OSError):
+        switches = (state.get("nvswitches") or []) if state and state.get("driver_version") else []
+        remove_tree(directory)
+        for bus_id in switches:
+            os.makedirs(os.path.join(directory, "devices", bus_id), exist_ok=True)
 
 
 def pci_short(bus_id: str) -> str:

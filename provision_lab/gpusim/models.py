@@ -142,3 +142,17 @@ MODELS = {m.key: m for m in (
         nvlink="all", nvlink_links=18, nvlink_speed="26.562 GB/s",
     ),
 )}
+
+
+class Board(namedtuple("Board", "key name model gpus nvswitches nvswitch_device")):
+    """A baseboard whose GPUs meet through NVSwitches (HGX): they register with the fabric nvidia-fabricmanager
+    sets up, and CUDA waits for it (../shared/reference/node-lifecycle-reference.md, 1.1 and 1.5)."""
+
+    __slots__ = ()
+
+
+# HGX H100 8-GPU: four third-generation NVSwitches, PCI device 10de:22a3 (the FM guide's lspci; AWS ParallelCluster).
+BOARDS = {b.key: b for b in (
+    Board(key="hgx-h100-8", name="HGX H100 8-GPU", model="h100-80gb-hbm3", gpus=8, nvswitches=4,
+          nvswitch_device="10de:22a3"),
+)}

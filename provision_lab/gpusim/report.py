@@ -289,11 +289,21 @@ def q_clocks(g: Gpu) -> list:
     ]
 
 
+# On an NVSwitch board, the block as the 8x H100 HGX capture prints it once registered (State Completed, Status
+# Success, CliqueId 0, ClusterUUID zero on a single-node fabric, ../shared/reference/node-lifecycle-reference.md
+# 1.5); before, State In Progress and Status N/A, as the capture before fabric manager started. The rest of that
+# block while In Progress was not captured: N/A here. Health's fields are the 580 driver's, N/A (not captured).
+SINGLE_NODE_CLUSTER = "00000000-0000-0000-0000-000000000000"
+
+
 def q_fabric(g: Gpu) -> list:
     health = ["Summary", "Bandwidth", "Route Recovery in progress", "Route Unhealthy", "Access Timeout Recovery",
               "Incorrect Configuration", "Partition Assigned"]
-    return ([(1, "Fabric", None), (2, "State", "N/A"), (2, "Status", "N/A"), (2, "CliqueId", "N/A"),
-             (2, "ClusterUUID", "N/A"), (2, "Health", None)] + [(3, name, "N/A") for name in health])
+    state = g.record.get("fabric_state")
+    done = state == "Completed"
+    return ([(1, "Fabric", None), (2, "State", state or "N/A"), (2, "Status", g.record.get("fabric_status") or "N/A"),
+             (2, "CliqueId", "0" if done else "N/A"), (2, "ClusterUUID", SINGLE_NODE_CLUSTER if done else "N/A"),
+             (2, "Health", None)] + [(3, name, "N/A") for name in health])
 
 
 def q_processes(g: Gpu) -> list:

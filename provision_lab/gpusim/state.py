@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from .env import env_path, pidfile_path
 from .errors import SimError
 from .kernel import load_driver
-from .models import MODELS, Model
+from .models import BOARDS, MODELS, Model
 
 # --- config and state -----------------------------------------------------------------------
 
@@ -39,7 +39,20 @@ def load_config() -> dict | None:
         if not isinstance(entry, dict) or entry.get("model") not in MODELS:
             raise SimError(f"{path}: unknown GPU {entry!r}; models: {', '.join(MODELS)}")
     check_nics(path, config)
+    check_board(path, config)
     return config
+
+
+def check_board(path: str, config: dict) -> None:
+    """A board (NVSwitch) holds its own GPUs: exactly its model, as many as it has."""
+    key = config.get("board")
+    if key is None:
+        return
+    board = BOARDS.get(key)
+    if board is None:
+        raise SimError(f"{path}: unknown board {key!r}; boards: {', '.join(BOARDS)}")
+    if config.get("gpus") != [{"model": board.model, "count": board.gpus}]:
+        raise SimError(f'{path}: board {key} holds "gpus": [{{"model": "{board.model}", "count": {board.gpus}}}]')
 
 
 def require_config() -> dict:
@@ -89,9 +102,18 @@ def new_state(config: dict) -> dict:
         "boot_time": time.time(),
         "daemon": None,
         "gpus": records,
+        "nvswitches": nvswitches(config),
     }
+    for record in records if state["nvswitches"] else []:  # registered with the fabric once its manager runs
+        record.update(fabric_state="In Progress", fabric_status=None)
     load_driver(state, config)  # first use: as if the machine had booted with the driver on disk
     return state
+
+
+def nvswitches(config: dict) -> list:
+    """The board's NVSwitches by PCI address, after the GPUs' buses; none on a board without them."""
+    board = BOARDS.get(config.get("board") or "")
+    return [f"0000:{0xc5 + k:02x}:00.0" for k in range(board.nvswitches)] if board else []
 
 
 def overrides(entry: dict, k: int, count: int) -> dict:
