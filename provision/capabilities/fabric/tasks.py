@@ -19,6 +19,7 @@ from provision.capabilities.driver.pinned import Pin, plan_pinned
 from provision.capabilities.driver.tasks import DriverTask
 from provision.capabilities.fabric import packages as fabric
 from provision.capabilities.fabric.facts import UNIT
+from provision.capabilities.system.apt import APT_INSTALL
 from provision.core.plan import OK, Change, Item, Plan
 
 if TYPE_CHECKING:  # types only
@@ -68,11 +69,25 @@ class FabricManager(DriverTask):
             plan.skipped = (f"driver branch {wanted.branch} is not installed yet: fabric manager follows its exact "
                             "version once the nvidia-driver task has installed it")
             return
+        self.plan_other_branch_out(plan, names, facts)
         plan_pinned(plan, wanted, Pin("fabric manager package", tuple(names), version, f"{version}-*",
                                       cause=VERSION_CHECK), facts)
-        installing = bool(plan.changes)
+        # Its packages change (not only their hold): the running one is the old binary.
+        installing = any(change.what != "apt hold" for change in plan.changes)
         self.plan_enabled(plan, facts)
         self.plan_started(plan, version, installing, facts)
+
+    @staticmethod
+    def plan_other_branch_out(plan: Plan, names: list[str], facts: HostFacts) -> None:
+        """Another branch's (or naming's) fabric manager packages removed first: they conflict with these
+        (Provides/Conflicts nvidia-fabricmanager), and apt's resolver never removes a held package to make room."""
+        others = sorted(set(facts.fabric.packages if facts.fabric else {}) - set(names))
+        if others:
+            plan.changes.append(Change(
+                target=" ".join(others), what="fabric manager packages of another branch", before="installed",
+                after="removed", commands=[[*APT_INSTALL, "--allow-change-held-packages", *(f"{n}-" for n in others)]],
+                verify=lambda f: None if f.fabric is None or not set(others) & set(f.fabric.packages)
+                else f"still installed: {' '.join(sorted(set(others) & set(f.fabric.packages)))}"))
 
     @staticmethod
     def plan_enabled(plan: Plan, facts: HostFacts) -> None:

@@ -134,6 +134,15 @@ def test_auto_leaves_a_board_without_nvswitch_alone_and_true_is_refused_there_wi
     assert plan(hgx(None), fabric_manager=False).skipped == "provision_driver.fabric_manager is false: left alone"
 
 
+def test_a_driver_move_takes_the_held_fabric_manager_of_the_old_branch_out_first():
+    found = hgx(None, running=False)
+    found.fabric.packages = {"nvidia-fabricmanager-570": "570.195.03-1provision1", "libnvidia-nscq-570": "570.195.03-1"}
+    found.fabric.held = ["nvidia-fabricmanager-570"]
+    out, install, enable, start = plan(found).changes
+    assert out.commands[0][-3:] == ["--allow-change-held-packages", "libnvidia-nscq-570-", "nvidia-fabricmanager-570-"]
+    assert f"nvidia-fabricmanager-580={DRIVER}-*" in install.commands[1] and start.what == "service"
+
+
 def test_a_branch_alone_follows_the_version_the_driver_packages_hold():
     made = plan(hgx(None, running=False, unit=""), version=None, branch="580")
     assert f"nvidia-fabricmanager-580={DRIVER}-*" in made.changes[0].commands[1]
