@@ -36,7 +36,7 @@ class Deb:
 
     @property
     def filename(self) -> str:
-        return f"{self.name}_{self.version}_all.deb"
+        return f"{self.name}_{self.version.split(':')[-1]}_all.deb"  # no epoch in a file name, as Debian's pool
 
     def control(self) -> str:
         """DEBIAN/control: the fields dpkg and apt read; the description's first line is its summary, the rest

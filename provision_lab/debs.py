@@ -6,7 +6,7 @@ with a function `debs() -> list[Deb]` (Deb: provision_lab/deb.py); LAB_DEBS call
 
 from __future__ import annotations
 
-from provision_lab import stack_fabric
+from provision_lab import stack_containers, stack_fabric
 from provision_lab.deb import Deb
 
 
@@ -14,4 +14,5 @@ def LAB_DEBS() -> list[Deb]:  # noqa: N802 (the name the stack owners agreed on)
     """Every simulated package of the repository besides the drivers (aptrepo.driver_deb): one line per stack."""
     return [
         *stack_fabric.debs(),
+        *stack_containers.debs(),
     ]

@@ -1,0 +1,78 @@
+"""Containers end to end on one lab node (tests/lab/containers.yaml): apply installs the container toolkit at its pin,
+held, generates the CDI spec of the loaded driver and configures the docker that is there; verify passes; the
+`stale-cdi-spec` fault (a spec left from the driver before) is one finding with its next step, and apply fixes it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from provision.capabilities.containers.facts import CDI_RUN, TOOLKIT_PACKAGES, parse_spec
+
+pytestmark = pytest.mark.lab
+
+LIKE = Path(__file__).parent / "containers.yaml"
+NODE = "lab-ctr-1"
+LOADED, OTHER = "580.159.04", "570.195.03"
+CHECKS = ("container_toolkit_is_the_pinned_version", "cdi_spec_names_the_loaded_driver",
+          "container_engines_use_the_nvidia_runtime")
+# A docker of the user's: on the PATH, with a daemon.json of its own (provision installs no engine).
+DOCKER = ("printf '#!/bin/sh\\nexit 0\\n' >/usr/local/bin/dockerd && chmod 755 /usr/local/bin/dockerd && "
+          "mkdir -p /etc/docker && echo '{\"log-driver\": \"json-file\"}' >/etc/docker/daemon.json")
+
+
+def on(lab, command: str) -> str:
+    proc = lab.ssh(NODE, command)
+    assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def containers_lab(lab_alone):
+    def up(cluster):
+        cluster.lab("up", "--like", str(LIKE))
+        on(cluster, DOCKER)
+
+    with lab_alone("containers", up) as cluster:
+        yield cluster
+
+
+def verify(lab) -> tuple[int, dict]:
+    """`provision verify --json` on the node: (exit code, its verdict)."""
+    proc = lab.provision("verify", str(lab.inventory), "--ssh-config", str(lab.ssh_config), "--json")
+    assert proc.stdout.strip(), proc.stderr
+    return proc.returncode, next(v for v in json.loads(proc.stdout)["hosts"] if v["host"] == NODE)
+
+
+def applied(lab) -> None:
+    code, result = lab.apply()
+    assert code == 0, json.dumps(result)[:3000]
+
+
+def test_apply_installs_the_toolkit_generates_the_spec_and_configures_docker(containers_lab):
+    applied(containers_lab)
+    installed = on(containers_lab, "dpkg-query -W -f '${Package} ${Version}\\n' " + " ".join(TOOLKIT_PACKAGES))
+    assert sorted(installed.split("\n")[:-1]) == sorted(f"{name} 1.17.8-1provision1" for name in TOOLKIT_PACKAGES)
+    assert set(TOOLKIT_PACKAGES) <= set(on(containers_lab, "apt-mark showhold").split())
+    spec = on(containers_lab, f"cat {CDI_RUN}")  # /var/run: the node's own /run, a tmpfs
+    assert parse_spec(CDI_RUN, spec).drivers == [LOADED] and "/dev/nvidia1" in spec
+    daemon = json.loads(containers_lab.node_file(NODE, "/etc/docker/daemon.json").read_text())
+    assert daemon["log-driver"] == "json-file" and "nvidia" in daemon["runtimes"]  # the user's key kept
+    _, verdict = verify(containers_lab)
+    assert set(CHECKS) <= set(verdict["passed"]), verdict["failures"]
+
+
+def test_a_stale_spec_is_one_finding_and_apply_generates_it_again(containers_lab):
+    containers_lab.lab("fault", NODE, "stale-cdi-spec")
+    assert parse_spec(CDI_RUN, on(containers_lab, f"cat {CDI_RUN}")).drivers == [OTHER]
+    _, verdict = verify(containers_lab)
+    (finding,) = verdict["findings"]
+    assert finding["check"] == "cdi_spec_names_the_loaded_driver", verdict["findings"]
+    assert f"{CDI_RUN}: driver {OTHER}" in finding["found"]
+    assert f"sudo nvidia-ctk cdi generate --output={CDI_RUN}" in finding["next_step"]
+    applied(containers_lab)
+    assert parse_spec(CDI_RUN, on(containers_lab, f"cat {CDI_RUN}")).drivers == [LOADED]
+    code, verdict = verify(containers_lab)
+    assert set(CHECKS) <= set(verdict["passed"]) and not verdict["findings"], verdict["findings"]
