@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import signal
 
-from provision_lab import bmc, netns, rdma, stack_fabric
+from provision_lab import bmc, netns, rdma, stack_containers, stack_fabric
+from provision_lab.layout import DRIVERS
+from provision_lab.nodeinit import DRIVER_LOADED
 from provision_lab.node import Node
 from provision_lab.system import LabError, run
 
@@ -16,7 +18,7 @@ GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "gpu-init-failed", "pcie-degraded", "pc
 NVLINK_FAULTS = ("gpu-nvlink-down", "gpu-nvlink-errors")  # these name a link: --link L (default 0)
 FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", *rdma.RDMA_FAULTS, "peermem-unloaded", *bmc.FAULTS, "psu-weak",
           stack_fabric.FAULT,
-          "sshd-down", "mgmt-down", "clear")  # ib-*: --port HCA; psu-weak: --watts N
+          "sshd-down", "mgmt-down", "stale-cdi-spec", "clear")  # ib-*: --port HCA; psu-weak: --watts N
 WEAK_PSU_WATTS = 900  # psu-weak: what the V100 box's home-built supplies gave its four GPUs
 SLOW_NIC_MBPS = 1000  # nic-slow: the port is cabled to the 1GbE switch (the seed blades' old internet uplink)
 # What a reboot ends: a GPU off the bus is back, a pending ECC repair is done, the kernel log is new, the NVLink
@@ -68,6 +70,8 @@ def inject(node: Node, kind: str, gpu: int | None, nic: str | None, link: int | 
     if kind == "mgmt-down":
         mgmt_cable(node, plugged=False)
         return kind
+    if kind == "stale-cdi-spec":
+        return stale_cdi_spec(node)
     if kind == "sshd-down":
         for pid, comm in node.processes().items():
             if comm == "sshd":
@@ -112,6 +116,19 @@ def after_boot(node: Node, faults: list[str]) -> None:
             kind, port = fault.split()
             node.exec(["sh", "-c", rdma.fault_script(kind, port, counted=False)])
     bmc.after_boot(node, faults)  # the BMC restarted with the node: a failed PSU or fan is failed again
+
+
+def stale_cdi_spec(node: Node) -> str:
+    """The CDI spec left from the driver before an upgrade: the node's nvidia-ctk writes the lab's other driver's
+    spec to where NVIDIA's docs put it (stack_containers.py); `provision apply` generates it again."""
+    loaded = node.exec(["cat", DRIVER_LOADED], check=False).stdout
+    other = next(version for version in sorted(DRIVERS.values()) if version not in loaded)
+    made = node.exec(["env", f"{stack_containers.STALE_DRIVER_ENV}={other}", "nvidia-ctk", "cdi", "generate",
+                      f"--output={stack_containers.CDI_SPEC}"], check=False)
+    if made.returncode != 0:
+        raise LabError(f"stale-cdi-spec: {node.spec.name} has no nvidia-ctk ({made.stderr.strip()}): apply with "
+                       "provision_driver.container_toolkit first", 2)
+    return f"stale-cdi-spec {other}"
 
 
 def slow_link(node: Node, nic: str) -> None:
