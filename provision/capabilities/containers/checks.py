@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from provision.capabilities.driver.packages import reboot_reasons
 from provision.capabilities.containers.tasks import NO_CTK, TOOLKIT_CHECK, stale_specs, toolkit_pin
 from provision.core.checks import ERROR, Finding, fail, fail_each
 
@@ -54,6 +55,8 @@ def check_cdi_spec_names_the_loaded_driver(node: Node) -> None:
     if loaded is None:
         pytest.skip("not judged while no NVIDIA module is loaded (driver_loaded_is_the_pinned_version says why)")
     _unless_nvidia_ctk(node)
+    if reboot_reasons(node.inventory.settings.driver, node.facts):
+        pytest.skip("not judged while the driver waits for a reboot (driver_loaded_is_the_pinned_version says why)")
     stale = stale_specs(node.facts.containers, loaded)
     if stale:
         named = "; ".join(f"{path}: {state}" for path, state in stale)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from provision.capabilities.containers.facts import CDI_RUN, TOOLKIT_PACKAGES, CdiSpecFile, ContainersFacts
+from provision.capabilities.driver.packages import reboot_reasons
 from provision.capabilities.driver.pinned import Pin, plan_pinned
 from provision.capabilities.driver.tasks import DriverTask
 from provision.core.plan import OK, Change, Item, Plan
@@ -74,6 +75,10 @@ class CdiSpec(ContainersTask):
         loaded, found = facts.driver.loaded, facts.containers
         if loaded is None:
             plan.skipped = "no NVIDIA module is loaded: the spec is generated once the driver loads (after the reboot)"
+            return
+        waits = reboot_reasons(wanted, facts)
+        if waits:  # nvidia-ctk reads the driver through NVML, which fails until the reboot (library/driver mismatch)
+            plan.skipped = f"the driver waits for a reboot ({waits[0]}): the spec is generated after it"
             return
         if not found.ctk:
             plan.failed, plan.failed_check = NO_CTK, TOOLKIT_CHECK

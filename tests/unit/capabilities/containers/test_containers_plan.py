@@ -104,6 +104,10 @@ def test_no_spec_at_all_is_generated_where_nvidia_documents_it():
 
 def test_no_spec_is_generated_before_the_driver_loads_nor_without_nvidia_ctk():
     assert "no NVIDIA module is loaded" in CdiSpec().plan(node(facts()).inventory, facts(loaded=None)).skipped
+    upgraded = facts(loaded="570.195.03")  # 580.95.05 installed, 570 loaded until the reboot
+    upgraded.packages["nvidia-driver-580"] = upgraded.driver.packages["nvidia-driver-580"] = "580.95.05-0ubuntu1"
+    inventory = node(upgraded, packages=["nvidia-driver-{branch}"]).inventory
+    assert "the driver waits for a reboot (driver 580.95.05 is installed" in CdiSpec().plan(inventory, upgraded).skipped
     plan = CdiSpec().plan(node(facts()).inventory, facts(ctk=False))
     assert (plan.failed_check, plan.changes) == (TOOLKIT_CHECK, [])
 
