@@ -26,7 +26,7 @@ def adhoc_command(name: str) -> Any:
     return decorate
 
 
-def run_adhoc(command: str, change: dict, option: str, hosts: HostArgs, run: RunArgs, gpu: str | None,
+def run_adhoc(command: str, change: dict[str, Any], option: str, hosts: HostArgs, run: RunArgs, gpu: str | None,
               flags: frozenset[str]) -> None:
     """Plan and apply one ad-hoc change like `apply` does (commands/adhoc.py); exits with apply's codes."""
     from provision.commands import adhoc

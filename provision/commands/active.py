@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
 from types import SimpleNamespace
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from provision.capabilities.active import checks, collective, during, fabric, history, run
 from provision.capabilities.launcher.tasks import allreduce_path, processes_per_node, wrapper_path
@@ -37,6 +37,11 @@ from provision.core.results import signal_name
 from provision.core.run import Engine, HostState
 from provision.core.stopping import Stop
 from provision.verify import FAIL, Verdict, failures
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.active.judge import Target
+    from provision.capabilities.nccl.facts import Interface
+    from provision.core.checks import Finding
 
 SLURM_BUSY = {"ALLOCATED", "MIXED", "COMPLETING"}  # a job runs, or is ending, on the node
 SLACK_S = 180  # the run's timeout beyond the load's seconds: connecting, sampling, the ramp down
@@ -130,7 +135,7 @@ def watched(stop: Stop, token: str, going: Callable[[], list[HostState]]) -> Ite
         watcher.join()
 
 
-def _result(future: Future | None, seconds: float, stop: Stop) -> run.ActiveRun:
+def _result(future: Future[run.ActiveRun] | None, seconds: float, stop: Stop) -> run.ActiveRun:
     if future is None or future.cancelled():
         said = signal_name(stop.signum or 0)
         return run.ActiveRun(seconds, refused=f"the run was stopped ({said}) before its load started", stopped=said)
@@ -179,7 +184,7 @@ def one(state: HostState, seconds: float, token: str = "") -> run.ActiveRun:
     return found
 
 
-def _lost(lost: Lost, seconds: float, targets: list, active: ActiveSettings, ports: bool) -> run.ActiveRun:
+def _lost(lost: Lost, seconds: float, targets: list[Target], active: ActiveSettings, ports: bool) -> run.ActiveRun:
     """A run whose connection went mid-load: what it sampled until then, to be judged; with no sample, the run
     was cut off (its re-read says unreachable), as a run that never started."""
     found = run.parse(lost.stdout, seconds, targets, active.dcgm_diag)
@@ -324,7 +329,7 @@ def loaded_groups(states: list[HostState], runs: dict[str, run.ActiveRun], launc
     return groups
 
 
-def used_ports(state: HostState) -> list:
+def used_ports(state: HostState) -> list[Interface]:
     nccl = state.host.settings.nccl
     interfaces = state.facts.interfaces if state.facts is not None else None
     return select(nccl.socket_ifname if nccl else None, interfaces).used if interfaces is not None else []
@@ -432,7 +437,7 @@ def _across(group: str, members: list[HostState], used, setting, carried, token:
 
 
 def _pairwise(group: str, members: list[HostState], used, setting, carried, stop: Stop, token: str,
-              runs: dict[str, run.ActiveRun]) -> dict:
+              runs: dict[str, run.ActiveRun]) -> dict[str, Finding]:
     """The ring's pairs of the group (three nodes or more), a round of disjoint pairs at a time: host -> finding.
     Stopped: no round starts after it, and a pair it cut short is not tested."""
     by_name = {s.host.name: s for s in members}

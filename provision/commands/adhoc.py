@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from provision.capabilities.gpu.adhoc import AdhocSettings, AfterTheSetting, check_change, gpu_chooser, with_gpu_block
 from provision.capabilities.gpu.clock_models import clock_models
 from provision.commands.playbook import load_playbook
@@ -14,8 +16,8 @@ from provision.core.run import HostState, RunOptions
 from provision.core.runlog import RunLog
 
 
-def adhoc(target: Target, change: dict, option: str, gpus: str | None, from_inventory: bool, options: RunOptions,
-          ssh: SSHOptions, log: RunLog) -> tuple[list[HostResult], int | None, list[str], str]:
+def adhoc(target: Target, change: dict[str, Any], option: str, gpus: str | None, from_inventory: bool,
+          options: RunOptions, ssh: SSHOptions, log: RunLog) -> tuple[list[HostResult], int | None, list[str], str]:
     """(results, the signal that stopped the run or None, warnings, why the run log stopped short or ""). The
     tasks: the one for each changed setting (provision_gpu.power_limit -> gpu-power-limit), and the boot ones."""
     check_change(change, option)
@@ -37,7 +39,8 @@ def read_gpus(target: Target, options: RunOptions, ssh: SSHOptions) -> list[Host
     return engine_for(target, [], options, ssh).read_facts(target.hosts)
 
 
-def clock_list(target: Target, options: RunOptions, ssh: SSHOptions) -> tuple[list, dict[str, str], list[HostResult]]:
+def clock_list(target: Target, options: RunOptions, ssh: SSHOptions
+               ) -> tuple[list[dict[str, Any]], dict[str, str], list[HostResult]]:
     """clocks --list: the supported clocks per GPU model (capabilities/gpu/clock_models.py's rows), why each host
     without a GPU nvidia-smi can read has none, and each host's read."""
     states = read_gpus(target, options, ssh)

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import yaml
 
@@ -59,7 +59,7 @@ def demo_environment(workdir: Path) -> dict[str, str]:
     return env
 
 
-def sandboxed_playbook(root: Path) -> dict:
+def sandboxed_playbook(root: Path) -> dict[str, Any]:
     """The shipped gpu playbook with every path it manages moved under `root`, owned by this user."""
     playbook = yaml.safe_load((shipped("playbooks") / "gpu.yaml").read_text())
     owner = {"owner": getpass.getuser(), "group": grp.getgrgid(os.getgid()).gr_name}

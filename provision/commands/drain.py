@@ -52,7 +52,7 @@ def slurm_actions(states, verdicts: dict[str, Verdict], drain: bool, resume: boo
     return actions
 
 
-def tell_slurm(actions: list[SlurmAction], states) -> list[dict]:
+def tell_slurm(actions: list[SlurmAction], states) -> list[dict[str, str]]:
     """Run each drain/resume on its own node (scontrol, privileged); what happened, per node."""
     conns = {s.host.name: s.conn for s in states}
     done = []

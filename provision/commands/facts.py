@@ -25,7 +25,7 @@ def shown(state: HostState) -> list[FactLine]:
     return fact_lines(state.host, state.facts) if state.facts else []
 
 
-def as_json(state: HostState) -> dict:
+def as_json(state: HostState) -> dict[str, Any]:
     """A host as `facts --json` gives it: its facts, and what each capability makes of them under its name; or
     why it could not be read."""
     if state.facts is None:
@@ -33,7 +33,7 @@ def as_json(state: HostState) -> dict:
     return {**facts_json(state.facts), **fact_views(state.host, state.facts)}
 
 
-def facts_json(facts: HostFacts) -> dict:
+def facts_json(facts: HostFacts) -> dict[str, Any]:
     """A host's facts as JSON can hold them: a mapping keyed by pairs (the topology's (GPU, NIC) links) as nested
     mappings, the first of each pair outside."""
     return _pairs_nested(asdict(facts))

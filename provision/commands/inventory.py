@@ -33,7 +33,7 @@ def host(inventory: Inventory, name: str) -> Host:
     return inventory.hosts[name]
 
 
-def list_view(inventory: Inventory, hosts: list[Host]) -> dict:
+def list_view(inventory: Inventory, hosts: list[Host]) -> dict[str, Any]:
     """As `ansible-inventory --list` prints it: every group's direct hosts and children, and _meta.hostvars,
     holding the variables provision reads (under Ansible's names); other roles' variables are left out."""
     chosen = {h.name for h in hosts}
@@ -53,7 +53,7 @@ def children(inventory: Inventory, group: str) -> list[str]:
     return ["ungrouped", *(n for n in names if n != "ungrouped")] if group == "all" else names
 
 
-def ansible_vars(host: Host) -> dict:
+def ansible_vars(host: Host) -> dict[str, Any]:
     """The variables provision reads, as written; ansible_group_priority is a group's, never a host's (Ansible)."""
     return {key: value for key, value in host.vars.items() if key != "ansible_group_priority"}
 
@@ -64,14 +64,14 @@ def yaml_text(inventory: Inventory, hosts: list[Host]) -> str:
     return yaml.safe_dump(yaml_view(inventory, hosts), default_flow_style=False, allow_unicode=True)
 
 
-def yaml_view(inventory: Inventory, hosts: list[Host]) -> dict:
+def yaml_view(inventory: Inventory, hosts: list[Host]) -> dict[str, Any]:
     """Each group under its parent's `children`, with its own hosts; a host's variables at its first appearance
     and {} after, a group met again as {}; a group with neither hosts nor children left out."""
     chosen = {h.name: h for h in hosts}
     seen_hosts: set[str] = set()
     seen_groups: set[str] = set()
 
-    def one(name: str) -> dict:
+    def one(name: str) -> dict[str, Any]:
         kids: dict[str, Any] = {}
         for child in children(inventory, name):
             kids.update({child: {}} if child in seen_groups else one(child))

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from provision.core.errors import InputError, Problem
 from provision.core.localfiles import read_text
@@ -23,6 +24,9 @@ from provision.capabilities.registry import RUN_FLAGS, TASK_TYPES
 from provision.capabilities.system.files import template_problems
 from provision.core.plan import Task
 from provision.core.resources import playbook_path, shipped, templates_dir
+
+if TYPE_CHECKING:  # types only
+    from provision.inventory.model import Host
 
 
 def shipped_playbooks() -> list[str]:
@@ -120,7 +124,7 @@ def with_flag_tasks(tasks: list[Task], flags: frozenset[str]) -> list[Task]:
 NOT_APPLIED = ("custom", "active", "verify")  # no task applies them, by design: custom is free-form, the others verify's
 
 
-def unapplied_blocks(tasks: list[Task], hosts: list, playbook: str) -> list[str]:
+def unapplied_blocks(tasks: list[Task], hosts: list[Host], playbook: str) -> list[str]:
     """One warning per typed inventory block that some selected host sets and no task of the playbook applies
     (before --tags): accepted and validated, yet nothing on the hosts would change for it."""
     used = set().union(*(task.blocks() for task in tasks))

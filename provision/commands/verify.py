@@ -35,7 +35,7 @@ from provision.verify.switch import unknown_names
 def verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, junitxml: str | None = None,
            drain: bool = False, resume: bool = False, active: float | None = None,
            via_slurm: list[str] | None = None,
-           prometheus: str | None = None) -> tuple[list[Verdict], list[dict], list[str], int | None]:
+           prometheus: str | None = None) -> tuple[list[Verdict], list[dict[str, str]], list[str], int | None]:
     """A verdict per selected host (unreachable ones too), what was told to Slurm, why the JUnit XML or the
     Prometheus textfile was not written (empty: they were, or none was asked for), and the signal that stopped the
     run (None: none did). active:
@@ -75,14 +75,14 @@ STOPPING = "the loads stop, what was measured is judged and reported"  # what a 
 
 def _verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, junitxml: str | None,
             drain: bool, resume: bool, active: float | None,
-            via_slurm: list[str] | None) -> tuple[list[Verdict], list[dict], int | None]:
+            via_slurm: list[str] | None) -> tuple[list[Verdict], list[dict[str, str]], int | None]:
     engine = engine_for(target, tasks, options, ssh)
     engine.stop.said = STOPPING
     srun, hosts = (fan_out(target, ssh, "verify", via_slurm, engine.owner.run, options.notice)
                    if via_slurm is not None else (None, target.hosts))
     states = []
     checked: dict[str, Verdict] = {}
-    told: list[dict] = []
+    told: list[dict[str, str]] = []
     try:
         with engine.stop.catching():
             try:

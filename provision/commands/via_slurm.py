@@ -18,6 +18,7 @@ import shlex
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from provision.capabilities.registry import RUN_FLAGS
 from provision.capabilities.slurm.tasks import node_inventory
@@ -146,7 +147,7 @@ class NodeSaid:
     """What one node's provision printed: its JSON, or why there is none (ran: it started there)."""
 
     host: str
-    data: dict | None = None
+    data: dict[str, Any] | None = None
     ran: bool = False
     words: str = ""
 

@@ -30,7 +30,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from provision.core.errors import InputError, Problem
 from provision.core.localfiles import read_text
@@ -53,7 +53,7 @@ CONNECTION = [("defaults", "remote_user", "ANSIBLE_REMOTE_USER", "ansible_user")
 class AnsibleConfig:
     file: str = ""  # the configuration file read ("" for none)
     inventory: list[str] = field(default_factory=list)  # the sources to read when no -i is given
-    variables: dict = field(default_factory=dict)  # ansible_user & co.: every host's lowest level
+    variables: dict[str, Any] = field(default_factory=dict)  # ansible_user & co.: every host's lowest level
     # Where the relative paths still in `variables` start: only the ssh args keep theirs (the module's docstring)
     base_dir: Path = field(default_factory=Path.cwd)
 

@@ -13,7 +13,7 @@ from provision.core.errors import InputError, Problem
 from provision.inventory.formats import yaml as yaml_format
 
 
-def parse_extra_vars(values: tuple[str, ...] | list[str]) -> list[tuple[str, dict]]:
+def parse_extra_vars(values: tuple[str, ...] | list[str]) -> list[tuple[str, dict[str, Any]]]:
     """(where it came from, its variables) for each -e, in order; InputError for one that is not a mapping."""
     parsed = []
     for value in values:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from provision.core.errors import InputError, Problem
 from provision.inventory.ansiblecfg import AnsibleConfig
@@ -71,7 +71,7 @@ def _spent_once(problems: list[Problem]) -> list[Problem]:
             if problem is spent[0] or LOAD_SPENT not in problem.message]
 
 
-def local_inventory(vars: dict | None = None) -> Inventory:
+def local_inventory(vars: dict[str, Any] | None = None) -> Inventory:
     """This machine as the one host "localhost" (connection local), its settings validated from `vars`."""
     builder = Builder()
     builder.read(Document("<local>", {"all": {"hosts": {"localhost": {**(vars or {}), "ansible_connection": "local"}}}},

@@ -23,7 +23,7 @@ class Host:
     ssh_config: str | None  # an ssh_config file for this host (absolute; written relative to the inventory)
     become: bool  # run privileged commands as root (sudo when the login user is not root)
     groups: list[str]  # every group the host is in (transitively), outermost first, incl. "all"
-    vars: dict  # merged variables provision reads, as written: provision_* and ansible_*
+    vars: dict[str, Any]  # merged variables provision reads, as written: provision_* and ansible_*
     settings: HostSettings
     # The run flags the command line set for this run (capabilities/registry.py RUN_FLAGS, by name), which the
     # capabilities' tasks read: "accept_gpu_changes", ...
@@ -54,7 +54,7 @@ class Group:
     hosts: list[str]  # written directly in this group
     children: list[str]
     parents: list[str]
-    vars: dict
+    vars: dict[str, Any]
 
 
 @dataclass

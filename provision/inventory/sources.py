@@ -117,7 +117,7 @@ def _not_a_plugin(path: str | Path, document: Any) -> Any:
 
 def _host_list(source: str) -> Document:
     """`-i "node1,node2:2222,"`: Ansible's host_list: names (and ports), in "ungrouped"."""
-    hosts: dict[str, dict | None] = {}
+    hosts: dict[str, dict[str, int] | None] = {}
     for item in (part.strip() for part in source.split(",")):
         name, colon, port = item.rpartition(":")
         if colon and port.isdigit() and ":" not in name:

@@ -95,9 +95,9 @@ def is_templated(value: Any) -> bool:
     return False
 
 
-def without_templates(variables: dict) -> dict:
+def without_templates(variables: dict[str, Any]) -> dict[str, Any]:
     """The values that need no host to be known: what one level can check where it is written."""
-    kept: dict = {}
+    kept: dict[str, Any] = {}
     for key, value in variables.items():
         if isinstance(value, dict):
             kept[key] = without_templates(value)
@@ -106,12 +106,12 @@ def without_templates(variables: dict) -> dict:
     return kept
 
 
-class HostContext(Mapping):
+class HostContext(Mapping[str, Any]):
     """A host's variables for Jinja: a templated one is rendered when a template asks for it, once (the contexts
     of one host share what they rendered: a variable named twice by each of a chain of them is not rendered
     2**20 times)."""
 
-    def __init__(self, variables: dict, depth: int = 0, rendered: dict | None = None):
+    def __init__(self, variables: dict[str, Any], depth: int = 0, rendered: dict[str, Any] | None = None):
         self.variables, self.depth = variables, depth
         self.rendered = {} if rendered is None else rendered
 
@@ -134,7 +134,7 @@ class HostContext(Mapping):
         return len(self.variables)
 
 
-def render(value: Any, context: Mapping) -> Any:
+def render(value: Any, context: Mapping[str, Any]) -> Any:
     """`value` with every template in it rendered, in MAX_STEPS; RenderError saying why one could not be."""
     try:
         with budget(MAX_STEPS, VALUE_SPENT):
@@ -145,7 +145,7 @@ def render(value: Any, context: Mapping) -> Any:
         raise RenderError(f"{_shown(value)}: {exc}") from None
 
 
-def _render(value: Any, context: Mapping) -> Any:
+def _render(value: Any, context: Mapping[str, Any]) -> Any:
     """render(), within the budget of the value that asked for this one (a variable one of its templates names)."""
     if isinstance(value, dict):
         return {k: _render(v, context) for k, v in value.items()}

@@ -38,7 +38,7 @@ def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any
     return merged
 
 
-def conflicting_keys(a: dict, b: dict, prefix: str = "") -> list[str]:
+def conflicting_keys(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
     """Dotted keys that a and b both set, to different values."""
     keys = []
     for key in a.keys() & b.keys():
@@ -49,7 +49,7 @@ def conflicting_keys(a: dict, b: dict, prefix: str = "") -> list[str]:
     return sorted(keys)
 
 
-def leaves(data: dict, prefix: str = "", keep_empty: bool = False) -> list[tuple[str, Any]]:
+def leaves(data: dict[str, Any], prefix: str = "", keep_empty: bool = False) -> list[tuple[str, Any]]:
     """(dotted key, value) of each value in nested mappings: provision_gpu.clocks.mem. An empty mapping is a value only
     with keep_empty (merged over another, it changes nothing)."""
     found: list[tuple[str, Any]] = []

@@ -30,10 +30,10 @@ from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
 from provision.core import pci
 from provision.core.checks import SEVERITIES
-from provision.verify import PASS, UNREACHABLE
+from provision.verify import PASS, UNREACHABLE, Verdict
 
 
-def registry_for(verdicts: list, now: float | None = None) -> CollectorRegistry:
+def registry_for(verdicts: list[Verdict], now: float | None = None) -> CollectorRegistry:
     registry = CollectorRegistry()
     gauge = lambda name, doc, labels=(): Gauge(name, doc, labels, registry=registry)  # noqa: E731
     up = gauge("provision_verify_up", "1 when provision verify read and checked the host, 0 when unreachable",
@@ -75,6 +75,6 @@ def registry_for(verdicts: list, now: float | None = None) -> CollectorRegistry:
     return registry
 
 
-def write(path: str, verdicts: list) -> None:
+def write(path: str, verdicts: list[Verdict]) -> None:
     """FILE atomically (prometheus-client writes a temporary file beside it and renames it over)."""
     write_to_textfile(path, registry_for(verdicts))

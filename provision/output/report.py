@@ -9,6 +9,7 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,6 +17,9 @@ from provision.capabilities.capability import PROBLEM, WARNING, FactLine
 from provision.capabilities.host import HostFacts
 from provision.core.results import NOT_STARTED, UNREACHABLE, HostResult, signal_name
 from provision.core.plan import CHANGED, FAILED, OK, SKIPPED
+
+if TYPE_CHECKING:  # types only
+    from provision.verify import Verdict
 
 PENDING = "pending"  # a host whose installed driver waits for a reboot: a state of its own, not a failure
 COLORS = {OK: "green", CHANGED: "yellow", FAILED: "red", SKIPPED: "cyan", UNREACHABLE: "red", NOT_STARTED: "magenta",
@@ -169,7 +173,7 @@ def print_facts(host: str, facts: HostFacts | None, error: str = "", shown: Sequ
 TONES = {WARNING: "yellow", PROBLEM: "red"}  # a FactLine part's tone, as a colour
 
 
-def print_clock_models(models: list[dict]) -> None:
+def print_clock_models(models: list[dict[str, Any]]) -> None:
     for m in models:
         app = (f"application clocks: yes (default {m['application_clocks']})" if m["application_clocks"]
                else "application clocks: no (use --locked)")
@@ -200,7 +204,7 @@ def _echo_wrapped(prefix: str, styled: str, text: str, hang: int, commands: bool
     click.echo("\n".join([styled + lines[0][len(prefix):], *lines[1:]]).replace("\0", " "))
 
 
-def print_verdicts(verdicts: list, verbose: bool = False, stopped: int | None = None) -> None:
+def print_verdicts(verdicts: list[Verdict], verbose: bool = False, stopped: int | None = None) -> None:
     """provision verify: one line per host with its verdict; under it, one finding per cause (the check, what it
     expected, what it found, what to do, and the checks that fail only because of it), and what --active left
     untested; then the totals, and each host not tested with why. -v: the consequences' own words, every check
@@ -266,7 +270,7 @@ def print_verdicts(verdicts: list, verbose: bool = False, stopped: int | None = 
                 echo("      ", "      ", why, 6)
 
 
-def measured_lines(figures: list[dict]) -> list[str]:
+def measured_lines(figures: list[dict[str, Any]]) -> list[str]:
     """verify --active's figures, one line per part (the node's own first): "0000:3B:00.0: power_peak_watts
     187.2, sm_clock_median_mhz 1005, tflops 78.1"."""
     parts: dict[str, list[str]] = {}

@@ -22,20 +22,22 @@ A new key may appear within a version; a key renamed or removed, or a meaning ch
 
 from __future__ import annotations
 
+from typing import Any
+
 from provision.core.results import signal_name
 from provision.verify import Failure, Verdict
 
 SCHEMA = "provision-verify/1"
 
 
-def _failure(f, with_lead: bool) -> dict:
+def _failure(f, with_lead: bool) -> dict[str, Any]:
     said = {"check": f.check, "severity": f.severity, "expected": f.expected, "found": f.found, "about": f.about}
     if with_lead:
         said |= {"next_step": f.fix, "because": f.because}
     return said
 
 
-def host_json(verdict) -> dict:
+def host_json(verdict) -> dict[str, Any]:
     return {
         "host": verdict.host, "status": verdict.status, "message": verdict.message,
         "findings": [{**_failure(cause.failure, False), "next_step": cause.failure.fix,
@@ -47,12 +49,12 @@ def host_json(verdict) -> dict:
     }
 
 
-def to_json(verdicts: list, slurm: list[dict], stopped: int | None = None) -> dict:
+def to_json(verdicts: list[Verdict], slurm: list[dict[str, str]], stopped: int | None = None) -> dict[str, Any]:
     said = {"schema": SCHEMA, "hosts": [host_json(v) for v in verdicts], "slurm": slurm}
     return said | ({"stopped_by": signal_name(stopped)} if stopped else {})
 
 
-def from_json(data: dict) -> tuple[list, list[dict]]:
+def from_json(data: dict[str, Any]) -> tuple[list[Verdict], list[dict[str, str]]]:
     """to_json read back (what `provision verify --json` printed on a node: verify --via slurm): the verdicts,
     and what was told to Slurm."""
     verdicts = [Verdict(h["host"], h["status"], h.get("message", ""), h.get("passed", []),

@@ -51,12 +51,12 @@ class IniError(ValueError):
         self.line, self.message, self.hint = line, message, hint
 
 
-def read(path: str | Path) -> dict:
+def read(path: str | Path) -> dict[str, Any]:
     """The document of an INI inventory file; InputError naming the line for anything Ansible would refuse."""
     return parse_file(read_text(path, "inventory"), str(path))
 
 
-def parse_file(text: str, file: str) -> dict:
+def parse_file(text: str, file: str) -> dict[str, Any]:
     """The document of an INI inventory's text; InputError naming `file` and the line."""
     try:
         return parse(text)
@@ -64,7 +64,7 @@ def parse_file(text: str, file: str) -> dict:
         raise InputError([Problem(file, f"line {exc.line}" if exc.line else "", "", exc.message, exc.hint)]) from None
 
 
-def parse(text: str) -> dict:
+def parse(text: str) -> dict[str, Any]:
     groups = _Groups()
     current, kind = "ungrouped", "hosts"
     ranged = 0  # the hosts the ranges above named
@@ -140,7 +140,7 @@ class _Groups:
     def _add(self, parent: str, child: str) -> None:
         self.body(parent).setdefault("children", {})[child] = None  # a reference: its own section says the rest
 
-    def document(self) -> dict:
+    def document(self) -> dict[str, Any]:
         for name, (kind, number, parents) in self.pending.items():
             if kind == "vars":
                 raise IniError(number, f"[{name}:vars] is for a group that no section defines",

@@ -42,7 +42,7 @@ def is_script(path: Path) -> bool:
     return read_bytes(path, "inventory", 2, whole=False) == b"#!"  # of a regular file: a FIFO's open would block
 
 
-def read(path: str | Path) -> dict:
+def read(path: str | Path) -> dict[str, Any]:
     """The inventory the script prints, as a document; InputError naming the script for anything else."""
     file = str(path)
     data = _json(file, _run(file, "--list"), "--list")
@@ -61,7 +61,7 @@ def read(path: str | Path) -> dict:
     return document
 
 
-def _group(file: str, name: str, body: Any, problems: list[Problem]) -> dict:
+def _group(file: str, name: str, body: Any, problems: list[Problem]) -> dict[str, Any]:
     if not isinstance(body, dict):  # the old form: a list of hosts
         body = {"hosts": body}
     elif not any(k in body for k in ("hosts", "vars", "children")):  # the oldest: the group is its one host
@@ -77,7 +77,7 @@ def _group(file: str, name: str, body: Any, problems: list[Problem]) -> dict:
     return group
 
 
-def _place_host_vars(file: str, document: dict, hostvars: dict | None) -> None:
+def _place_host_vars(file: str, document: dict[str, Any], hostvars: dict[Any, Any] | None) -> None:
     """Each host's variables, written where it is first listed (in `ungrouped` when only `all` lists it,
     as Ansible places it); from `--host NAME` when the script gave no `_meta.hostvars`."""
     placed: set[str] = set()
@@ -130,7 +130,7 @@ def _run(file: str, *args: str) -> str:
                                   f"{exc.start})", "an inventory script prints one JSON object")]) from None
 
 
-def _output(proc: subprocess.Popen) -> tuple[bytes | None, bytes | None]:
+def _output(proc: subprocess.Popen[bytes]) -> tuple[bytes | None, bytes | None]:
     """What the script prints on stdout, and the end of its stderr, by the time it exits (and AFTER_EXIT more);
     stdout None where it passes MAX_OUTPUT_BYTES, stderr None where the script has not exited by TIMEOUT."""
     out, err = bytearray(), bytearray()

@@ -159,7 +159,7 @@ def read(path: str | Path) -> Any:
 GROUP_SECTIONS = ("hosts", "children", "vars")
 
 
-def inventory(text: str, file: str) -> dict:
+def inventory(text: str, file: str) -> dict[Any, Any]:
     """An inventory's YAML text as Ansible's yaml plugin takes it, in the builder's shape: host ranges in the keys
     under hosts: expanded (`gs-vcompute[01:05]:`, `node[a:c]:2222:`, one function with the INI reader's), a
     section written as one name (`children: galaxyservers`) read as that name, a host written with an empty value
@@ -182,7 +182,7 @@ class _Plugin:
         self.file = file
         self.ranged = 0  # the hosts the file's ranges named so far: bounded as an INI file's (MAX_RANGE_HOSTS)
 
-    def groups(self, mapping: dict) -> dict:
+    def groups(self, mapping: dict[Any, Any]) -> dict[Any, Any]:
         return {name: self.group(str(name), body) for name, body in mapping.items()}
 
     def group(self, name: str, body: Any) -> Any:
@@ -199,7 +199,7 @@ class _Plugin:
             read["children"] = self.groups(read["children"])
         return read
 
-    def hosts(self, group: str, patterns: dict) -> dict:
+    def hosts(self, group: str, patterns: dict[Any, Any]) -> dict[str, Any]:
         hosts: dict[str, Any] = {}
         for pattern, variables in patterns.items():
             variables = variables or None  # `h1: ""` or `h1: 0`: the plugin reads `value or {}`
