@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -195,7 +196,7 @@ def fault(node, kind, gpu, nic, link, port, watts, lab_dir):
     click.echo(f"{node}: {Lab(lab_dir).fault(node, kind, gpu, nic, link, port, watts)}")
 
 
-def _print_status(found: dict) -> None:
+def _print_status(found: dict[str, Any]) -> None:
     click.echo(f"Lab in {found['dir']} ({found.get('source')}): {found['phase']}, slot {found.get('slot')}")
     rows = [("NODE", "ADDRESS", "POWER", "SSHD", "GPUS", "VISIBLE", "FAULTS")]
     for n in found["nodes"]:

@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -88,7 +89,7 @@ class Lab(LabDir):
             self.save(state)
             return True
 
-    def _make(self, state: dict, spec: LabSpec, image: Path, apt_repo: Path, log) -> None:
+    def _make(self, state: dict[str, Any], spec: LabSpec, image: Path, apt_repo: Path, log) -> None:
         net = LabNet(state["slot"])
         started = time.monotonic()
         public_key = self._client_key()
@@ -114,7 +115,7 @@ class Lab(LabDir):
         self._write_client_files(nodes, spec)
         log(f"{len(nodes)} node(s) up in {time.monotonic() - started:.1f}s")
 
-    def _note_older_provision(self, state: dict, spec: LabSpec, log) -> None:
+    def _note_older_provision(self, state: dict[str, Any], spec: LabSpec, log) -> None:
         """A running lab keeps the provision layer it was made with: say so when the checkout has changed."""
         made_with = state.get("provision_layer")
         if not made_with or not any(n.provision for n in spec.nodes):
@@ -196,7 +197,7 @@ class Lab(LabDir):
 
     # --- status, reboot, faults ------------------------------------------------------------------
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         """The lab as it is now: per node, power, sshd, GPUs visible vs configured, faults."""
         require_host()
         state = self.state()
@@ -209,7 +210,7 @@ class Lab(LabDir):
                 "source": state.get("source"), "inventory": str(self.inventory_path),
                 "ssh_config": str(self.ssh_config_path), "nodes": rows}
 
-    def _node_status(self, node: Node, state: dict) -> dict:
+    def _node_status(self, node: Node, state: dict[str, Any]) -> dict[str, Any]:
         running = node.init_pid() is not None
         visible = None
         if running:
@@ -244,7 +245,7 @@ class Lab(LabDir):
             state, node = self.node(name)
             self._booted(state, node)
 
-    def _booted(self, state: dict, node: Node) -> None:
+    def _booted(self, state: dict[str, Any], node: Node) -> None:
         """The faults a boot ends leave the record; what stays is set up again where the node's boot undid it."""
         faults.after_boot(node, state.get("faults", {}).get(node.spec.name, []))
         self.save(state)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from provision_lab.layout import DEFAULT_GPUS, DEFAULT_NICS, DRIVER_VERSION
 
@@ -22,12 +23,12 @@ class NodeSpec:
 
     name: str
     index: int  # 1-based: addresses and veth names
-    gpus: list[dict] = field(default_factory=lambda: [dict(g) for g in DEFAULT_GPUS])
+    gpus: list[dict[str, Any]] = field(default_factory=lambda: [dict(g) for g in DEFAULT_GPUS])
     nics: list[str] = field(default_factory=lambda: list(DEFAULT_NICS))
     driver_version: str = DRIVER_VERSION
     persistenced: bool = False  # install the simulated nvidia-persistenced too
     driver: bool = True  # the simulated driver installed (nvidia-smi, its library): False, only a package brings one
-    rdma: list[dict] = field(default_factory=list)  # RDMA NICs as topo -m shows them: {name, near_gpu, numa}
+    rdma: list[dict[str, Any]] = field(default_factory=list)  # RDMA NICs as topo -m shows them: {name, near_gpu, numa}
     numa_nodes: int = 1
     torch: bool = True  # the lab's Python layer (pylayer.py) under the node's disk: torch for its python3
     provision: bool = False  # the lab's provision layer (pylayer.py) above it: this checkout for its python3
@@ -45,10 +46,10 @@ class NodeSpec:
 @dataclass
 class LabSpec:
     nodes: list[NodeSpec]
-    tree: dict  # the inventory's YAML tree; each host's entry holds its own variables, no connection yet
+    tree: dict[str, Any]  # the inventory's YAML tree; each host's entry holds its own variables, no connection yet
     source: str  # "--nodes N" or the --like inventory's path
 
-    def inventory(self, addresses: dict[str, str], ssh_config: str) -> dict:
+    def inventory(self, addresses: dict[str, str], ssh_config: str) -> dict[str, Any]:
         """The tree with every host reached at its lab address as root, through the lab's own ssh_config
         (so `provision apply` needs no --ssh-config; absolute, so a copy of the file works anywhere)."""
         tree = copy.deepcopy(self.tree)
@@ -58,18 +59,18 @@ class LabSpec:
                                **own}
         return tree
 
-    def layout(self) -> list[dict]:
+    def layout(self) -> list[dict[str, Any]]:
         """What must match for `up` to call a running lab the same lab (LATER_FIELDS only where not default)."""
         return [{k: v for k, v in asdict(n).items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
                 for n in self.nodes]
 
 
-def _host_maps(tree: dict):
+def _host_maps(tree: dict[str, Any]):
     for body in tree.values():
         yield from _host_maps_in(body)
 
 
-def _host_maps_in(body: dict):
+def _host_maps_in(body: dict[str, Any]):
     if body.get("hosts"):
         yield body["hosts"]
     for child in (body.get("children") or {}).values():

@@ -24,6 +24,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from provision_lab.system import LabError, run
 
@@ -146,7 +147,7 @@ def lab_namespaces(prefix: str) -> list[str]:
     return sorted(n["name"] for n in json.loads(out or "[]") if n["name"].startswith(prefix))
 
 
-def lab_links(prefix: str) -> list[dict]:
+def lab_links(prefix: str) -> list[dict[str, Any]]:
     """Links on this machine named with the prefix (bridges and host-side veth ends)."""
     out = run(["ip", "-j", "-d", "link", "show"]).stdout.strip()
     return [link for link in json.loads(out or "[]") if link["ifname"].startswith(prefix)]

@@ -29,6 +29,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from provision_lab import bmc, netns, rdma, simzip
 from provision_lab.cgroups import JOIN, make_cgroups, remove_cgroups
@@ -187,7 +188,7 @@ class Node:
                 raise LabError(f"{self.spec.name}: its supervisor did not start (see {self.dir / 'console.log'})")
             time.sleep(0.01)
 
-    def boot(self) -> subprocess.Popen:
+    def boot(self) -> subprocess.Popen[bytes]:
         """One boot, in fresh cgroups (a previous boot's go first, once their processes have): the node's
         processes from the cgroup join on, a child of this process that ends when the node does."""
         remove_cgroups(self.cgroups_file)
@@ -244,7 +245,7 @@ class Node:
         """Its fabric NIC `nic` carrying what a port of `mbps` would, scaled as every lab link is (netns.shape)."""
         netns.shape(self.net, self.spec.name, self.spec.index, self.spec.nics.index(nic), nic, mbps)
 
-    def exec(self, argv: list[str], check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+    def exec(self, argv: list[str], check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """Run argv inside the running node: its namespaces, its root, its environment."""
         pid = self.init_pid()
         if pid is None:
@@ -252,10 +253,10 @@ class Node:
         return run(["nsenter", "-t", str(pid), "-m", "-u", "-n", "-p", "-r", "-w", *(["-T"] if TIME_NS else []), "--",
                     "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", *argv], check=check, timeout=timeout)
 
-    def gpusim(self, *args: str) -> subprocess.CompletedProcess:
+    def gpusim(self, *args: str) -> subprocess.CompletedProcess[str]:
         return self.exec([NODE_SIM, *args])
 
-    def to_state(self) -> dict:
+    def to_state(self) -> dict[str, Any]:
         return asdict(self.spec)
 
 

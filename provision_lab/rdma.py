@@ -24,6 +24,7 @@ file NCCL looks for). `peermem-unloaded` removes it (rmmod); the next boot loads
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from provision_lab.layout import NODE_MODULES, NODE_RDMA
 from provision_lab.system import LabError
@@ -50,7 +51,7 @@ OLDER_LAB = ("this node has no simulated /sys/class/infiniband (a lab made befor
              "`provision lab down` and `up` again")
 
 
-def power_on_tree(rdma: list[dict]) -> dict[str, str]:
+def power_on_tree(rdma: list[dict[str, Any]]) -> dict[str, str]:
     """The staged tree of a node's RDMA NICs (NodeSpec.rdma): relative path -> content."""
     files = {}
     for nic in rdma:
@@ -61,7 +62,7 @@ def power_on_tree(rdma: list[dict]) -> dict[str, str]:
     return files
 
 
-def boot_modules(rdma: list[dict], driver_version: str) -> dict[str, str]:
+def boot_modules(rdma: list[dict[str, Any]], driver_version: str) -> dict[str, str]:
     """The staged /sys/module of a node: nvidia_peermem/version (the driver's) where the node has RDMA NICs."""
     return {f"{PEERMEM}/version": f"{driver_version}\n"} if rdma else {}
 
@@ -73,7 +74,7 @@ def unload_peermem_script() -> str:
             f"made before modules were simulated)' >&2; exit 1; }}; rm -rf {module}")
 
 
-def which_port(rdma: list[dict], node: str, wanted: str | None) -> str:
+def which_port(rdma: list[dict[str, Any]], node: str, wanted: str | None) -> str:
     """"mlx5_0:1" for --port mlx5_0 (or mlx5_0:1); the node's first RDMA NIC when not given."""
     ports = [f"{nic['name']}:{PORT}" for nic in rdma]
     if not ports:

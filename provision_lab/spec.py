@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -95,7 +96,7 @@ def _node_for(host, index: int) -> NodeSpec:
                     psu_watts=_psu_watts(lab, where), board=_board(lab, where))
 
 
-def _gpus(host, lab: dict, where: str) -> list[dict]:
+def _gpus(host, lab: dict[str, Any], where: str) -> list[dict[str, Any]]:
     if lab.get("board") in BOARDS:  # the board holds its GPUs
         board = BOARDS[lab["board"]]
         return [{"model": board.model, "count": board.gpus}]
@@ -115,7 +116,7 @@ def _gpus(host, lab: dict, where: str) -> list[dict]:
     return [dict(g) for g in DEFAULT_GPUS]
 
 
-def _nics(host, lab: dict, where: str) -> list[str]:
+def _nics(host, lab: dict[str, Any], where: str) -> list[str]:
     nics = lab.get("nics")
     if nics is None:
         nics = _nics_from_nccl(host.settings.nccl.socket_ifname if host.settings.nccl else None)
@@ -127,7 +128,7 @@ def _nics(host, lab: dict, where: str) -> list[str]:
     return list(nics)
 
 
-def _rdma(lab: dict, where: str) -> list[dict]:
+def _rdma(lab: dict[str, Any], where: str) -> list[dict[str, Any]]:
     """The simulator checks the ranges against the node's GPUs; here the shape, to fail at `lab up`."""
     rdma = lab.get("rdma", [])
     ok = isinstance(rdma, list) and all(
@@ -140,21 +141,21 @@ def _rdma(lab: dict, where: str) -> list[dict]:
     return [dict(nic) for nic in rdma]
 
 
-def _numa_nodes(lab: dict, where: str) -> int:
+def _numa_nodes(lab: dict[str, Any], where: str) -> int:
     nodes = lab.get("numa_nodes", 1)
     if not isinstance(nodes, int) or isinstance(nodes, bool) or not 1 <= nodes <= 8:
         raise LabError(f"{where}.numa_nodes must be 1..8; got {nodes!r}", 2)
     return nodes
 
 
-def _psu_watts(lab: dict, where: str) -> int | None:
+def _psu_watts(lab: dict[str, Any], where: str) -> int | None:
     watts = lab.get("psu_watts")
     if watts is not None and (not isinstance(watts, int) or isinstance(watts, bool) or not 50 <= watts <= 20000):
         raise LabError(f"{where}.psu_watts must be a number of watts, 50..20000; got {watts!r}", 2)
     return watts
 
 
-def _board(lab: dict, where: str) -> str | None:
+def _board(lab: dict[str, Any], where: str) -> str | None:
     board = lab.get("board")
     if board is not None and (board not in BOARDS or "gpus" in lab):
         raise LabError(f"{where}.board must be one of {', '.join(BOARDS)} (its GPUs are the board's: no gpus beside "
@@ -162,7 +163,7 @@ def _board(lab: dict, where: str) -> str | None:
     return board
 
 
-def _flag(lab: dict, key: str, default: bool, where: str) -> bool:
+def _flag(lab: dict[str, Any], key: str, default: bool, where: str) -> bool:
     value = lab.get(key, default)
     if not isinstance(value, bool):
         raise LabError(f"{where}.{key} must be true or false; got {value!r}", 2)
@@ -178,9 +179,9 @@ def _nics_from_nccl(ifname: str | None) -> list[str]:
     return [f"{names[0]}0", f"{names[0]}1"] if len(names) == 1 else list(DEFAULT_NICS)
 
 
-def _mirror_group(body) -> dict:
+def _mirror_group(body) -> dict[str, Any]:
     """One group of the raw YAML, in its own key order: hosts renamed, connection variables dropped."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for key, value in (body or {}).items():
         if key == "hosts" and value:
             out["hosts"] = {HOST_PREFIX + str(h): _without_connection(v) for h, v in value.items()}
@@ -191,7 +192,7 @@ def _mirror_group(body) -> dict:
     return out
 
 
-def _without_connection(variables) -> dict:
+def _without_connection(variables) -> dict[str, Any]:
     """The variables a lab host keeps: no connection ones; a host a setting names (provision_slurm.controller) renamed."""
     from provision.inventory.build import SETTING_OF
 

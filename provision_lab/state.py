@@ -10,6 +10,7 @@ import fcntl
 import json
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from provision_lab import netns
 from provision_lab.layout import DEFAULT_DIR, LOCK
@@ -26,7 +27,7 @@ class LabDir:
         self.dir = Path(lab_dir).resolve()
         self.state_file = self.dir / "state.json"
 
-    def state(self) -> dict | None:
+    def state(self) -> dict[str, Any] | None:
         try:
             return json.loads(self.state_file.read_text())
         except FileNotFoundError:
@@ -34,22 +35,22 @@ class LabDir:
         except ValueError:
             return {"phase": "broken", "slot": None, "nodes": []}
 
-    def save(self, state: dict) -> None:
+    def save(self, state: dict[str, Any]) -> None:
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.rename(self.state_file)
 
-    def running_state(self) -> dict:
+    def running_state(self) -> dict[str, Any]:
         state = self.state()
         if not state or state.get("phase") != "up":
             raise LabError(f"no lab is up in {self.dir}: `provision lab up{self.dir_option()}` first")
         return state
 
-    def nodes(self, state: dict) -> list[Node]:
+    def nodes(self, state: dict[str, Any]) -> list[Node]:
         net = LabNet(state["slot"])
         return [Node(NodeSpec(**n), net, self.dir) for n in state["nodes"]]
 
-    def node(self, name: str) -> tuple[dict, Node]:
+    def node(self, name: str) -> tuple[dict[str, Any], Node]:
         state = self.running_state()
         nodes = {n.spec.name: n for n in self.nodes(state)}
         if name not in nodes:

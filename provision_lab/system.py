@@ -33,7 +33,7 @@ def require_host() -> None:
 
 
 def run(argv: list[str], *, input: str | None = None, check: bool = True,
-        timeout: float | None = 120) -> subprocess.CompletedProcess:
+        timeout: float | None = 120) -> subprocess.CompletedProcess[str]:
     """Run a host command; on failure (with check) raise LabError with its output."""
     proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout,
                           stdin=None if input is not None else subprocess.DEVNULL)
