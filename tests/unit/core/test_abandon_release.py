@@ -7,27 +7,28 @@ import time
 from types import SimpleNamespace
 
 from provision.capabilities.registry import EXTENSIONS
-from provision.core.connection import CommandResult
 from provision.core.run import Engine, HostState, RunOptions
 
+from builders.connection import FakeConnection
 
-class TakeInFlight:
+
+class TakeInFlight(FakeConnection):
     """A host whose command that takes the lock is still running when the abandon's release is sent."""
 
     def __init__(self):
+        super().__init__("node1", self.reply)
         self.said: list[str] = []
         self.taking = threading.Event()
 
-    def run_script(self, script, timeout):
-        self.said.append("take sent")
+    def reply(self, argv: list[str], stdin: str | None, timeout: float | None) -> str:
+        if argv[3:4] == ["provision-unlock"]:  # sh -c RELEASE provision-unlock LOCK_DIR RUN
+            self.said.append("release " + argv[3])
+            return ""
+        self.said.append("take sent")  # the facts batch, which takes the lock
         self.taking.set()
         time.sleep(0.5)  # the take runs on the host: the lock is made at its end
         self.said.append("take done")
-        return CommandResult(["sh"], 0, "")
-
-    def run(self, argv, timeout):
-        self.said.append("release " + argv[3])  # provision-unlock LOCK_DIR RUN
-        return CommandResult(argv, 0, "")
+        return ""
 
 
 def test_the_release_of_an_abandon_waits_for_a_take_in_flight():
