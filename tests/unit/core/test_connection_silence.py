@@ -15,9 +15,10 @@ import paramiko
 import pytest
 
 from provision.core.apply import Step, run_batch
-from provision.core.connection import (KEEPALIVE_S, SILENT_AFTER_S, LocalConnection, Liveness, Lost, SSHConnection,
+from provision.core.connection import (KEEPALIVE_S, SILENT_AFTER_S, CommandResult, Liveness, Lost, SSHConnection,
                                        SSHOptions, run_on_channel)
 
+from builders.connection import FakeConnection, here
 from builders.sshchannel import Channel
 
 INTERVAL, LIMIT = 0.05, 0.4  # the bound scaled down: the judging is the same
@@ -200,23 +201,19 @@ def test_a_setter_batch_cut_by_a_silent_host_counts_what_finished_and_says_unkno
 
 
 def test_a_batch_stopped_at_its_deadline_is_unknown_from_the_step_in_flight_never_exited_124():
-    class Hurried(LocalConnection):  # the batch's deadline, come early
-        def _run(self, argv, stdin, timeout):
-            return super()._run(argv, stdin, 1)
-
-    errors, lost, _ = run_batch(Hurried("here"), [[Step(["true"])], [Step(["sleep", "5"])], [Step(["true"])]])
+    hurried = FakeConnection("here", lambda argv, stdin, timeout: here(argv, stdin, 1))  # the deadline, come early
+    errors, lost, _ = run_batch(hurried, [[Step(["true"])], [Step(["sleep", "5"])], [Step(["true"])]])
     assert lost is None and errors[0] is None
     assert errors[1] == "unknown whether `sleep 5` finished: the command was stopped at its deadline (480 s) while it ran"
     assert errors[2].startswith("unknown whether `true` ran: the command was stopped at its deadline")
 
 
 def test_a_line_cut_in_two_by_the_lost_connection_is_not_read_as_an_exit_code():
-    class Cut(LocalConnection):
-        def _run(self, argv, stdin, timeout):
-            done = super()._run(argv, stdin, timeout)
-            raise Lost("lost the connection to cut: it stopped answering", done.stdout[:done.stdout.rindex("rc=") + 3])
+    def cut_in_an_exit_code(argv: list[str], stdin: str | None, timeout: float | None) -> CommandResult:
+        done = here(argv, stdin, timeout)
+        raise Lost("lost the connection to cut: it stopped answering", done.stdout[:done.stdout.rindex("rc=") + 3])
 
-    [error], lost, _ = run_batch(Cut("cut"), [[Step(["true"])]])
+    [error], lost, _ = run_batch(FakeConnection("cut", cut_in_an_exit_code), [[Step(["true"])]])
     assert error == "unknown whether `true` finished: the host was lost while it ran" and lost
 
 
