@@ -1,6 +1,6 @@
 """Hostile and broken command-line input (issue 41): each ends in a clear error, exit 2, before any host is
 contacted, and never widens what a run touches. The CLI runs in-process; every way to a host is patched to refuse
-and count (test_inventory_fuzz.py's no_host_contacted)."""
+and count (builders/cli.py no_host_contacted)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def within(seconds: float):
 
 def provision(args: list[str], on_connect: Callable[[], None] = lambda: None):
     """The CLI's result (no traceback, no internal error, nothing unprintable) and the hosts it tried to reach,
-    each refused (test_inventory_fuzz.py); on_connect runs at each try (a file removed meanwhile)."""
+    each refused (builders/cli.py); on_connect runs at each try (a file removed meanwhile)."""
     with no_host_contacted() as attempts, pytest.MonkeyPatch.context() as mp:
         refuse = SSHConnection.open
 

@@ -1,8 +1,8 @@
 """Every read and every expansion of the inventory is bounded (issue 41, hostile and broken input): each input
 below once ran for minutes, filled memory or ended in a traceback; now each is an InputError naming the file and
 the limit, within seconds. The readers are called directly (load_inventory, read_config, select), then the CLI
-in-process: exit 2, no traceback, no host contacted (the connections are patched to refuse, as in
-test_inventory_fuzz.py)."""
+in-process: exit 2, no traceback, no host contacted (the connections are patched to refuse:
+builders/cli.py no_host_contacted)."""
 
 from __future__ import annotations
 
