@@ -1,6 +1,8 @@
-"""Containers end to end on one lab node (tests/lab/containers.yaml): apply installs the container toolkit at its pin,
-held, generates the CDI spec of the loaded driver and configures the docker that is there; verify passes; the
-`stale-cdi-spec` fault (a spec left from the driver before) is one finding with its next step, and apply fixes it."""
+"""Containers and DCGM end to end on one lab node (tests/lab/containers.yaml): apply installs the container toolkit at
+its pin, held, generates the CDI spec of the loaded driver and configures the docker that is there, and installs DCGM
+4 for the driver's CUDA major with nvidia-dcgm enabled; after a reboot the host engine runs the pinned version and
+the spec, gone with /run, is the one finding until apply generates it again; the `stale-cdi-spec` fault (a spec left
+from the driver before) is one finding with its next step, and apply fixes it."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ NODE = "lab-ctr-1"
 LOADED, OTHER = "580.159.04", "570.195.03"
 CHECKS = ("container_toolkit_is_the_pinned_version", "cdi_spec_names_the_loaded_driver",
           "container_engines_use_the_nvidia_runtime")
+DCGM_CHECK = "dcgm_host_engine_runs_the_pinned_version"
+DCGM = ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda13")
 # A docker of the user's: on the PATH, with a daemon.json of its own (provision installs no engine).
 DOCKER = ("printf '#!/bin/sh\\nexit 0\\n' >/usr/local/bin/dockerd && chmod 755 /usr/local/bin/dockerd && "
           "mkdir -p /etc/docker && echo '{\"log-driver\": \"json-file\"}' >/etc/docker/daemon.json")
@@ -60,8 +64,21 @@ def test_apply_installs_the_toolkit_generates_the_spec_and_configures_docker(con
     assert parse_spec(CDI_RUN, spec).drivers == [LOADED] and "/dev/nvidia1" in spec
     daemon = json.loads(containers_lab.node_file(NODE, "/etc/docker/daemon.json").read_text())
     assert daemon["log-driver"] == "json-file" and "nvidia" in daemon["runtimes"]  # the user's key kept
+    assert set(DCGM) <= set(on(containers_lab, "apt-mark showhold").split())
     _, verdict = verify(containers_lab)
     assert set(CHECKS) <= set(verdict["passed"]), verdict["failures"]
+
+
+def test_after_a_reboot_the_host_engine_runs_and_the_spec_is_generated_again(containers_lab):
+    containers_lab.lab("reboot", NODE)  # nodeinit starts the enabled nvidia-dcgm; /run starts empty
+    assert "Hostengine build info:\nVersion : 4.2.3" in on(containers_lab, "dcgmi --version")
+    _, verdict = verify(containers_lab)
+    assert [(f["check"], f["found"].split(" (")[0]) for f in verdict["findings"]] == \
+        [("cdi_spec_names_the_loaded_driver", f"{CDI_RUN}: missing")]
+    assert DCGM_CHECK in verdict["passed"]
+    applied(containers_lab)
+    _, verdict = verify(containers_lab)
+    assert {*CHECKS, DCGM_CHECK} <= set(verdict["passed"]) and not verdict["findings"], verdict["findings"]
 
 
 def test_a_stale_spec_is_one_finding_and_apply_generates_it_again(containers_lab):
