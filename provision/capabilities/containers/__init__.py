@@ -2,8 +2,8 @@
 the CDI spec of the loaded driver, docker and containerd (where installed) configured for the nvidia runtime."""
 
 from provision.capabilities.capability import Capability
-from provision.capabilities.containers import facts
+from provision.capabilities.containers import facts, shown
 from provision.capabilities.containers.tasks import CdiSpec, ContainerRuntime, ContainerToolkit
 
 CAPABILITY = Capability(name="containers", facts=facts.READER, tasks=(ContainerToolkit, CdiSpec, ContainerRuntime),
-                        checks=(f"{__name__}.checks",))
+                        checks=(f"{__name__}.checks",), show=shown.lines)

@@ -7,7 +7,8 @@ import textwrap
 
 from builders.hosts import host
 
-from provision.capabilities.containers import checks
+from provision.capabilities.capability import WARNING
+from provision.capabilities.containers import checks, shown
 from provision.capabilities.containers.facts import (
     CDI_ETC,
     CDI_RUN,
@@ -159,3 +160,16 @@ def test_the_spec_and_the_runtime_join_the_gpu_settings_after_the_toolkit(tmp_pa
     assert joins(runtime, inventory_host, [Planned(spec, [], [Change("host", "it", "", "")])])
     assert joins(gpu, inventory_host, [Planned(spec, [], [Change("host", "it", "", "")]),
                                        Planned(runtime, [], [Change("host", "it", "", "")])])
+
+
+# --- provision facts ------------------------------------------------------------------------------------------------
+
+
+def test_facts_shows_the_toolkit_each_spec_and_engine_and_warns_of_a_stale_spec():
+    found = facts(specs={CDI_ETC: ["570.195.03"], CDI_RUN: [LOADED]}, engines=("docker",), unconfigured=("docker",))
+    (line,) = shown.lines(None, found)
+    assert line.text == (f"containers: toolkit 1.17.8 (held); CDI {CDI_ETC}: driver 570.195.03; CDI {CDI_RUN}: "
+                         f"driver {LOADED}; docker: {DOCKER_CONFIG} names no nvidia runtime")
+    assert [text for text, tone in line.parts if tone == WARNING] == [
+        f"; CDI {CDI_ETC}: driver 570.195.03", f"; docker: {DOCKER_CONFIG} names no nvidia runtime"]
+    assert shown.lines(None, facts(packages={}, ctk=False)) == []

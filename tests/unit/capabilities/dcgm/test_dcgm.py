@@ -10,7 +10,8 @@ import pytest
 from builders.gpus import gpu
 from builders.hosts import host
 
-from provision.capabilities.dcgm import checks
+from provision.capabilities.capability import WARNING
+from provision.capabilities.dcgm import checks, shown
 from provision.capabilities.dcgm.facts import DcgmFacts, parse_dcgm
 from provision.capabilities.dcgm.tasks import DCGM_CHECK, UNIT, Dcgm, cuda_major
 from provision.capabilities.host import HostFacts
@@ -114,3 +115,11 @@ def test_verify_finds_one_cause_at_a_time():
     assert down.found == "dcgmi reaches no host engine" and "systemctl enable --now nvidia-dcgm" in down.fix
     old = verdict(checks.check_dcgm_host_engine_runs_the_pinned_version, node(facts(PINNED, engine="4.1.1")))
     assert old.found == "it runs 4.1.1 (started before the upgrade)" and "restart nvidia-dcgm" in old.fix
+
+
+def test_facts_shows_dcgm_and_warns_when_no_host_engine_answers():
+    (line,) = shown.lines(None, facts(PINNED))
+    assert line.text == f"dcgm: 4.2.3 ({CORE}, {CUDA13}); host engine 4.2.3"
+    (line,) = shown.lines(None, facts(PINNED, engine=None))
+    assert line.parts[-1] == ("no host engine answers", WARNING)
+    assert shown.lines(None, facts({})) == []
