@@ -59,3 +59,12 @@ def status_snippet(patterns: list[str], prefix: str = "", admindir: str = ADMIND
            f"{shlex.quote(AWK)} {shlex.quote(admindir + '/status')} 2>/dev/null")
     pending = f"for f in {shlex.quote(admindir + '/updates')}/[0-9]*; do [ -e \"$f\" ] && j=1; break; done"
     return f"j=; {pending}; if [ -n \"$j\" ]; then {query}; else {awk}; fi; true"
+
+
+def installed(line: str) -> tuple[str, str, bool] | None:
+    """One line of status_snippet, its prefix taken off: (name, version, held) for a package dpkg has installed
+    ("ii", "hi"); None for one it knows otherwise (removed with its configuration left: "rc")."""
+    words = line.split()
+    if len(words) >= 3 and words[2][1:2] == "i":
+        return words[0], words[1], words[2][0] == "h"
+    return None

@@ -92,10 +92,11 @@ def parse_containers(text: str) -> ContainersFacts:
         elif kind == "engine":
             found.engines.append(rest.strip())
         elif kind == "pkg":
-            words = rest.split()
-            if len(words) >= 3 and words[2][1:2] == "i":  # installed (ii, hi)
-                found.packages[words[0]] = words[1]
-                found.held += [words[0]] if words[2][0] == "h" else []
+            package = dpkg.installed(rest)
+            if package:
+                name, version, held = package
+                found.packages[name] = version
+                found.held += [name] if held else []
     texts = {path: "\n".join(lines) for path, lines in files.items()}
     found.specs = {path: parse_spec(path, texts[path]) for path in CDI_SPECS if path in texts}
     found.runtime_problems = {engine: runtime_problem(engine, texts) for engine in found.engines}

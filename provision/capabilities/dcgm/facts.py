@@ -58,10 +58,11 @@ def parse_dcgm(text: str) -> DcgmFacts:
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
         if kind == "pkg":
-            words = rest.split()
-            if len(words) >= 3 and words[2][1:2] == "i":  # installed (ii, hi)
-                found.packages[words[0]] = words[1]
-                found.held += [words[0]] if words[2][0] == "h" else []
+            package = dpkg.installed(rest)
+            if package:
+                name, installed, held = package
+                found.packages[name] = installed
+                found.held += [name] if held else []
         elif kind == "dcgmi":
             version = VERSION_LINE.match(rest)
             if rest.strip() == HOSTENGINE_HEADING:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
+from builders.checks import checked_node, verdict
 from builders.hosts import host
 
 from provision.capabilities.capability import WARNING
@@ -22,7 +23,6 @@ from provision.capabilities.driver.facts import DriverFacts
 from provision.capabilities.host import HostFacts
 from provision.commands.playbook import load_playbook
 from provision.core.batches import Planned, joins
-from provision.core.checks import CheckFailed
 from provision.core.facts import SystemFacts
 from provision.core.plan import Change
 from provision.core.resources import playbook_path, templates_dir
@@ -48,16 +48,7 @@ def facts(*, specs: dict[str, list[str]] | None = None, engines: tuple[str, ...]
 
 
 def node(found: HostFacts, **driver: object) -> Node:
-    return Node("gpu-1", host("gpu-1", provision_driver={**DRIVER, **driver}), found, [], host=None,
-                inventory_path="site.yaml")
-
-
-def verdict(check, *args) -> CheckFailed | None:
-    try:
-        check(*args)
-    except CheckFailed as failed:
-        return failed
-    return None
+    return checked_node(found, "gpu-1", inventory_path="site.yaml", provision_driver={**DRIVER, **driver})
 
 
 # --- the toolkit ---------------------------------------------------------------------------------------------

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import pytest
 from builders.gpus import gpu
-from builders.hosts import host
+from builders.checks import checked_node, verdict
 
 from provision.capabilities.capability import WARNING
 from provision.capabilities.dcgm import checks, shown
 from provision.capabilities.dcgm.facts import DcgmFacts, parse_dcgm
 from provision.capabilities.dcgm.tasks import DCGM_CHECK, UNIT, Dcgm, cuda_major
 from provision.capabilities.host import HostFacts
-from provision.core.checks import CheckFailed
 from provision.core.facts import SystemFacts
 from provision.verify.model import Node
 
@@ -49,16 +48,7 @@ PINNED = {CORE: "1:4.2.3-1", CUDA13: "1:4.2.3-1"}
 
 
 def node(found: HostFacts, dcgm: str = "4.2.3", version: str = "580.95.05") -> Node:
-    return Node("gpu-1", host("gpu-1", provision_driver={"version": version, "dcgm": dcgm}), found, [], host=None,
-                inventory_path="site.yaml")
-
-
-def verdict(check, *args) -> CheckFailed | None:
-    try:
-        check(*args)
-    except CheckFailed as failed:
-        return failed
-    return None
+    return checked_node(found, "gpu-1", inventory_path="site.yaml", provision_driver={"version": version, "dcgm": dcgm})
 
 
 def test_dcgmi_says_its_version_and_the_host_engines():
