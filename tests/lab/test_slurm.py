@@ -21,7 +21,8 @@ import yaml
 
 from provision.core import hostlock
 from provision.core.runlog import default_path
-from tests.docs.test_readme import commands_for
+
+from docs.test_readme import commands_for  # tests/docs, through tests/ on sys.path (WHERE is there)
 
 pytestmark = pytest.mark.lab
 

@@ -29,7 +29,7 @@ def imported_modules(path: Path) -> list[str]:
 
 # The one import left: the Slurm lab test runs the README's Slurm block by its place in test_readme.py's WHERE, where
 # every page's command is registered; it goes when WHERE moves to a module of its own (tests/docpages.py).
-WHERE_USERS = {"lab/test_slurm.py: tests.docs.test_readme", "lab/test_slurm.py: tests.docs.test_readme.commands_for"}
+WHERE_USERS = {"lab/test_slurm.py: docs.test_readme", "lab/test_slurm.py: docs.test_readme.commands_for"}
 
 
 def test_no_test_module_imports_another_nor_the_tests_package():
