@@ -1,5 +1,5 @@
 """The fact keys: the names a task gives to what its plan reads and what its changes change (Task.plans_from,
-Task.alters), which decide the tasks that join one batch (core/plan.py overlaps). A key is a HostFacts field path,
+Task.alters), which decide the tasks that join one batch (core/facts.py overlaps). A key is a HostFacts field path,
 dotted into nested dataclasses ("nvidia.gpus", "bmc.record"), or one a capability declares (Capability.fact_keys):
 "*" stands for every fact. A key that is neither is a typo that would batch silently wrong, so the registry
 refuses it when it folds the capabilities.

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from provision.core.apply import Step, apply_changes
 from provision.core.connection import Connection
-from provision.core.plan import CHANGED, FAILED, SKIPPED, Change, Item, Plan, Task, overlaps
+from provision.core.facts import overlaps
+from provision.core.plan import CHANGED, FAILED, SKIPPED, Change, Item, Plan, Task
 from provision.core.results import TaskResult, task_status
 
 if TYPE_CHECKING:  # the types a run is given (the capabilities' facts, the inventory's hosts): never imported
@@ -51,7 +52,7 @@ def joins(task: Task, host: Host, batch: list[Outcome]) -> bool:
     blocks = task.blocks()
     if not planned or (blocks and all(getattr(host.settings, block, None) is None for block in blocks)):
         return True  # nothing changed yet, or the task is for settings blocks this host has none of: skipped
-    altered: frozenset[str] = frozenset().union(*(p.task.alters for p in planned))
+    altered = altered_by(planned)
     written = {c.write.path for p in planned for c in p.changes if c.write}
     return "*" not in altered and not overlaps(task.planned_from(), altered) and not written & set(task.reads(host).paths)
 
@@ -72,9 +73,10 @@ def planned(task: Task, plan: Plan, check: bool) -> Outcome:
     return Planned(task, items, plan.changes)
 
 
-def changes_gpus(batch: list[Planned]) -> bool:
-    """Whether a change of the batch is a GPU's: only then is nvidia-smi read again after it."""
-    return any(overlaps(p.task.alters, frozenset({"nvidia"})) for p in batch)
+def altered_by(batch: list[Planned]) -> frozenset[str]:
+    """The fact keys the batch's changes alter (Task.alters): the read after it leaves out a section costly to
+    read whose fields none of them alters (FactSection.refresh_on)."""
+    return frozenset().union(*(p.task.alters for p in batch))
 
 
 @dataclass(frozen=True)

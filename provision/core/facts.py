@@ -45,12 +45,29 @@ class FactSection:
     name: str
     snippet: str | Callable[[], str]  # a callable for a snippet that reads the environment when the batch is built
     read_by: frozenset[str] = PURPOSES  # the commands that read it (health sections: verify only)
-    gpu: bool = False  # reads the NVIDIA stack: not read again after a task that changed only files and units
+    # A section costly to read (nvidia-smi) names the HostFacts fields its parser sets: after a batch it is read
+    # again only when a change of the batch alters one of them (Task.alters), else they are carried over.
+    # Empty: read again after every batch.
+    refresh_on: frozenset[str] = frozenset()
     keep: str = ""  # a shell variable its output is kept in, for a later section (nvidia-smi runs once)
     on_request: bool = False  # apply reads it only for a task that asks (Task.fact_sections): few tasks need it
 
     def text(self) -> str:
         return self.snippet() if callable(self.snippet) else self.snippet
+
+    def stands(self, altered: frozenset[str]) -> bool:
+        """Whether what it read before stands after changes that altered these fact keys."""
+        return bool(self.refresh_on) and not overlaps(self.refresh_on, altered)
+
+
+EVERYTHING = frozenset({"*"})  # what a read that follows no batch takes as altered: every section is read
+
+
+def overlaps(names: frozenset[str], others: frozenset[str]) -> bool:
+    """Whether two sets of fact names (Task.plans_from, Task.alters, FactSection.refresh_on) share a fact:
+    "nvidia" holds "nvidia.power_limit", and "*" holds everything."""
+    return any(a == "*" or b == "*" or a == b or a.startswith(b + ".") or b.startswith(a + ".")
+               for a in names for b in others)
 
 
 @dataclass(frozen=True)
@@ -128,26 +145,33 @@ class FactRegistry:
         names = [s.name for r in self.readers for s in r.sections]
         if len(names) != len(set(names)):
             raise ValueError(f"two fact sections share a name: {sorted(n for n in names if names.count(n) > 1)}")
+        blank = new_facts()
+        unknown = sorted({f for r in self.readers for s in r.sections for f in s.refresh_on if not hasattr(blank, f)})
+        if unknown:  # carried over by name (carry): a field the facts do not have would be set, never read
+            raise ValueError(f"refresh_on names no field of the facts: {unknown}")
 
-    def sections(self, purpose: str = "apply", reads: Reads = Reads(), gpu: bool = True,
+    def sections(self, purpose: str = "apply", reads: Reads = Reads(), altered: frozenset[str] = EVERYTHING,
                  before: dict[str, list[str]] | None = None, after: dict[str, list[str]] | None = None,
                  facts: bool = True) -> dict[str, FactSection]:
         """The sections of one batch. before and after: commands run first and last, each a section of its own
         name (the host lock taken first and given back last, so a run costs no extra round trip for them).
-        gpu=False: none that reads the NVIDIA stack (a re-read after a task that changed only files); facts=False:
-        only those commands."""
+        altered: the fact keys the changes since the last read altered; a section whose read stands after them
+        (FactSection.stands) is left out. facts=False: only those commands."""
         if purpose not in PURPOSES:
             raise ValueError(f"{purpose!r}: not one of {sorted(PURPOSES)}")
         chosen = {name: FactSection(name, shlex.join(argv)) for name, argv in (before or {}).items()}
         if facts:
-            chosen.update(self._fact_sections(purpose, reads, gpu))
+            chosen.update(self._fact_sections(purpose, reads, altered))
         chosen.update((name, FactSection(name, shlex.join(argv))) for name, argv in (after or {}).items())
         return chosen
 
-    def _fact_sections(self, purpose: str, reads: Reads, gpu: bool) -> dict[str, FactSection]:
-        chosen = {s.name: s for r in self.readers for s in r.sections
-                  if purpose in s.read_by and (gpu or not s.gpu)
-                  and (purpose != "apply" or not s.on_request or s.name in reads.sections)}
+    def _wanted(self, purpose: str, reads: Reads) -> list[FactSection]:
+        """The capabilities' sections this command reads."""
+        return [s for r in self.readers for s in r.sections if purpose in s.read_by
+                and (purpose != "apply" or not s.on_request or s.name in reads.sections)]
+
+    def _fact_sections(self, purpose: str, reads: Reads, altered: frozenset[str]) -> dict[str, FactSection]:
+        chosen = {s.name: s for s in self._wanted(purpose, reads) if not s.stands(altered)}
         if reads.packages:
             chosen["packages"] = FactSection("packages", packages_snippet(list(reads.packages)))
         if reads.paths:
@@ -156,10 +180,16 @@ class FactRegistry:
             chosen[f"unit:{unit.key}"] = FactSection(f"unit:{unit.key}", shlex.join(unit.systemctl("is-enabled")))
         return chosen
 
-    def script(self, token: str, purpose: str = "apply", reads: Reads = Reads(), gpu: bool = True,
-               before: dict[str, list[str]] | None = None, after: dict[str, list[str]] | None = None,
-               facts: bool = True) -> str:
-        return build_script(token, self.sections(purpose, reads, gpu, before, after, facts))
+    def script(self, token: str, purpose: str = "apply", reads: Reads = Reads(),
+               altered: frozenset[str] = EVERYTHING, before: dict[str, list[str]] | None = None,
+               after: dict[str, list[str]] | None = None, facts: bool = True) -> str:
+        return build_script(token, self.sections(purpose, reads, altered, before, after, facts))
+
+    def carry(self, before: Any, fresh: Any, purpose: str, reads: Reads, altered: frozenset[str]) -> None:
+        """Set on fresh, from the facts read before, the fields of the sections a read after changes that
+        altered these keys left out (their read stands)."""
+        for name in {f for s in self._wanted(purpose, reads) if s.stands(altered) for f in s.refresh_on}:
+            setattr(fresh, name, getattr(before, name))
 
     def parse(self, sections: dict[str, Section]) -> Any:
         """The host's facts from a batch's sections."""

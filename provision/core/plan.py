@@ -24,13 +24,6 @@ OK, CHANGED, FAILED, SKIPPED = "ok", "changed", "failed", "skipped"
 BlockT = TypeVar("BlockT")  # a settings block's model (NcclSettings, ...): what a BlockTask plans with
 
 
-def overlaps(names: frozenset[str], others: frozenset[str]) -> bool:
-    """Whether two sets of fact names (Task.plans_from, Task.alters) share a fact: "nvidia" holds
-    "nvidia.power_limit", and "*" holds everything."""
-    return any(a == "*" or b == "*" or a == b or a.startswith(b + ".") or b.startswith(a + ".")
-               for a in names for b in others)
-
-
 @dataclass
 class FileWrite:
     """A whole file, written atomically with mode and owner; the old version is kept as a backup."""

@@ -83,18 +83,19 @@ def _nvidia(sections: dict[str, Section]) -> NvidiaFacts:
     return facts
 
 
+NVIDIA, NVLINK = frozenset({"nvidia"}), frozenset({"nvlink"})  # the fields nvidia-smi's sections set (refresh_on)
 READER = FactReader((
-    FactSection("nvidia-smi", "command -v nvidia-smi", gpu=True),
-    FactSection("query-gpu", gpu_parsers.QUERY_GPU_SNIPPET, gpu=True, keep="q"),
-    FactSection("supported-clocks", clock_cache.read_snippet, gpu=True),  # reads "$q", the query-gpu output
-    FactSection("persistenced", "command -v nvidia-persistenced", gpu=True),
+    FactSection("nvidia-smi", "command -v nvidia-smi", refresh_on=NVIDIA),
+    FactSection("query-gpu", gpu_parsers.QUERY_GPU_SNIPPET, refresh_on=NVIDIA, keep="q"),
+    FactSection("supported-clocks", clock_cache.read_snippet, refresh_on=NVIDIA),  # reads "$q", the query-gpu output
+    FactSection("persistenced", "command -v nvidia-persistenced", refresh_on=NVIDIA),
     FactSection("persistenced-running", (
         f"read -r pid 2>/dev/null <{PERSISTENCED_PIDFILE} && [ -n \"$pid\" ] && [ -d \"/proc/$pid\" ]"
         " || { [ -d /run/systemd/system ] && systemctl is-active --quiet nvidia-persistenced 2>/dev/null; }"),
-        gpu=True),
+        refresh_on=NVIDIA),
     FactSection("clock-records", lambda: f"for f in {shlex.quote(clock_records_dir())}/GPU-*; do {RECORD_TEXT}; done; true",
-                gpu=True),
+                refresh_on=NVIDIA),
     FactSection("gpu-layout", lambda: text_of(shlex.quote(layout.record_path()))),  # exit non-zero: no record yet
-    FactSection("nvlink-status", NVLINK_STATUS_SNIPPET, read_by=frozenset({"verify"}), gpu=True, keep="nvl"),
-    FactSection("nvlink-errors", NVLINK_ERRORS_SNIPPET, read_by=frozenset({"verify"}), gpu=True),
+    FactSection("nvlink-status", NVLINK_STATUS_SNIPPET, read_by=frozenset({"verify"}), refresh_on=NVLINK, keep="nvl"),
+    FactSection("nvlink-errors", NVLINK_ERRORS_SNIPPET, read_by=frozenset({"verify"}), refresh_on=NVLINK),
 ), parse)

@@ -112,4 +112,5 @@ def parse(sections: dict[str, Section], facts: HostFacts) -> None:
 VERIFY = frozenset({"verify"})  # apply has no use for them
 READER = FactReader((FactSection("kernel-log", KERNEL_LOG_SNIPPET, read_by=VERIFY),
                      FactSection("pcie-aer", PCIE_AER_SNIPPET, read_by=VERIFY),
-                     FactSection("gpu-temperature", TEMPERATURE_SNIPPET, read_by=VERIFY, gpu=True)), parse)
+                     FactSection("gpu-temperature", TEMPERATURE_SNIPPET, read_by=VERIFY,
+                                 refresh_on=frozenset({"thermal"}))), parse)

@@ -1,5 +1,5 @@
 """The topology's share of the facts batch: `nvidia-smi topo -m`, how far apart the GPUs and RDMA NICs are
-(facts and verify read it; apply has no use for it)."""
+(facts and verify read it; apply for the nvidia-peermem task alone)."""
 
 from __future__ import annotations
 
@@ -27,5 +27,7 @@ def parse(sections: dict[str, Section], facts: HostFacts) -> None:
         facts.topology = _topology(sections["topo"])
 
 
-READER = FactReader((FactSection("topo", "nvidia-smi topo -m", read_by=frozenset({"facts", "verify"}), gpu=True),),
+# apply reads it only for the nvidia-peermem task (auto: where NCCL would use GPUDirect RDMA).
+READER = FactReader((FactSection("topo", "nvidia-smi topo -m", on_request=True,
+                                 refresh_on=frozenset({"topology"})),),
                     parse)

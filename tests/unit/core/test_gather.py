@@ -74,7 +74,7 @@ def test_the_lock_is_the_first_section_and_its_holder_is_reported(tmp_path):
 
 def test_a_reread_after_file_changes_skips_the_nvidia_sections():
     full = FACTS.script("tok", reads=Reads(("/etc/x",)))
-    files_only = FACTS.script("tok", reads=Reads(("/etc/x",)), gpu=False)
+    files_only = FACTS.script("tok", reads=Reads(("/etc/x",)), altered=frozenset({"units.enabled"}))
     assert "nvidia-smi" in full and "nvidia-smi" not in files_only
     assert "@@tok files" in files_only and "/etc/x" in files_only
 
@@ -145,7 +145,7 @@ def test_each_command_reads_its_own_sections_and_a_section_name_is_one_capabilit
     assert {"query-gpu", "net", "driver", "gpu-layout"} <= set(apply) and "topo" not in apply
     assert "topo" in facts and "kernel-log" not in facts
     assert {"topo", "kernel-log", "pcie-aer", "slurm-node"} <= set(verify)
-    assert not [name for name, section in FACTS.sections("apply", gpu=False).items() if section.gpu]
+    assert not [name for name, section in FACTS.sections("apply", altered=frozenset()).items() if section.refresh_on]
     twin = FactReader((FactSection("net", "true"),), lambda sections, facts: None)
     with pytest.raises(ValueError, match="net"):
         FactRegistry(object, [*FACTS.readers[1:], twin])

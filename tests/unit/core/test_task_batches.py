@@ -7,7 +7,8 @@ from __future__ import annotations
 import textwrap
 
 from provision.commands.playbook import load_playbook
-from provision.core.plan import Change, FileWrite, overlaps
+from provision.core.facts import overlaps
+from provision.core.plan import Change, FileWrite
 from provision.core.resources import playbook_path, templates_dir
 from provision.core.results import TaskResult
 from provision.core.batches import NOT_VERIFIED, ChangeOutcome, Planned, checked, joins
