@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from provision.capabilities.containers.facts import CDI_RUN, TOOLKIT_PACKAGES, parse_spec
 
@@ -93,3 +94,21 @@ def test_a_stale_spec_is_one_finding_and_apply_generates_it_again(containers_lab
     assert parse_spec(CDI_RUN, on(containers_lab, f"cat {CDI_RUN}")).drivers == [LOADED]
     code, verdict = verify(containers_lab)
     assert set(CHECKS) <= set(verdict["passed"]) and not verdict["findings"], verdict["findings"]
+
+
+def test_a_driver_change_moves_the_spec_and_dcgm_with_it_in_one_apply_reboot(containers_lab, tmp_path):
+    """570 pinned: its package and DCGM's -cuda12 go in before the reboot, the spec of 570 is generated after it."""
+    tree = yaml.safe_load(containers_lab.inventory.read_text())
+    tree["all"]["children"]["gpu"]["vars"]["provision_driver"]["version"] = OTHER
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(yaml.safe_dump(tree))
+    code, result = containers_lab.apply("--reboot", inventory=inventory)
+    assert code == 0, json.dumps(result)[:3000]
+    assert OTHER in on(containers_lab, "cat /proc/driver/nvidia/version")
+    assert parse_spec(CDI_RUN, on(containers_lab, f"cat {CDI_RUN}")).drivers == [OTHER]
+    dcgm = on(containers_lab, "dpkg-query -W -f '${Package} ${Status}\\n' 'datacenter-gpu-manager-4-*'")
+    assert dcgm.split("\n")[:-1] == ["datacenter-gpu-manager-4-core hold ok installed",
+                                      "datacenter-gpu-manager-4-cuda12 hold ok installed"]  # -cuda13 gone
+    proc = containers_lab.provision("verify", str(inventory), "--ssh-config", str(containers_lab.ssh_config), "--json")
+    verdict = next(v for v in json.loads(proc.stdout)["hosts"] if v["host"] == NODE)
+    assert {*CHECKS, DCGM_CHECK} <= set(verdict["passed"]) and not verdict["findings"], verdict["findings"]
