@@ -16,6 +16,7 @@ mounts (others, as libnvidia-egl-wayland.so.1.1.13, carry versions of their own)
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import tomllib
@@ -40,8 +41,9 @@ CDI_SPECS = (CDI_ETC, CDI_RUN)
 # What `nvidia-ctk runtime configure --runtime=ENGINE` writes (NVIDIA's install guide).
 DOCKER_CONFIG = "/etc/docker/daemon.json"
 CONTAINERD_DROP_IN = "/etc/containerd/conf.d/99-nvidia.toml"
+CONTAINERD_CONFIG = "/etc/containerd/config.toml"  # nvidia-ctk adds the drop-in to its `imports`
 ENGINES = {"docker": "dockerd", "containerd": "containerd"}  # engine -> the program that tells it is installed
-CONFIG_FILES = (DOCKER_CONFIG, CONTAINERD_DROP_IN)
+CONFIG_FILES = (DOCKER_CONFIG, CONTAINERD_DROP_IN, CONTAINERD_CONFIG)
 
 DRIVER_LIBRARY = re.compile(r"/lib(?:cuda|nvidia-ml)\.so\.(\d+(?:\.\d+)+)$")
 
@@ -128,7 +130,22 @@ def runtime_problem(engine: str, texts: dict[str, str]) -> str:
         config: Any = json.loads(texts[path]) if engine == "docker" else tomllib.loads(texts[path])
     except ValueError as exc:
         return f"{path} is not {'JSON' if engine == 'docker' else 'TOML'}: {exc}"
-    return "" if _names_nvidia_runtime(config) else f"{path} names no nvidia runtime"
+    if not _names_nvidia_runtime(config):
+        return f"{path} names no nvidia runtime"
+    return "" if engine == "docker" else _imports_problem(texts.get(CONTAINERD_CONFIG))
+
+
+def _imports_problem(text: str | None) -> str:
+    """containerd reads the drop-in only where config.toml's `imports` names it (a path or a glob)."""
+    if text is None:
+        return f"no {CONTAINERD_CONFIG} (its imports name {CONTAINERD_DROP_IN})"
+    try:
+        imports = tomllib.loads(text).get("imports", [])
+    except ValueError as exc:
+        return f"{CONTAINERD_CONFIG} is not TOML: {exc}"
+    if isinstance(imports, list) and any(fnmatch.fnmatch(CONTAINERD_DROP_IN, str(p)) for p in imports):
+        return ""
+    return f"{CONTAINERD_CONFIG} does not import {CONTAINERD_DROP_IN}"
 
 
 def _names_nvidia_runtime(config: Any) -> bool:

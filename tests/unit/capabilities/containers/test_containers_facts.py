@@ -12,6 +12,7 @@ import textwrap
 from provision.capabilities.containers.facts import (
     CDI_ETC,
     CDI_RUN,
+    CONTAINERD_CONFIG,
     CONTAINERD_DROP_IN,
     DOCKER_CONFIG,
     parse_containers,
@@ -84,9 +85,13 @@ def test_each_engine_is_configured_where_its_config_names_the_nvidia_runtime():
     assert runtime_problem("docker", {DOCKER_CONFIG: '{"log-driver": "json-file"}'}) == \
         f"{DOCKER_CONFIG} names no nvidia runtime"
     assert runtime_problem("docker", {DOCKER_CONFIG: "{"}).startswith(f"{DOCKER_CONFIG} is not JSON: ")
-    # containerd's CRI plugin table, in the config versions before 3 and from 3 on
+    # containerd's CRI plugin table, in the config versions before 3 and from 3 on; config.toml imports the drop-in
+    imports = {CONTAINERD_CONFIG: 'imports = ["/etc/containerd/conf.d/*.toml"]\nversion = 2\n'}
     for plugin in ('"io.containerd.grpc.v1.cri".containerd', '"io.containerd.cri.v1.runtime".containerd'):
         drop_in = f'version = 2\n[plugins.{plugin}.runtimes.nvidia]\n  runtime_type = "io.containerd.runc.v2"\n'
-        assert runtime_problem("containerd", {CONTAINERD_DROP_IN: drop_in}) == ""
+        assert runtime_problem("containerd", {CONTAINERD_DROP_IN: drop_in, **imports}) == ""
+    assert runtime_problem("containerd", {CONTAINERD_DROP_IN: drop_in, CONTAINERD_CONFIG: "version = 2\n"}) == \
+        f"{CONTAINERD_CONFIG} does not import {CONTAINERD_DROP_IN}"
+    assert runtime_problem("containerd", {CONTAINERD_DROP_IN: drop_in}).startswith(f"no {CONTAINERD_CONFIG} ")
     assert runtime_problem("containerd", {CONTAINERD_DROP_IN: "version = [2"}).startswith(
         f"{CONTAINERD_DROP_IN} is not TOML: ")
