@@ -82,5 +82,6 @@ def parse(sections: dict[str, Section], facts: HostFacts) -> None:
         facts.dcgm = parse_dcgm(sections["dcgm"].output)
 
 
-# DCGM's packages and the host engine's version.
-READER = FactReader((FactSection("dcgm", DCGM_SNIPPET),), parse)
+# DCGM's packages and the host engine's version: dcgmi waits up to 100 ms for a host engine that is not there, so
+# the section is read again only after a change to DCGM (the driver's task alters everything: that one too).
+READER = FactReader((FactSection("dcgm", DCGM_SNIPPET, refresh_on=frozenset({"dcgm"})),), parse)
