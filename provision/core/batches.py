@@ -104,11 +104,11 @@ def checked(planned: Planned, outcomes: list[ChangeOutcome], facts: HostFacts | 
     items = list(planned.items)
     for outcome in outcomes:
         change, error = outcome.change, outcome.error
-        if lost is not None:
+        if lost is not None or facts is None:  # facts is None only where the host was lost
             items.append(Item(change.target, FAILED if error else CHANGED, change.what, change.before,
                               change.after, error or NOT_VERIFIED, change.diff))
             continue
-        words = error  # what the commands said: their error, or what they printed when they exited 0
+        words = error or ""  # what the commands said: their error, or what they printed when they exited 0
         if error is None and change.verify is not None:
             wrong = change.verify(facts)
             error, words = wrong and f"the command succeeded but {wrong}", outcome.printed

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, Protocol, TypeVar
 
 from provision.core.errors import Problem
 from provision.core.facts import Reads
@@ -37,6 +37,14 @@ class FileWrite:
     base64: bool = False  # content is the base64 text of the file's bytes (a binary key)
 
 
+class Verify(Protocol):
+    """A change's re-read check: given the host's fresh facts, None when the change is in place, else what is
+    wrong. A protocol, not a Callable: mypy cannot infer a lambda that binds its loop's values as defaults
+    (`lambda f, uuid=gpu.uuid: ...`) against a Callable, and takes it as one of these."""
+
+    def __call__(self, facts: HostFacts, /) -> str | None: ...
+
+
 @dataclass
 class Change:
     """One thing to change on one target, and how."""
@@ -49,12 +57,12 @@ class Change:
     write: FileWrite | None = None
     after_write: list[list[str]] = field(default_factory=list)  # e.g. systemctl daemon-reload
     diff: str = ""  # unified diff for --diff (empty for sensitive files)
-    # The re-read check: given fresh facts, is the change really in place?
-    verify: Any = None  # Callable[[HostFacts], str | None]: None when in place, else what is wrong
+    # The re-read check: given fresh facts, is the change really in place? None when it is, else what is wrong.
+    verify: Verify | None = None
     cause: str = ""  # a change that follows from another check's failure: verify files it under that one
     # What the commands' words mean for the user and what to do (a setter's "not supported"): given what they
-    # printed, or their error; None when there is nothing to add. Callable[[str], str | None].
-    explain: Any = None
+    # printed, or their error; None when there is nothing to add.
+    explain: Callable[[str], str | None] | None = None
     # Another change of the same task whose commands carry this one's too (one nvidia-smi call for every GPU):
     # this one runs nothing itself, that one's error is its error, and its own verify still judges it.
     runs_with: Change | None = None

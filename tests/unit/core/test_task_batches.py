@@ -14,6 +14,8 @@ from provision.core.results import TaskResult
 from provision.core.batches import NOT_VERIFIED, ChangeOutcome, Planned, checked, joins
 from provision.inventory.load import load_inventory
 
+from builders.facts import facts
+
 NODE = """\
 all:
   hosts:
@@ -122,7 +124,7 @@ def test_each_change_is_judged_on_the_read_after_its_batch_or_unverified_when_th
     broken = Change("GPU2", "power limit", "300", "200")
     batch = Planned(power, [], [held, taken, broken])
     outcomes = [ChangeOutcome(held, None, ""), ChangeOutcome(taken, None, ""), ChangeOutcome(broken, "exit 3", "")]
-    judged = checked(batch, outcomes, None, lost=None)
+    judged = checked(batch, outcomes, facts(), lost=None)
     assert [(i.target, i.status, i.message) for i in judged.items] == [
         ("GPU0", "failed", "the command succeeded but GPU0 is at 300 W"), ("GPU1", "changed", ""),
         ("GPU2", "failed", "exit 3")]
