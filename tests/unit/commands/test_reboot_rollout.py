@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 
+from builders.hosts import host
 from provision.commands import reboot
 from provision.core.connection import CommandResult
-from provision.inventory.model import Host as InventoryHost
 from provision.commands.reboot import (
     NOT_BACK,
     NOT_STARTED,
@@ -19,10 +19,6 @@ from provision.commands.reboot import (
 from provision.capabilities.host import HostSettings
 
 from builders.connection import FakeConnection
-
-
-def host(name: str, address: str = "192.0.2.1", connection: str = "ssh") -> InventoryHost:
-    return InventoryHost(name, address, "root", 22, connection, None, True, ["all"], {}, HostSettings())
 
 
 class FakeHost:
