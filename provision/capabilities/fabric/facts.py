@@ -84,4 +84,5 @@ def parse(sections: dict[str, Section], facts: HostFacts) -> None:
         facts.fabric = parse_fabric(sections["fabric"].output)
 
 
-READER = FactReader((FactSection("fabric", FABRIC_SNIPPET),), parse)
+# Read again after a batch only where a change altered it (the fabric-manager task; the driver's, which alters all).
+READER = FactReader((FactSection("fabric", FABRIC_SNIPPET, refresh_on=frozenset({"fabric"})),), parse)
