@@ -3,7 +3,7 @@ node's GPUs wait "In Progress" in the NVSwitch fabric; `apply --reboot` installs
 libnvidia-nscq at the driver's exact version with it, held and enabled, and the reboot starts it (a lab node runs no
 systemd): the GPUs register and verify passes; the PCIe node gets none. The `fabric-manager-version` fault (an
 unpinned upgrade) is one finding on the HGX node, also after the reboot at which that fabric manager aborts, and
-the finding's next step, run as it says, repairs it."""
+the finding's next step, run as it says, repairs it. A driver move takes fabric manager with it."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytestmark = pytest.mark.lab
 
 SPEC = Path(__file__).parent / "fabric.yaml"
 HGX, PCIE = "lab-hgx-1", "lab-pcie-1"
 DRIVER = "580.159.04"
+OTHER_DRIVER = "570.195.03"
 LAB_SOURCE = "/etc/apt/sources.list.d/provision-lab.list"  # the lab's own: the inventory's repository serves instead
 FM_PACKAGES = ("nvidia-fabricmanager-580", "libnvidia-nscq-580")
 VERSION_CHECK = "fabric_manager_is_the_drivers_version"
@@ -113,3 +115,24 @@ def test_fabric_manager_at_another_version_is_one_finding_whose_next_step_repair
         assert fabric_findings(verdicts[HGX]) == []
     finally:
         lab.lab("fault", HGX, "clear")
+
+
+def test_a_driver_move_takes_fabric_manager_with_it_in_the_same_rollout(fabric_lab, tmp_path):
+    """580 -> 570 with one `apply --reboot`: the old branch's fabric manager out, 570's installed before the reboot
+    that loads the 570 driver, and started by it."""
+    lab = fabric_lab
+    tree = yaml.safe_load(lab.inventory.read_text())
+    tree["all"]["children"]["gpu"]["vars"]["provision_driver"]["version"] = OTHER_DRIVER
+    moved = tmp_path / "inventory.yaml"
+    moved.write_text(yaml.safe_dump(tree))
+    code, result = lab.apply("--reboot", inventory=moved)
+    assert code == 0, result
+    versions = on(lab, HGX, "dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n' "
+                            "'nvidia-fabricmanager*' 'libnvidia-nscq*' | grep -v ' un'").splitlines()
+    assert sorted(versions) == [f"libnvidia-nscq-570 {OTHER_DRIVER}-1provision1 hi ",
+                                f"nvidia-fabricmanager-570 {OTHER_DRIVER}-1provision1 hi "]
+    assert on(lab, HGX, "nvidia-smi --query-gpu=driver_version --format=csv,noheader").split()[0] == OTHER_DRIVER
+    assert fabric_states(lab, HGX) == {"Completed"}
+    proc = lab.provision("verify", str(moved), "--json")
+    verdicts = {v["host"]: v for v in json.loads(proc.stdout)["hosts"]}
+    assert fabric_findings(verdicts[HGX]) == []
