@@ -16,7 +16,8 @@ from builders.gpus import gpus
 from builders.hosts import host
 from provision.capabilities.driver.facts import DriverFacts
 from provision.capabilities.driver.settings import DriverSettings
-from provision.capabilities.fabric import checks, packages
+from provision.capabilities.capability import WARNING
+from provision.capabilities.fabric import checks, packages, shown
 from provision.capabilities.fabric.facts import FABRIC_SNIPPET, FabricFacts, parse_fabric
 from provision.capabilities.fabric.tasks import FabricManager
 from provision.capabilities.system.daemons import DaemonProcess
@@ -203,3 +204,16 @@ def test_fabric_manager_at_another_version_is_one_finding_on_the_node():
     assert set(causes) == {"fabric_manager_is_the_drivers_version"}, causes
     assert causes["fabric_manager_is_the_drivers_version"] >= {"nvswitch_fabric_is_ready",
                                                                "as_intended[fabric-manager]"}
+
+
+# --- provision facts ------------------------------------------------------------------------------------------------
+
+
+def test_facts_show_the_switches_the_packages_and_a_version_that_is_not_the_drivers():
+    (line,) = shown.lines(None, hgx())
+    assert line.text == ("fabric: NVSwitches: 4 in /proc/driver/nvidia-nvswitch/devices; fabric manager: "
+                         f"libnvidia-nscq-580 {DRIVER}-1provision1 (held), nvidia-fabricmanager-580 {DRIVER}-1provision1 "
+                         "(held); unit enabled; running")
+    (wrong,) = shown.lines(None, hgx("580.126.09", running=False))
+    assert wrong.parts[-1] == (f"not the loaded driver's version ({DRIVER}): 580.126.09", WARNING)
+    assert shown.lines(None, hgx(None, nvswitch=False)) == []  # nothing of it here
