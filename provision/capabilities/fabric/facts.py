@@ -71,11 +71,10 @@ def parse_fabric(text: str) -> FabricFacts:
             found.switch_pci.append(rest.strip())
         elif kind == "unit":
             found.unit = rest.strip()
-        elif kind == "pkg":
-            words = rest.split()
-            if len(words) >= 3 and words[2][1:2] == "i":  # installed (ii, hi; not un, rc)
-                found.packages[words[0]] = words[1]
-                found.held += [words[0]] if words[2][0] == "h" else []
+        elif kind == "pkg" and (package := dpkg.installed(rest)):
+            name, version, held = package
+            found.packages[name] = version
+            found.held += [name] if held else []
     return found
 
 
