@@ -46,6 +46,10 @@ class DriverSettings(Block):
     hold: bool = setting(True, "true or false", "apt-mark hold the packages, so no upgrade moves the version")
     blacklist_nouveau: bool = setting(True, "true or false",
                                       "keep nouveau off the GPUs (modprobe.d file, initramfs rebuilt)")
+    peermem: bool | Literal["auto"] = setting(
+        "auto", "auto, true or false", "nvidia-peermem (GPUDirect RDMA's peer-memory module) loaded now and at every "
+        "boot (modules-load.d); auto: where NCCL would use an RDMA NIC close enough to a GPU for GPUDirect RDMA "
+        "(provision_nccl, nvidia-smi topo -m) and the kernel offers no DMA-BUF for it; false: left alone")
     fabric_manager: Literal["auto"] | bool = setting(
         "auto", "auto, true or false", "NVIDIA Fabric Manager (NVSwitch boards: HGX/DGX A100, H100, H200) and "
         "libnvidia-nscq at the driver's exact version, held, the service enabled: auto: where the host has NVSwitches; "

@@ -1,6 +1,8 @@
-"""The topology: how the GPUs and NICs connect (nvidia-smi topo -m), and GPUDirect RDMA over it."""
+"""The topology: how the GPUs and NICs connect (nvidia-smi topo -m), and GPUDirect RDMA over it (nvidia-peermem)."""
 
 from provision.capabilities.capability import Capability
 from provision.capabilities.topology import facts, shown
+from provision.capabilities.topology.peermem import NvidiaPeermem
 
-CAPABILITY = Capability(name="topology", facts=facts.READER, checks=(f"{__name__}.checks",), show=shown.lines)
+CAPABILITY = Capability(name="topology", facts=facts.READER, tasks=(NvidiaPeermem,), checks=(f"{__name__}.checks",),
+                        show=shown.lines)

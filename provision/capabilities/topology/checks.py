@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from provision.capabilities.nccl import rdma
 from provision.capabilities.nccl.settings import NcclSettings
-from provision.capabilities.topology import gdr
+from provision.capabilities.topology import gdr, peermem
 from provision.capabilities.topology.topo import cross_socket_warnings
 from provision.core.checks import fail, fail_each, note
 
@@ -52,25 +51,12 @@ def check_gpudirect_rdma_is_available_where_nccl_uses_it(node: Node) -> None:
     Next step: load a peer-memory module (nvidia-peermem) or use a driver and kernel with DMA-BUF, as the finding
     says; or set provision_nccl.net_gdr_level to LOC to turn GPUDirect RDMA off
     """
-    settings = node.inventory.settings.nccl or NcclSettings()
-    if settings.ib_disable:
-        pytest.skip("not applicable: provision_nccl.ib_disable is set (NCCL uses no RDMA port)")
-    matrix = node.facts.topology.matrix if node.facts.topology else None
-    if matrix is None:
-        pytest.skip("the topology was not read (nvidia-smi topo -m)")
-    if settings.net_gdr_level == "LOC":
-        pytest.skip("not applicable: provision_nccl.net_gdr_level LOC turns GPUDirect RDMA off")
-    level = gdr.TOPO_LEVEL.get(settings.net_gdr_level or "", settings.net_gdr_level or gdr.DEFAULT_LEVEL)
-    rule = f"NCCL_NET_GDR_LEVEL={settings.net_gdr_level}" if settings.net_gdr_level else \
-        f"NCCL's default GDR level, {level}"
-    if settings.ib_hca and node.facts.rdma:
-        nics = {port.hca for port in rdma.nccl_ports(settings.ib_hca, node.facts.rdma)}
-    else:
-        nics = None
-    pairs = gdr.near_pairs(matrix, nics, level)
-    if not pairs:
-        pytest.skip(f"not applicable: no GPU has an RDMA NIC NCCL may use at {level} or closer ({rule}): NCCL "
-                    "would not use GPUDirect RDMA")
-    found = gdr.finding(node.facts.driver, pairs, level, rule)
+    why_not = peermem.left_alone(node.inventory, node.facts)
+    if why_not:
+        pytest.skip(why_not)
+    use = gdr.nccl_would_use(node.inventory.settings.nccl or NcclSettings(), node.facts)
+    if isinstance(use, str):
+        pytest.skip(use)
+    found = gdr.finding(node.facts.driver, use.pairs, use.level, use.rule)
     if found:
         fail_each([found])

@@ -14,17 +14,51 @@ Without either, NCCL says nothing and stages every transfer through host memory:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from provision.capabilities.nccl import rdma
 from provision.capabilities.topology.topo import LEVELS, Topology, level_of
 from provision.core.checks import WARNING, Finding
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.driver.facts import DriverFacts
+    from provision.capabilities.host import HostFacts
+    from provision.capabilities.nccl.settings import NcclSettings
 
 DEFAULT_LEVEL = "PXB"  # NCCL_NET_GDR_LEVEL's default
 TOPO_LEVEL = {"NVL": "NV"}  # NCCL's word -> topo -m's, where they differ (LOC: GDR off)
 DMA_BUF_KERNEL = (5, 12)
+
+
+@dataclass(frozen=True)
+class GdrUse:
+    """Where NCCL would use GPUDirect RDMA on a host: (GPU, NIC device, cell) pairs at `level` or closer, by `rule`."""
+
+    pairs: list[tuple[str, str, str]]
+    level: str
+    rule: str  # "NCCL_NET_GDR_LEVEL=PIX" or "NCCL's default GDR level, PXB"
+
+
+def nccl_would_use(settings: NcclSettings, facts: HostFacts) -> GdrUse | str:
+    """Where NCCL, as the nccl block sets it, would use GPUDirect RDMA on this host; else why it would not."""
+    if settings.ib_disable:
+        return "not applicable: provision_nccl.ib_disable is set (NCCL uses no RDMA port)"
+    matrix = facts.topology.matrix if facts.topology else None
+    if matrix is None:
+        return "the topology was not read (nvidia-smi topo -m)"
+    if settings.net_gdr_level == "LOC":
+        return "not applicable: provision_nccl.net_gdr_level LOC turns GPUDirect RDMA off"
+    level = TOPO_LEVEL.get(settings.net_gdr_level or "", settings.net_gdr_level or DEFAULT_LEVEL)
+    rule = f"NCCL_NET_GDR_LEVEL={settings.net_gdr_level}" if settings.net_gdr_level else \
+        f"NCCL's default GDR level, {level}"
+    nics = {port.hca for port in rdma.nccl_ports(settings.ib_hca, facts.rdma)} if settings.ib_hca and facts.rdma \
+        else None
+    pairs = near_pairs(matrix, nics, level)
+    if not pairs:
+        return (f"not applicable: no GPU has an RDMA NIC NCCL may use at {level} or closer ({rule}): NCCL would not "
+                "use GPUDirect RDMA")
+    return GdrUse(pairs, level, rule)
 
 
 def near_pairs(matrix: Topology, nics: set[str] | None, level: str) -> list[tuple[str, str, str]]:

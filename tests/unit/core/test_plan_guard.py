@@ -17,7 +17,7 @@ from provision.core.plan import BlockTask, Task
 SKIPPED_WITHOUT_ITS_BLOCK = {
     "nouveau-blacklist": "driver not set", "driver-repository": "driver not set", "nvidia-driver": "driver not set",
     "fabric-manager": "driver not set", "container-toolkit": "driver not set", "cdi-spec": "driver not set", "container-runtime": "driver not set",
-    "dcgm": "driver not set",
+    "dcgm": "driver not set", "nvidia-peermem": "driver not set",
     "gpu-layout": "gpu not set", "gpu-boot-conf": "gpu not set",
     "gpu-persistence": "provision_gpu.persistence not set", "gpu-power-limit": "provision_gpu.power_limit not set",
     "gpu-clocks": "provision_gpu.clocks not set", "gpu-locked-clocks": "provision_gpu.locked_clocks not set",
