@@ -118,7 +118,7 @@ NVLINK_SECTIONS = {s.name: s for s in gpu_facts.READER.sections if s.name.starts
 
 def test_the_sections_are_read_by_verify_alone():
     assert list(NVLINK_SECTIONS) == ["nvlink-status", "nvlink-errors"]
-    assert all(s.read_by == {"verify"} and s.gpu for s in NVLINK_SECTIONS.values())
+    assert all(s.read_by == {"verify"} and s.refresh_on == {"nvlink"} for s in NVLINK_SECTIONS.values())
 
 
 def test_the_batch_reads_the_counters_only_where_there_are_links(tmp_path):
