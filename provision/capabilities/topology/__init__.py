@@ -5,4 +5,6 @@ from provision.capabilities.topology import facts, shown
 from provision.capabilities.topology.peermem import NvidiaPeermem
 
 CAPABILITY = Capability(name="topology", facts=facts.READER, tasks=(NvidiaPeermem,), checks=(f"{__name__}.checks",),
-                        show=shown.lines)
+                        show=shown.lines,
+                        # nvidia_peermem loaded (a part of driver.peer_memory only the nvidia-peermem task plans from)
+                        fact_keys=frozenset({"peermem"}))

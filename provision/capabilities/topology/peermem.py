@@ -89,7 +89,9 @@ class NvidiaPeermem(BlockTask[DriverSettings]):
     tags = frozenset({"driver", "rdma"})
     settings_blocks = frozenset({"driver"})
     plans_from = frozenset({"driver", "topology", "rdma"})
-    alters = frozenset({"driver.peer_memory"})  # and its file
+    # And its file. The module loaded shows in driver.peer_memory, which the driver's section reads after every
+    # batch; "peermem" names that part alone, so that the GPU tasks (planning from the driver) share its batch.
+    alters = frozenset({"peermem"})
 
     def file_paths(self, host: Host) -> list[str]:
         driver = host.settings.driver
