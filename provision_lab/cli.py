@@ -171,6 +171,10 @@ def fault(node, kind, gpu, nic, link, port, watts, lab_dir):
                        marginal cable; more at each); a reboot zeroes them
       peermem-unloaded nvidia_peermem is unloaded (rmmod): NCCL has no
                        GPUDirect RDMA; the next boot loads it again
+      kernel-without-module
+                       a newer kernel is installed without the NVIDIA
+                       module (/boot/vmlinuz-6.1.0-40-amd64, no nvidia.ko):
+                       the next boot would strand the node; until clear
       psu-failure      the BMC logs PSU1 "Failure detected" and its end (a
                        brownout tripped it; the PSU works again)
       ac-lost          the BMC logs PSU1 "Power Supply AC lost" and its end

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
-from provision_lab import bmc, netns, rdma, stack_containers, stack_fabric
+from provision_lab import bmc, netns, rdma, stack_containers, stack_fabric, stack_kernels
 from provision_lab.layout import DRIVERS
 from provision_lab.nodeinit import DRIVER_LOADED
 from provision_lab.node import Node
@@ -16,7 +16,8 @@ from provision_lab.system import LabError, run
 GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "gpu-init-failed", "pcie-degraded", "pcie-degraded-under-load", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
               "gpu-pcie-errors", "gpu-nvlink-down", "gpu-nvlink-errors", "gpu-bad-riser", "gpu-process")
 NVLINK_FAULTS = ("gpu-nvlink-down", "gpu-nvlink-errors")  # these name a link: --link L (default 0)
-FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", *rdma.RDMA_FAULTS, "peermem-unloaded", *bmc.FAULTS, "psu-weak",
+FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", *rdma.RDMA_FAULTS, "peermem-unloaded", "kernel-without-module",
+          *bmc.FAULTS, "psu-weak",
           stack_fabric.FAULT,
           "sshd-down", "mgmt-down", "stale-cdi-spec", "clear")  # ib-*: --port HCA; psu-weak: --watts N
 WEAK_PSU_WATTS = 900  # psu-weak: what the V100 box's home-built supplies gave its four GPUs
@@ -47,6 +48,9 @@ def inject(node: Node, kind: str, gpu: int | None, nic: str | None, link: int | 
         return f"{kind} {port}"
     if kind == "peermem-unloaded":  # rmmod nvidia_peermem (rdma.py)
         node.exec(["sh", "-c", rdma.unload_peermem_script()])
+        return kind
+    if kind == "kernel-without-module":  # a newer kernel the next boot takes, without nvidia.ko (stack_kernels.py)
+        node.exec(["sh", "-c", stack_kernels.fault_script()])
         return kind
     if kind in GPU_FAULTS:
         gpu = 0 if gpu is None else gpu
@@ -98,6 +102,8 @@ def clear(node: Node, faults: list[str]) -> str:
     mgmt_cable(node, plugged=True)
     if node.spec.rdma:
         node.exec(["sh", "-c", rdma.restore_script()])  # every RDMA port and module as at power-on
+    if "kernel-without-module" in faults:
+        node.exec(["sh", "-c", stack_kernels.clear_script()])
     bmc.clear(node)  # its sensors healthy, its event log cleared (ipmitool sel clear)
     if "sshd" not in node.processes().values():
         node.exec(["/usr/sbin/sshd"])  # daemonizes; the node's PID 1 adopts it

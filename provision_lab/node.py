@@ -121,6 +121,8 @@ class Node:
             self.write(f"{NODE_RDMA}/{path}", text, mode=0o444)
         for path, text in rdma.boot_modules(self.spec.rdma, self.spec.driver_version).items():  # and at /sys/module
             self.write(f"{NODE_MODULES}/{path}", text, mode=0o444)
+        for path, text in rdma.modprobe_files(self.spec.rdma).items():  # `modprobe nvidia-peermem` loads it there
+            self.write(path, text)
         self.write(NODE_INIT, NODEINIT_SOURCE.read_text(), mode=0o755)
         self.write(NODE_REBOOT, REBOOT, mode=0o755)
 

@@ -18,7 +18,8 @@ sets a pulled cable or a slow link up again, as the cable is still there.
 
 A node with RDMA NICs also loads nvidia_peermem at boot (GPUDirect RDMA's peer-memory module, as
 /etc/modules-load.d would): SETUP puts a tmpfs over the node's /sys/module holding nvidia_peermem/version (the
-file NCCL looks for). `peermem-unloaded` removes it (rmmod); the next boot loads it again.
+file NCCL looks for). `peermem-unloaded` removes it (rmmod); the next boot loads it again, and so does
+`modprobe nvidia-peermem` in the node (modprobe_files: an install command of the node's modprobe.d).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ COUNTER_MAX = {"symbol_error": 65535, "port_rcv_errors": 65535, "link_downed": 2
 RDMA_FAULTS = ("ib-down", "ib-slow", "ib-errors")
 PEERMEM = "nvidia_peermem"
 SYS_MODULE = "/sys/module"
+MODPROBE_CONF = "/etc/modprobe.d/provision-lab-peermem.conf"
 OLDER_LAB = ("this node has no simulated /sys/class/infiniband (a lab made before RDMA ports were simulated): "
              "`provision lab down` and `up` again")
 
@@ -65,6 +67,18 @@ def power_on_tree(rdma: list[dict[str, Any]]) -> dict[str, str]:
 def boot_modules(rdma: list[dict[str, Any]], driver_version: str) -> dict[str, str]:
     """The staged /sys/module of a node: nvidia_peermem/version (the driver's) where the node has RDMA NICs."""
     return {f"{PEERMEM}/version": f"{driver_version}\n"} if rdma else {}
+
+
+def modprobe_files(rdma: list[dict[str, Any]]) -> dict[str, str]:
+    """The node's modprobe.d, where it has RDMA NICs: `modprobe nvidia-peermem` (provision's nvidia-peermem task,
+    or by hand) loads the staged module into the node's /sys/module, as the real one inserts it into the kernel;
+    `modprobe -r` unloads it. The node's own kmod runs it (an install command needs no module file)."""
+    if not rdma:
+        return {}
+    module = f"{SYS_MODULE}/{PEERMEM}"
+    return {MODPROBE_CONF: ("# provision lab: the simulated nvidia_peermem (rdma.py)\n"
+                            f"install {PEERMEM} mkdir -p {module} && cp -a {NODE_MODULES}/{PEERMEM}/. {module}/\n"
+                            f"remove {PEERMEM} rm -rf {module}\n")}
 
 
 def unload_peermem_script() -> str:
