@@ -60,3 +60,19 @@ def check_gpudirect_rdma_is_available_where_nccl_uses_it(node: Node) -> None:
     found = gdr.finding(node.facts.driver, use.pairs, use.level, use.rule)
     if found:
         fail_each([found])
+
+
+def check_the_next_boot_kernel_has_nvidia_peermem_where_wanted(node: Node) -> None:
+    """Where provision_driver.peermem wants nvidia-peermem, the kernel that boots next has it too (a boot without it
+    comes back without GPUDirect RDMA: NCCL copies through host memory). The NVIDIA module itself missing there is
+    the driver's check (the_next_boot_kernel_has_the_nvidia_module).
+
+    Reads: provision_driver.peermem, provision_nccl; the topology; the next boot's kernel and its module files.
+    Next step: build or install the modules for that kernel, as the finding says"""
+    found = peermem.next_boot_stranded(node.inventory, node.facts)
+    if found is None:
+        pytest.skip("not applicable: nvidia-peermem not wanted here, or the next boot's kernel has it (or is not "
+                    "known, or lacks the NVIDIA module itself: the driver's check)")
+    fail(f"the kernel that boots next ({found.kernel}: {found.basis}) has nvidia-peermem, which this node wants",
+         f"no nvidia-peermem.ko under /lib/modules/{found.kernel}: it would come back without GPUDirect RDMA",
+         f"{found.fix}, before the node reboots")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from provision.capabilities.driver import packages
+from provision.capabilities.driver import nextboot, packages
 from provision.capabilities.driver.settings import DriverSettings
 from provision.capabilities.nccl.settings import NcclSettings
 from provision.capabilities.system.files import plan_written
@@ -118,3 +118,18 @@ class NvidiaPeermem(BlockTask[DriverSettings]):
             # auto wants it exactly where GPUDirect RDMA's check finds it missing: one finding, that check's
             cause=GDR_CHECK if block.peermem == "auto" else ""))
         return plan
+
+
+def next_boot_stranded(host: Host, facts: HostFacts) -> nextboot.Stranded | None:
+    """The next boot's kernel has the NVIDIA module but not nvidia-peermem, where this host wants it (the driver's
+    own module missing is the driver's refusal: one cause, said once)."""
+    boot = facts.driver.next_boot
+    if boot is None or not wanted(host, facts)[0] or nextboot.driver_stranded(host.settings.driver, facts):
+        return None
+    return nextboot.stranded(boot, nextboot.PEERMEM, *nextboot.module_package_of(host.settings.driver))
+
+
+def reboot_refusals(host: Host, facts: HostFacts) -> list[str]:
+    """Why this host must not be rebooted now (Capability.reboot_refusals): it would come back without GPUDirect RDMA."""
+    found = next_boot_stranded(host, facts)
+    return [found.reason] if found else []

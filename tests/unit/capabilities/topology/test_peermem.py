@@ -7,10 +7,14 @@ from __future__ import annotations
 from builders.checks import checked_node, verdict
 from builders.facts import file, facts
 from builders.hosts import host
+from provision.capabilities import registry
 from provision.capabilities.driver.facts import DriverFacts
+from provision.capabilities.driver.nextboot import NextBoot
 from provision.capabilities.host import HostFacts
 from provision.capabilities.topology import peermem
 from provision.capabilities.topology.checks import check_gpudirect_rdma_is_available_where_nccl_uses_it as GDR
+from provision.capabilities.topology.checks import check_the_next_boot_kernel_has_nvidia_peermem_where_wanted as \
+    NEXT_PEERMEM
 from provision.capabilities.topology.peermem import MODULES_LOAD, MODULES_LOAD_TEXT, NvidiaPeermem
 from provision.capabilities.topology.topo import Topology, TopologyFacts
 from provision.verify.as_intended import check_as_intended
@@ -19,6 +23,7 @@ DRIVER = "580.159.04"
 # GPU0 and mlx5_0 behind one PCIe switch: NCCL's default GDR level (PXB) takes the pair.
 NEAR = Topology(gpus=["GPU0"], nics={"NIC0": "mlx5_0"}, links={("GPU0", "NIC0"): "PIX", ("NIC0", "GPU0"): "PIX"})
 LOADED = "/sys/module/nvidia_peermem/version"
+NEXT = "6.8.0-100-generic"
 
 
 def read(*, peer: bool = False, installed: str = DRIVER, loaded: str | None = DRIVER, open_modules: bool = False,
@@ -99,3 +104,32 @@ def test_gdr_check_leaves_alone_a_module_switched_off_or_a_reboot_away():
     pending = verdict(GDR, checked_node(read(installed="580.200.01"), "hgx-1", **blocks()))
     assert isinstance(pending, str) and pending.startswith("skip: pending: nvidia_peermem loads with the installed "
                                                            "driver at the next boot")
+
+
+def boot_with(*modules: str) -> NextBoot:
+    """The next boot's kernel (the only one installed, no GRUB) with these module files."""
+    return NextBoot(kernels=[NEXT], modules={NEXT: [f"/lib/modules/{NEXT}/updates/dkms/{m}.ko" for m in modules]})
+
+
+def test_a_next_kernel_without_peermem_where_it_is_wanted_refuses_the_reboot_and_is_one_finding():
+    node = host("hgx-1", **blocks())
+    stranded = read(peer=True)
+    stranded.driver.next_boot = boot_with("nvidia")
+    [reason] = registry.reboot_refusals(node, stranded)
+    assert reason.startswith(f"the next boot's kernel {NEXT} (") and "no nvidia-peermem module: it would come back " \
+        "without GPUDirect RDMA; fix: `apt-get install linux-headers-" in reason
+    failed = verdict(NEXT_PEERMEM, checked_node(stranded, "hgx-1", **blocks()))
+    assert failed is not None and not isinstance(failed, str)
+    [finding] = failed.findings
+    assert finding.found == f"no nvidia-peermem.ko under /lib/modules/{NEXT}: it would come back without GPUDirect RDMA"
+
+
+def test_the_next_kernel_is_judged_once_for_the_nvidia_module_and_not_at_all_where_peermem_is_not_wanted():
+    without_both = read(peer=True)
+    without_both.driver.next_boot = boot_with()
+    reasons = registry.reboot_refusals(host("hgx-1", **blocks()), without_both)
+    assert len(reasons) == 1 and "no nvidia module" in reasons[0]  # the driver's refusal alone: one cause
+    assert verdict(NEXT_PEERMEM, checked_node(without_both, "hgx-1", **blocks())).startswith("skip: not applicable")
+    not_wanted = read(peer=True)
+    not_wanted.driver.next_boot = boot_with("nvidia")
+    assert registry.reboot_refusals(host("hgx-1", **blocks(False)), not_wanted) == []
