@@ -167,3 +167,16 @@ def test_verify_skips_with_the_reason_where_the_next_kernel_is_not_known():
     node = Node(facts(driver=DriverFacts(next_boot=NextBoot())), host("gpu-1", provision_driver=DRIVER).settings)
     with pytest.raises(pytest.skip.Exception, match="which kernel boots next is not known: no /boot/vmlinuz-"):
         checks.check_the_next_boot_kernel_has_the_nvidia_module(node)
+
+
+def test_facts_shows_the_next_boot_where_it_is_known():
+    from provision.capabilities.driver import shown
+
+    stranded = facts(driver=DriverFacts(loaded="580.159.04", next_boot=boot(headers=[NEW])))
+    assert [line.text for line in shown.lines(None, stranded)][1] == (
+        f"next boot: {NEW}, no NVIDIA module built for it: `dkms autoinstall -k {NEW}` where the driver is built by "
+        "DKMS")
+    built = facts(driver=DriverFacts(loaded="580.159.04", next_boot=boot(grub_default="saved",
+                                                                       grubenv={"saved_entry": f"with Linux {OLD}"})))
+    assert [line.text for line in shown.lines(None, built)][1:] == [f"next boot: {OLD}, NVIDIA module built for it"]
+    assert len(shown.lines(None, facts(driver=DriverFacts(loaded="580.159.04", next_boot=NextBoot())))) == 1
