@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable
 
 ADMINDIR = "/var/lib/dpkg"
 PATTERN = re.compile(r"^[a-z0-9][a-z0-9+.*-]*$")  # a package name (Debian policy 5.6.1), `*` for any run
@@ -68,3 +69,10 @@ def installed(line: str) -> tuple[str, str, bool] | None:
     if len(words) >= 3 and words[2][1:2] == "i":
         return words[0], words[1], words[2][0] == "h"
     return None
+
+
+def installed_packages(lines: Iterable[str]) -> tuple[dict[str, str], list[str]]:
+    """Lines of status_snippet, their prefix taken off: the packages dpkg has installed, name -> version, and
+    those of them held."""
+    found = [package for line in lines if (package := installed(line))]
+    return {name: version for name, version, _ in found}, [name for name, _, held in found if held]

@@ -83,6 +83,7 @@ def parse_containers(text: str) -> ContainersFacts:
     found = ContainersFacts()
     files: dict[str, list[str]] = {}
     current: list[str] | None = None
+    packages: list[str] = []
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
         if kind == "file" and rest in CDI_SPECS + CONFIG_FILES:
@@ -94,11 +95,8 @@ def parse_containers(text: str) -> ContainersFacts:
         elif kind == "engine":
             found.engines.append(rest.strip())
         elif kind == "pkg":
-            package = dpkg.installed(rest)
-            if package:
-                name, version, held = package
-                found.packages[name] = version
-                found.held += [name] if held else []
+            packages.append(rest)
+    found.packages, found.held = dpkg.installed_packages(packages)
     texts = {path: "\n".join(lines) for path, lines in files.items()}
     found.specs = {path: parse_spec(path, texts[path]) for path in CDI_SPECS if path in texts}
     found.runtime_problems = {engine: runtime_problem(engine, texts) for engine in found.engines}

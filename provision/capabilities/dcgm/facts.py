@@ -54,15 +54,11 @@ class DcgmFacts:
 
 def parse_dcgm(text: str) -> DcgmFacts:
     found = DcgmFacts()
-    engine, other = False, []
+    engine, other, packages = False, [], []
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
         if kind == "pkg":
-            package = dpkg.installed(rest)
-            if package:
-                name, installed, held = package
-                found.packages[name] = installed
-                found.held += [name] if held else []
+            packages.append(rest)
         elif kind == "dcgmi":
             version = VERSION_LINE.match(rest)
             if rest.strip() == HOSTENGINE_HEADING:
@@ -74,6 +70,7 @@ def parse_dcgm(text: str) -> DcgmFacts:
             elif rest.strip() and not BUILD_INFO_LINE.match(rest):
                 other.append(rest.strip())
     found.said = "; ".join(other)
+    found.packages, found.held = dpkg.installed_packages(packages)
     return found
 
 
