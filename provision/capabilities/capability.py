@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # types only
     from provision.core.apply import Step
     from provision.inventory.model import Host, HostRule
 
-WARNING, PROBLEM = "warning", "problem"  # the tones of a FactLine's parts; "" is plain
+WARNING, PROBLEM, HEADING = "warning", "problem", "heading"  # the tones of a FactLine's parts; "" is plain
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,7 @@ def list_clocks(hosts: HostArgs) -> NoReturn:
     if hosts.as_json:
         click.echo(json.dumps({"models": models, "hosts_without_gpus": unusable}, indent=2))
     else:
-        report.print_clock_models(models)
+        report.print_lines(adhoc.clock_lines(models))
         for host, why in unusable.items():
             click.secho(f"{host}: {why}", fg="red", err=True)
     exit_with(clock_list_status(results, bool(unusable)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from provision.capabilities.gpu.adhoc import AdhocSettings, AfterTheSetting, check_change, gpu_chooser, with_gpu_block
-from provision.capabilities.gpu.clock_models import clock_models
+from provision.capabilities.gpu.clock_models import clock_models, lines as clock_lines  # noqa: F401  (clock_lines: for the CLI, which imports no capability)
 from provision.commands.playbook import load_playbook
 from provision.commands.run import Target, engine_for, run_stoppable
 from provision.core.connection import SSHOptions

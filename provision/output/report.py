@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from provision.capabilities.capability import PROBLEM, WARNING, FactLine
+from provision.capabilities.capability import HEADING, PROBLEM, WARNING, FactLine
 from provision.capabilities.host import HostFacts
 from provision.core.results import NOT_STARTED, UNREACHABLE, HostResult, signal_name
 from provision.core.plan import CHANGED, FAILED, OK, SKIPPED
@@ -166,25 +166,17 @@ def print_facts(host: str, facts: HostFacts | None, error: str = "", shown: Sequ
     s = facts.system
     click.echo(f"  system: {s.hostname}, {s.os_id} {s.os_version}, uid {s.uid}, "
                f"systemd {'running' if s.systemd_running else 'not running'}")
-    for line in shown:
-        click.echo("  " + "".join(click.style(text, fg=TONES[tone]) if tone else text for text, tone in line.parts))
+    print_lines(shown, "  ")
 
 
-TONES = {WARNING: "yellow", PROBLEM: "red"}  # a FactLine part's tone, as a colour
+def print_lines(lines: Sequence[FactLine], indent: str = "") -> None:
+    """Lines a capability made, each part in its tone."""
+    for line in lines:
+        click.echo(indent + "".join(click.style(text, **TONES[tone]) if tone else text for text, tone in line.parts))
 
 
-def print_clock_models(models: list[dict[str, Any]]) -> None:
-    for m in models:
-        app = (f"application clocks: yes (default {m['application_clocks']})" if m["application_clocks"]
-               else "application clocks: no (use --locked)")
-        locks = "locked: -lgc" + (f", memory {m['memory_lock']}" if m["memory_lock"] else ", no memory lock")
-        click.echo(click.style(m["model"], bold=True) + f"  {m['gpus']} GPU(s) on {m['hosts']} host(s); {app}; "
-                   f"{locks if m['gpu_lock'] else 'no locked clocks'}")
-        for row in m["pairs"]:
-            click.echo(f"  mem {', '.join(map(str, row['mem']))}: sm {row['sm_min']}..{row['sm_max']} "
-                       f"({row['sm_values']} values)")
-        if not m["pairs"]:
-            click.echo("  no supported clocks reported")
+# A FactLine part's tone, as click styles it.
+TONES: dict[str, dict[str, Any]] = {WARNING: {"fg": "yellow"}, PROBLEM: {"fg": "red"}, HEADING: {"bold": True}}
 
 
 COMMAND = re.compile(r"provision (apply|verify|facts|unlock|clocks|power|persistence)\b[^;()`]*[^;()`\s]")

@@ -1,10 +1,11 @@
-"""clocks --list: the clocks each GPU model supports, and which setters it takes, as rows (output/report.py
-print_clock_models prints them; --json gives them as they are)."""
+"""clocks --list: the clocks each GPU model supports, and which setters it takes, as rows (--json gives them as
+they are) and as the lines the report prints (lines)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from provision.capabilities.capability import HEADING, FactLine
 from provision.capabilities.gpu import tuning
 
 if TYPE_CHECKING:  # types only
@@ -37,3 +38,19 @@ def clock_models(all_facts: list[HostFacts]) -> list[dict[str, Any]]:
                       for sms, mems in groups.items()],
         })
     return rows
+
+
+def lines(models: list[dict[str, Any]]) -> list[FactLine]:
+    """The rows of clock_models as `clocks --list` prints them: a line per model, then one per memory-clock row."""
+    out = []
+    for m in models:
+        app = (f"application clocks: yes (default {m['application_clocks']})" if m["application_clocks"]
+               else "application clocks: no (use --locked)")
+        locks = "locked: -lgc" + (f", memory {m['memory_lock']}" if m["memory_lock"] else ", no memory lock")
+        out.append(FactLine(((m["model"], HEADING), (f"  {m['gpus']} GPU(s) on {m['hosts']} host(s); {app}; "
+                                                       f"{locks if m['gpu_lock'] else 'no locked clocks'}", ""))))
+        out += [FactLine.plain(f"  mem {', '.join(map(str, row['mem']))}: sm {row['sm_min']}..{row['sm_max']} "
+                               f"({row['sm_values']} values)") for row in m["pairs"]]
+        if not m["pairs"]:
+            out.append(FactLine.plain("  no supported clocks reported"))
+    return out
