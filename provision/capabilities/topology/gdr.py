@@ -86,6 +86,10 @@ def dma_buf(driver: DriverFacts) -> bool:
     return bool(driver.loaded_open) and bool(kernel_at_least(driver.kernel, DMA_BUF_KERNEL))
 
 
+# Where provision has each boot load the peer-memory module (topology/peermem.py writes it).
+MODULES_LOAD = "/etc/modules-load.d/provision-nvidia-peermem.conf"
+
+
 def finding(driver: DriverFacts, pairs: list[tuple[str, str, str]], level: str, rule: str) -> Finding | None:
     """None where GPUDirect RDMA has what it needs (a peer-memory module, or DMA-BUF); else the finding."""
     if driver.peer_memory or dma_buf(driver):
@@ -96,6 +100,7 @@ def finding(driver: DriverFacts, pairs: list[tuple[str, str, str]], level: str, 
     return Finding(
         f"GPUDirect RDMA available where NCCL would use it ({rule}: {shown}): nvidia_peermem loaded, or DMA-BUF",
         f"no peer-memory module loaded (/sys/module/nvidia_peermem/version absent) and {why}",
-        "`modprobe nvidia-peermem` on the node, and `echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf` "
-        "so each boot loads it; until then NCCL copies every transfer through host memory (slower, not broken)",
+        "`modprobe nvidia-peermem` on the node loads it now; `provision apply` (provision_driver.peermem) loads it "
+        f"and writes {MODULES_LOAD} so each boot loads it; until then NCCL copies every transfer through host "
+        "memory (slower, not broken)",
         severity=WARNING)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
     from provision.inventory.model import Host
 
-MODULES_LOAD = "/etc/modules-load.d/provision-nvidia-peermem.conf"
+MODULES_LOAD = gdr.MODULES_LOAD
 MODULES_LOAD_TEXT = ("# Managed by provision (provision_driver.peermem): GPUDirect RDMA's peer-memory module, loaded at "
                      "every boot.\nnvidia-peermem\n")
 LOADED = "/sys/module/nvidia_peermem/version"  # the file NCCL tests for (driver/facts.py PEER_MEMORY)
