@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
+from builders import stacklab
 
 from provision.capabilities.containers.facts import CDI_RUN, TOOLKIT_PACKAGES, parse_spec
 
@@ -29,9 +29,7 @@ DOCKER = ("printf '#!/bin/sh\\nexit 0\\n' >/usr/local/bin/dockerd && chmod 755 /
 
 
 def on(lab, command: str) -> str:
-    proc = lab.ssh(NODE, command)
-    assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
-    return proc.stdout
+    return stacklab.on(lab, NODE, command)
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +42,10 @@ def containers_lab(lab_alone):
         yield cluster
 
 
-def verify(lab) -> tuple[int, dict]:
+def verify(lab, inventory: Path | None = None) -> tuple[int, dict]:
     """`provision verify --json` on the node: (exit code, its verdict)."""
-    proc = lab.provision("verify", str(lab.inventory), "--ssh-config", str(lab.ssh_config), "--json")
-    assert proc.stdout.strip(), proc.stderr
-    return proc.returncode, next(v for v in json.loads(proc.stdout)["hosts"] if v["host"] == NODE)
+    code, judged = stacklab.verdicts(lab, inventory)
+    return code, judged[NODE]
 
 
 def applied(lab) -> None:
@@ -98,10 +95,7 @@ def test_a_stale_spec_is_one_finding_and_apply_generates_it_again(containers_lab
 
 def test_a_driver_change_moves_the_spec_and_dcgm_with_it_in_one_apply_reboot(containers_lab, tmp_path):
     """570 pinned: its package and DCGM's -cuda12 go in before the reboot, the spec of 570 is generated after it."""
-    tree = yaml.safe_load(containers_lab.inventory.read_text())
-    tree["all"]["children"]["gpu"]["vars"]["provision_driver"]["version"] = OTHER
-    inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(yaml.safe_dump(tree))
+    inventory = stacklab.driver_moved(containers_lab, OTHER, tmp_path / "inventory.yaml")
     code, result = containers_lab.apply("--reboot", inventory=inventory)
     assert code == 0, json.dumps(result)[:3000]
     assert OTHER in on(containers_lab, "cat /proc/driver/nvidia/version")
@@ -109,6 +103,5 @@ def test_a_driver_change_moves_the_spec_and_dcgm_with_it_in_one_apply_reboot(con
     dcgm = on(containers_lab, "dpkg-query -W -f '${Package} ${Status}\\n' 'datacenter-gpu-manager-4-*'")
     assert dcgm.split("\n")[:-1] == ["datacenter-gpu-manager-4-core hold ok installed",
                                       "datacenter-gpu-manager-4-cuda12 hold ok installed"]  # -cuda13 gone
-    proc = containers_lab.provision("verify", str(inventory), "--ssh-config", str(containers_lab.ssh_config), "--json")
-    verdict = next(v for v in json.loads(proc.stdout)["hosts"] if v["host"] == NODE)
+    _, verdict = verify(containers_lab, inventory)
     assert {*CHECKS, DCGM_CHECK} <= set(verdict["passed"]) and not verdict["findings"], verdict["findings"]

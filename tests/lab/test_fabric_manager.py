@@ -7,13 +7,12 @@ the finding's next step, run as it says, repairs it. A driver move takes fabric 
 
 from __future__ import annotations
 
-import json
 import shlex
 import time
 from pathlib import Path
 
 import pytest
-import yaml
+from builders.stacklab import driver_moved, fabric_states, on, verdicts
 
 pytestmark = pytest.mark.lab
 
@@ -39,12 +38,6 @@ def fabric_lab(lab_alone):
         yield cluster
 
 
-def on(lab, node: str, command: str) -> str:
-    proc = lab.ssh(node, command)
-    assert proc.returncode == 0, f"{node}: {command}: {proc.stdout}{proc.stderr}"
-    return proc.stdout
-
-
 def logged(lab, node: str, line: str, seconds: float = 30.0) -> bool:
     """The node's boot log (its units' output) has the line, within seconds: the unit runs in the background."""
     log = lab.node_file(node, "/var/log/provision-lab-boot.log")
@@ -54,16 +47,6 @@ def logged(lab, node: str, line: str, seconds: float = 30.0) -> bool:
             return False
         time.sleep(0.5)
     return True
-
-
-def fabric_states(lab, node: str) -> set[str]:
-    return set(on(lab, node, "nvidia-smi --query-gpu=fabric.state --format=csv,noheader").split("\n")) - {""}
-
-
-def verify(lab) -> tuple[int, dict[str, dict]]:
-    proc = lab.provision("verify", str(lab.inventory), "--json")
-    assert proc.stdout.strip(), proc.stderr
-    return proc.returncode, {v["host"]: v for v in json.loads(proc.stdout)["hosts"]}
 
 
 def fabric_findings(verdict: dict) -> list[dict]:
@@ -84,35 +67,35 @@ def test_apply_installs_fabric_manager_with_the_driver_where_nvswitches_are_and_
     assert on(lab, HGX, "systemctl is-enabled nvidia-fabricmanager.service").strip() == "enabled"
     assert fabric_states(lab, HGX) == {"Completed"}  # the reboot started it
     assert lab.ssh(PCIE, "dpkg-query -W nvidia-fabricmanager-580").returncode != 0  # no NVSwitch: left alone
-    _, verdicts = verify(lab)
-    assert fabric_findings(verdicts[HGX]) == [] and fabric_findings(verdicts[PCIE]) == []
-    assert VERSION_CHECK not in " ".join(verdicts[PCIE]["passed"])  # skipped there: no NVSwitch
+    _, judged = verdicts(lab)
+    assert fabric_findings(judged[HGX]) == [] and fabric_findings(judged[PCIE]) == []
+    assert VERSION_CHECK not in " ".join(judged[PCIE]["passed"])  # skipped there: no NVSwitch
 
 
 def test_fabric_manager_at_another_version_is_one_finding_whose_next_step_repairs_it(fabric_lab):
     lab = fabric_lab
     lab.lab("fault", HGX, "fabric-manager-version")
     try:
-        _, verdicts = verify(lab)
-        (finding,) = fabric_findings(verdicts[HGX])  # the running one still registers: the version alone
+        _, judged = verdicts(lab)
+        (finding,) = fabric_findings(judged[HGX])  # the running one still registers: the version alone
         assert finding["check"] == VERSION_CHECK and "580.126.09" in finding["found"]
 
         lab.lab("reboot", HGX)  # the next boot: it aborts on the mismatch and the GPUs wait
         assert logged(lab, HGX, MISMATCH)
         assert fabric_states(lab, HGX) == {"In Progress"}
-        _, verdicts = verify(lab)
-        (finding,) = fabric_findings(verdicts[HGX])  # one cause: the GPUs In Progress, apply's change follow from it
+        _, judged = verdicts(lab)
+        (finding,) = fabric_findings(judged[HGX])  # one cause: the GPUs In Progress, apply's change follow from it
         assert finding["check"] == VERSION_CHECK
         assert {c["check"] for c in finding["consequences"]} == {"nvswitch_fabric_is_ready", "as_intended[fabric-manager]"}
-        assert any(s.startswith("fabric_manager_is_running") for s in verdicts[HGX]["skipped"])  # not judged then
+        assert any(s.startswith("fabric_manager_is_running") for s in judged[HGX]["skipped"])  # not judged then
 
         argv = shlex.split(finding["next_step"])
         assert argv[:2] == ["provision", "apply"]
         fixed = lab.provision(*argv[1:])
         assert fixed.returncode == 0, fixed.stdout + fixed.stderr
         assert fabric_states(lab, HGX) == {"Completed"}
-        _, verdicts = verify(lab)
-        assert fabric_findings(verdicts[HGX]) == []
+        _, judged = verdicts(lab)
+        assert fabric_findings(judged[HGX]) == []
     finally:
         lab.lab("fault", HGX, "clear")
 
@@ -121,10 +104,7 @@ def test_a_driver_move_takes_fabric_manager_with_it_in_the_same_rollout(fabric_l
     """580 -> 570 with one `apply --reboot`: the old branch's fabric manager out, 570's installed before the reboot
     that loads the 570 driver, and started by it."""
     lab = fabric_lab
-    tree = yaml.safe_load(lab.inventory.read_text())
-    tree["all"]["children"]["gpu"]["vars"]["provision_driver"]["version"] = OTHER_DRIVER
-    moved = tmp_path / "inventory.yaml"
-    moved.write_text(yaml.safe_dump(tree))
+    moved = driver_moved(lab, OTHER_DRIVER, tmp_path / "inventory.yaml")
     code, result = lab.apply("--reboot", inventory=moved)
     assert code == 0, result
     versions = on(lab, HGX, "dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n' "
@@ -133,6 +113,5 @@ def test_a_driver_move_takes_fabric_manager_with_it_in_the_same_rollout(fabric_l
                                 f"nvidia-fabricmanager-570 {OTHER_DRIVER}-1provision1 hi "]
     assert on(lab, HGX, "nvidia-smi --query-gpu=driver_version --format=csv,noheader").split()[0] == OTHER_DRIVER
     assert fabric_states(lab, HGX) == {"Completed"}
-    proc = lab.provision("verify", str(moved), "--json")
-    verdicts = {v["host"]: v for v in json.loads(proc.stdout)["hosts"]}
-    assert fabric_findings(verdicts[HGX]) == []
+    _, judged = verdicts(lab, moved)
+    assert fabric_findings(judged[HGX]) == []

@@ -8,12 +8,10 @@ the other; the command, run as said, clears it, and the next `apply --reboot` ta
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 
 import pytest
-import yaml
+from builders.stacklab import driver_moved, findings, on, run_fixing_command, verdicts
 
 pytestmark = pytest.mark.lab
 
@@ -33,20 +31,8 @@ def kernels_lab(lab_alone):
         yield cluster
 
 
-def on(lab, node: str, command: str) -> str:
-    proc = lab.ssh(node, command)
-    assert proc.returncode == 0, f"{node}: {command}: {proc.stdout}{proc.stderr}"
-    return proc.stdout
-
-
 def verify(lab, inventory: Path | None = None) -> dict[str, dict]:
-    proc = lab.provision("verify", str(inventory or lab.inventory), "--ssh-config", str(lab.ssh_config), "--json")
-    assert proc.stdout.strip(), proc.stderr
-    return {v["host"]: v for v in json.loads(proc.stdout)["hosts"]}
-
-
-def findings(verdict: dict, *checks: str) -> list[dict]:
-    return [f for f in verdict["findings"] if f["check"].startswith(checks)]
+    return verdicts(lab, inventory)[1]
 
 
 def test_peermem_unloaded_is_one_finding_and_apply_loads_it(kernels_lab):
@@ -75,19 +61,15 @@ def test_a_kernel_without_the_module_is_found_its_reboot_refused_and_the_named_c
         assert KERNEL in finding["expected"] and f"linux-modules-nvidia-580-{KERNEL}" in finding["next_step"]
         assert findings(verdicts[NODES[0]], NEXT_BOOT) == []
 
-        upgrade = tmp_path / "inventory.yaml"  # the other lab driver: both nodes wait for a reboot
-        tree = yaml.safe_load(lab.inventory.read_text())
-        tree["all"]["children"]["gpu"]["vars"]["provision_driver"]["version"] = "570.195.03"
-        upgrade.write_text(yaml.safe_dump(tree))
+        # the other lab driver: both nodes wait for a reboot
+        upgrade = driver_moved(lab, "570.195.03", tmp_path / "inventory.yaml")
         _, result = lab.apply("--reboot", inventory=upgrade)
         outcomes = {r["host"]: r for r in result["reboots"]}
         assert outcomes[NODES[0]]["status"] == "rebooted", result["reboots"]
         refused = outcomes[stranded]
         assert refused["status"] == "refused" and f"next boot's kernel {KERNEL}" in refused["message"]
-        command = re.search(r"`(apt-get install linux-modules-nvidia-570-\S+)`", refused["message"])
-        assert command, refused["message"]
-
-        on(lab, stranded, f"DEBIAN_FRONTEND=noninteractive {command[1].replace('install', 'install -y', 1)}")
+        fixed = run_fixing_command(lab, stranded, refused["message"])
+        assert fixed.startswith("apt-get install linux-modules-nvidia-570-"), fixed
         code, result = lab.apply("--reboot", inventory=upgrade)
         assert code == 0 and [r["status"] for r in result["reboots"]] == ["rebooted"], result
         assert findings(verify(lab, upgrade)[stranded], NEXT_BOOT) == []
