@@ -1,14 +1,14 @@
-"""Packages the driver block pins beside the driver (the container toolkit, DCGM): each set installed at one
-version in one apt-get, and held as provision_driver.hold says, as the driver's own packages are."""
+"""Packages the driver block pins: the driver's own, and those beside it (fabric manager, the container toolkit,
+DCGM). Each set is installed at one version in one apt-get, and held as provision_driver.hold says."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from provision.capabilities.driver.facts import upstream
 from provision.capabilities.driver.settings import DriverSettings
-from provision.capabilities.driver.tasks import NvidiaDriver
 from provision.capabilities.system.apt import APT_INSTALL, APT_UPDATE, apt_mark
 from provision.core.plan import OK, Change, Item, Plan
 
@@ -27,12 +27,21 @@ class Pin:
     apt_version: str  # what apt-get is asked for: "1.17.8-*" (any Debian revision), "1:4.2.3*" (with the epoch)
     cause: str = ""  # the verify check that reports a difference (as_intended files its own under it)
     remove: tuple[str, ...] = ()  # packages of the same software under other names (another flavour), removed
+    # Which installed (Debian) versions are the pin; None: those of upstream `version` exactly. The driver's
+    # pin may be a branch ("branch 580": any 580.x).
+    matches: Callable[[str], bool] | None = None
+
+    def holds(self, debian_version: str | None) -> bool:
+        """Is this installed version the pin?"""
+        if debian_version is None:
+            return False
+        return self.matches(debian_version) if self.matches else upstream(debian_version) == self.version
 
     def misses(self, packages: Mapping[str, str | None], held: list[str], hold: bool) -> str | None:
         """What keeps the packages (installed name -> Debian version, those held) from being the pin; None when
         they are."""
         wrong = [f"{name} {packages.get(name) or 'not installed'}" for name in self.names
-                 if upstream(packages.get(name) or "") != self.version]
+                 if not self.holds(packages.get(name))]
         if wrong:
             return f"not at {self.version}: {', '.join(wrong)}"
         others = [name for name in self.remove if packages.get(name)]
@@ -46,9 +55,9 @@ def plan_pinned(plan: Plan, wanted: DriverSettings, pin: Pin, facts: HostFacts) 
     """Install (upgrade, downgrade) the packages at the pin in one apt-get, then hold them; or only (un)hold them."""
     have = {name: version for name in pin.names if (version := facts.packages.get(name))}
     others = [name for name in pin.remove if facts.packages.get(name)]
-    if len(have) == len(pin.names) and all(upstream(v) == pin.version for v in have.values()) and not others:
+    if len(have) == len(pin.names) and all(pin.holds(v) for v in have.values()) and not others:
         plan.unchanged += [Item(name, OK, pin.what, after=version) for name, version in have.items()]
-        NvidiaDriver.plan_hold(plan, wanted, list(pin.names), facts)
+        plan_hold(plan, wanted, list(pin.names), facts)
     else:
         names = list(pin.names)
         plan.changes.append(Change(
@@ -63,3 +72,17 @@ def plan_pinned(plan: Plan, wanted: DriverSettings, pin: Pin, facts: HostFacts) 
             verify=lambda fresh: pin.misses(fresh.packages, fresh.held, wanted.hold)))
     for change in plan.changes:
         change.cause = pin.cause
+
+
+def plan_hold(plan: Plan, wanted: DriverSettings, names: list[str], facts: HostFacts) -> None:
+    """provision_driver.hold: every package held (apt-mark hold), so no upgrade moves it; false: none held."""
+    action, off = ("hold", [n for n in names if n not in facts.held]) if wanted.hold else \
+        ("unhold", [n for n in names if n in facts.held])
+    if not off:
+        plan.unchanged.append(Item(" ".join(names), OK, "apt hold", after="held" if wanted.hold else "not held"))
+        return
+    plan.changes.append(Change(
+        target=" ".join(off), what="apt hold", before="not held" if wanted.hold else "held",
+        after="held" if wanted.hold else "not held", commands=[apt_mark(action, off)],
+        verify=lambda f: None if all((n in f.held) == wanted.hold for n in off)
+        else f"apt-mark {action} did not take: {' '.join(off)}"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from provision.capabilities.driver import packages as driver
+from provision.capabilities.driver.pinned import Pin, plan_hold
 from provision.capabilities.driver.settings import DriverSettings
 from provision.capabilities.system.apt import APT_INSTALL, APT_UPDATE, apt_mark
 from provision.core.plan import OK, BlockTask, Change, FileWrite, Item, Plan
@@ -116,50 +117,31 @@ class NvidiaDriver(DriverTask):
                            "install it (developer.download.nvidia.com/compute/cuda/repos/<distro>/<arch>/"
                            "cuda-keyring_1.1-1_all.deb), or use source: local with your mirror")
             return
-        pinned = wanted.version or f"branch {wanted.branch}"
+        pin = driver_pin(wanted, names)
         have = {name: version for name in names if (version := facts.packages.get(name))}  # the installed ones
-        if len(have) == len(names) and all(driver.is_pinned(wanted, version) for version in have.values()):
-            plan.unchanged += [Item(name, OK, "driver package", after=version) for name, version in have.items()]
-            self.plan_hold(plan, wanted, names, facts)
+        if len(have) == len(names) and all(pin.holds(version) for version in have.values()):
+            plan.unchanged += [Item(name, OK, pin.what, after=version) for name, version in have.items()]
+            plan_hold(plan, wanted, names, facts)
             return
         installed = [f"{name} {version}" for name, version in have.items()]
         other = sorted(set(facts.driver.packages) - set(names))
         before = ", ".join(installed) or (f"not installed (installed: {', '.join(other)})" if other else "not installed")
         loaded = facts.driver.loaded
-        specs = [f"{name}={wanted.version}-*" if wanted.version else name for name in names]
+        specs = [f"{name}={pin.apt_version}" if pin.apt_version else name for name in names]
         # Another version's held packages (the branch pinned before): apt's resolver never removes a held package
         # to make room, so they are named for removal (NAME-) in the same apt-get.
         specs += [f"{name}-" for name in facts.driver.held if name not in names]
         plan.changes.append(Change(
             target=" ".join(names), what="driver packages", before=before,
-            after=pinned + ("" if loaded and wanted.version == loaded else ", loaded at the next boot"),
+            after=pin.version + ("" if loaded and wanted.version == loaded else ", loaded at the next boot"),
             # One apt-get: it resolves everything before it changes anything, so a package or version that does
             # not exist fails here and leaves the host as it was. Held packages (ours, the old branch's) may move.
             commands=[APT_UPDATE, [*APT_INSTALL, "--allow-downgrades", "--allow-change-held-packages", *specs],
                       *([apt_mark("hold", names)] if wanted.hold else [])],
-            verify=lambda f: _not_pinned(wanted, names, f)))
-
-    @staticmethod
-    def plan_hold(plan: Plan, wanted: DriverSettings, names: list[str], facts: HostFacts) -> None:
-        """provision_driver.hold: every package held (apt-mark hold), so no upgrade moves it; false: none held."""
-        action, off = ("hold", [n for n in names if n not in facts.held]) if wanted.hold else \
-            ("unhold", [n for n in names if n in facts.held])
-        if not off:
-            plan.unchanged.append(Item(" ".join(names), OK, "apt hold", after="held" if wanted.hold else "not held"))
-            return
-        plan.changes.append(Change(
-            target=" ".join(off), what="apt hold", before="not held" if wanted.hold else "held",
-            after="held" if wanted.hold else "not held", commands=[apt_mark(action, off)],
-            verify=lambda f: None if all((n in f.held) == wanted.hold for n in off)
-            else f"apt-mark {action} did not take: {' '.join(off)}"))
+            verify=lambda f: pin.misses(f.packages, f.held, wanted.hold)))
 
 
-def _not_pinned(wanted: DriverSettings, names: list[str], facts: HostFacts) -> str | None:
-    wrong = [f"{name} {facts.packages.get(name) or 'not installed'}" for name in names
-             if not driver.is_pinned(wanted, facts.packages.get(name))]
-    if wrong:
-        return f"not at {wanted.version or f'branch {wanted.branch}'}: {', '.join(wrong)}"
-    if wanted.hold and not all(name in facts.held for name in names):
-        return "installed but not held: " + " ".join(n for n in names if n not in facts.held)
-    return None
-
+def driver_pin(wanted: DriverSettings, names: list[str]) -> Pin:
+    """The driver's packages as a pin: provision_driver.version exactly, or any version of its branch."""
+    return Pin("driver package", tuple(names), wanted.version or f"branch {wanted.branch}",
+               f"{wanted.version}-*" if wanted.version else "", matches=lambda version: driver.is_pinned(wanted, version))
