@@ -72,14 +72,23 @@ def slow_setter(lab, node: str) -> Iterator[Path]:
     """The node's power-limit setter says it started (a line per call in the file yielded, seen from here) and
     takes 5 s: an nvidia-smi earlier on the node's PATH than the driver's, gone afterwards."""
     started = lab.node_file(node, "/var/tmp/setter-started")
+    try:
+        with nvidia_smi_shim(lab, node, 'case " $* " in *" -pl "*) echo "$*" >> /var/tmp/setter-started; sleep 5;; '
+                                        'esac\nexec /usr/bin/nvidia-smi "$@"'):
+            yield started
+    finally:
+        started.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def nvidia_smi_shim(lab, node: str, script: str) -> Iterator[None]:
+    """An nvidia-smi (this sh script) earlier on the node's PATH than the driver's, gone afterwards."""
     shim = lab.node_file(node, "/usr/local/sbin/nvidia-smi")
     shim.parent.mkdir(parents=True, exist_ok=True)
-    shim.write_text('#!/bin/sh\ncase " $* " in *" -pl "*) echo "$*" >> /var/tmp/setter-started; sleep 5;; esac\n'
-                    'exec /usr/bin/nvidia-smi "$@"\n')
+    shim.write_text(f"#!/bin/sh\n{script}\n")
     shim.chmod(0o755)
     try:
         assert lab.ssh(node, "command -v nvidia-smi").stdout.strip() == "/usr/local/sbin/nvidia-smi"
-        yield started
+        yield
     finally:
-        shim.unlink()
-        started.unlink(missing_ok=True)
+        shim.unlink(missing_ok=True)

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from builders.basementruns import nvidia_smi_shim
+
 pytestmark = pytest.mark.lab
 
 V100 = "lab-v100-1"
@@ -65,13 +67,8 @@ def test_cards_off_the_bus_while_a_lower_limit_is_applied_come_back_from_the_reb
 def test_an_adhoc_setting_on_a_host_without_a_driver_installs_nothing_for_the_boot(basement):
     """The blade's driver does not answer (an nvidia-smi earlier on its PATH says what the real one says then);
     its boot files are removed first, as on a host provision never set up."""
-    shim = basement.node_file(BLADE, "/usr/local/sbin/nvidia-smi")
-    shim.parent.mkdir(parents=True, exist_ok=True)
-    shim.write_text("#!/bin/sh\necho \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
-                    "Make sure that the latest NVIDIA driver is installed and running.\"\nexit 9\n")
-    shim.chmod(0o755)
-    try:
-        assert basement.ssh(BLADE, "command -v nvidia-smi").stdout.strip() == "/usr/local/sbin/nvidia-smi"
+    with nvidia_smi_shim(basement, BLADE, "echo \"NVIDIA-SMI has failed because it couldn't communicate with the "
+                         "NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\"\nexit 9"):
         for path in BOOT_FILES:
             basement.node_file(BLADE, path).unlink(missing_ok=True)
         proc = basement.provision("persistence", "on", "-i", str(basement.inventory), "--ssh-config",
@@ -83,8 +80,6 @@ def test_an_adhoc_setting_on_a_host_without_a_driver_installs_nothing_for_the_bo
         boot = [t for t in host["tasks"] if t["name"].startswith("gpu-boot")]
         assert len(boot) == 4 and all(t["status"] == "skipped" and t["message"].startswith(
             "not installed for the next boot: gpu-persistence failed on this host") for t in boot), boot
-    finally:
-        shim.unlink(missing_ok=True)
     code, result = basement.apply()
     assert code == 0, result
     assert all(there(basement, BLADE, path) for path in BOOT_FILES)
