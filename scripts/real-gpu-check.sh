@@ -24,7 +24,7 @@ cat > "$work/bin/nvidia-smi" <<EOF
 echo "\$*" >> "$work/smi-calls.log"
 for a in "\$@"; do
     case "\$a" in
-        -pm|-pl|-ac|-rac|-lgc|-rgc|-lmc|-rmc|-lmcd|-rmcd|-r|-e|-c|-am|-caa|-mig|-cc|-dm|-tdm|-acp|-vm|-gtt|-mc|\\
+        -pm|-pl|-ac|-rac|-lgc|-rgc|-lmc|-rmc|-lmcd|-rmcd|-r|-e|-c|-am|-caa|-mig|-cc|-dm|-tdm|-acp|-vm|-gtt|-mc|-cgi|-dgi|-cci|-dci|\\
         --persistence-mode*|--power-limit*|--applications-clocks*|--reset-*|--lock-*|--gpu-reset|--ecc-config*|\\
         --compute-mode*|--multi-instance-gpu*|--accounting-mode*)
             echo "real-gpu-check: refused nvidia-smi setter \$a (\$*)" | tee -a "$work/refused.log" >&2; exit 99;;
@@ -63,6 +63,29 @@ capture pci sh -c 'for d in /sys/bus/pci/devices/*; do [ "$(cat $d/vendor)" = 0x
     for f in current_link_speed current_link_width max_link_speed max_link_width aer_dev_correctable aer_dev_fatal \
         aer_dev_nonfatal numa_node local_cpulist; do printf "%s: " $f; cat $d/$f 2>&1; done; done'
 capture dmesg sh -c 'dmesg 2>&1 | grep -i -E "nvrm|xid|nvidia" | tail -50'
+# The GPU's other modes (ECC, compute mode, MIG) and what a reset would need: read-only queries and listings.
+capture q-modes nvidia-smi --query-gpu=index,ecc.mode.current,ecc.mode.pending,compute_mode,mig.mode.current,mig.mode.pending \
+    --format=csv
+capture q-reset nvidia-smi --query-gpu=index,reset_status.reset_required,reset_status.drain_and_reset_recommended \
+    --format=csv
+capture q-d-ecc nvidia-smi -q -d ECC
+capture q-d-compute nvidia-smi -q -d COMPUTE
+capture q-d-reset nvidia-smi -q -d RESET_STATUS
+capture q-d-rows nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT
+capture q-xml nvidia-smi -q -x
+capture mig-help nvidia-smi mig -h
+capture mig-lgip nvidia-smi mig -lgip
+capture mig-lgipp nvidia-smi mig -lgipp
+capture mig-lcip nvidia-smi mig -lcip
+capture mig-lgi nvidia-smi mig -lgi
+capture mig-lci nvidia-smi mig -lci
+# What sits next to the driver on the node: packages, kernels and their modules, the stack's tools.
+capture stack sh -c 'uname -r; cat /etc/os-release; dpkg-query -W -f="\${Package} \${Version} \${Status}\n" 2>&1 |
+    grep -i -E "nvidia|dcgm|cuda|fabric|nscq|enroot|pyxis|linux-(image|modules)"; ls -l /boot; cat /boot/grub/grubenv;
+    grep -E "^GRUB_DEFAULT" /etc/default/grub; dkms status; ls /lib/modules; lsmod | grep -E "^nvidia"; modinfo nvidia |
+    head -12; modinfo nvidia-peermem | head -8; cat /etc/modules-load.d/*.conf; ls -l /etc/cdi /var/run/cdi;
+    for t in dcgmi nv-hostengine nvidia-ctk nv-fabricmanager enroot nvidia-persistenced; do command -v $t; done;
+    dcgmi --version; nvidia-ctk --version; nv-fabricmanager --version; ls /proc/driver/nvidia-nvswitch/devices'
 
 # One host reached without SSH, intending what a one-box user would: persistence, the card's count, its cap.
 cat > "$work/inventory.yaml" <<'EOF'
