@@ -93,8 +93,8 @@ all:
   hosts:
     gpubox: {ansible_connection: local}
   vars:
-    gpu: {persistence: true, count: 1, power_limit: 700}
-    launcher: {nproc_per_node: gpu}
+    provision_gpu: {persistence: true, count: 1, power_limit: 700}
+    provision_launcher: {nproc_per_node: gpu}
 EOF
 step() {  # NAME COMMAND...: its output to NAME.out; the wall time and exit status here
     local name=$1; shift
