@@ -24,7 +24,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from provision.core import dpkg
+from provision.core import debversion, dpkg
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.driver.settings import DriverSettings
@@ -62,7 +62,6 @@ DKMS_LINE = re.compile(r"^(?P<module>[^/,\s]+)(?:/|, )(?P<version>[^,:\s]+)"
 ENTRY_TITLE = re.compile(r"with Linux (\S+?)(?: \(recovery mode\))?$")
 ENTRY_ID = re.compile(r"^gnulinux-(\S+?)-(?:advanced|recovery)-[0-9a-fA-F-]+$")
 MODULE_PACKAGE = re.compile(r"^(linux-modules-nvidia-\d+(?:-server)?(?:-open)?)-(\d\S*)$")
-DIGITS = re.compile(r"(\d+)")
 
 
 @dataclass(frozen=True)
@@ -140,14 +139,10 @@ def _unquoted(value: str) -> str:
     return " ".join(words)
 
 
-def release_key(release: str) -> tuple[tuple[int, int | str], ...]:
-    """A kernel release's sort key: its digit runs compared as numbers (6.8.0-100 after 6.8.0-45), as 10_linux's
-    version_find_latest orders them (dpkg --compare-versions) for kernel releases."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in DIGITS.split(release) if part)
-
-
 def newest(kernels: list[str]) -> str | None:
-    return max(kernels, key=release_key) if kernels else None
+    """The highest kernel release, compared as a Debian version (6.8.0-100 after 6.8.0-45, 6.1.0-40-amd64 after
+    6.1.0-40~rc1-amd64): the order in which Debian's and Ubuntu's 10_linux put the top entry first."""
+    return debversion.newest(kernels)
 
 
 def next_kernel(boot: NextBoot) -> tuple[str | None, str]:

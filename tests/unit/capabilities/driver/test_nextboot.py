@@ -58,6 +58,13 @@ def test_grub_default_zero_boots_the_newest_kernel_by_number_not_by_text():
     assert next_kernel(boot())[0] == NEW  # no GRUB_DEFAULT line: GRUB's own default, 0
 
 
+def test_the_newest_kernel_is_the_highest_debian_version():
+    """As dpkg has it, a part that goes on ("+deb13") sorts after one that ends, whatever its character: Debian's
+    6.12.38+deb13-amd64 after 6.12.38-amd64 (a text comparison of the runs put "-amd" after "+deb")."""
+    assert nextboot.newest(["6.12.38+deb13-amd64", "6.12.38-amd64"]) == "6.12.38+deb13-amd64"
+    assert nextboot.newest([OLD, NEW, "6.8.0-9-generic"]) == NEW
+
+
 def test_grub_saved_entry_names_its_kernel_by_title_or_by_id():
     title = f"Advanced options for Ubuntu>Ubuntu, with Linux {OLD}"
     assert next_kernel(boot(grub_default="saved", grubenv={"saved_entry": title})) == \
