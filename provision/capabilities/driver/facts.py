@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from provision.capabilities.driver.nextboot import NEXTBOOT_SNIPPET, NextBoot, parse_nextboot
-from provision.core import dpkg
+from provision.core import debversion, dpkg
 from provision.core.facts import FactReader, FactSection, Section
 
 if TYPE_CHECKING:  # types only
@@ -83,8 +83,7 @@ def parse_driver(text: str) -> DriverFacts:
 
 def upstream(debian_version: str) -> str:
     """580.159.04-0ubuntu0.22.04.1 -> 580.159.04: the driver's own version, without epoch and Debian revision."""
-    version = re.sub(r"^\d+:", "", debian_version)
-    return version.rsplit("-", 1)[0] if "-" in version else version
+    return debversion.upstream(debian_version)
 
 
 def agreed_version(debian_versions: Iterable[str]) -> str | None:
