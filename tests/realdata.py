@@ -5,6 +5,7 @@ from pathlib import Path
 REAL = Path(__file__).parent / "fixtures" / "real"
 REAL_H100 = REAL / "h100-80gb-hbm3"
 REAL_H200 = REAL / "h200"
+REAL_H200_MODES = REAL / "h200-modes"
 
 
 def capture(name: str, folder: Path = REAL_H100) -> tuple[str, int]:
@@ -15,13 +16,14 @@ def capture(name: str, folder: Path = REAL_H100) -> tuple[str, int]:
     return "\n".join(lines[1:-1]) + "\n", int(lines[-1][6:-1])
 
 
-def _captured_columns(name: str, noheader_name: str | None = None) -> dict[str, tuple[str, str]]:
+def _captured_columns(name: str, noheader_name: str | None = None,
+                      folder: Path = REAL_H100) -> dict[str, tuple[str, str]]:
     """field asked for -> (header cell, row cell) of a captured --query-* output. The row comes from the
     nounits capture where there is one (noheader_name), else from the capture itself."""
-    command = (REAL_H100 / name).read_text().splitlines()[0]
+    command = (folder / name).read_text().splitlines()[0]
     asked = command.split("=", 1)[1].split(" ", 1)[0].split(",")
-    output = capture(name)[0].splitlines()
-    row = capture(noheader_name)[0].strip() if noheader_name else output[1]
+    output = capture(name, folder)[0].splitlines()
+    row = capture(noheader_name, folder)[0].strip() if noheader_name else output[1]
     return dict(zip(asked, zip(split_csv_row(output[0]), split_csv_row(row))))
 
 
@@ -38,11 +40,14 @@ def h100_query_output(fields: list[str] | None = None) -> str:
     command. The health fields come from qgpu2 (clocks_throttle_reasons.active, shown as
     clocks_event_reasons.active, and retired_pages.pending) and remapped.txt (remapped_rows.*, whose
     values read the same in --query-gpu). compute_cap was not in those captures: its header is its name,
-    and "9.0" is the H100's (CUDA's compute capability table); nor was fabric.*, N/A in the capture's -q.
+    and "9.0" is the H100's (CUDA's compute capability table); nor was fabric.*, N/A in the capture's -q. The
+    pending modes (ecc.mode.pending, mig.mode.pending) are the real H200's (h200-modes/q-modes.txt), where the
+    H100's captures lack them.
     """
     from provision.capabilities.gpu.smi import QUERY_FIELDS
 
-    columns = _captured_columns("remapped.txt")
+    columns = _captured_columns("q-modes.txt", folder=REAL_H200_MODES)
+    columns.update(_captured_columns("remapped.txt"))
     columns.update(_captured_columns("qgpu2.txt", "qgpu2-nh.txt"))
     columns.update(_captured_columns("qgpu.txt", "qgpu-nh.txt"))
     columns.setdefault("compute_cap", ("compute_cap", "9.0"))

@@ -42,11 +42,16 @@ class GpuFacts:
     pcie_width_max: int | None = None
     # Health (verify): None where the GPU or driver does not report it.
     clock_events_active: int | None = None  # clocks_event_reasons.active bitmask (nvml.h; facts/health.py)
-    ecc_enabled: bool | None = None
+    ecc_enabled: bool | None = None  # ECC mode now; None: the GPU has no ECC memory ("[N/A]", GeForce)
     ecc_uncorrected: int | None = None  # uncorrectable ECC errors since the driver loaded
     retired_pages_pending: bool | None = None  # pre-Ampere: a page waits to be retired at the next driver load
     remap_pending: bool | None = None  # Ampere+: a row remap waits for a GPU reset
     remap_failure: bool | None = None  # Ampere+: a row could not be remapped (the GPU is out of spare rows)
+    # Modes. ECC and MIG mode take effect at the next reboot or GPU reset: pending differs from current until then.
+    ecc_pending: bool | None = None
+    compute_mode: str | None = None  # "default", "exclusive_process", "prohibited" (nvidia-smi's word, lower case)
+    mig_mode: bool | None = None  # None: the GPU has no MIG ("[N/A]")
+    mig_pending: bool | None = None
     # NVSwitch fabric (HGX boards): "Not Supported", "Not Started", "In Progress", "Completed"; its status
     # ("Success" or NVML's error) once Completed. None: N/A (no fabric) or a driver without the fields.
     fabric_state: str | None = None

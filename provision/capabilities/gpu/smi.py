@@ -63,6 +63,12 @@ _enabled = _flag("Enabled", "Disabled")
 _yes = _flag("Yes", "No")
 
 
+def read_word(value: str) -> str | None:
+    """ "Exclusive_Process" (compute_mode) -> "exclusive_process": the word as the settings write it."""
+    text = read_text(value)
+    return None if text is None else text.lower()
+
+
 def read_bitmask(value: str) -> int | None:
     """ "0x0000000000000001" (clocks_event_reasons.active) -> 1."""
     if value in MISSING:
@@ -117,6 +123,12 @@ QUERY_FIELDS: list[QueryField] = [
     QueryField("clocks_throttle_reasons.active", "clock_events_active", read_bitmask,
                shown_as=("clocks_event_reasons.active",)),
     QueryField("ecc.mode.current", "ecc_enabled", _enabled),
+    # The modes (capabilities/gpu/modes.py). An older driver that does not know a field is asked again without it
+    # (query_gpu_snippet): the field is None and the notes say so.
+    QueryField("ecc.mode.pending", "ecc_pending", _enabled),
+    QueryField("compute_mode", "compute_mode", read_word),
+    QueryField("mig.mode.current", "mig_mode", _enabled),
+    QueryField("mig.mode.pending", "mig_pending", _enabled),
     QueryField("ecc.errors.uncorrected.volatile.total", "ecc_uncorrected", read_int),  # since the driver loaded
     QueryField("retired_pages.pending", "retired_pages_pending", _yes),  # pre-Ampere page retirement
     QueryField("remapped_rows.pending", "remap_pending", _yes),  # Ampere and newer: row remapping

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from realdata import capture, h100_query_output
+from realdata import REAL_H200_MODES, capture, h100_query_output
 
 from builders.hosts import host
 from provision.capabilities.registry import FACTS
@@ -132,9 +132,11 @@ def test_columns_are_read_by_name_whatever_their_order():
 
 def test_the_real_header_names_every_field_we_ask_for():
     """qgpu.txt asked for clocks.sm and clocks.mem; nvidia-smi's header calls them clocks.current.*. qgpu2 asked
-    for clocks_throttle_reasons.active; the header says clocks_event_reasons.active. remapped.txt has the rest."""
+    for clocks_throttle_reasons.active; the header says clocks_event_reasons.active. remapped.txt and the H200's
+    modes (the same driver) have the rest."""
     columns = [column for name in ("qgpu.txt", "qgpu2.txt", "remapped.txt")
                for column in parsers.read_query_csv(capture(name)[0]).columns]
+    columns += parsers.read_query_csv(capture("q-modes.txt", REAL_H200_MODES)[0]).columns
     uncaptured = [f.name for f in parsers.QUERY_FIELDS if not f.header_in(columns)]
     assert uncaptured == ["compute_cap", "fabric.state", "fabric.status"]
     assert all(f'"{name}"' in capture("help-query-gpu.txt")[0] for name in uncaptured)  # this driver has them
