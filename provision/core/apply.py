@@ -1,11 +1,14 @@
 """Carry out changes on one host as ONE remote command: each change's commands, its file written atomically
 (a temporary file renamed over it, dated backups kept) and its after-write commands, in order; a change stops at
-its own first failure and never stops another. The files' contents travel on the command's stdin. Each change
-comes back with its error or None, and a host lost midway says so: what ran before is known."""
+its own first failure and never stops another. What changes need run first (Change.prepare: apt-get update) runs
+ahead of them once, however many declare it, and its failure fails those changes alone. The files' contents
+travel on the command's stdin. Each change comes back with its error or None, and a host lost midway says so:
+what ran before is known."""
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -44,27 +47,54 @@ def steps(change: Change, stamp: str, keep_backups: int) -> list[Step]:
     return [*map(Step, change.commands), *write, *map(Step, change.after_write)]
 
 
-def apply_changes(conn: Connection, changes: list[Change], keep_backups: int = 3, upkeep: list[Step] | None = None
-                  ) -> tuple[list[str | None], list[str], str | None, str | None]:
-    """Each change's error text (None: it ran), what its commands printed when they succeeded (a setter's
-    warning, for Change.explain), why the host was lost midway (None: it was not), and the error of the upkeep
-    steps run first in the same command (a cache the run keeps: no task's change)."""
+@dataclass(frozen=True)
+class BatchRun:
+    """What one batch's command did on the host."""
+
+    errors: list[str | None]  # each change's error text (None: it ran)
+    printed: list[str]  # what each change's commands printed when they succeeded (a setter's warning, Change.explain)
+    lost: str | None  # why the host was lost midway (None: it was not)
+    upkeep_error: str | None  # the upkeep steps' (a cache the run keeps: no task's change)
+    prepared: list[tuple[str, ...]]  # the preparing commands (Change.prepare) that ran and succeeded
+
+
+def preparing(changes: list[Change], done: Collection[tuple[str, ...]] = ()) -> list[tuple[str, ...]]:
+    """The preparing commands the changes declare (Change.prepare) and that are not done yet: each once, in the
+    order first declared."""
+    return list(dict.fromkeys(argv for change in changes for argv in map(tuple, change.prepare) if argv not in done))
+
+
+def apply_changes(conn: Connection, changes: list[Change], keep_backups: int = 3, upkeep: list[Step] | None = None,
+                  prepared: Collection[tuple[str, ...]] = ()) -> BatchRun:
+    """Every change in one command: the upkeep steps first, then each preparing command the changes declare and
+    `prepared` (those run earlier in this run) leaves out, once, then the changes. A change whose preparing
+    command fails runs nothing and has its error; the others run."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     first = [upkeep] if upkeep else []
-    errors, lost, printed = run_batch(conn, [*first, *(steps(change, stamp, keep_backups) for change in changes)])
-    upkeep_error = errors.pop(0) if first else None
-    printed = printed[len(first):]
+    preps = preparing(changes, prepared)
+    at = {argv: len(first) + k for k, argv in enumerate(preps)}  # each preparing command's list in the batch
+    start = len(first) + len(preps)
+    needs = {start + i: needed for i, change in enumerate(changes)
+             if (needed := [at[argv] for argv in map(tuple, change.prepare) if argv in at])}
+    errors, lost, printed = run_batch(conn, [*first, *([Step(list(argv))] for argv in preps),
+                                             *(steps(change, stamp, keep_backups) for change in changes)], needs)
+    upkeep_error = errors[0] if first else None
+    prep_errors = {argv: errors[k] for argv, k in at.items()}
+    errors, printed = errors[start:], printed[start:]
+    for i, change in enumerate(changes):  # what it needed first failed: it ran nothing, and that is its error
+        errors[i] = next((e for argv in map(tuple, change.prepare) if (e := prep_errors.get(argv))), errors[i])
     index = {id(change): i for i, change in enumerate(changes)}
     for i, change in enumerate(changes):  # one call for several targets: its outcome is each one's
         carrier = index.get(id(change.runs_with))
         if change.runs_with is not None and carrier is not None:
             errors[i], printed[i] = errors[i] or errors[carrier], printed[carrier]
-    return errors, printed, lost, upkeep_error
+    return BatchRun(errors, printed, lost, upkeep_error, [argv for argv in preps if prep_errors[argv] is None])
 
 
-def run_batch(conn: Connection, lists: list[list[Step]]) -> tuple[list[str | None], str | None, list[str]]:
+def run_batch(conn: Connection, lists: list[list[Step]], needs: dict[int, list[int]] | None = None
+              ) -> tuple[list[str | None], str | None, list[str]]:
     """Each change's error text or None, why the host was lost (None: it was not), and what each change's
-    commands printed. Output that came back before a connection broke, or before the command's deadline, still
+    commands printed; a list that needs others (remote.command_batch) runs only where they succeeded. Output that came back before a connection broke, or before the command's deadline, still
     tells which commands ran and how they ended: only the rest is unknown."""
     token = new_token()
     inputs = {(i, j): f"{i}.{j}" for i, steps in enumerate(lists) for j, s in enumerate(steps) if s.stdin is not None}
@@ -73,7 +103,7 @@ def run_batch(conn: Connection, lists: list[list[Step]]) -> tuple[list[str | Non
     lost = None
     try:
         outcome = conn.run(["sh", "-c", remote.command_batch(token, [[s.argv for s in steps] for steps in lists],
-                                                              inputs)],
+                                                              inputs, needs)],
                            sudo=True, stdin=stdin or None, timeout=timeout)
     except Unreachable as exc:  # Lost: with what the batch printed until then
         outcome, lost = CommandResult([], -1, exc.stdout if isinstance(exc, Lost) else ""), str(exc)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from provision.core.apply import preparing
 from provision.core.batches import Applied, Outcome, Planned, altered_by, apply_batch, checked, joins, planned
 from provision.core.hostreader import HostReader
 from provision.core.hoststate import HostLost, HostState
@@ -38,7 +39,10 @@ class HostApplier:
                     batch, first = [], i
                 if task is not None:
                     self.started(state, task)
-                    batch.append(planned(task, task.plan(state.host, state.facts_now), self.options.check))
+                    plan = task.plan(state.host, state.facts_now)
+                    batch.append(planned(task, plan, self.options.check, frozenset(state.prepared)))
+                    if self.options.check:  # shown once: as if run
+                        state.prepared.update(preparing(plan.changes))
             else:
                 return
             if first == 0:  # read again under the lock, nothing changed: the host was not started
@@ -54,10 +58,12 @@ class HostApplier:
         changes checked on that read. A host lost on the way: what ran is changed and unverified, and HostLost is
         raised once all are recorded."""
         planned = [p for p in batch if isinstance(p, Planned)]
-        applied = Applied([], None, None)
+        applied = Applied([], None, None, [])
         if planned:
-            applied = apply_batch(state.connection, planned, self.options.keep_backups, state.upkeep)
+            applied = apply_batch(state.connection, planned, self.options.keep_backups, state.upkeep,
+                                  frozenset(state.prepared))
             self.upkept(state, applied.upkeep_error)
+            state.prepared.update(applied.prepared)  # a later batch's changes that need them find them done
         lost = applied.lost or (self.reader.read_after(state, altered_by(planned), last) if planned else None)
         outcomes = iter(applied.outcomes)
         for task in batch:

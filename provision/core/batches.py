@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from provision.core.apply import Step, apply_changes
+from provision.core.apply import Step, apply_changes, preparing
 from provision.core.connection import Connection
 from provision.core.facts import overlaps
 from provision.core.plan import CHANGED, FAILED, SKIPPED, Change, Item, Plan, Task
@@ -57,15 +57,18 @@ def joins(task: Task, host: Host, batch: list[Outcome]) -> bool:
     return "*" not in altered and not overlaps(task.planned_from(), altered) and not written & set(task.reads(host).paths)
 
 
-def planned(task: Task, plan: Plan, check: bool) -> Outcome:
+def planned(task: Task, plan: Plan, check: bool, prepared: frozenset[tuple[str, ...]] = frozenset()) -> Outcome:
     """The task's result where nothing is applied (skipped, failed, --check, nothing to change); else its
-    changes, for the batch to apply."""
+    changes, for the batch to apply. --check shows each preparing command once per host: where a change of this
+    task declares one that is not in `prepared` (those an earlier task showed)."""
     if plan.skipped:
         return TaskResult(task.name, SKIPPED, message=plan.skipped)
     if plan.failed or plan.problems:
         return TaskResult(task.name, FAILED, plan.unchanged + plan.refused, plan.failed or "; ".join(plan.problems))
     items = plan.unchanged + plan.refused
     if check:
+        items += [Item("host", CHANGED, "preparing command", "not run", " ".join(argv),
+                       "would run once, before the changes that need it") for argv in preparing(plan.changes, prepared)]
         items += [Item(c.target, CHANGED, c.what, c.before, c.after, "would change", c.diff) for c in plan.changes]
         return TaskResult(task.name, task_status(items), items)
     if not plan.changes:
@@ -82,19 +85,23 @@ def altered_by(batch: list[Planned]) -> frozenset[str]:
 @dataclass(frozen=True)
 class Applied:
     """A batch sent to a host: each task's change outcomes (in the batch's order), why the host was lost midway
-    (None: it was not), and the error of the upkeep steps that went with it."""
+    (None: it was not), the error of the upkeep steps that went with it, and the preparing commands that ran and
+    succeeded (Change.prepare: not run again for a later batch of the host)."""
 
     outcomes: list[list[ChangeOutcome]]
     lost: str | None
     upkeep_error: str | None
+    prepared: list[tuple[str, ...]]
 
 
-def apply_batch(conn: Connection, batch: list[Planned], keep_backups: int, upkeep: list[Step]) -> Applied:
-    """Every change of the batch in one command (core/apply.py), the upkeep steps first."""
+def apply_batch(conn: Connection, batch: list[Planned], keep_backups: int, upkeep: list[Step],
+                prepared: frozenset[tuple[str, ...]] = frozenset()) -> Applied:
+    """Every change of the batch in one command (core/apply.py): the upkeep steps first, then the preparing
+    commands its changes need that `prepared` (those run for an earlier batch) leaves out."""
     changes = [c for p in batch for c in p.changes]
-    errors, printed, lost, upkeep_error = apply_changes(conn, changes, keep_backups, upkeep)
-    outcomes = iter([ChangeOutcome(c, e, s) for c, e, s in zip(changes, errors, printed)])
-    return Applied([[next(outcomes) for _ in p.changes] for p in batch], lost, upkeep_error)
+    ran = apply_changes(conn, changes, keep_backups, upkeep, prepared)
+    outcomes = iter([ChangeOutcome(c, e, s) for c, e, s in zip(changes, ran.errors, ran.printed)])
+    return Applied([[next(outcomes) for _ in p.changes] for p in batch], ran.lost, ran.upkeep_error, ran.prepared)
 
 
 def checked(planned: Planned, outcomes: list[ChangeOutcome], facts: HostFacts | None, lost: str | None

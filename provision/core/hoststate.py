@@ -33,6 +33,7 @@ class HostState:
     plans: list[tuple[Task, Plan]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # input errors found once its facts were read
     upkeep: list[Step] = field(default_factory=list)  # run with the host's first changes (Extensions.upkeep)
+    prepared: set[tuple[str, ...]] = field(default_factory=set)  # Change.prepare commands run already (once a run)
     generation: str | None = None  # the host lock's generation when its facts were read (hostlock.generation_argv)
     # Clear while a command that takes the host's lock is in flight: an abandon's release waits for it, or the
     # release could run on the host first, find no lock, and the take then leave one with nobody to give it back.

@@ -54,14 +54,16 @@ def write_record_argv(directory: str, name: str, line: str) -> list[str]:
 
 
 def command_batch(token: str, command_lists: list[list[list[str]]],
-                  inputs: dict[tuple[int, int], str] | None = None) -> str:
+                  inputs: dict[tuple[int, int], str] | None = None, needs: dict[int, list[int]] | None = None) -> str:
     """One sh script for several changes' commands: each change's list runs in order in its own subshell and
     stops at its first failure; changes never stop each other. Each command's output is framed like the
     facts batch's sections ("@@TOKEN i.j" ... "@@TOKEN i.j rc=N"), for gather.split_sections.
     A command given an input (inputs: (i, j) -> a name) reads it on stdin: the inputs travel as the batch's own
     stdin (batch_stdin), unpacked first into a private directory that is removed when the script ends, however
-    it ends short of SIGKILL; every other command reads /dev/null."""
-    inputs = inputs or {}
+    it ends short of SIGKILL; every other command reads /dev/null.
+    needs: i -> the earlier lists that must have succeeded for list i to run (a change's preparing commands)."""
+    inputs, needs = inputs or {}, needs or {}
+    needed = {k for ks in needs.values() for k in ks}
     lines = ["exec 2>&1"]
     if inputs:  # in RAM where /run is writable (a munge key never touches a disk), else $TMPDIR
         lines += ["stage=$(mktemp -d /run/provision-batch.XXXXXX 2>/dev/null || mktemp -d) || exit 1",
@@ -79,7 +81,8 @@ def command_batch(token: str, command_lists: list[list[list[str]]],
             steps.append(f"echo {marker}; {shlex.join(argv)} {given}; rc=$?; echo; echo {marker} rc=$rc; "
                          "[ $rc = 0 ] || exit")
         if steps:  # a change carried by another's command has none (an empty subshell is a syntax error)
-            lines.append("(\n" + "\n".join(steps) + "\n)")
+            guard = "".join(f"[ $ok{k} = 0 ] && " for k in needs.get(i, []))
+            lines.append(guard + "(\n" + "\n".join(steps) + "\n)" + (f"; ok{i}=$?" if i in needed else ""))
     return "\n".join(lines) + "\n"
 
 

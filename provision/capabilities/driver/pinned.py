@@ -66,8 +66,10 @@ def plan_pinned(plan: Plan, wanted: DriverSettings, pin: Pin, facts: HostFacts) 
             after=pin.version,
             # One apt-get resolves all before it changes any: a version the repository lacks leaves the host as it was.
             # The other flavour's packages go in it (NAME-): apt never removes a held package to make room.
-            commands=[APT_UPDATE, [*APT_INSTALL, "--allow-downgrades", "--allow-change-held-packages",
-                                   *(f"{name}={pin.apt_version}" for name in names), *(f"{name}-" for name in others)],
+            # apt's lists refreshed once for every pinned set that moves in this run (Change.prepare).
+            prepare=[APT_UPDATE],
+            commands=[[*APT_INSTALL, "--allow-downgrades", "--allow-change-held-packages",
+                       *(f"{name}={pin.apt_version}" for name in names), *(f"{name}-" for name in others)],
                       *([apt_mark("hold", names)] if wanted.hold else [])],
             verify=lambda fresh: pin.misses(fresh.packages, fresh.held, wanted.hold)))
     for change in plan.changes:

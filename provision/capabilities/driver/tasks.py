@@ -136,7 +136,7 @@ class NvidiaDriver(DriverTask):
             after=pin.version + ("" if loaded and wanted.version == loaded else ", loaded at the next boot"),
             # One apt-get: it resolves everything before it changes anything, so a package or version that does
             # not exist fails here and leaves the host as it was. Held packages (ours, the old branch's) may move.
-            commands=[APT_UPDATE, [*APT_INSTALL, "--allow-downgrades", "--allow-change-held-packages", *specs],
+            prepare=[APT_UPDATE], commands=[[*APT_INSTALL, "--allow-downgrades", "--allow-change-held-packages", *specs],
                       *([apt_mark("hold", names)] if wanted.hold else [])],
             verify=lambda f: pin.misses(f.packages, f.held, wanted.hold)))
 

@@ -36,8 +36,9 @@ def test_files_and_commands_of_several_changes_run_in_order_in_one_command(tmp_p
                write=written(tmp_path / "munge.key", base64.b64encode(key).decode(), base64=True, mode="0400")),
         Change("empty", "file", "absent", "written", write=written(tmp_path / "empty", "")),
     ]
-    errors, printed, lost, _ = apply_changes(conn, changes, keep_backups=1)
-    assert conn.commands_run == 1 and lost is None and errors == [None] * 5
+    ran = apply_changes(conn, changes, keep_backups=1)
+    errors, printed = ran.errors, ran.printed
+    assert conn.commands_run == 1 and ran.lost is None and errors == [None] * 5
     assert log.read_text() == "setter\nafter-write\nbefore-write\n"
     assert conf.read_text() == awkward and not (tmp_path / "pwned").exists()
     assert unit.read_text() == "new\n" and oct(unit.stat().st_mode)[-3:] == "600"
@@ -52,13 +53,13 @@ def test_a_failed_write_fails_its_change_alone_and_its_after_write_never_runs(tm
     blocked.write_text("a file where a directory should be\n")
     conn = LocalConnection("here")
     carrier = Change("GPU0", "persistence mode", "Disabled", "Enabled", commands=[["true"]])
-    errors, _, _, _ = apply_changes(conn, [
+    errors = apply_changes(conn, [
         Change(f"{blocked}/x.conf", "file", "absent", "written", write=written(blocked / "x.conf", "x\n"),
                after_write=[["sh", "-c", f"echo reloaded >> {log}"]]),
         carrier,
         Change("GPU1", "persistence mode", "Disabled", "Enabled", runs_with=carrier),  # no command of its own
         Change("after", "file", "absent", "written", write=written(tmp_path / "after.conf", "after\n")),
-    ])
+    ]).errors
     assert errors[0].startswith(f"writing {blocked}/x.conf failed: ") and not log.exists()
     assert errors[1:] == [None, None, None] and (tmp_path / "after.conf").read_text() == "after\n"
 
@@ -66,18 +67,18 @@ def test_a_failed_write_fails_its_change_alone_and_its_after_write_never_runs(tm
 def test_the_staged_inputs_are_gone_when_the_command_ends(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # where mktemp stages when /run is not writable
     staged = tmp_path / "seen"
-    errors, _, _, upkept = apply_changes(
+    ran = apply_changes(
         LocalConnection("here"),
         [Change("a", "file", "absent", "written", write=written(tmp_path / "a.conf", "secret\n"),
                 after_write=[["sh", "-c", f"ls -d /run/provision-batch.* {tmp_path}/tmp.* > {staged} 2>/dev/null; true"]])],
         upkeep=[Step(["sh", "-c", f"cat > {tmp_path}/cache"], "caching", b"rows\n")])
-    assert errors == [None] and upkept is None and (tmp_path / "cache").read_text() == "rows\n"
+    assert ran.errors == [None] and ran.upkeep_error is None and (tmp_path / "cache").read_text() == "rows\n"
     listed = staged.read_text().split()
     assert listed and not any(os.path.exists(path) for path in listed)
 
 
 def test_an_upkeep_step_that_fails_is_reported_apart_and_stops_no_change(tmp_path):
-    errors, _, _, upkept = apply_changes(
+    ran = apply_changes(
         LocalConnection("here"), [Change("GPU0", "power limit", "250", "200", commands=[["true"]])],
         upkeep=[Step(["sh", "-c", "echo read-only file system; exit 1"], "caching the supported clocks", b"")])
-    assert errors == [None] and upkept == "caching the supported clocks failed: read-only file system"
+    assert ran.errors == [None] and ran.upkeep_error == "caching the supported clocks failed: read-only file system"

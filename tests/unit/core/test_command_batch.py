@@ -54,9 +54,10 @@ def test_a_change_run_with_another_has_its_outcome_and_runs_nothing_itself(tmp_p
     conn = LocalConnection("here")
     failing = Change("GPU0", "power limit", "250", "200", commands=[["sh", "-c", "echo 'Not supported'; exit 3"]])
     others = [Change(f"GPU{i}", "power limit", "250", "200", runs_with=failing) for i in (1, 2)]
-    errors, printed, lost, _ = apply_changes(conn, [failing, *others])
-    assert conn.commands_run == 1 and lost is None
+    ran = apply_changes(conn, [failing, *others])
+    errors = ran.errors
+    assert conn.commands_run == 1 and ran.lost is None
     assert errors[0] == errors[1] == errors[2] and errors[0].endswith("exited 3: Not supported")
     ok = Change("GPU0", "power limit", "250", "200", commands=[["sh", "-c", "echo 'All done.'"]])
-    errors, printed, _, _ = apply_changes(conn, [ok, Change("GPU1", "power limit", "250", "200", runs_with=ok)])
-    assert errors == [None, None] and printed == ["All done.", "All done."]
+    ran = apply_changes(conn, [ok, Change("GPU1", "power limit", "250", "200", runs_with=ok)])
+    assert ran.errors == [None, None] and ran.printed == ["All done.", "All done."]

@@ -74,7 +74,7 @@ def test_dcgm4_installs_core_and_the_drivers_cuda_flavour_removing_the_one_befor
     found = facts({CORE: "1:4.1.1-1", CUDA12: "1:4.1.1-1"})
     plan = Dcgm().plan(node(found).inventory, found)
     (change,) = plan.changes
-    install = change.commands[1]
+    install = change.commands[0]
     assert install[-3:] == [f"{CORE}=1:4.2.3*", f"{CUDA13}=1:4.2.3*", f"{CUDA12}-"]
     assert change.commands[-2:] == [["systemctl", "enable", "nvidia-dcgm.service"],
                                     ["systemctl", "restart", "nvidia-dcgm.service"]]
@@ -84,9 +84,9 @@ def test_dcgm4_installs_core_and_the_drivers_cuda_flavour_removing_the_one_befor
 def test_dcgm3_is_one_package_and_volta_keeps_cuda12():
     volta = with_gpus(facts({}), "7.0")
     (change,) = Dcgm().plan(node(volta).inventory, volta).changes
-    assert f"{CUDA12}=1:4.2.3*" in change.commands[1]
+    assert f"{CUDA12}=1:4.2.3*" in change.commands[0]
     (change,) = Dcgm().plan(node(facts({}), dcgm="3.3.6").inventory, facts({})).changes
-    assert change.commands[1][-1] == "datacenter-gpu-manager=1:3.3.6*"
+    assert change.commands[0][-1] == "datacenter-gpu-manager=1:3.3.6*"
 
 
 def test_a_pinned_dcgm_with_its_engine_running_is_left_alone_and_a_stopped_engine_started():

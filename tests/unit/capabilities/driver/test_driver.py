@@ -22,6 +22,7 @@ from provision.capabilities.driver.facts import DriverFacts
 from provision.core.facts import SystemFacts
 from provision.capabilities.host import HostFacts
 from provision.capabilities.driver.settings import DriverSettings
+from provision.capabilities.system.apt import APT_UPDATE
 from provision.inventory.model import Host
 from provision.capabilities.host import parse_host_settings
 from provision.capabilities.driver.tasks import (
@@ -183,8 +184,8 @@ def node(**values) -> Host:
 def test_a_fresh_host_gets_the_pinned_packages_in_one_apt_get_then_held():
     plan = NvidiaDriver().plan(node(), host_facts(loaded=None))
     (change,) = plan.changes
-    update, install, hold = change.commands
-    assert update[-1] == "update" and hold == ["apt-mark", "hold", "nvidia-headless-580", "nvidia-utils-580"]
+    install, hold = change.commands
+    assert change.prepare == [APT_UPDATE] and hold == ["apt-mark", "hold", "nvidia-headless-580", "nvidia-utils-580"]
     assert install[-2:] == ["nvidia-headless-580=580.159.04-*", "nvidia-utils-580=580.159.04-*"]
     assert {"--allow-downgrades", "--allow-change-held-packages"} <= set(install)
     assert change.before == "not installed" and change.after == "580.159.04, loaded at the next boot"
@@ -204,7 +205,7 @@ def test_the_pinned_version_held_is_a_no_op():
 ])
 def test_another_version_of_the_branch_is_moved_to_the_pinned_one(installed):
     (change,) = NvidiaDriver().plan(node(), host_facts(installed, loaded=upstream(installed["nvidia-utils-580"]))).changes
-    assert change.before.startswith("nvidia-headless-580 580.") and change.commands[1][-1] == "nvidia-utils-580=580.159.04-*"
+    assert change.before.startswith("nvidia-headless-580 580.") and change.commands[0][-1] == "nvidia-utils-580=580.159.04-*"
 
 
 def test_another_branch_installed_is_named_and_its_held_packages_removed_in_the_same_apt_get():
@@ -213,7 +214,7 @@ def test_another_branch_installed_is_named_and_its_held_packages_removed_in_the_
     facts.driver.held = ["nvidia-headless-570"]
     (change,) = NvidiaDriver().plan(node(), facts).changes
     assert change.before == "not installed (installed: nvidia-headless-570, nvidia-kernel-common-570)"
-    assert change.commands[1][-3:] == ["nvidia-headless-580=580.159.04-*", "nvidia-utils-580=580.159.04-*",
+    assert change.commands[0][-3:] == ["nvidia-headless-580=580.159.04-*", "nvidia-utils-580=580.159.04-*",
                                        "nvidia-headless-570-"]
 
 
@@ -226,7 +227,7 @@ def test_hold_follows_the_setting():
 
 def test_a_branch_alone_installs_its_newest_packages():
     plan = NvidiaDriver().plan(host("gpu-1", provision_driver={"branch": "570"}), host_facts())
-    assert plan.changes[0].commands[1][-2:] == ["nvidia-headless-570", "nvidia-utils-570"]
+    assert plan.changes[0].commands[0][-2:] == ["nvidia-headless-570", "nvidia-utils-570"]
 
 
 def test_cuda_source_needs_nvidias_keyring():

@@ -114,7 +114,7 @@ def test_a_node_as_intended_plans_nothing():
 
 def test_another_version_is_replaced_with_the_drivers_and_restarted():
     install, start = plan(hgx("580.126.09")).changes
-    assert "--allow-change-held-packages" in install.commands[1] and "580.126.09" in install.before
+    assert "--allow-change-held-packages" in install.commands[0] and "580.126.09" in install.before
     assert start.before == "running"  # the running one is the old binary
 
 
@@ -142,12 +142,12 @@ def test_a_driver_move_takes_the_held_fabric_manager_of_the_old_branch_out_first
     found.fabric.held = ["nvidia-fabricmanager-570"]
     out, install, enable, start = plan(found).changes
     assert out.commands[0][-3:] == ["--allow-change-held-packages", "libnvidia-nscq-570-", "nvidia-fabricmanager-570-"]
-    assert f"nvidia-fabricmanager-580={DRIVER}-*" in install.commands[1] and start.what == "service"
+    assert f"nvidia-fabricmanager-580={DRIVER}-*" in install.commands[0] and start.what == "service"
 
 
 def test_a_branch_alone_follows_the_version_the_driver_packages_hold():
     made = plan(hgx(None, running=False, unit=""), version=None, branch="580")
-    assert f"nvidia-fabricmanager-580={DRIVER}-*" in made.changes[0].commands[1]
+    assert f"nvidia-fabricmanager-580={DRIVER}-*" in made.changes[0].commands[0]
 
 
 # --- the checks -----------------------------------------------------------------------------------------------------
