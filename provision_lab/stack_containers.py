@@ -11,8 +11,12 @@ asks of the real one:
                                               writes them; with no driver loaded it fails as the real one does
                                               ("failed to initialize NVML: Driver Not Loaded")
   nvidia-ctk runtime configure --runtime=docker|containerd
-                                              runtimes.nvidia into /etc/docker/daemon.json (other keys kept), or
-                                              /etc/containerd/conf.d/99-nvidia.toml and config.toml's imports
+                                              runtimes.nvidia into /etc/docker/daemon.json (other keys kept); for
+                                              containerd, as that release of the toolkit does: before 1.18 the
+                                              runtime's table into /etc/containerd/config.toml itself, from 1.18 on
+                                              into /etc/containerd/conf.d/99-nvidia.toml with "conf.d/*.toml" in
+                                              config.toml's imports; the CRI plugin's name of the config's version
+                                              (io.containerd.cri.v1.runtime in version 3, containerd 2)
 
 NVIDIA_CTK_LAB_DRIVER=VERSION makes `cdi generate` write the spec of another driver: the `stale-cdi-spec` fault
 (faults.py), a spec left from before a driver upgrade.
@@ -84,16 +88,48 @@ def cdi_generate(args):
     write(output, spec(driver))
     print(f'INFO[0000] Generated CDI spec with version 0.5.0', file=sys.stderr)
 
+VERSION = "@CTK_VERSION@"
+CONFIG = "/etc/containerd/config.toml"
 DROP_IN = "/etc/containerd/conf.d/99-nvidia.toml"
-CONTAINERD_RUNTIME = """version = 2
+# The table nvidia-ctk writes (its --dry-run, NVIDIA/nvidia-container-toolkit#497), under the CRI plugin's name.
+RUNTIME = """
+        [plugins."@CRI@".containerd.runtimes.nvidia]
+          privileged_without_host_devices = false
+          runtime_engine = ""
+          runtime_root = ""
+          runtime_type = "io.containerd.runc.v2"
 
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
-  privileged_without_host_devices = false
-  runtime_type = "io.containerd.runc.v2"
-
-  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
-    BinaryName = "/usr/bin/nvidia-container-runtime"
+          [plugins."@CRI@".containerd.runtimes.nvidia.options]
+            BinaryName = "/usr/bin/nvidia-container-runtime"
 """
+
+def drop_ins():
+    """From 1.18 on the toolkit writes a drop-in (pkg/config/engine/containerd/config_drop_in.go)."""
+    return tuple(int(part) for part in VERSION.split(".")[:2]) >= (1, 18)
+
+def containerd_configure():
+    """The runtime's table in config.toml (before 1.18: appended here, where the real one rewrites the file in its
+    own layout) or in the drop-in, config.toml then importing the drop-in's directory."""
+    text = open(CONFIG).read() if os.path.exists(CONFIG) else ""
+    version = re.search(r"^version\s*=\s*(\d+)", text, re.M)
+    version = int(version.group(1)) if version else 2
+    cri = "io.containerd.cri.v1.runtime" if version >= 3 else "io.containerd.grpc.v1.cri"
+    table = RUNTIME.replace("@CRI@", cri)
+    if not drop_ins():
+        if "runtimes.nvidia]" not in text:
+            write(CONFIG, (text or f"version = {version}\n") + table)
+        return CONFIG
+    # as 1.18.0 says it (NVIDIA/nvidia-container-toolkit#1404)
+    print(f"INFO[0000] Using config version {version}", file=sys.stderr)
+    print(f'INFO[0000] Using CRI runtime plugin name "{cri}"', file=sys.stderr)
+    write(DROP_IN, f"version = {version}\n" + table)
+    pattern = os.path.dirname(DROP_IN) + "/*.toml"
+    if pattern not in text:
+        imports = re.search(r"^imports\s*=\s*\[", text, re.M)
+        text = (text[:imports.end()] + f'"{pattern}", ' + text[imports.end():] if imports else
+                f'imports = ["{pattern}"]\n' + (text or f"version = {version}\n"))
+        write(CONFIG, text)
+    return DROP_IN
 
 def runtime_configure(args):
     runtime = next((a.split("=", 1)[1] for a in args if a.startswith("--runtime=")), "docker")
@@ -106,12 +142,7 @@ def runtime_configure(args):
         config.setdefault("runtimes", {})["nvidia"] = {"args": [], "path": "nvidia-container-runtime"}
         write(path, json.dumps(config, indent=4) + "\n")
     elif runtime == "containerd":
-        write(DROP_IN, CONTAINERD_RUNTIME)
-        path = "/etc/containerd/config.toml"
-        text = open(path).read() if os.path.exists(path) else ""
-        if DROP_IN not in text:
-            write(path, f'imports = ["{DROP_IN}"]\n' + text)
-        path = DROP_IN
+        path = containerd_configure()
     else:
         fail(f"unrecognized runtime '{runtime}'")
     print(f"INFO[0000] Wrote updated config to {path}", file=sys.stderr)
@@ -129,6 +160,11 @@ else:
 STUB = "#!/bin/sh\necho \"$0: simulated (provision lab): nothing runs containers here\" >&2\nexit 1\n"
 
 
+def ctk_script(version: str) -> str:
+    """The lab's nvidia-ctk of one toolkit release (its containerd configuration depends on it)."""
+    return CTK_SCRIPT.replace("@CTK_VERSION@", version)
+
+
 def toolkit(version: str) -> list[Deb]:
     """The toolkit's four packages at one release, depending on each other as NVIDIA's do."""
     full = version + REVISION
@@ -141,7 +177,7 @@ def toolkit(version: str) -> list[Deb]:
             files={"/usr/bin/nvidia-container-cli": (0o755, STUB)}),
         Deb("nvidia-container-toolkit-base", full, depends="python3",
             description=f"NVIDIA Container Toolkit Base {about}",
-            files={"/usr/bin/nvidia-ctk": (0o755, CTK_SCRIPT), "/usr/bin/nvidia-container-runtime": (0o755, STUB)}),
+            files={"/usr/bin/nvidia-ctk": (0o755, ctk_script(version)), "/usr/bin/nvidia-container-runtime": (0o755, STUB)}),
         Deb("nvidia-container-toolkit", full,
             depends=f"nvidia-container-toolkit-base (= {full}), libnvidia-container-tools (= {full})",
             description=f"NVIDIA Container toolkit {about}",

@@ -69,7 +69,8 @@ def check_cdi_spec_names_the_loaded_driver(node: Node) -> None:
 def check_container_engines_use_the_nvidia_runtime(node: Node) -> None:
     """Reads: provision_driver.container_toolkit; docker and containerd where installed (dockerd, containerd on the
     PATH) and what `nvidia-ctk runtime configure` writes for them: /etc/docker/daemon.json's runtimes.nvidia,
-    /etc/containerd/conf.d/99-nvidia.toml, imported by /etc/containerd/config.toml.
+    containerd's runtimes.nvidia in /etc/containerd/config.toml (toolkit before 1.18) or in
+    /etc/containerd/conf.d/99-nvidia.toml, imported by config.toml (1.18 on).
     Next step: `provision apply INVENTORY --limit NODE` (or on the node: `sudo nvidia-ctk runtime configure
     --runtime=ENGINE && sudo systemctl restart ENGINE`)."""
     _wanted(node)

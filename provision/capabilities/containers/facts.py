@@ -38,12 +38,18 @@ TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
 CDI_RUN = "/var/run/cdi/nvidia.yaml"  # what `nvidia-ctk cdi generate` writes in NVIDIA's current docs
 CDI_ETC = "/etc/cdi/nvidia.yaml"  # the older docs' place; a spec left there is read too
 CDI_SPECS = (CDI_ETC, CDI_RUN)
-# What `nvidia-ctk runtime configure --runtime=ENGINE` writes (NVIDIA's install guide).
+# What `nvidia-ctk runtime configure --runtime=ENGINE` writes (cmd/nvidia-ctk/runtime/configure/configure.go in
+# NVIDIA/nvidia-container-toolkit). For containerd, the toolkit before 1.18 writes the runtime into config.toml
+# itself ("Wrote updated config to /etc/containerd/config.toml", NVIDIA/nvidia-container-toolkit#433); from 1.18 on
+# into a drop-in, with its directory's "*.toml" added to config.toml's `imports` (pkg/config/engine/containerd/
+# config_drop_in.go). 1.18.0 wrote the drop-in under config.d (NVIDIA/nvidia-container-toolkit#1404), later ones
+# under conf.d (#1407).
 DOCKER_CONFIG = "/etc/docker/daemon.json"
 CONTAINERD_DROP_IN = "/etc/containerd/conf.d/99-nvidia.toml"
-CONTAINERD_CONFIG = "/etc/containerd/config.toml"  # nvidia-ctk adds the drop-in to its `imports`
+CONTAINERD_DROP_INS = (CONTAINERD_DROP_IN, "/etc/containerd/config.d/99-nvidia.toml")
+CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 ENGINES = {"docker": "dockerd", "containerd": "containerd"}  # engine -> the program that tells it is installed
-CONFIG_FILES = (DOCKER_CONFIG, CONTAINERD_DROP_IN, CONTAINERD_CONFIG)
+CONFIG_FILES = (DOCKER_CONFIG, *CONTAINERD_DROP_INS, CONTAINERD_CONFIG)
 
 DRIVER_LIBRARY = re.compile(r"/lib(?:cuda|nvidia-ml)\.so\.(\d+(?:\.\d+)+)$")
 
@@ -121,29 +127,52 @@ def parse_spec(path: str, text: str) -> CdiSpecFile:
 def runtime_problem(engine: str, texts: dict[str, str]) -> str:
     """"" when the engine's config names the nvidia runtime (as `nvidia-ctk runtime configure` writes it), else
     what is missing."""
-    path = DOCKER_CONFIG if engine == "docker" else CONTAINERD_DROP_IN
-    if path not in texts:
-        return f"no {path}"
+    if engine == "containerd":
+        return _containerd_problem(texts)
+    if DOCKER_CONFIG not in texts:
+        return f"no {DOCKER_CONFIG}"
     try:
-        config: Any = json.loads(texts[path]) if engine == "docker" else tomllib.loads(texts[path])
+        config: Any = json.loads(texts[DOCKER_CONFIG])
     except ValueError as exc:
-        return f"{path} is not {'JSON' if engine == 'docker' else 'TOML'}: {exc}"
-    if not _names_nvidia_runtime(config):
-        return f"{path} names no nvidia runtime"
-    return "" if engine == "docker" else _imports_problem(texts.get(CONTAINERD_CONFIG))
+        return f"{DOCKER_CONFIG} is not JSON: {exc}"
+    return "" if _names_nvidia_runtime(config) else f"{DOCKER_CONFIG} names no nvidia runtime"
 
 
-def _imports_problem(text: str | None) -> str:
-    """containerd reads the drop-in only where config.toml's `imports` names it (a path or a glob)."""
-    if text is None:
-        return f"no {CONTAINERD_CONFIG} (its imports name {CONTAINERD_DROP_IN})"
-    try:
-        imports = tomllib.loads(text).get("imports", [])
-    except ValueError as exc:
-        return f"{CONTAINERD_CONFIG} is not TOML: {exc}"
-    if isinstance(imports, list) and any(fnmatch.fnmatch(CONTAINERD_DROP_IN, str(p)) for p in imports):
+def _containerd_problem(texts: dict[str, str]) -> str:
+    """containerd reads the nvidia runtime from config.toml itself (the toolkit before 1.18), or from a drop-in
+    that config.toml's `imports` names, by its path or a glob (from 1.18 on)."""
+    config, problem = _toml(CONTAINERD_CONFIG, texts)
+    if config is not None and _names_nvidia_runtime(config):
         return ""
-    return f"{CONTAINERD_CONFIG} does not import {CONTAINERD_DROP_IN}"
+    for drop_in in (path for path in CONTAINERD_DROP_INS if path in texts):
+        found, drop_in_problem = _toml(drop_in, texts)
+        if found is None or not _names_nvidia_runtime(found):
+            problem = drop_in_problem or f"{drop_in} names no nvidia runtime"
+        elif config is None:
+            return problem or f"no {CONTAINERD_CONFIG} (its imports name {drop_in})"
+        elif _imports(config, drop_in):
+            return ""
+        else:
+            problem = f"{CONTAINERD_CONFIG} does not import {drop_in}"
+    if problem:
+        return problem
+    return f"{CONTAINERD_CONFIG} names no nvidia runtime" if config is not None else \
+        f"no {CONTAINERD_CONFIG} nor {CONTAINERD_DROP_IN}"
+
+
+def _toml(path: str, texts: dict[str, str]) -> tuple[dict[str, Any] | None, str]:
+    """(the file's TOML, "") or (None, why not)."""
+    if path not in texts:
+        return None, ""
+    try:
+        return tomllib.loads(texts[path]), ""
+    except ValueError as exc:
+        return None, f"{path} is not TOML: {exc}"
+
+
+def _imports(config: dict[str, Any], path: str) -> bool:
+    imports = config.get("imports", [])
+    return isinstance(imports, list) and any(fnmatch.fnmatch(path, str(pattern)) for pattern in imports)
 
 
 def _names_nvidia_runtime(config: Any) -> bool:

@@ -73,7 +73,7 @@ def test_the_section_gives_packages_engines_specs_and_runtimes():
     assert found.packages == {"nvidia-container-toolkit": "1.17.8-1", "nvidia-container-toolkit-base": "1.17.8-1"}
     assert found.held == ["nvidia-container-toolkit"]
     assert list(found.specs) == [CDI_RUN] and found.specs[CDI_RUN].drivers == ["570.195.03"]
-    assert found.runtime_problems == {"docker": "", "containerd": f"no {CONTAINERD_DROP_IN}"}
+    assert found.runtime_problems == {"docker": "", "containerd": f"no {CONTAINERD_CONFIG} nor {CONTAINERD_DROP_IN}"}
 
 
 def test_an_empty_section_is_a_host_without_the_toolkit():
