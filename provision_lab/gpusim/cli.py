@@ -126,6 +126,7 @@ from .errors import RC_INVALID, RC_SIM, SimError
 from .faults import cmd_fault
 from .load import cmd_load, cmd_psu
 from .kernel import boot, empty_ring, is_version, load_driver, write_proc_driver
+from .modes import apply_pending
 from .persistenced import persistenced_main
 from .smi import smi_main
 from .state import live_daemon_pid, load_config, open_state, require_config, reset_volatile, sync_daemon
@@ -194,6 +195,7 @@ def cmd_reboot(args: list) -> int:
             # takes effect; forced clock event reasons and links down are the hardware's (a braking PSU, poor
             # cooling, a bad bridge): they stay
             record.update(ecc_volatile=0, retired_pending=False, remap_pending=False, nvlink_errors={})
+            apply_pending(record)  # pending ECC and MIG modes take effect; MIG instances do not survive
         state["daemon"] = None
         loaded = boot(state, config)
         for record in state["gpus"] if loaded else []:  # the clock event counters count from the driver's load

@@ -10,6 +10,7 @@ from .errors import SimError
 from .gpu import REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, normal_bus_id
 from .kernel import init_failed, kmsg, pci_short
 from .models import MODELS
+from .modes import ecc_on
 from .state import healthy, open_state, require_config
 
 FAULTS = ("off-bus", "gone", "init-failed", "pcie-degraded", "pcie-degraded-under-load", "ecc", "power-brake", "thermal", "pcie-errors", "nvlink-down",
@@ -126,8 +127,9 @@ def uncorrectable_ecc_error(state: dict, record: dict, remap_failure: bool) -> N
     """One double bit error in device memory: Xid 48, then the page retirement or row remap it causes (Xid 63),
     or the row remap that failed (Xid 64). Sources: gpu_models.md, "Kernel log lines"."""
     model = MODELS[record["model"]]
-    if model.ecc_mode != "Enabled":
-        raise SimError(f"GPU {record['slot']} ({model.name}) has ECC {(model.ecc_mode or 'not supported').lower()}: "
+    if not ecc_on(record):
+        state_word = "not supported" if ecc_on(record) is None else "disabled"
+        raise SimError(f"GPU {record['slot']} ({model.name}) has ECC {state_word}: "
                        "it cannot report an uncorrectable ECC error")
     if record["gone"] or record["off_bus"]:
         raise SimError(f"GPU {record['slot']} is off the bus: the driver cannot hear of its ECC errors")

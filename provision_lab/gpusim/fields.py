@@ -7,6 +7,7 @@ from collections import namedtuple
 from collections.abc import Callable
 
 from .apps import running
+from .modes import COMPUTE_WORDS, compute_mode, ecc_on, ecc_pending, mig_on, mig_pending, mode_word
 from .errors import Exit, HELP_HINT, INVALID_COMBINATION, RC_INVALID
 from .gpu import (DEPRECATED, Gpu, REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, REASON_IDLE, Special,
                   active, enabled, memory_used, yes_no)
@@ -53,8 +54,8 @@ def ecc_fields() -> list:
     counts = [field(f"ecc.errors.{kind}.{span}.total", "", lambda g, k=kind, s=span: ecc_count(g, k, s))
               for kind in ("corrected", "uncorrected") for span in ("volatile", "aggregate")]
     return counts + [
-        field("ecc.mode.current", "", lambda g: g.model.ecc_mode),
-        field("ecc.mode.pending", "", lambda g: g.model.ecc_mode),
+        field("ecc.mode.current", "", lambda g: mode_word(ecc_on(g.record))),
+        field("ecc.mode.pending", "", lambda g: mode_word(ecc_pending(g.record))),
     ]
 
 
@@ -130,11 +131,11 @@ GPU_FIELDS = [
     field("clocks_event_reasons.active|clocks_throttle_reasons.active", "", lambda g: f"0x{g.event_reasons:016X}"),
     *[field(f"clocks_event_reasons.{r}|clocks_throttle_reasons.{r}", "",
             lambda g, bit=bit: active(g.event_reasons & bit)) for r, bit in EVENT_REASONS.items()],
-    field("memory.total", "MiB", lambda g: g.model.memory_mib),
+    field("memory.total", "MiB", lambda g: g.memory_total),
     field("memory.reserved", "MiB", lambda g: g.model.reserved_mib),
     field("memory.used", "MiB", memory_used),
-    field("memory.free", "MiB", lambda g: g.model.memory_mib - g.model.reserved_mib - memory_used(g)),
-    field("compute_mode", "", lambda g: "Default"),
+    field("memory.free", "MiB", lambda g: g.memory_total - g.model.reserved_mib - memory_used(g)),
+    field("compute_mode", "", lambda g: COMPUTE_WORDS[compute_mode(g.record)]),
     field("compute_cap", "", lambda g: g.model.compute_cap),
     *[field(f"utilization.{u}", "%", lambda g: g.utilization) for u in ("gpu", "memory")],
     *[field(f"utilization.{u}", "%", lambda g: 0) for u in ("encoder", "decoder", "jpeg", "ofa")],
@@ -157,8 +158,8 @@ GPU_FIELDS = [
     field("temperature.memory", "", lambda g: g.memory_temperature),
     *power_fields(),
     *clock_fields(),
-    field("mig.mode.current", "", lambda g: when(g.model.mig, "Disabled")),
-    field("mig.mode.pending", "", lambda g: when(g.model.mig, "Disabled")),
+    field("mig.mode.current", "", lambda g: mode_word(mig_on(g.record))),
+    field("mig.mode.pending", "", lambda g: mode_word(mig_pending(g.record))),
 ]
 
 # --query-supported-clocks: one row per (memory, graphics) pair; the GPU's own columns as named.

@@ -8,6 +8,7 @@ from functools import cached_property
 
 from .load_model import reading as load_reading, running as load_running
 from .models import Clocks, MODELS
+from .modes import ecc_on
 from .state import is_persistent, sync_daemon
 
 # Clock event reason bits (nvml.h nvmlClocksEventReason*): the ones a fault forces.
@@ -133,7 +134,12 @@ class Gpu:
 
     @property
     def ecc_enabled(self) -> bool:
-        return self.model.ecc_mode == "Enabled"
+        return bool(ecc_on(self.record))
+
+    @property
+    def memory_total(self) -> int:
+        """The frame buffer nvidia-smi reports: less what ECC takes where it costs memory."""
+        return self.model.memory_mib - (self.model.ecc_cost_mib if self.ecc_enabled else 0)
 
     @property
     def event_reasons(self) -> int:

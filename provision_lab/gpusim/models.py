@@ -44,7 +44,8 @@ class Model(namedtuple("Model", [
     "nvlink_links", "nvlink_speed",
     "locked_gpu_clocks",  # -lgc: Volta and newer, i.e. every model here
     "events_supported",
-], defaults=(0, "", True, "0x00000000000001FF"))):
+    "ecc_cost_mib",  # memory ECC takes where it is enabled: GDDR stores its check bits in-band, HBM beside the data
+], defaults=(0, "", True, "0x00000000000001FF", 0))):
     __slots__ = ()
 
     @property
@@ -121,7 +122,7 @@ MODELS = {m.key: m for m in (
         serial=False, gsp=True, c2c_mode="N/A", display_attached="No",
         idle_pstate="P8", idle_power=20.0, memory_power=None, idle_temp=28, memory_temp=None,
         thermal=Thermal(shutdown=-7, slowdown=-2, max_operating=0, target=84, tlimit_total=84),
-        nvlink="",
+        nvlink="", ecc_cost_mib=1536,
     ),
     Model(
         key="h100-80gb-hbm3", name="NVIDIA H100 80GB HBM3", brand="NVIDIA", architecture="Hopper",

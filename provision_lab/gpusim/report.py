@@ -6,6 +6,7 @@ import random
 import time
 
 from .errors import Exit, HELP_HINT, RC_INVALID
+from .modes import COMPUTE_WORDS, compute_mode, ecc_on, ecc_pending, mig_on, mig_pending, mode_word
 from .gpu import (DEPRECATED, Gpu, Host, REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, REASON_IDLE,
                   active, enabled, memory_used, yes_no)
 
@@ -37,13 +38,13 @@ def na(value) -> str:
 
 
 def q_product(g: Gpu) -> list:
-    mig = "Disabled" if g.model.mig else "N/A"
     return [
         (1, "Product Name", g.model.name), (1, "Product Brand", g.model.brand),
         (1, "Product Architecture", g.model.architecture), (1, "Display Mode", DEPRECATED),
         (1, "Display Attached", g.model.display_attached), (1, "Display Active", "Disabled"),
         (1, "Persistence Mode", enabled(g.persistent)), (1, "Addressing Mode", "None"),
-        (1, "MIG Mode", None), (2, "Current", mig), (2, "Pending", mig),
+        (1, "MIG Mode", None), (2, "Current", na(mode_word(mig_on(g.record)))),
+        (2, "Pending", na(mode_word(mig_pending(g.record)))),
     ]
 
 
@@ -123,13 +124,13 @@ def q_sparse(g: Gpu) -> list:
 
 
 def q_memory(g: Gpu) -> list:
-    m = g.model
+    m, total = g.model, g.memory_total
     used = memory_used(g)
     bar1_used = 1 if m.bar1_mib > 1024 else 2
     protected = "0 MiB" if m.brand != "GeForce" else "N/A"
     return [
-        (1, "FB Memory Usage", None), (2, "Total", f"{m.memory_mib} MiB"), (2, "Reserved", f"{m.reserved_mib} MiB"),
-        (2, "Used", f"{used} MiB"), (2, "Free", f"{m.memory_mib - m.reserved_mib - used} MiB"),
+        (1, "FB Memory Usage", None), (2, "Total", f"{total} MiB"), (2, "Reserved", f"{m.reserved_mib} MiB"),
+        (2, "Used", f"{used} MiB"), (2, "Free", f"{total - m.reserved_mib - used} MiB"),
         (1, "BAR1 Memory Usage", None), (2, "Total", f"{m.bar1_mib} MiB"), (2, "Used", f"{bar1_used} MiB"),
         (2, "Free", f"{m.bar1_mib - bar1_used} MiB"),
         (1, "Conf Compute Protected Memory Usage", None), (2, "Total", protected), (2, "Used", protected),
@@ -138,7 +139,7 @@ def q_memory(g: Gpu) -> list:
 
 
 def q_compute(g: Gpu) -> list:
-    return [(1, "Compute Mode", "Default")]
+    return [(1, "Compute Mode", COMPUTE_WORDS[compute_mode(g.record)])]
 
 
 def q_utilization(g: Gpu) -> list:
@@ -165,8 +166,8 @@ def q_ecc(g: Gpu) -> list:
     """ECC Mode and ECC Errors: Volta's per-unit single/double bit counters [V100], or SRAM/DRAM counters [H100].
     An uncorrectable error in device memory counts as Double Bit / Device Memory, or as DRAM Uncorrectable."""
     m = g.model
-    mode = na(m.ecc_mode)
-    lines = [(1, "ECC Mode", None), (2, "Current", mode), (2, "Pending", mode), (1, "ECC Errors", None)]
+    lines = [(1, "ECC Mode", None), (2, "Current", na(mode_word(ecc_on(g.record)))),
+             (2, "Pending", na(mode_word(ecc_pending(g.record)))), (1, "ECC Errors", None)]
     count = "0" if g.ecc_enabled else "N/A"
     dram = {"Volatile": str(g.record["ecc_volatile"]), "Aggregate": str(g.record["ecc_aggregate"])}
     if m.volta_ecc:

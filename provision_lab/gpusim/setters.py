@@ -1,5 +1,5 @@
-"""nvidia-smi's setters (-pm, -pl, -ac, -lgc, -lmc, -lmcd and their resets): what each does to a GPU, and
-how a run over several GPUs warns, stops and exits."""
+"""nvidia-smi's setters (-pm, -pl, -ac, -lgc, -lmc, -lmcd and their resets; the modes: -e, -c, -mig): what each
+does to a GPU, and how a run over several GPUs warns, stops and exits."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from collections import namedtuple
 from collections.abc import Callable
 
 from .env import effective_uid
-from .errors import RC_INVALID, RC_NOT_SUPPORTED, RC_NO_PERMISSION, RC_OK
+from .errors import RC_IN_USE, RC_INVALID, RC_NOT_SUPPORTED, RC_NO_PERMISSION, RC_OK
 from .gpu import Gpu, Host, enabled
 from .kernel import kmsg
+from .modes import COMPUTE_MODES, held, mig_on
 
 ALL_DONE = "All done."
 MOVING_ON = "Treating as warning and moving on."
@@ -47,8 +48,9 @@ def error(line: str, rc: int) -> Outcome:
 # option: "pm", "pl", ...; parse: the option's value -> what plan() takes, raises ValueError on nonsense;
 # supported: Model -> bool; unsupported: the warning where not supported; denied: the message for a user who
 # is not root; plan: (host, gpu, value) -> Outcome (nothing to do / refused) or a callable that applies it;
-# volatile: lost when the driver unloads (warn when the GPU has no persistence)
-Setter = namedtuple("Setter", "option parse supported unsupported denied plan volatile")
+# volatile: lost when the driver unloads (warn when the GPU has no persistence); after: a line printed after
+# "All done." when the run set anything
+Setter = namedtuple("Setter", "option parse supported unsupported denied plan volatile after", defaults=("",))
 
 
 def parse_bool(value: str) -> bool:
@@ -87,6 +89,14 @@ def parse_watts(value: str) -> float:
     if watts_value != watts_value or watts_value < 0:  # NaN or negative
         raise ValueError(value)
     return watts_value
+
+
+def parse_compute_mode(value: str) -> str:
+    """0/DEFAULT, 2/PROHIBITED, 3/EXCLUSIVE_PROCESS (1/EXCLUSIVE_THREAD, deprecated, is not simulated)."""
+    name = COMPUTE_MODES.get(value, value.upper())
+    if name not in COMPUTE_MODES.values():
+        raise ValueError(value)
+    return name
 
 
 def no_value(value) -> None:
@@ -153,6 +163,34 @@ def plan_deferred_mem(host: Host, g: Gpu, clock: int):
                    f'Deferred memory clocks set to "(memClkMin {clock}, memClkMax {clock})" for GPU {g.bus_id}')
 
 
+def plan_ecc(host: Host, g: Gpu, want: bool):
+    """Pending until the GPU resets (a reboot or nvidia-smi -r): "Reboot required." after the run."""
+    return setting(g, "ecc_pending", want, f"{enabled(want)} ECC support for GPU {g.bus_id}.")
+
+
+def plan_compute_mode(host: Host, g: Gpu, name: str):
+    return setting(g, "compute_mode", None if name == "DEFAULT" else name,
+                   f"Set compute mode to {name} for GPU {g.bus_id}.")
+
+
+def plan_mig(host: Host, g: Gpu, want: bool):
+    """At once where nothing holds the GPU (the driver resets it), else pending until a reset or reboot; refused
+    while GPU instances exist."""
+    verb = "enable" if want else "disable"
+    if not g.model.mig:
+        return warn(f"Unable to {verb} MIG Mode for GPU {g.bus_id}: Not Supported")
+    if g.record.get("gis"):
+        return error(f"Unable to {verb} MIG Mode for GPU {g.bus_id}: In use by another client", RC_IN_USE)
+
+    def apply() -> Outcome:
+        g.record["mig_pending"] = want
+        if mig_on(g.record) == want or not held(g.record, host.daemon):
+            g.record["mig_on"] = want
+            return ok(f"{enabled(want)} MIG Mode for GPU {g.bus_id}")
+        return ok(MIG_PENDING.format(state=verb, bus=g.bus_id))
+    return apply
+
+
 def plan_reset(key: str):
     def plan(host: Host, g: Gpu, value) -> Callable:
         return setting(g, key, None)
@@ -174,6 +212,10 @@ def not_supported(what: str) -> str:
     return f"Setting {what} is not supported for GPU {{bus}}."
 
 
+MIG_PENDING = ("Warning: MIG mode is in pending {state} state for GPU {bus}:In use by another client\n{bus} is currently "
+               "being used by one or more other processes (e.g. CUDA application or a monitoring application such as "
+               "another instance of nvidia-smi). Please first kill all processes using the device and retry the "
+               "command or reboot the system to make MIG mode effective.")
 APP_CLOCKS_DENIED = "The current user does not have permission to change clocks for GPU {bus}."
 PM_DENIED = "Unable to set persistence mode for GPU {bus}: Insufficient Permissions"
 POWER_UNSUPPORTED = "Changing power management limit is not supported for GPU: {bus}."
@@ -197,6 +239,12 @@ SETTERS = {s.option: s for s in (
            permission("set deferred memory clocks"), plan_deferred_mem, volatile=False),
     Setter("rmcd", no_value, lambda m: m.deferred_mem_clocks, not_supported("deferred memory clocks"),
            permission("reset deferred memory clocks"), plan_reset("deferred_mem"), volatile=False),
+    Setter("e", parse_bool, lambda m: m.ecc_mode is not None, not_supported("ECC mode"),
+           permission("set ECC mode"), plan_ecc, volatile=False, after="Reboot required."),
+    Setter("c", parse_compute_mode, lambda m: True, "", permission("set compute mode"), plan_compute_mode,
+           volatile=True),
+    Setter("mig", parse_bool, lambda m: True, "", "Unable to set MIG Mode for GPU {bus}: Insufficient Permissions",
+           plan_mig, volatile=True),
 )}
 
 
@@ -206,7 +254,7 @@ MODULE_POWER = Setter("pl", no_value, lambda m: False, POWER_UNSUPPORTED, "", pl
 
 def run_setter(host: Host, gpus: list, setter: Setter, value, error_on_warning: bool) -> tuple:
     """Each GPU in turn; a warning moves on, an error stops. Returns (output, rc)."""
-    out, warned = [], RC_OK
+    out, warned, done = [], RC_OK, False
     for g in gpus:
         outcome = one_gpu(host, g, setter, value)
         out += outcome.lines
@@ -214,9 +262,12 @@ def run_setter(host: Host, gpus: list, setter: Setter, value, error_on_warning: 
             return "\n".join(out + [TERMINATING]) + "\n", outcome.rc
         if outcome.kind == "warn":
             warned = warned or outcome.rc
-        elif setter.volatile and not g.persistent:
+            continue
+        done = True
+        if setter.volatile and not g.persistent:
             out.append(PERSISTENCE_WARNING.format(bus=g.bus_id))
-    return "\n".join(out + [ALL_DONE]) + "\n", warned if error_on_warning else RC_OK
+    closing = [ALL_DONE, setter.after] if setter.after and done else [ALL_DONE]
+    return "\n".join(out + closing) + "\n", warned if error_on_warning else RC_OK
 
 
 def one_gpu(host: Host, g: Gpu, setter: Setter, value) -> Outcome:

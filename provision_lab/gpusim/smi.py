@@ -6,11 +6,13 @@ import sys
 import time
 
 from .errors import (Exit, HELP_HINT, INVALID_COMBINATION, NO_DEVICES, NO_DRIVER, RC_GPU_LOST, RC_INVALID, RC_NOT_FOUND,
-                     RC_NO_DRIVER, RC_OK, RC_VERSION_MISMATCH, SimError)
+                     RC_NO_DRIVER, RC_NO_PERMISSION, RC_OK, RC_VERSION_MISMATCH, SimError)
 from .fields import query_compute_apps, query_gpus, query_remapped_rows, query_supported_clocks
 from .gpu import Gpu, Host, normal_bus_id
 from .helptext import SMI_HELP_Z, help_text
+from .env import effective_uid
 from .kernel import installed_driver
+from .modes import run_reset
 from .nvlink import parse_nvlink_args, render_nvlink
 from .report import parse_display, render_query
 from .setters import MODULE_POWER, SETTERS, run_setter
@@ -21,6 +23,7 @@ from .topo import render_topo
 # The library (nvidia-smi's NVML) is not the loaded kernel module's version: a driver installed, no reboot yet.
 # Since the 5xx drivers the library's version follows, as its first two components ("550.144", "570.124").
 VERSION_MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: {nvml}\n"
+RESET_DENIED = "Unable to reset GPU {bus}: Insufficient Permissions\n"
 XML_WITH_DISPLAY = ("Invalid combination of input arguments: --display/-d flags can not be combined with "
                     "-x/--xml-format flags.\n")
 
@@ -53,21 +56,24 @@ SMI_OPTIONS = {  # name: (spellings, takes a value)
     "rmc": (("-rmc", "--reset-memory-clocks"), False),
     "lmcd": (("-lmcd", "--lock-memory-clocks-deferred"), True),
     "rmcd": (("-rmcd", "--reset-memory-clocks-deferred"), False),
+    "e": (("-e", "--ecc-config"), True),
+    "c": (("-c", "--compute-mode"), True),
+    "mig": (("-mig", "--multi-instance-gpu"), True),
+    "reset": (("-r", "--gpu-reset"), False),
     "loop": (("-l", "--loop"), True),  # seconds; with --query-gpu only (others: not simulated)
     "loop_ms": (("-lms", "--loop-ms"), True),
 }
 SPELLINGS = {spelling: name for name, (spellings, _) in SMI_OPTIONS.items() for spelling in spellings}
 # Real options and subcommands the simulator does not model: say so rather than pretend.
 UNSIMULATED = {"-B", "--list-excluded-gpus", "-col", "--columns", "-u", "--unit",
-               "--dtd", "--debug", "-e", "--ecc-config", "-p", "--reset-ecc-errors", "-c", "--compute-mode", "--gom",
-               "-r", "--gpu-reset", "-vm", "--virt-mode", "-cc", "--cuda-clocks", "-am", "--accounting-mode", "-caa",
-               "--clear-accounted-apps", "--auto-boost-default", "--auto-boost-permission", "-mig",
-               "--multi-instance-gpu", "-gtt", "--gpu-target-temp", "-den", "--dram-encryption", "--set-hostname",
+               "--dtd", "--debug", "-p", "--reset-ecc-errors", "--gom", "-vm", "--virt-mode", "-cc", "--cuda-clocks",
+               "-am", "--accounting-mode", "-caa", "--clear-accounted-apps", "--auto-boost-default",
+               "--auto-boost-permission", "-gtt", "--gpu-target-temp", "-den", "--dram-encryption", "--set-hostname",
                "--get-hostname", "-t", "--toggle-led", "--help-query-gpu", "--help-query-supported-clocks",
                "--query-accounted-apps", "--query-retired-pages", "--help-query-remapped-rows",
                "--help-query-compute-apps", "--help-query-retired-pages", "--help-query-accounted-apps",
                "dmon", "daemon", "replay", "pmon", "drain", "c2c", "clocks", "encodersessions", "fbcsessions",
-               "vgpu", "mig", "compute-policy", "boost-slider", "power-hint", "base-clocks", "conf-compute", "gpm",
+               "vgpu", "compute-policy", "boost-slider", "power-hint", "base-clocks", "conf-compute", "gpm",
                "pci", "power-smoothing", "power-profiles", "prm"}
 
 
@@ -124,7 +130,7 @@ def matches(g: Gpu, item: str) -> bool:
 def smi_action(opts: dict) -> str:
     """The one thing this run does; two setters or two queries at once are refused, as by nvidia-smi."""
     actions = [key for key in ("query_gpu", "query_supported_clocks", "query_remapped_rows", "query_compute_apps",
-                               "query", "list", "version", *SETTERS) if key in opts]
+                               "query", "list", "version", "reset", *SETTERS) if key in opts]
     if len(actions) > 1:
         raise Exit(INVALID_COMBINATION, RC_INVALID)
     return actions[0] if actions else "table"
@@ -159,6 +165,10 @@ def smi_run_on(host: Host, opts: dict, action: str, value, gpus: list) -> tuple:
         return render_query(host, gpus, parse_display(opts.get("display"))), RC_OK
     if action == "list":
         return render_list(gpus), RC_OK
+    if action == "reset":
+        if effective_uid() != 0:
+            raise Exit(RESET_DENIED.format(bus=gpus[0].bus_id), RC_NO_PERMISSION)
+        return run_reset(host, gpus)
     if action in SETTERS:
         setter = SETTERS[action]
         if action == "pl" and opts.get("scope", "0") not in ("0", "GPU"):

@@ -20,7 +20,7 @@ from .models import BOARDS, MODELS, Model
 
 STATE_VERSION = 3  # 2: the health keys of new_record (ECC, retired pages, remapped rows, clock events); 3: NVLink
 OVERRIDABLE = ("uuid", "bus_id", "vbios", "serial", "module_id", "pdi")
-VOLATILE = ("power_limit", "app_clocks", "locked_gpu", "locked_mem")  # lost when the driver unloads
+VOLATILE = ("power_limit", "app_clocks", "locked_gpu", "locked_mem", "compute_mode")  # lost when the driver unloads
 
 
 def load_config() -> dict | None:

@@ -391,7 +391,7 @@ def test_unknown_and_unsimulated_options(sim):
     done = sim.smi("--frobnicate")
     assert (done.stdout, done.returncode) == (
         "ERROR: Option --frobnicate is not recognized. Please run 'nvidia-smi -h' for help.\n", 2)
-    done = sim.smi("-e", "0")
+    done = sim.smi("-p", "0")
     assert done.returncode == 255 and "not simulated" in done.stderr
 
 
