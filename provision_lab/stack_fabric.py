@@ -4,8 +4,12 @@ nvidia-fabricmanager-<branch> (and libnvidia-nscq-<branch>, the NVSwitch query l
 driver's exact version, plus one fabric manager release with no driver of its own (MISMATCHED_VERSION: the
 `fabric-manager-version` fault installs it). As Canonical's packages: Provides/Conflicts/Replaces
 nvidia-fabricmanager (one branch at a time); as the FM guide says, the unit is installed and not enabled
-(../shared/reference/node-lifecycle-reference.md, 1.2). The package depends on a driver, not on its exact version
-(NVIDIA's repository does not tie them either): keeping them equal is provision's job.
+(../shared/reference/node-lifecycle-reference.md, 1.2). As in Ubuntu's archive, where nvidia-fabricmanager-N
+depends on nvidia-kernel-common-N at its driver's exact version, a lab driver's fabric manager depends on that
+driver's package at its exact version (the lab's driver is one package): a held fabric manager of the driver before
+stops apt from moving the driver unless the driver's own apt-get removes it. The fault's release, which no lab driver
+matches, depends on any driver, as NVIDIA's repository's packages do (they do not tie the two): keeping them equal
+there is provision's job alone.
 
 The service runs the GPU simulator as nv-fabricmanager: it compares the version this package ships
 (FABRIC_MANAGER_VERSION_FILE) with the loaded driver's, then registers the node's NVSwitch GPUs with the fabric
@@ -15,7 +19,7 @@ The service runs the GPU simulator as nv-fabricmanager: it compares the version 
 from __future__ import annotations
 
 from provision_lab.deb import REVISION, Deb
-from provision_lab.layout import DRIVERS, NODE_LAB_DIR, NODE_NVML_LIBRARY
+from provision_lab.layout import DRIVERS, NODE_LAB_DIR, NODE_NVML_LIBRARY, driver_package
 from provision_lab.simzip import sim_wrapper
 
 MISMATCHED_VERSION = "580.126.09"  # a 580 fabric manager no lab driver matches
@@ -47,8 +51,9 @@ def branch_of(version: str) -> str:
 
 def fabric_manager(version: str) -> Deb:
     branch = branch_of(version)
+    driver = f"{driver_package(version)} (= {version}{REVISION})" if version in DRIVERS.values() else "nvidia-driver"
     return Deb(
-        name=f"nvidia-fabricmanager-{branch}", version=version + REVISION, depends="python3, nvidia-driver",
+        name=f"nvidia-fabricmanager-{branch}", version=version + REVISION, depends=f"python3, {driver}",
         provides="nvidia-fabricmanager", conflicts="nvidia-fabricmanager", replaces="nvidia-fabricmanager",
         files={FABRIC_MANAGER: (0o755, sim_wrapper(FABRIC_MANAGER)),
                FABRIC_MANAGER_VERSION_FILE: (0o644, version + "\n"),

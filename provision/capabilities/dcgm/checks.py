@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from provision.capabilities.dcgm.tasks import dcgm_pin
+from provision.capabilities.driver import heldback
 from provision.core.checks import ERROR, fail
 
 if TYPE_CHECKING:  # types only
@@ -24,7 +25,7 @@ def check_dcgm_host_engine_runs_the_pinned_version(node: Node) -> None:
     if wanted is None or wanted.dcgm is None:
         pytest.skip("the inventory sets no provision_driver.dcgm for this host")
     try:
-        pin = dcgm_pin(wanted, node.facts.nvidia.gpus)
+        pin = dcgm_pin(heldback.as_kept(wanted, node.facts), node.facts.nvidia.gpus)
     except ValueError as exc:
         pytest.skip(str(exc))
     found, apply = node.facts.dcgm, f"provision apply {node.inventory_path} --limit {node.name}"

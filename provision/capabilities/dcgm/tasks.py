@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from provision.capabilities.driver import heldback
 from provision.capabilities.driver.packages import before_turing
 from provision.capabilities.driver.pinned import Pin, plan_pinned
 from provision.capabilities.driver.tasks import DriverTask
@@ -81,7 +82,7 @@ class Dcgm(DriverTask):
 
     def plan_driver(self, plan: Plan, wanted: DriverSettings, facts: HostFacts) -> None:
         try:
-            pin = dcgm_pin(wanted, facts.nvidia.gpus)
+            pin = dcgm_pin(heldback.as_kept(wanted, facts), facts.nvidia.gpus)  # a refused driver move keeps its CUDA
         except ValueError as exc:
             plan.problems.append(str(exc))
             return

@@ -234,6 +234,10 @@ def driver_stranded(settings: DriverSettings | None, facts: HostFacts) -> Strand
     if settings is None and not driver.packages and not driver.loaded:
         return None  # no NVIDIA driver here, nor wanted: no GPUs to come back without
     branch, flavour = module_package_of(settings)
+    # The branch on the disk boots: the installed one's module package is what a host that keeps it can install
+    # (the pinned branch's depends on that driver, which a refused move did not install: driver/heldback.py).
+    installed = {version.split(":")[-1].split(".")[0] for version in driver.packages.values()}
+    branch = installed.pop() if len(installed) == 1 else branch
     return stranded(driver.next_boot, NVIDIA, branch, flavour)
 
 

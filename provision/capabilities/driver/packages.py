@@ -115,6 +115,9 @@ def what_the_gpus_wait_for(settings: DriverSettings | None, facts: HostFacts) ->
         return f"a reboot: {pending[0]}"
     if settings is None:
         return ""
+    from provision.capabilities.driver.heldback import as_kept  # it judges moves with this module's is_pinned
+
+    settings = as_kept(settings, facts)  # a refused move: the GPUs run the driver the host keeps
     try:
         names = package_names(settings, facts.system.os_id)
     except ValueError:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from provision.capabilities.driver import heldback
 from provision.capabilities.driver import packages as driver
 from provision.capabilities.driver.pinned import Pin, plan_hold
 from provision.capabilities.driver.settings import DriverSettings
 from provision.capabilities.system.apt import APT_INSTALL, APT_UPDATE, apt_mark
-from provision.core.plan import OK, BlockTask, Change, FileWrite, Item, Plan
+from provision.core.plan import FAILED, OK, BlockTask, Change, FileWrite, Item, Plan
 from provision.capabilities.system.files import plan_written
 
 if TYPE_CHECKING:  # types only
@@ -98,7 +99,7 @@ class NvidiaDriver(DriverTask):
     newest of provision_driver.branch), from one apt-get that installs, upgrades or downgrades them; held (provision_driver.hold)."""
 
     name = "nvidia-driver"
-    plans_from = frozenset({"packages", "held", "driver", "system", "nvidia.gpus"})
+    plans_from = frozenset({"packages", "held", "driver", "system", "nvidia.gpus", "fabric"})
     # alters anything ("*"): packages, modules, units; nvidia-smi may be there, or no longer match the loaded module
 
     def package_names(self, host: Host) -> list[str]:
@@ -126,19 +127,41 @@ class NvidiaDriver(DriverTask):
         installed = [f"{name} {version}" for name, version in have.items()]
         other = sorted(set(facts.driver.packages) - set(names))
         before = ", ".join(installed) or (f"not installed (installed: {', '.join(other)})" if other else "not installed")
+        held_back = heldback.refusal(wanted, facts)
+        if held_back is not None:  # the host keeps the driver it runs, rather than a mismatch until a boot it cannot take
+            plan.refused.append(Item(" ".join(names), FAILED, "driver packages", before, pin.version,
+                                     held_back.reason, cause=held_back.cause))
+            return
         loaded = facts.driver.loaded
         specs = [f"{name}={pin.apt_version}" if pin.apt_version else name for name in names]
-        # Another version's held packages (the branch pinned before): apt's resolver never removes a held package
-        # to make room, so they are named for removal (NAME-) in the same apt-get.
-        specs += [f"{name}-" for name in facts.driver.held if name not in names]
+        specs += heldback.module_packages(wanted, facts)  # the next kernel's prebuilt module of this driver
+        # Another version's held packages (the branch pinned before; its fabric manager, which Ubuntu ties to that
+        # driver's exact kernel-common package): apt's resolver never removes a held package to make room, so
+        # they are unheld and named for removal (NAME-) in the same apt-get.
+        fabric_out = other_fabric_manager(wanted, facts)
+        specs += [f"{name}-" for name in [*facts.driver.held, *fabric_out] if name not in names]
         plan.changes.append(Change(
             target=" ".join(names), what="driver packages", before=before,
-            after=pin.version + ("" if loaded and wanted.version == loaded else ", loaded at the next boot"),
+            after=pin.version + ("" if loaded and wanted.version == loaded else ", loaded at the next boot") +
+            (f", {' '.join(fabric_out)} removed" if fabric_out else ""),
             # One apt-get: it resolves everything before it changes anything, so a package or version that does
             # not exist fails here and leaves the host as it was. Held packages (ours, the old branch's) may move.
-            prepare=[APT_UPDATE], commands=[[*APT_INSTALL, "--allow-downgrades", "--allow-change-held-packages", *specs],
+            prepare=[APT_UPDATE],
+            commands=[*([apt_mark("unhold", fabric_out)] if fabric_out else []),
+                      [*APT_INSTALL, "--allow-downgrades", "--allow-change-held-packages", *specs],
                       *([apt_mark("hold", names)] if wanted.hold else [])],
             verify=lambda f: pin.misses(f.packages, f.held, wanted.hold)))
+
+
+def other_fabric_manager(wanted: DriverSettings, facts: HostFacts) -> list[str]:
+    """Held fabric manager packages (and NSCQ) of another driver version than the pinned one, where provision
+    manages fabric manager: Ubuntu's nvidia-fabricmanager-N depends on nvidia-kernel-common-N at its driver's exact
+    version, so apt cannot move that driver while they stay held (the fabric-manager task installs the new one's
+    after it)."""
+    if wanted.fabric_manager is False or facts.fabric is None:
+        return []
+    return sorted(name for name, version in facts.fabric.packages.items()
+                  if name in facts.held and not driver.is_pinned(wanted, version))
 
 
 def driver_pin(wanted: DriverSettings, names: list[str]) -> Pin:

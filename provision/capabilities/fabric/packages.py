@@ -10,7 +10,8 @@ Package names, per the driver block's source (provision_driver.source):
 Their version is the driver's exact version, always: the fabric manager refuses to start against a loaded driver
 of any other ("fabric manager NVIDIA GPU driver interface version X don't match with driver version Y"), and
 libnvidia-nscq must match it too. So the version is never written in the inventory: it is provision_driver.version,
-or, with a branch alone, the version the driver's packages hold.
+or, with a branch alone, the version the driver's packages hold; on a host whose driver move is refused (its next
+kernel would lack the new module: driver/heldback.py), the version it keeps.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from provision.capabilities.driver import heldback
 from provision.capabilities.driver.pinned import Pin, plan_pinned
 from provision.capabilities.driver.tasks import DriverTask
 from provision.capabilities.fabric import packages as fabric
@@ -59,6 +60,12 @@ class FabricManager(DriverTask):
         plan.skipped = "" if plan.problems else fabric.not_wanted(wanted, facts)
         if plan.problems or plan.skipped:
             return
+        kept = heldback.as_kept(wanted, facts)  # the driver's move refused here: held back with it, at the driver kept
+        if kept is not wanted:
+            plan.unchanged.append(Item("fabric manager", OK, "held back", after=f"driver {kept.version}'s",
+                                       message=f"the driver's move to {wanted.version or 'branch ' + str(wanted.branch)} "
+                                               f"is refused here (nvidia-driver says why): it stays with {kept.version}"))
+            wanted = kept
         try:
             names = fabric.package_names(wanted, facts.system.os_id)
         except ValueError as exc:

@@ -65,3 +65,10 @@ def test_repository_serves_the_drivers_and_every_stack_package():
     assert len(names) == len(set(names))
     assert {f"{name}_{v}-1provision1_all.deb" for name, v in DRIVERS.items()} <= set(names)
     assert {d.filename for d in LAB_DEBS()} <= set(names)
+
+
+def test_a_lab_drivers_fabric_manager_depends_on_that_drivers_exact_version_as_ubuntus_does():
+    for driver in DRIVERS.values():
+        branch = driver.split(".")[0]
+        assert stack_fabric.fabric_manager(driver).depends == f"python3, nvidia-driver-{branch} (= {driver}-1provision1)"
+    assert stack_fabric.fabric_manager(stack_fabric.MISMATCHED_VERSION).depends == "python3, nvidia-driver"
