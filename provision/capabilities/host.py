@@ -20,6 +20,7 @@ from provision.capabilities.containers.facts import ContainersFacts
 from provision.capabilities.dcgm.facts import DcgmFacts
 from provision.capabilities.driver.facts import DriverFacts
 from provision.capabilities.fabric.facts import FabricFacts
+from provision.capabilities.gpu.mig_model import MigFacts
 from provision.capabilities.gpu.model import NvidiaFacts, RecordedGpu
 from provision.capabilities.gpu.nvlink import NvlinkFacts
 from provision.capabilities.health.facts import KernelLogFacts, PcieFacts
@@ -64,6 +65,7 @@ class HostFacts:
     bmc: BmcFacts | None = None  # the BMC's event log, power supplies and fans (ipmitool)
     thermal: dict[str, Thermal] | None = None  # bus id -> headroom to slowdown and shutdown (nvidia-smi -q)
     nvlink: NvlinkFacts | None = None  # nvidia-smi nvlink -s and -e
+    mig: MigFacts | None = None  # nvidia-smi mig's profiles, placements and instances (gpu/mig_facts.py); None: not read
     topology: TopologyFacts | None = None  # read by facts and verify
     cpu: CpuFacts | None = None  # CPUs, memory, cgroup layout, GPUs' local CPUs (slurm.conf); None: not read
     fabric: FabricFacts | None = None  # NVSwitches, the fabric manager's packages and unit; None: not read

@@ -8,7 +8,7 @@ import os
 import shlex
 from typing import TYPE_CHECKING
 
-from provision.capabilities.gpu import clock_cache, layout, nvlink
+from provision.capabilities.gpu import clock_cache, layout, mig_facts, nvlink
 from provision.capabilities.gpu import smi as gpu_parsers
 from provision.capabilities.gpu.model import NvidiaFacts
 from provision.core.facts import FactReader, FactSection, Section, text_of
@@ -35,6 +35,7 @@ RECORD_TEXT = text_of('"$f"')  # one clock record ($f), without a process per fi
 
 def parse(sections: dict[str, Section], facts: HostFacts) -> None:
     facts.nvidia = _nvidia(sections)
+    mig_facts.parse(sections, facts)  # after the GPUs: it maps their UUIDs to nvidia-smi mig's indexes
     record = sections.get("gpu-layout")
     if record is not None and record.rc == 0:
         facts.gpu_layout = layout.parse_record(record.output)
@@ -98,4 +99,5 @@ READER = FactReader((
     FactSection("gpu-layout", lambda: text_of(shlex.quote(layout.record_path()))),  # exit non-zero: no record yet
     FactSection("nvlink-status", NVLINK_STATUS_SNIPPET, read_by=frozenset({"verify"}), refresh_on=NVLINK, keep="nvl"),
     FactSection("nvlink-errors", NVLINK_ERRORS_SNIPPET, read_by=frozenset({"verify"}), refresh_on=NVLINK),
+    *mig_facts.SECTIONS,
 ), parse)

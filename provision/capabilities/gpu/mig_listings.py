@@ -15,6 +15,9 @@ from provision.capabilities.gpu.mig_model import ComputeInstance, GpuInstance, M
 
 # What -lgi, -lci and -lcip print where no GPU has MIG mode on (exit 0).
 NO_MIG_ENABLED = "No MIG-enabled devices found."
+# What -lgip prints where no GPU supports MIG (GeForce, L4, L40S; exit 6, as published for those boards).
+NO_MIG_SUPPORTED = "No MIG-supported devices found."
+STATES = (NO_MIG_ENABLED, NO_MIG_SUPPORTED)  # answers, not errors
 
 Row = TypeVar("Row")
 

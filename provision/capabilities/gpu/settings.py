@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
+from provision.capabilities.gpu import mig_settings
+from provision.capabilities.gpu.mig_settings import MigSetting
 from provision.core.settings import Block, PositiveInt, or_words, refuse, setting
 
 MAX_WATTS = 1500  # above any single GPU made; catches kW and mW typos
@@ -80,6 +82,7 @@ class GpuTuning(Block):
         None, '{mem: MHz, sm: MHz, nearest: bool} or "default"', examples=[{"mem": 1215, "sm": 1410}])
     locked_clocks: ClockLocks | None = setting(
         None, '{sm: [MIN, MAX], mem: [MIN, MAX]} or "default"', examples=[{"sm": [1410, 1980]}])
+    mig: MigSetting | None = setting(None, mig_settings.ALLOWED, mig_settings.NAMES_HINT, examples=[["3g.71gb", "3g.71gb"]])
 
 
 TUNING_KEYS = tuple(GpuTuning.model_fields)

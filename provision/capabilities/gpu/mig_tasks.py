@@ -1,0 +1,176 @@
+"""MIG in two tasks, per GPU: its mode (nvidia-smi -mig 0|1), then its layout (GPU instances by profile, each with
+its default compute instance).
+
+The mode is the driver's to take at the next GPU reset or reboot where the GPU is in use: until then it is
+pending, a state like a driver installed that waits for its reboot (`pending_reasons`, and `apply --reboot`).
+The layout is made only once the mode is on; a different layout is destroyed first (compute instances, then
+GPU instances), but never under running processes: that GPU is refused with the processes named. Every layout
+is checked against the GPU's profiles and placements before anything changes (mig_fit.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from provision.capabilities.gpu import mig_facts
+from provision.capabilities.gpu.mig_fit import cgi_argument, fit
+from provision.capabilities.gpu.mig_model import MigGpu
+from provision.capabilities.gpu.mig_settings import layout_of
+from provision.capabilities.gpu.model import GpuFacts
+from provision.capabilities.gpu.settings import GpuSettings
+from provision.capabilities.gpu.tasks import GPUS, GpuSettingTask, find_gpu, on_off, smi, wanted_per_gpu
+from provision.capabilities.gpu.tuning import Refused
+from provision.core.plan import FAILED, OK, Change, Item, Plan
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
+    from provision.inventory.model import Host
+
+MODE_KEY = "nvidia.mig_mode"  # the column of nvidia.gpus the mode task sets (mig.mode.current/pending)
+PLANS_FROM = GPUS | {MODE_KEY, "mig"}
+PENDING = "pending a GPU reset or reboot (apply --reboot)"
+
+
+def modes(gpu: GpuFacts) -> tuple[bool | None, bool | None]:
+    """MIG mode (current, pending) as --query-gpu's mig.mode.current/pending read; None where the GPU has no MIG
+    ("[N/A]") or the driver does not know the field."""
+    return gpu.mig_mode, gpu.mig_pending
+
+
+def mig_gpu(facts: HostFacts, gpu: GpuFacts) -> MigGpu | None:
+    return facts.mig.gpus.get(gpu.index) if facts.mig is not None else None
+
+
+def layout_words(layout: list[str]) -> str:
+    return ", ".join(layout) if layout else "no GPU instances"
+
+
+class MigTask(GpuSettingTask):
+    tags = frozenset({"gpu", "mig"})
+    setting = "mig"
+    plans_from = PLANS_FROM
+
+    def fact_sections(self, host: Host) -> list[str]:
+        return list(mig_facts.SECTION_NAMES) if host.settings.gpu is not None else []
+
+
+class MigMode(MigTask):
+    """MIG mode per GPU: on for a layout, off for "disabled"; pending until the GPU is reset or the host reboots."""
+
+    name = "gpu-mig-mode"
+    alters = frozenset({MODE_KEY, "mig"})
+
+    def plan_with(self, host: Host, facts: HostFacts, gpu_settings: GpuSettings) -> Plan:
+        plan = Plan()
+        for gpu, want in wanted_per_gpu(host, facts, gpu_settings, self.setting, plan):
+            layout = layout_of(want)
+            current, pending = modes(gpu)
+            if layout is not None:
+                try:
+                    fit(gpu, mig_gpu(facts, gpu), layout)  # an input error before anything changes, here or elsewhere
+                except Refused as exc:
+                    plan.problems.append(str(exc))
+                    continue
+            on = layout is not None
+            if pending is None:  # no MIG on this GPU: "disabled" holds; a layout was refused above
+                continue
+            if pending == on:
+                after = on_off(on) if current == on else f"{on_off(on)}, {PENDING}"
+                plan.unchanged.append(Item(gpu.label, OK, "MIG mode", after=after))
+                continue
+            refused = _in_use(gpu, mig_gpu(facts, gpu))
+            if refused and not on:
+                plan.refused.append(Item(gpu.label, FAILED, "MIG mode", on_off(current), on_off(on), message=refused))
+                continue
+            plan.changes.append(Change(
+                target=gpu.label, what="MIG mode", before=on_off(current), after=on_off(on),
+                commands=[*([] if on else _destroy(gpu, mig_gpu(facts, gpu))), smi(gpu, "-mig", "1" if on else "0")],
+                verify=lambda f, uuid=gpu.uuid, on=on: _check_mode(f, uuid, on)))
+        return plan
+
+
+class MigLayout(MigTask):
+    """The GPU instances of each GPU whose MIG mode is on, as the inventory lists their profiles."""
+
+    name = "gpu-mig-layout"
+    alters = frozenset({"mig"})
+
+    def plan_with(self, host: Host, facts: HostFacts, gpu_settings: GpuSettings) -> Plan:
+        plan = Plan()
+        for gpu, want in wanted_per_gpu(host, facts, gpu_settings, self.setting, plan):
+            layout = layout_of(want)
+            current, pending = modes(gpu)
+            if layout is None or pending is None:
+                continue  # "disabled", or no MIG here (the mode task refuses a layout there)
+            if not current:
+                waits = PENDING if pending else "MIG mode off (the gpu-mig-mode task turns it on)"
+                plan.unchanged.append(Item(gpu.label, OK, "MIG layout", after=f"{layout_words(layout)}: waits, {waits}"))
+                continue
+            mig = mig_gpu(facts, gpu)
+            try:
+                placed = fit(gpu, mig, layout)
+            except Refused as exc:
+                plan.problems.append(str(exc))
+                continue
+            have = mig.layout() if mig else []
+            if _same(mig, layout):
+                plan.unchanged.append(Item(gpu.label, OK, "MIG layout", after=layout_words(layout)))
+                continue
+            refused = _in_use(gpu, mig)
+            if refused:
+                plan.refused.append(Item(gpu.label, FAILED, "MIG layout", layout_words(have), layout_words(layout),
+                                         message=refused))
+                continue
+            create = [smi(gpu, "mig", "-cgi", cgi_argument(placed), "-C")] if placed else []
+            plan.changes.append(Change(
+                target=gpu.label, what="MIG layout", before=layout_words(have), after=layout_words(layout),
+                commands=[*_destroy(gpu, mig), *create],
+                verify=lambda f, uuid=gpu.uuid, layout=layout: _check_layout(f, uuid, layout)))
+        return plan
+
+
+def _same(mig: MigGpu | None, layout: list[str]) -> bool:
+    """The GPU has these GPU instances (in any order), each with its one default compute instance."""
+    have = mig.layout() if mig else []
+    return sorted(have) == sorted(layout) and not (mig and mig.without_default_compute())
+
+
+def _destroy(gpu: GpuFacts, mig: MigGpu | None) -> list[list[str]]:
+    """Compute instances, then GPU instances: the driver refuses to destroy a GPU instance that still has any.
+    Only what exists (nvidia-smi fails on nothing to destroy)."""
+    if mig is None:
+        return []
+    return ([smi(gpu, "mig", "-dci")] if mig.compute_instances else []) + (
+        [smi(gpu, "mig", "-dgi")] if mig.gpu_instances else [])
+
+
+def _in_use(gpu: GpuFacts, mig: MigGpu | None) -> str:
+    """Why the GPU's instances must not be destroyed now; '' when nothing runs on it."""
+    if mig is None or not mig.processes or not (mig.gpu_instances or mig.compute_instances):
+        return ""
+    return (f"left alone: processes use {gpu.label} ({'; '.join(mig.processes)}): destroying its MIG instances would "
+            "kill them; stop them (drain the node) and run again")
+
+
+def _check_mode(facts: HostFacts, uuid: str, on: bool) -> str | None:
+    gpu = find_gpu(facts, uuid)
+    if gpu is None:
+        return f"GPU {uuid} disappeared"
+    pending = modes(gpu)[1]
+    return None if pending == on else f"{gpu.label} MIG mode (pending) reads {on_off(pending)}, not {on_off(on)}"
+
+
+def _check_layout(facts: HostFacts, uuid: str, layout: list[str]) -> str | None:
+    gpu = find_gpu(facts, uuid)
+    if gpu is None:
+        return f"GPU {uuid} disappeared"
+    mig = mig_gpu(facts, gpu)
+    if _same(mig, layout):
+        return None
+    return f"{gpu.label} MIG layout reads {layout_words(mig.layout() if mig else [])}, not {layout_words(layout)}"
+
+
+def pending_reasons(host: Host, facts: HostFacts) -> list[str]:
+    """Why the host waits for a reboot (Capability.pending): a GPU whose MIG mode waits for a reset."""
+    return [f"{gpu.label} MIG mode {on_off(pending)} is pending (now {on_off(current)}): it takes effect at a GPU "
+            "reset or reboot" for gpu in facts.nvidia.gpus
+            for current, pending in [modes(gpu)] if pending is not None and current is not None and current != pending]
