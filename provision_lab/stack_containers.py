@@ -23,8 +23,8 @@ NVIDIA_CTK_LAB_DRIVER=VERSION makes `cdi generate` write the spec of another dri
 
 DCGM (reference, 9): datacenter-gpu-manager (3.x) and datacenter-gpu-manager-4-core with -4-cuda12/-4-cuda13
 (4.x, each -cudaNN at the core's version), epoch 1 as NVIDIA's. Each ships the nvidia-dcgm unit, whose ExecStart
-is a stand-in nv-hostengine (it records its version and stays up), and dcgmi, whose `--version` prints its own
-build info and, while a host engine runs, the engine's, as DCGM's dcgmi/Version.cpp does.
+is a stand-in nv-hostengine (it records its version and stays up), and dcgmi, whose `-v` prints its own build info
+and, while a host engine runs, the engine's, as DCGM's dcgmi/Version.cpp does (`--version`: its own version only).
 """
 
 from __future__ import annotations
@@ -209,14 +209,20 @@ trap 'rm -f {HOSTENGINE_STATE}; exit 0' TERM INT
 while :; do sleep 3600 & wait $!; done
 """
 
+# dcgmi's build info lines as DCGM prints them (common/DcgmBuildInfo.cpp.in, "Name : value"); the values the lab's.
+BUILD_INFO = ("Version : %s\\nBuild ID : 1\\nBuild Date : 2025-01-01\\nBuild Type : Release\\n"
+              "CPU Arch : x86_64\\n")
 DCGMI = f"""#!/bin/sh
-# dcgmi (simulated, provision lab): --version only, as DCGM's dcgmi/Version.cpp prints it.
-[ "$1" = --version ] || {{ echo "the lab's dcgmi does --version only" >&2; exit 1; }}
-printf 'Version : %s\\nBuild Type : Release\\n' @VERSION@
+# dcgmi (simulated, provision lab): -v/--vv as DCGM's dcgmi/Version.cpp prints it (its build info, then the host
+# engine's where one runs, nothing about one that does not), --version as its command-line library does.
+case "$1" in
+    -v|--vv) ;;
+    --version) printf '\\ndcgmi  version: %s\\n\\n' @VERSION@; exit 0 ;;
+    *) echo "the lab's dcgmi does -v and --version only" >&2; exit 1 ;;
+esac
+printf '{BUILD_INFO}' @VERSION@
 if read -r pid version 2>/dev/null <{HOSTENGINE_STATE} && kill -0 "$pid" 2>/dev/null; then
-    printf '\\nHostengine build info:\\nVersion : %s\\nBuild Type : Release\\n' "$version"
-else
-    echo "Error: unable to establish a connection to the specified host: localhost"
+    printf '\\nHostengine build info:\\n{BUILD_INFO}' "$version"
 fi
 """
 

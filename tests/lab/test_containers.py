@@ -69,7 +69,7 @@ def test_apply_installs_the_toolkit_generates_the_spec_and_configures_docker(con
 
 def test_after_a_reboot_the_host_engine_runs_and_the_spec_is_generated_again(containers_lab):
     containers_lab.lab("reboot", NODE)  # nodeinit starts the enabled nvidia-dcgm; /run starts empty
-    assert "Hostengine build info:\nVersion : 4.2.3" in on(containers_lab, "dcgmi --version")
+    assert "Hostengine build info:\nVersion : 4.2.3" in on(containers_lab, "dcgmi -v")
     _, verdict = verify(containers_lab)
     assert [(f["check"], f["found"].split(" (")[0]) for f in verdict["findings"]] == \
         [("cdi_spec_names_the_loaded_driver", f"{CDI_RUN}: missing")]

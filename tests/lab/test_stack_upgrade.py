@@ -61,7 +61,7 @@ def assert_stack_at(lab, node: str, driver: str) -> None:
     assert installed(lab, node, "datacenter-gpu-manager-4-*") == [
         "datacenter-gpu-manager-4-core 1:4.2.3-1provision1 held",
         f"datacenter-gpu-manager-4-{DCGM[node, driver]} 1:4.2.3-1provision1 held"]
-    assert "Hostengine build info:\nVersion : 4.2.3" in on(lab, node, "dcgmi --version")
+    assert "Hostengine build info:\nVersion : 4.2.3" in on(lab, node, "dcgmi -v")
     fabric = installed(lab, node, "nvidia-fabricmanager*", "libnvidia-nscq*")
     if node == HGX:
         assert fabric == [f"libnvidia-nscq-{branch} {driver}-1provision1 held",

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # types only
 
 def check_dcgm_host_engine_runs_the_pinned_version(node: Node) -> None:
     """Reads: provision_driver.dcgm, .version or .branch and .hold; DCGM's packages dpkg has installed, and
-    `dcgmi --version` (its own version and the host engine's, when it reaches one).
+    `dcgmi -v` (its own version and the host engine's, when it reaches one).
     Next step: packages: `provision apply INVENTORY --limit NODE`; the host engine: `sudo systemctl enable --now
     nvidia-dcgm` (journalctl -u nvidia-dcgm says why it stopped); another version running: `sudo systemctl restart
     nvidia-dcgm`."""

@@ -1,18 +1,21 @@
-"""DCGM as the host has it: its packages, and the versions `dcgmi --version` prints for itself and for the host
-engine it reaches (none when nv-hostengine is not running).
+"""DCGM as the host has it: its packages, and the versions `dcgmi -v` prints for itself and for the host engine it
+reaches (none when nv-hostengine is not running).
 
-dcgmi prints its own build info, then, when it reaches a host engine, the engine's (NVIDIA/DCGM dcgmi/Version.cpp,
-common/DcgmBuildInfo.cpp.in: a "Name : value" line per field that has one):
+`dcgmi -v` (also `--vv`; dcgmi/CommandLineParser.cpp in NVIDIA/DCGM) prints dcgmi's own build info, then, when it
+reaches a host engine within 100 ms, the engine's, a "Name : value" line per field that has one (dcgmi/Version.cpp,
+common/DcgmBuildInfo.cpp.in); newer releases head dcgmi's own with "Local build info:" (DCGM 4.7.0, NVIDIA/DCGM#314):
 
-  Version : 4.2.3
-  Build ID : 14
+  Local build info:
+  Version : 4.7.0
+  Build ID : 24637
   ...
 
   Hostengine build info:
-  Version : 4.2.3
+  Version : 4.7.0
   ...
 
-DCGM 2 and older print one line instead, `dcgmi  version: 2.0.13`.
+It says nothing when no host engine answers (the command is silent about connecting). `dcgmi --version` is not that:
+it is the command-line library's own line, dcgmi's version only (`dcgmi  version: 4.7.0`), read here too.
 """
 
 from __future__ import annotations
@@ -29,14 +32,15 @@ if TYPE_CHECKING:  # types only
 
 DCGM_PACKAGES = "datacenter-gpu-manager*"  # 3.x: datacenter-gpu-manager; 4.x: datacenter-gpu-manager-4-*
 HOSTENGINE_HEADING = "Hostengine build info:"
+LOCAL_HEADING = "Local build info:"
 VERSION_LINE = re.compile(r"^\s*(?:dcgmi\s+)?version\s*:\s*(\S+)", re.IGNORECASE)
 BUILD_INFO_LINE = re.compile(r"^\s*[A-Za-z][A-Za-z ]* : ")  # "Build ID : 14" (an error says "Error: ...")
 
 # "pkg NAME VERSION STATUS" per DCGM package dpkg knows (core/dpkg.py); where dcgmi is installed, "dcgmi LINE" per
-# line of `dcgmi --version` (it waits at most 100 ms for the host engine).
+# line of `dcgmi -v` (it waits at most 100 ms for the host engine).
 DCGM_SNIPPET = (
     dpkg.status_snippet([DCGM_PACKAGES], "pkg ") + "; "
-    "if command -v dcgmi >/dev/null 2>&1; then dcgmi --version 2>&1 | while IFS= read -r l; do echo \"dcgmi $l\"; "
+    "if command -v dcgmi >/dev/null 2>&1; then dcgmi -v 2>&1 | while IFS= read -r l; do echo \"dcgmi $l\"; "
     "done; fi; true"
 )
 
@@ -67,7 +71,7 @@ def parse_dcgm(text: str) -> DcgmFacts:
                 found.hostengine = version.group(1)
             elif version and not engine and found.dcgmi is None:
                 found.dcgmi = version.group(1)
-            elif rest.strip() and not BUILD_INFO_LINE.match(rest):
+            elif rest.strip() and rest.strip() != LOCAL_HEADING and not BUILD_INFO_LINE.match(rest):
                 other.append(rest.strip())
     found.said = "; ".join(other)
     found.packages, found.held = dpkg.installed_packages(packages)

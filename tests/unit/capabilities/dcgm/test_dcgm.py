@@ -1,7 +1,7 @@
 """DCGM from facts to plan and check: the packages for the driver's CUDA major, held; nvidia-dcgm enabled and its
 host engine at the pinned version.
 
-`dcgmi --version` as DCGM prints it (NVIDIA/DCGM dcgmi/Version.cpp, common/DcgmBuildInfo.cpp.in: "Name : value"
+`dcgmi -v` as DCGM prints it (NVIDIA/DCGM dcgmi/Version.cpp, common/DcgmBuildInfo.cpp.in: "Name : value"
 per build field, then "Hostengine build info:" and the engine's when it reaches one); the values are our own."""
 
 from __future__ import annotations
