@@ -59,6 +59,11 @@ class LockedClocks(Block):
         return self
 
 
+# The compute modes a GPU can be set to, in nvidia-smi -c's words (lower case).
+COMPUTE_MODES = ("default", "exclusive_process", "prohibited")
+ComputeMode = Literal["default", "exclusive_process", "prohibited"]
+
+
 # Module-level aliases: linters read strings inside annotations as type names. mypy reads what they validate
 # to (it cannot run or_words); pydantic reads the validators.
 if TYPE_CHECKING:
@@ -83,6 +88,15 @@ class GpuTuning(Block):
     locked_clocks: ClockLocks | None = setting(
         None, '{sm: [MIN, MAX], mem: [MIN, MAX]} or "default"', examples=[{"sm": [1410, 1980]}])
     mig: MigSetting | None = setting(None, mig_settings.ALLOWED, mig_settings.NAMES_HINT, examples=[["3g.71gb", "3g.71gb"]])
+    # ECC mode (nvidia-smi -e): the driver stores it and takes it at the next reboot or GPU reset; until then it is
+    # pending (a state, not a failure). A GPU without ECC memory (GeForce: "[N/A]") refuses it.
+    ecc: bool | None = setting(None, "true or false: takes effect at the next reboot (provision apply --reboot)",
+                               "nvidia-smi -q -d ECC shows the mode, current and pending", examples=[True])
+    # Compute mode (nvidia-smi -c): lost at every reboot, so the boot unit sets it again. Exclusive_Thread is
+    # deprecated (nvidia-smi --help): not offered.
+    compute_mode: ComputeMode | None = setting(
+        None, ", ".join(COMPUTE_MODES), "exclusive_process: one process per GPU (a GPU is never shared by two "
+        "jobs); prohibited: no process at all", examples=["exclusive_process"])
 
 
 TUNING_KEYS = tuple(GpuTuning.model_fields)

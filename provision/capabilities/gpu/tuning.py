@@ -219,3 +219,29 @@ def power_target(gpu: GpuFacts, want: Wanted) -> float:
                       gpu, "power_limit", f"{target:g} W is outside the range {gpu.power_min:g}..{gpu.power_max:g} W "
                       f"(default {gpu.power_default:g} W)")
     return target
+
+
+# --- modes ----------------------------------------------------------------------------------------
+
+def ecc_target(gpu: GpuFacts, want: Wanted) -> bool:
+    """provision_gpu.ecc (true/false) on this GPU; refused where it has no ECC memory (nvidia-smi: "[N/A]")."""
+    if gpu.ecc_enabled is None:
+        raise Refused(f"{gpu_words(gpu)}: provision_gpu.ecc is set but this GPU has no ECC memory (nvidia-smi reports "
+                      "its ECC mode as N/A); remove it for this GPU (provision_gpu.overrides)",
+                      gpu, "ecc", "has no ECC memory (its ECC mode reads N/A)")
+    return bool(want)
+
+
+# nvidia-smi -c's words for each mode (nvidia-smi --help: 0/DEFAULT, 2/PROHIBITED, 3/EXCLUSIVE_PROCESS).
+COMPUTE_MODE_ARG = {"default": "DEFAULT", "exclusive_process": "EXCLUSIVE_PROCESS", "prohibited": "PROHIBITED"}
+
+
+def compute_mode_target(gpu: GpuFacts, want: Wanted) -> str:
+    """provision_gpu.compute_mode on this GPU. A MIG-enabled GPU takes none but default: nvidia-smi answers
+    "Setting compute mode to EXCLUSIVE_PROCESS is not supported on a MIG-enabled device" (NVIDIA/DCGM#82)."""
+    mode = str(want)
+    if mode != "default" and gpu.mig_mode:
+        raise Refused(f"{gpu_words(gpu)}: provision_gpu.compute_mode {mode} is not supported on a MIG-enabled GPU; "
+                      "MIG instances isolate its jobs: leave compute_mode out for this GPU (provision_gpu.overrides)",
+                      gpu, "compute_mode", "is MIG-enabled: it takes no compute mode but default")
+    return mode

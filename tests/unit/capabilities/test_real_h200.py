@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from realdata import REAL_H200, capture
+from realdata import REAL_H200, REAL_H200_MODES, capture
 
 from provision.capabilities.active import sampler
 from provision.capabilities.driver.facts import parse_driver
@@ -33,11 +33,22 @@ THE_H200 = GpuFacts(
     pcie_gen_current=5, pcie_gen_max=5, pcie_width_current=16, pcie_width_max=16,
     clock_events_active=0x1, ecc_enabled=True, ecc_uncorrected=0,
     retired_pages_pending=None, remap_pending=False, remap_failure=False, fabric_state=None, fabric_status=None,
+    ecc_pending=True, compute_mode="default", mig_mode=False, mig_pending=False,
 )
 
 
 def h200(name: str) -> tuple[str, int]:
     return capture(name, REAL_H200)
+
+
+def h200_query() -> tuple[str, int]:
+    """qgpu.txt with the columns of the same GPU's modes (h200-modes/q-modes.txt, captured apart), as the query
+    that asks for both prints them."""
+    (query, rc), (modes, _) = h200("qgpu.txt"), capture("q-modes.txt", REAL_H200_MODES)
+    lines = [line for line in query.splitlines() if line]
+    extra = [line.split(", ", 1)[1] for line in modes.splitlines() if line]  # without their index column
+    assert len(lines) == len(extra) == 2
+    return "".join(f"{line}, {more}\n" for line, more in zip(lines, extra)), rc
 
 
 def asked_fields(name: str) -> list[str]:
@@ -50,7 +61,7 @@ def asked_fields(name: str) -> list[str]:
 
 
 def test_the_facts_batch_reads_the_h200_from_its_real_sections():
-    query, rc = h200("qgpu.txt")
+    query, rc = h200_query()
     clocks, clocks_rc = h200("qsc.txt")
     smi_q, _ = h200("smi-q.txt")
     nvlink, nvlink_rc = h200("nvlink.txt")
@@ -83,7 +94,7 @@ def test_the_facts_batch_reads_the_h200_from_its_real_sections():
 
 
 def test_the_real_header_names_every_field_we_ask_for_some_by_their_new_names():
-    table = parsers.read_query_csv(h200("qgpu.txt")[0])
+    table = parsers.read_query_csv(h200_query()[0])
     assert table.other_lines == [] and len(table.rows) == 1
     assert [f.name for f in parsers.QUERY_FIELDS if not f.header_in(table.columns)] == []
     renamed = {f.name: f.header_in(table.columns) for f in parsers.QUERY_FIELDS
@@ -93,7 +104,7 @@ def test_the_real_header_names_every_field_we_ask_for_some_by_their_new_names():
 
 
 def test_the_h200_row_reads_every_field():
-    read = parsers.read_query_gpu(h200("qgpu.txt")[0])
+    read = parsers.read_query_gpu(h200_query()[0])
     assert (read.gpus, read.driver_version, read.lost, read.notes) == ([THE_H200], DRIVER, [], [])
 
 
