@@ -1,7 +1,7 @@
 """A simulated Debian package of the lab: one record (Deb) per package, built into a real .deb with dpkg-deb.
 
 A Deb says what dpkg and apt judge (name, version, dependencies, provides/conflicts/replaces), the files it
-puts on a node and its postinst; the lab's apt repository (aptrepo.py) builds every one and indexes them, so
+puts on a node, its postinst and prerm; the lab's apt repository (aptrepo.py) builds every one and indexes them, so
 the nodes' own apt and dpkg install, upgrade, hold and remove them with real semantics.
 
 Which packages the repository serves besides the drivers: debs.py (LAB_DEBS).
@@ -29,6 +29,7 @@ class Deb:
     depends: str = ""
     files: dict[str, FileContent] = field(default_factory=dict)
     postinst: str = ""
+    prerm: str = ""
     description: str = ""
     provides: str = ""
     conflicts: str = ""
@@ -58,6 +59,8 @@ def build_deb(deb: Deb, out_dir: Path) -> Path:
         files: dict[str, FileContent] = {"DEBIAN/control": (0o644, deb.control()), **deb.files}
         if deb.postinst:
             files["DEBIAN/postinst"] = (0o755, deb.postinst)
+        if deb.prerm:
+            files["DEBIAN/prerm"] = (0o755, deb.prerm)
         for path_in_package, (mode, content) in files.items():
             path = tree / path_in_package.lstrip("/")
             path.parent.mkdir(parents=True, exist_ok=True)
