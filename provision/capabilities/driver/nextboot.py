@@ -55,8 +55,9 @@ NEXTBOOT_SNIPPET = (
     + dpkg.status_snippet([MODULE_PACKAGES], "modpkg ")
 )
 
-# dkms 2.8.6 and later: "nvidia/580.95.05, 6.8.0-45-generic, x86_64: installed (...)" or "nvidia/580.95.05: added";
-# before: "nvidia, 396.45, 4.17.11-200.fc28.x86_64, x86_64: installed".
+# dkms 2.8.7 and later: "nvidia/580.95.05, 6.8.0-45-generic, x86_64: installed (...)" or "nvidia/580.95.05: added";
+# before: "nvidia, 396.45, 4.17.11-200.fc28.x86_64, x86_64: installed". 2.8.6 mixes them (its added lines keep the
+# commas), and "installed-weak from KERNEL" lines keep them in every dkms (test_dkms_status_formats.py).
 DKMS_LINE = re.compile(r"^(?P<module>[^/,\s]+)(?:/|, )(?P<version>[^,:\s]+)"
                        r"(?:, (?P<kernel>[^,:\s]+), (?P<arch>[^,:\s]+))?: (?P<state>.+)$")
 ENTRY_TITLE = re.compile(r"with Linux (\S+?)(?: \(recovery mode\))?$")
