@@ -1,7 +1,8 @@
 #!/bin/sh
 # provision-gpu-tuning: apply the GPU settings in /etc/provision/gpu-tuning.conf.
 # Installed by provision and run at every boot by provision-gpu-tuning.service:
-# persistence, power limits and clocks are lost at each reboot and driver reload.
+# persistence, compute mode, power limits and clocks are lost at each reboot and
+# driver reload. (ECC mode is not: the driver keeps it.)
 # Every GPU is tried, whatever fails on another; the exit status says if any failed.
 # A GPU the file does not list (a replacement, a card moved in from another host)
 # gets the line of its model (model=NAME, spaces as _), else the line model=*, so
@@ -21,10 +22,11 @@ smi() {
 
 # tune UUID LINE: the settings of one line of the file, applied to the GPU with that UUID.
 tune() {
-    gpu=$1 persistence='' power_limit='' clocks='' locked_sm='' locked_mem='' mem_deferred=''
+    gpu=$1 persistence='' compute_mode='' power_limit='' clocks='' locked_sm='' locked_mem='' mem_deferred=''
     for word in $2; do
         case $word in
             persistence=*) persistence=${word#*=} ;;
+            compute_mode=*) compute_mode=${word#*=} ;;
             power_limit=*) power_limit=${word#*=} ;;
             clocks=*) clocks=${word#*=} ;;
             locked_sm=*) locked_sm=${word#*=} ;;
@@ -34,6 +36,11 @@ tune() {
         esac
     done
     case $persistence in on) smi -i "$gpu" -pm 1 ;; off) smi -i "$gpu" -pm 0 ;; esac
+    case $compute_mode in
+        default) smi -i "$gpu" -c DEFAULT ;;
+        exclusive_process) smi -i "$gpu" -c EXCLUSIVE_PROCESS ;;
+        prohibited) smi -i "$gpu" -c PROHIBITED ;;
+    esac
     [ -z "$power_limit" ] || smi -i "$gpu" -pl "$power_limit"
     case $clocks in '') ;; default) smi -i "$gpu" -eow -rac ;; *) smi -i "$gpu" -eow -ac "$clocks" ;; esac
     record=$gpu ok=1

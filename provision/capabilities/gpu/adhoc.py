@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from provision.capabilities.gpu import tuning
 from provision.core.errors import InputError, Problem
 from provision.capabilities.gpu.model import GpuFacts
-from provision.capabilities.gpu.settings import GpuOverride, GpuSettings
+from provision.capabilities.gpu.settings import COMPUTE_MODES, GpuOverride, GpuSettings
 from provision.core.settings import number_or_word, yaml_words
 from provision.core.plan import FAILED, Plan, Task
 from provision.capabilities.gpu import boot
@@ -94,12 +94,13 @@ def gpu_chooser(spec: str | None) -> Callable[[GpuFacts], bool]:
 def settings_from_boot_file(text: str) -> GpuSettings:
     """The boot file's lines back as overrides (a GPU's resolved values are valid settings): per UUID for its
     cards, per model for the lines of a card it does not list, so that those keep their caps. The line for any
-    model is made again from these (the lowest limit they give) and its persistence, the block's: a card's line
-    has persistence wherever the block sets it, so no card takes on one its line does not have."""
+    model is made again from these (the lowest limit they give) and its persistence and compute mode, the
+    block's: a card's line has them wherever the block sets them, so no card takes on one its line does not
+    have."""
     entries = [{"uuid": uuid, **_settings(words)} for uuid, words in boot.parse(text).items()]
     models = boot.parse_models(text)
     entries += [{"model": name, **_settings(words)} for name, words in models.items() if name != boot.ANY_MODEL]
-    block = {k: v for k, v in _settings(models.get(boot.ANY_MODEL, {})).items() if k == "persistence"}
+    block = {k: v for k, v in _settings(models.get(boot.ANY_MODEL, {})).items() if k in ("persistence", "compute_mode")}
     overrides = []
     for entry in entries:
         try:
@@ -114,6 +115,8 @@ def _settings(words: dict[str, str]) -> dict[str, Any]:
     entry: dict[str, Any] = {}
     if words.get("persistence") in ("on", "off"):
         entry["persistence"] = words["persistence"] == "on"
+    if words.get("compute_mode") in COMPUTE_MODES:
+        entry["compute_mode"] = words["compute_mode"]
     if "power_limit" in words:
         try:
             watts = float(words["power_limit"])

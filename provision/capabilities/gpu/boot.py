@@ -6,7 +6,7 @@ checked against that GPU (a nearest clock pair snapped, Hopper's deferred
 memory lock chosen), then what the file needs to resolve that card again
 when it is missing (its model, its power range), behind a "#":
 
-  gpu=GPU-1c2f... index=0 persistence=on power_limit=200 clocks=877,1005  # model="Tesla V100-SXM2-16GB" power=100..300 default=300
+  gpu=GPU-1c2f... index=0 persistence=on compute_mode=exclusive_process power_limit=200 clocks=877,1005  # model="Tesla V100-SXM2-16GB" power=100..300 default=300
 
 Each GPU present has its whole line: every setting the inventory intends for
 it, whatever happened to the other GPUs. A GPU missing now (gone, off the
@@ -40,8 +40,12 @@ them against). Spaces in a model name are written as "_":
 The boot script (templates/provision-gpu-tuning.sh, run by the
 provision-gpu-tuning.service oneshot) applies each key with nvidia-smi; it
 addresses GPUs by UUID (index= is for people) and stops reading a line at "#".
-Keys: persistence=on|off, power_limit=W, clocks=MEM,SM|default,
-locked_sm=MIN,MAX|default, locked_mem=MIN,MAX|default, mem_deferred=MHz|default.
+Keys: persistence=on|off, compute_mode=default|exclusive_process|prohibited,
+power_limit=W, clocks=MEM,SM|default, locked_sm=MIN,MAX|default,
+locked_mem=MIN,MAX|default, mem_deferred=MHz|default.
+
+ECC mode has no key: the driver keeps it across reboots by itself (a change
+waits for the next reboot, which brings it into effect; modes.py).
 """
 
 from __future__ import annotations
@@ -94,6 +98,11 @@ def settings_words(gpu: GpuFacts, want: GpuSettings, power: Resolver, clocks: Cl
     words = []
     if want.persistence is not None:
         words.append(f"persistence={'on' if want.persistence else 'off'}")
+    if want.compute_mode is not None:  # after persistence: without it the driver unloads and forgets it
+        try:
+            words.append(f"compute_mode={tuning.compute_mode_target(gpu, want.compute_mode)}")
+        except tuning.Refused:
+            pass
     for key, resolve in resolvers.items():
         value = getattr(want, key)
         if value is not None:
@@ -300,11 +309,12 @@ def _no_clocks(setting: str, gpu: GpuFacts, want: Wanted) -> list[str]:
 
 def any_model_line(gpu_settings: GpuSettings) -> str:
     """For a card of a model this host never showed: nothing can be checked against it, so the lowest power
-    limit the inventory gives any card here (the most conservative cap), and the block's persistence."""
+    limit the inventory gives any card here (the most conservative cap), and the block's persistence and compute
+    mode (how jobs may share a card is no property of its model)."""
     asked: list[object] = [gpu_settings.power_limit, *(o.power_limit for o in gpu_settings.overrides)]
     watts = [float(w) for w in asked if isinstance(w, (int, float))]
     want = GpuSettings.model_construct(persistence=gpu_settings.persistence, power_limit=min(watts, default=None),
-                                       clocks=None, locked_clocks=None)
+                                       clocks=None, locked_clocks=None, compute_mode=gpu_settings.compute_mode)
     return " ".join([f"model={ANY_MODEL}", *settings_words(GpuFacts(-1, "", "", ""), want, _clamped_power,
                                                            _no_clocks)])
 

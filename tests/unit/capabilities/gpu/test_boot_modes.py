@@ -1,0 +1,68 @@
+"""The boot file and its script for the modes: compute mode is set again at every boot, ECC mode is not (the
+driver keeps it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import replace
+
+from builders.facts import facts
+from builders.gpus import gpus
+from builders.hosts import host
+from paths import TEMPLATES
+
+from provision.capabilities.gpu import boot
+from provision.capabilities.gpu.adhoc import settings_from_boot_file
+
+BOOT_SCRIPT = TEMPLATES / "provision-gpu-tuning.sh"
+SETTINGS = {"persistence": True, "ecc": True, "compute_mode": "exclusive_process",
+            "overrides": [{"index": 1, "compute_mode": "default"}]}
+
+
+def h100s():
+    return gpus(2, "H100", ecc_enabled=True, ecc_pending=True, compute_mode="default", mig_mode=False)
+
+
+def lines(text: str) -> list[str]:
+    return [line.partition("  #")[0] for line in text.splitlines() if not line.startswith("#")]
+
+
+def test_every_line_sets_the_compute_mode_and_none_the_ecc_mode():
+    text = boot.render(host(provision_gpu=SETTINGS), facts(gpus=h100s()))
+    assert lines(text) == [
+        "gpu=GPU-2330-0000 index=0 persistence=on compute_mode=exclusive_process",
+        "gpu=GPU-2330-0001 index=1 persistence=on compute_mode=default",
+        "model=NVIDIA_H100_80GB_HBM3 persistence=on compute_mode=exclusive_process",
+        "model=* persistence=on compute_mode=exclusive_process"]
+    assert "ecc" not in text.replace("# ", "")  # the driver keeps ECC mode across reboots
+
+
+def test_a_mig_enabled_gpu_gets_no_compute_mode_it_would_refuse():
+    cards = [replace(h100s()[0], mig_mode=True)]
+    text = boot.render(host(provision_gpu={"compute_mode": "prohibited"}), facts(gpus=cards))
+    assert lines(text)[0] == "gpu=GPU-2330-0000 index=0"
+
+
+def test_the_boot_file_read_back_keeps_its_compute_modes():
+    """The ad-hoc commands start from the boot file: read back, it renders itself."""
+    text = boot.render(host(provision_gpu=SETTINGS), facts(gpus=h100s()))
+    back = settings_from_boot_file(text)
+    assert boot.render(host(provision_gpu=back.model_dump(exclude_defaults=True)), facts(gpus=h100s()), text) == text
+
+
+def test_the_boot_script_sets_the_compute_mode_after_persistence(tmp_path):
+    conf = tmp_path / "gpu-tuning.conf"
+    conf.write_text(boot.render(host(provision_gpu=SETTINGS), facts(gpus=h100s())))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text('#!/bin/sh\necho "$*" >> "$CALLS"\n'
+                                        'case "$*" in --query-gpu*) echo "GPU-2330-0000, NVIDIA H100 80GB HBM3";; esac\n')
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(tmp_path / "calls"),
+           "PROVISION_CLOCK_RECORDS": str(tmp_path / "records")}
+    done = subprocess.run(["sh", str(BOOT_SCRIPT), str(conf)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "calls").read_text().splitlines()[:4] == [
+        "-i GPU-2330-0000 -pm 1", "-i GPU-2330-0000 -c EXCLUSIVE_PROCESS",
+        "-i GPU-2330-0001 -pm 1", "-i GPU-2330-0001 -c DEFAULT"]
