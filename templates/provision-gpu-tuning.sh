@@ -1,8 +1,8 @@
 #!/bin/sh
 # provision-gpu-tuning: apply the GPU settings in /etc/provision/gpu-tuning.conf.
 # Installed by provision and run at every boot by provision-gpu-tuning.service:
-# persistence, compute mode, power limits and clocks are lost at each reboot and
-# driver reload. (ECC mode is not: the driver keeps it.)
+# persistence, compute mode, power limits, clocks and MIG instances are lost at
+# each reboot and driver reload. (ECC and MIG mode are not: the driver keeps them.)
 # Every GPU is tried, whatever fails on another; the exit status says if any failed.
 # A GPU the file does not list (a replacement, a card moved in from another host)
 # gets the line of its model (model=NAME, spaces as _), else the line model=*, so
@@ -22,7 +22,7 @@ smi() {
 
 # tune UUID LINE: the settings of one line of the file, applied to the GPU with that UUID.
 tune() {
-    gpu=$1 persistence='' compute_mode='' power_limit='' clocks='' locked_sm='' locked_mem='' mem_deferred=''
+    gpu=$1 persistence='' compute_mode='' power_limit='' clocks='' locked_sm='' locked_mem='' mem_deferred='' mig=''
     for word in $2; do
         case $word in
             persistence=*) persistence=${word#*=} ;;
@@ -32,6 +32,7 @@ tune() {
             locked_sm=*) locked_sm=${word#*=} ;;
             locked_mem=*) locked_mem=${word#*=} ;;
             mem_deferred=*) mem_deferred=${word#*=} ;;
+            mig=*) mig=${word#*=} ;;
             '#'*) break ;;
         esac
     done
@@ -43,6 +44,7 @@ tune() {
     esac
     [ -z "$power_limit" ] || smi -i "$gpu" -pl "$power_limit"
     case $clocks in '') ;; default) smi -i "$gpu" -eow -rac ;; *) smi -i "$gpu" -eow -ac "$clocks" ;; esac
+    [ -z "$mig" ] || mig_layout "$gpu" "$mig"
     record=$gpu ok=1
     for lock in "sm:$locked_sm:-lgc:-rgc" "mem:$locked_mem:-lmc:-rmc" "mem_deferred:$mem_deferred:-lmcd:-rmcd"; do
         IFS=: read -r key value set reset <<LOCK
@@ -58,6 +60,16 @@ LOCK
     if [ "$record" != "$gpu" ] && [ $ok = 1 ]; then
         mkdir -p "$records" && printf '%s\n' "$record" > "$records/.$gpu.tmp" && mv -f "$records/.$gpu.tmp" "$records/$gpu"
     fi
+}
+
+# mig_layout UUID TUPLES: the GPU's MIG layout (capabilities/gpu/mig*.py), made whole or not at all (a half-made
+# layout is destroyed and the failure logged); left alone where the GPU already has GPU instances (the unit run
+# again by hand).
+mig_layout() {
+    case $(nvidia-smi mig -i "$1" -lgi 2>&1) in *"MIG "[0-9]*) echo "MIG layout of $1 present: left alone"; return 0 ;; esac
+    smi mig -i "$1" -cgi "$2" -C && return 0
+    nvidia-smi mig -i "$1" -dci >/dev/null 2>&1; nvidia-smi mig -i "$1" -dgi >/dev/null 2>&1
+    echo "provision-gpu-tuning: MIG layout $2 of $1 not made (destroyed what was made)" >&2
 }
 
 # model_line MODEL: the file's line for a GPU of that model (spaces as _), else its line for any model.

@@ -80,6 +80,13 @@ HEADER = """\
 """
 
 
+# What another part of the gpu capability adds to the line of a GPU present, from the host's facts and that GPU's
+# resolved settings, after the words of its settings: MIG's layout (`mig=9:0,9:4`, which the boot script's
+# mig_layout makes after the GPU's other settings). A function here returns [] for a GPU it has nothing for.
+LineWords = Callable[[GpuFacts, "HostFacts", GpuSettings], list[str]]
+LINE_WORDS: tuple[LineWords, ...] = ()
+
+
 def gpu_line(gpu: GpuFacts, want: Wanted) -> str:
     """The line for one GPU from its resolved settings. A value the GPU refuses is left out: the tasks
     report it as an input error, and the run stops before this file is written."""
@@ -327,7 +334,8 @@ def render(host: Host, facts: HostFacts, old_text: str = "") -> str:
     script stops there, and indexes change at the next boot), so no two lines ever hold one index; then the
     lines for cards the file does not list. Rendering again from this text gives this text."""
     present = sorted(resolve_gpus(host, facts).per_gpu, key=lambda pair: pair[0].index)
-    lines = [f"{gpu_line(gpu, settings)}  # {about(gpu)}" for gpu, settings in present]
+    lines = [" ".join([gpu_line(gpu, settings), *(w for words in LINE_WORDS for w in words(gpu, facts, settings))])
+             + f"  # {about(gpu)}" for gpu, settings in present]
     missing = missing_cards(host, facts, parse(old_text))
     gpu_settings = host.settings.gpu or GpuSettings()  # no block: nothing for any card
     lines += [kept_line(card, gpu_settings) for card in missing]

@@ -66,3 +66,49 @@ def test_the_boot_script_sets_the_compute_mode_after_persistence(tmp_path):
     assert (tmp_path / "calls").read_text().splitlines()[:4] == [
         "-i GPU-2330-0000 -pm 1", "-i GPU-2330-0000 -c EXCLUSIVE_PROCESS",
         "-i GPU-2330-0001 -pm 1", "-i GPU-2330-0001 -c DEFAULT"]
+
+
+def boot_calls(tmp_path, conf_text: str, answers: str = "") -> tuple[list[str], subprocess.CompletedProcess[str]]:
+    """The boot script run on conf_text with an nvidia-smi that logs its calls and answers with the shell case
+    arms `answers` (after the query of the GPUs, which it answers with none)."""
+    conf = tmp_path / "gpu-tuning.conf"
+    conf.write_text(conf_text)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(f'#!/bin/sh\necho "$*" >> "$CALLS"\ncase "$*" in {answers} *) ;; esac\n')
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(tmp_path / "calls"),
+           "PROVISION_CLOCK_RECORDS": str(tmp_path / "records")}
+    done = subprocess.run(["sh", str(BOOT_SCRIPT), str(conf)], env=env, capture_output=True, text=True, timeout=30)
+    return (tmp_path / "calls").read_text().splitlines(), done
+
+
+def test_a_line_word_of_another_part_follows_the_settings_and_the_script_makes_the_mig_layout(tmp_path, monkeypatch):
+    """The seam MIG's layout takes (boot.LINE_WORDS): its words end the GPU's line; at boot, mig_layout makes the
+    layout after the GPU's other settings, where the GPU has no GPU instance yet."""
+    monkeypatch.setattr(boot, "LINE_WORDS", (lambda gpu, facts, want: ["mig=9:0,9:4"] if gpu.index == 0 else [],))
+    text = boot.render(host(provision_gpu={"persistence": True}), facts(gpus=h100s()))
+    assert lines(text)[:2] == ["gpu=GPU-2330-0000 index=0 persistence=on mig=9:0,9:4",
+                               "gpu=GPU-2330-0001 index=1 persistence=on"]
+    calls, done = boot_calls(tmp_path, text)
+    assert done.returncode == 0, done.stderr
+    assert calls[:4] == ["-i GPU-2330-0000 -pm 1", "mig -i GPU-2330-0000 -lgi", "mig -i GPU-2330-0000 -cgi 9:0,9:4 -C",
+                         "-i GPU-2330-0001 -pm 1"]
+
+
+def test_a_mig_layout_that_cannot_be_made_is_destroyed_and_the_boot_fails(tmp_path):
+    calls, done = boot_calls(tmp_path, "gpu=GPU-2330-0000 mig=9:0,9:0\n",
+                             "*-cgi*) echo 'Unable to create a GPU instance on GPU  0 using profile 9: "
+                             "Insufficient Resources'; exit 2;;")
+    assert calls[:4] == ["mig -i GPU-2330-0000 -lgi", "mig -i GPU-2330-0000 -cgi 9:0,9:0 -C",
+                         "mig -i GPU-2330-0000 -dci", "mig -i GPU-2330-0000 -dgi"]
+    assert done.returncode == 1 and "MIG layout 9:0,9:0 of GPU-2330-0000 not made" in done.stderr
+
+
+def test_a_gpu_that_has_its_instances_is_left_alone(tmp_path):
+    """-lgi lists its instances (a row of its table, in the shape published outputs show): the unit run again by
+    hand."""
+    calls, done = boot_calls(tmp_path, "gpu=GPU-2330-0000 mig=9:0,9:4\n",
+                             "*-lgi*) echo '|   0  MIG 3g.71gb          9        2          0:4     |';;")
+    assert done.returncode == 0 and calls[:1] == ["mig -i GPU-2330-0000 -lgi"]
+    assert not any("-cgi" in call for call in calls) and "present: left alone" in done.stdout
