@@ -19,7 +19,8 @@ Usage (gpusim: `python -m provision_lab.gpusim`, `python provision_lab/gpusim`, 
                                          FILE, if given, first replaces the config; a boot (see reboot)
   gpusim reboot                          power cycle: the driver on disk (the installed one, see Driver) is
                                          the one that loads; persistence off, power limits and clocks back to
-                                         defaults, pending -lmcd applied, fallen-off GPUs back; a degraded
+                                         defaults, pending -lmcd, ECC and MIG modes applied, MIG instances and
+                                         compute mode gone, fallen-off GPUs back; a degraded
                                          link stays degraded; volatile ECC and NVLink error counts back to 0,
                                          a pending page retirement or row remap takes effect; forced clock
                                          event reasons (power brake, thermal) and NVLink links down stay; the
@@ -54,6 +55,8 @@ Usage (gpusim: `python -m provision_lab.gpusim`, `python provision_lab/gpusim`, 
                                          GPU without NVLink (GeForce).
                                          process: a process runs on the GPU (a python3 that sleeps, started
                                          detached): --query-compute-apps lists it while it runs; clear ends it.
+                                         mig-instances-gone: the GPU's MIG instances are gone (as after a
+                                         crash or a driver reload), MIG mode stays on; refused where it is off.
                                          clear: a repaired card: every fault above undone, its counts back to 0
                                          but the aggregate (lifetime) ECC count.
   gpusim set-driver VERSION              driver VERSION installed and loaded at once, without the reboot a real

@@ -8,7 +8,7 @@ from __future__ import annotations
 RC_OK, RC_INVALID, RC_NOT_SUPPORTED, RC_NO_PERMISSION, RC_NOT_FOUND, RC_NO_DRIVER = 0, 2, 3, 4, 6, 9
 RC_GPU_LOST = 15  # nvidia-smi(1): "GPU has fallen off the bus or has otherwise become inaccessible"
 RC_VERSION_MISMATCH = 18  # nvml.h NVML_ERROR_LIB_RM_VERSION_MISMATCH: what nvidia-smi exits with on it
-RC_IN_USE = 255  # "In use by another client" (NVML_ERROR_IN_USE): nvidia-smi's catch-all "other error"
+RC_OTHER = 255  # nvidia-smi(1) "Other error": in use by another client, insufficient resources, ...
 RC_SIM = 255  # the simulator itself cannot do what was asked (bad config, unsimulated option)
 
 

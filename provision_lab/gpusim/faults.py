@@ -10,13 +10,13 @@ from .errors import SimError
 from .gpu import REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, normal_bus_id
 from .kernel import init_failed, kmsg, pci_short
 from .models import MODELS
-from .modes import ecc_on
+from .modes import ecc_on, mig_on
 from .state import healthy, open_state, require_config
 
 FAULTS = ("off-bus", "gone", "init-failed", "pcie-degraded", "pcie-degraded-under-load", "ecc", "power-brake", "thermal", "pcie-errors", "nvlink-down",
-          "nvlink-errors", "bad-riser", "process", "clear")
+          "nvlink-errors", "bad-riser", "process", "mig-instances-gone", "clear")
 FAULT_USAGE = ("usage: gpusim fault GPU off-bus|gone|init-failed|pcie-degraded|pcie-degraded-under-load|ecc|power-brake|thermal|pcie-errors|nvlink-down|"
-               "nvlink-errors|bad-riser|process|clear [--width N] [--gen N] [--remap-failure] [--link L]")
+               "nvlink-errors|bad-riser|process|mig-instances-gone|clear [--width N] [--gen N] [--remap-failure] [--link L]")
 FAULT_OPTIONS = {"pcie-degraded": {"--width": True, "--gen": True},
                  "pcie-degraded-under-load": {"--width": True, "--gen": True}, "ecc": {"--remap-failure": False},
                  "nvlink-down": {"--link": True}, "nvlink-errors": {"--link": True}}
@@ -44,7 +44,7 @@ def parse_fault_options(kind: str, args: list) -> dict:
         if name not in allowed or (allowed[name] and not rest):
             raise SimError(f"unknown fault {' '.join([kind, *args])!r}: off-bus, gone, init-failed, pcie-degraded "
                            "[--width N] [--gen N], pcie-degraded-under-load [--width N] [--gen N], ecc [--remap-failure], power-brake, thermal, pcie-errors, "
-                           "nvlink-down [--link L], nvlink-errors [--link L], bad-riser, process, clear")
+                           "nvlink-down [--link L], nvlink-errors [--link L], bad-riser, process, mig-instances-gone, clear")
         options[name] = rest.pop(0) if allowed[name] else True
     return options
 
@@ -84,6 +84,10 @@ def cmd_fault(args: list) -> int:
             record["nvlink_down"] = sorted({*record["nvlink_down"], nvlink_of(record, extra.get("--link"))})
         elif kind == "process":  # a CUDA process on it (apps.py): a job runs there
             start_app(record)
+        elif kind == "mig-instances-gone":  # as after a crash or a driver reload: MIG mode stays, the layout not
+            if not mig_on(record):
+                raise SimError(f"GPU {record['slot']} ({model.name}) is not in MIG mode: it has no MIG instances")
+            record["gis"] = []
         elif kind == "bad-riser":  # nothing at rest: load.py logs its errors while a load runs
             record["bad_riser"] = True
         elif kind == "nvlink-errors":

@@ -8,7 +8,7 @@ from functools import cached_property
 
 from .load_model import reading as load_reading, running as load_running
 from .models import Clocks, MODELS
-from .modes import ecc_on
+from .modes import ecc_on, mig_on
 from .state import is_persistent, sync_daemon
 
 # Clock event reason bits (nvml.h nvmlClocksEventReason*): the ones a fault forces.
@@ -135,6 +135,10 @@ class Gpu:
     @property
     def ecc_enabled(self) -> bool:
         return bool(ecc_on(self.record))
+
+    @property
+    def mig_enabled(self) -> bool:
+        return bool(mig_on(self.record))
 
     @property
     def memory_total(self) -> int:

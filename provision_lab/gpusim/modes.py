@@ -9,7 +9,7 @@ compute_mode (None: Default; volatile, see state.VOLATILE), gis (the MIG instanc
 from __future__ import annotations
 
 from .apps import running
-from .errors import RC_IN_USE, RC_OK
+from .errors import RC_OTHER, RC_OK
 from .models import MODELS
 from .state import reset_volatile
 
@@ -85,7 +85,7 @@ def run_reset(host, gpus: list) -> tuple:
     for g in gpus:
         if held(g.record, host.daemon):
             lines.append(RESET_HELD.format(bus=g.bus_id))
-            rc = RC_IN_USE
+            rc = RC_OTHER
             continue
         reset_gpu(g.record)
         lines.append(RESET_DONE.format(bus=g.bus_id))

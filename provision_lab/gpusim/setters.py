@@ -7,7 +7,7 @@ from collections import namedtuple
 from collections.abc import Callable
 
 from .env import effective_uid
-from .errors import RC_IN_USE, RC_INVALID, RC_NOT_SUPPORTED, RC_NO_PERMISSION, RC_OK
+from .errors import RC_OTHER, RC_INVALID, RC_NOT_SUPPORTED, RC_NO_PERMISSION, RC_OK
 from .gpu import Gpu, Host, enabled
 from .kernel import kmsg
 from .modes import COMPUTE_MODES, held, mig_on
@@ -180,7 +180,7 @@ def plan_mig(host: Host, g: Gpu, want: bool):
     if not g.model.mig:
         return warn(f"Unable to {verb} MIG Mode for GPU {g.bus_id}: Not Supported")
     if g.record.get("gis"):
-        return error(f"Unable to {verb} MIG Mode for GPU {g.bus_id}: In use by another client", RC_IN_USE)
+        return error(f"Unable to {verb} MIG Mode for GPU {g.bus_id}: In use by another client", RC_OTHER)
 
     def apply() -> Outcome:
         g.record["mig_pending"] = want

@@ -12,6 +12,7 @@ from .gpu import Gpu, Host, normal_bus_id
 from .helptext import SMI_HELP_Z, help_text
 from .env import effective_uid
 from .kernel import installed_driver
+from .migsmi import mig_main, parse_mig_args
 from .modes import run_reset
 from .nvlink import parse_nvlink_args, render_nvlink
 from .report import parse_display, render_query
@@ -63,6 +64,7 @@ SMI_OPTIONS = {  # name: (spellings, takes a value)
     "loop": (("-l", "--loop"), True),  # seconds; with --query-gpu only (others: not simulated)
     "loop_ms": (("-lms", "--loop-ms"), True),
 }
+SUBCOMMANDS = ("topo", "nvlink", "mig")
 SPELLINGS = {spelling: name for name, (spellings, _) in SMI_OPTIONS.items() for spelling in spellings}
 # Real options and subcommands the simulator does not model: say so rather than pretend.
 UNSIMULATED = {"-B", "--list-excluded-gpus", "-col", "--columns", "-u", "--unit",
@@ -186,12 +188,15 @@ def parse_setter_value(opts: dict, action: str):
 
 
 def smi_subcommand(host: Host, argv: list) -> tuple:
-    """topo -m, and nvlink -s or -e [-i ID]; other subcommands are not simulated."""
+    """topo -m, nvlink -s or -e [-i ID], and mig (migsmi.py); other subcommands are not simulated."""
     command, rest = argv[0], argv[1:]
     if command == "topo" and rest in (["-m"], ["--matrix"]):
         if not host.gpus:
             raise Exit(NO_DEVICES, RC_NOT_FOUND)
         return render_topo(host), RC_OK
+    if command == "mig":
+        spec = parse_mig_args(rest).get("id")
+        return mig_main(host, select_gpus(host, spec), rest)
     if command == "nvlink":
         view, spec = parse_nvlink_args(rest)
         gpus = select_gpus(host, spec)
@@ -204,7 +209,7 @@ def smi_subcommand(host: Host, argv: list) -> tuple:
 
 def loop_seconds(argv: list) -> float | None:
     """-l SECONDS or -lms MS: the interval of a looping --query-gpu; None when not looping."""
-    if argv and argv[0] in ("topo", "nvlink"):
+    if argv and argv[0] in SUBCOMMANDS:
         return None
     opts = parse_smi_args(argv)
     if "loop" not in opts and "loop_ms" not in opts:
@@ -254,7 +259,7 @@ def smi_main(argv: list) -> int:
 
 
 def smi_output(argv: list) -> tuple:
-    subcommand = bool(argv) and argv[0] in ("topo", "nvlink")
+    subcommand = bool(argv) and argv[0] in SUBCOMMANDS
     opts = {} if subcommand else parse_smi_args(argv)
     if opts.get("help"):
         return help_text(SMI_HELP_Z, load_config()), RC_OK, None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 from .gpu import Host, memory_used
+from .migviews import render_mig_list, render_mig_table
+from .modes import COMPUTE_WORDS, compute_mode, ecc_on, mig_on, mode_word
 
 PROCESSES_BOX = """\
 +-----------------------------------------------------------------------------------------+
@@ -38,7 +40,10 @@ def render_table(host: Host, gpus: list) -> str:
     ]
     for g in gpus:
         m = g.model
-        ecc = {"Enabled": str(g.record["ecc_volatile"]), "Disabled": "Off"}.get(m.ecc_mode, "N/A")
+        ecc = "N/A" if ecc_on(g.record) is None else str(g.record["ecc_volatile"]) if g.ecc_enabled else "Off"
+        if g.mig_enabled:  # in MIG mode the row shows the ECC mode; the counts are the MIG devices'
+            ecc = "On" if g.ecc_enabled else "Off"
+        util = "N/A" if g.mig_enabled else "0%"
         fan = "  0%" if m.fan else " N/A"
         used = memory_used(g)
         lines += [
@@ -46,15 +51,17 @@ def render_table(host: Host, gpus: list) -> str:
                        f"{g.bus_id + ' Off':>23} ", f"{ecc:>21} "]),
             table_row([spread(f"{fan}  {g.temperature:>3}C    {m.idle_pstate}",
                               f"{int(g.power_draw)}W / {int(g.power_limit):>4}W ", 41),
-                       f"{used:>8}MiB / {m.memory_mib:>6}MiB ", f"{0:>7}%{'Default':>13} "]),
-            table_row([" " * 41, " " * 24, f"{'Disabled' if m.mig else 'N/A':>21} "]),
+                       f"{used:>8}MiB / {g.memory_total:>6}MiB ",
+                       f"{util:>8}{COMPUTE_WORDS[compute_mode(g.record)]:>13} "]),
+            table_row([" " * 41, " " * 24, f"{mode_word(mig_on(g.record)) or 'N/A':>21} "]),
             grid,
         ]
-    return "\n".join(lines) + "\n\n" + PROCESSES_BOX
+    mig = render_mig_table(gpus)
+    return "\n".join(lines) + "\n\n" + "".join(line + "\n" for line in mig) + ("\n" if mig else "") + PROCESSES_BOX
 
 
 def render_list(gpus: list) -> str:
-    return "".join(f"GPU {g.index}: {g.model.name} (UUID: {g.uuid})\n" for g in gpus)
+    return "".join(f"GPU {g.index}: {g.model.name} (UUID: {g.uuid})\n" + render_mig_list(g) for g in gpus)
 
 
 def render_version(host: Host) -> str:

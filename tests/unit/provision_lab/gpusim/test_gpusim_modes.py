@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,180 @@ def q_values(text: str, *labels: str) -> list[str]:
     """The values of -q lines with these labels, in order."""
     return [line.split(" : ", 1)[1].strip() for line in text.splitlines()
             if line.strip().split(" ", 1)[0] and line.split(":", 1)[0].strip() in labels]
+
+
+# --- MIG mode and its instances ------------------------------------------------------------------------------
+
+
+def mig_h100(sim: Sim, count: int = 1) -> Sim:
+    sim.configure(("h100-80gb-hbm3", count))
+    sim.ok("-pm", "1")  # legacy persistence: nothing holds the GPU, as nvidia-persistenced would
+    return sim
+
+
+def test_mig_mode_takes_effect_at_once_where_nothing_holds_the_gpu(sim: Sim) -> None:
+    mig_h100(sim)
+    # the wording of real `nvidia-smi -i 0 -mig 1` / `-mig 0` runs (gpu_models.md, "MIG")
+    assert sim.ok("-i", "0", "-mig", "1") == f"Enabled MIG Mode for GPU {sim.bus(0)}\nAll done.\n"
+    assert sim.query("mig.mode.current,mig.mode.pending") == [["Enabled", "Enabled"]]
+    assert q_values(sim.ok("-q"), "Current", "Pending")[:2] == ["Enabled", "Enabled"]  # -q's MIG Mode comes first
+    assert sim.ok("-mig", "0") == f"Disabled MIG Mode for GPU {sim.bus(0)}\nAll done.\n"
+    assert sim.query("mig.mode.current,mig.mode.pending") == [["Disabled", "Disabled"]]
+
+
+def test_mig_mode_is_pending_while_the_daemon_holds_the_gpu_until_a_reset(sim: Sim) -> None:
+    sim.configure(("h100-80gb-hbm3", 1))
+    assert sim.run("nvidia-persistenced").returncode == 0
+    bus = sim.bus(0)
+    assert sim.ok("-mig", "1") == (
+        f"Warning: MIG mode is in pending enable state for GPU {bus}:In use by another client\n{bus} is currently "
+        "being used by one or more other processes (e.g. CUDA application or a monitoring application such as another "
+        "instance of nvidia-smi). Please first kill all processes using the device and retry the command or reboot "
+        "the system to make MIG mode effective.\nAll done.\n")
+    assert sim.query("mig.mode.current,mig.mode.pending") == [["Disabled", "Enabled"]]
+    assert sim.ok("mig", "-lgi") == "No MIG-enabled devices found.\n"
+    sim.stop_daemon()
+    sim.ok("-r")
+    assert sim.query("mig.mode.current,mig.mode.pending") == [["Enabled", "Enabled"]]
+
+
+def test_a_gpu_without_mig_refuses_it_as_a_warning(sim: Sim) -> None:
+    sim.configure(("v100-sxm2-16gb", 1))
+    done = sim.smi("-mig", "1")
+    # the wording of a real `-mig 1` on an RTX A5000 (gpu_models.md, "MIG")
+    assert (done.stdout, done.returncode) == (
+        f"Unable to enable MIG Mode for GPU {sim.bus(0)}: Not Supported\nTreating as warning and moving on.\n"
+        "All done.\n", 0)
+
+
+def test_lgip_and_lgipp_are_the_real_formats(sim: Sim) -> None:
+    """The layout of the real H200's listings (its profiles parsed from the capture, rendered by the simulator's
+    own code), and the H100's figures from a public walk-through (gpu_models.md [MIG-H100])."""
+    from provision_lab.gpusim.mig import Profile
+    from provision_lab.gpusim.migviews import LGIP_HEAD, lgip_rows
+
+    text, rc = capture("mig-lgip.txt", REAL_H200_MODES)
+    rows = text.splitlines()[5:]
+    rendered = list(LGIP_HEAD)
+    for first, second in zip(rows[0::3], rows[1::3]):
+        name, pid, free_total, memory, _, sm, dec, enc = first.strip("| ").split()[2:]
+        ce, jpeg, ofa = second.strip("| ").split()
+        free, total = free_total.split("/")
+        profile = Profile(int(pid), name, 0, 0, (), memory, int(sm), int(dec), int(enc), int(ce), int(jpeg), int(ofa),
+                          int(total))
+        rendered += lgip_rows(0, profile, int(free))
+    assert ("\n".join(rendered) + "\n", rc) == (text, 0)
+
+    mig_h100(sim)
+    listed = sim.ok("mig", "-lgip").splitlines()
+    assert listed[:5] == text.splitlines()[:5]
+    assert [line.split("|")[1].split() for line in listed[5::3]] == [
+        ["0", "MIG", "1g.10gb", "19", "7/7", "9.75", "No", "16", "1", "0"],
+        ["0", "MIG", "1g.10gb+me", "20", "1/1", "9.75", "No", "16", "1", "0"],
+        ["0", "MIG", "1g.20gb", "15", "4/4", "19.62", "No", "26", "1", "0"],
+        ["0", "MIG", "2g.20gb", "14", "3/3", "19.62", "No", "32", "2", "0"],
+        ["0", "MIG", "3g.40gb", "9", "2/2", "39.50", "No", "60", "3", "0"],
+        ["0", "MIG", "4g.40gb", "5", "1/1", "39.50", "No", "64", "4", "0"],
+        ["0", "MIG", "7g.80gb", "0", "1/1", "79.25", "No", "132", "7", "0"]]
+    placements = capture("mig-lgipp.txt", REAL_H200_MODES)[0]  # the H100's and H200's placements are the same
+    assert sim.ok("mig", "-lgipp") == placements
+
+
+def test_with_mig_disabled_the_instance_listings_say_so_as_the_real_h200(sim: Sim) -> None:
+    mig_h100(sim)
+    for name in ("mig-lgi.txt", "mig-lci.txt", "mig-lcip.txt"):
+        command = (REAL_H200_MODES / name).read_text().splitlines()[0].split()[2:]
+        done = sim.smi(*command)
+        assert (done.stdout, done.returncode) == capture(name, REAL_H200_MODES)
+
+
+def test_mig_help_is_the_real_one(sim: Sim) -> None:
+    mig_h100(sim)
+    assert (sim.ok("mig", "-h"), 0) == capture("mig-help.txt", REAL_H200_MODES)
+
+
+def test_cgi_with_default_compute_instances_lists_and_destroys_as_nvidia_smi_does(sim: Sim) -> None:
+    mig_h100(sim)
+    sim.ok("-mig", "1")
+    # the wording of real `-cgi ... -C`, `-dci`, `-dgi` runs on an H100 80GB (gpu_models.md, "MIG")
+    assert lines(sim.ok("mig", "-cgi", "9,3g.40gb", "-C")) == [
+        "Successfully created GPU instance ID  2 on GPU  0 using profile MIG 3g.40gb (ID  9)",
+        "Successfully created compute instance ID  0 on GPU  0 GPU instance ID  2 using profile MIG 3g.40gb (ID  2)",
+        "Successfully created GPU instance ID  1 on GPU  0 using profile MIG 3g.40gb (ID  9)",
+        "Successfully created compute instance ID  0 on GPU  0 GPU instance ID  1 using profile MIG 3g.40gb (ID  2)"]
+    gis = lines(sim.ok("mig", "-lgi"))
+    assert gis[0] == gis[-1] == "+" + "-" * 57 + "+" and len({len(line) for line in gis}) == 1
+    assert gis[5:] == ["|   0  MIG 3g.40gb            9        1          4:4     |", gis[0],
+                       "|   0  MIG 3g.40gb            9        2          0:4     |", gis[0]]
+    cis = lines(sim.ok("mig", "-lci"))
+    assert len({len(line) for line in cis}) == 1 and cis[6] == (
+        "|   0      1       MIG 3g.40gb          2         0          0:3     |")
+    failed = sim.smi("mig", "-cgi", "19")
+    assert (failed.stdout, failed.returncode) == (
+        "Unable to create a GPU instance on GPU  0 using profile 19: Insufficient Resources\n"
+        "Failed to create GPU instances: Insufficient Resources\n", 255)
+    busy = sim.smi("mig", "-dgi")
+    assert (busy.stdout, busy.returncode) == (
+        "Unable to destroy GPU instance ID  1 from GPU  0: In use by another client\n"
+        "Failed to destroy GPU instances: In use by another client\n", 255)
+    assert lines(sim.ok("mig", "-dci")) == [
+        "Successfully destroyed compute instance ID  0 from GPU  0 GPU instance ID  1",
+        "Successfully destroyed compute instance ID  0 from GPU  0 GPU instance ID  2"]
+    assert lines(sim.ok("mig", "-dgi")) == ["Successfully destroyed GPU instance ID  1 from GPU  0",
+                                            "Successfully destroyed GPU instance ID  2 from GPU  0"]
+    assert sim.ok("mig", "-lgi") == "No GPU instances found.\n"
+
+
+def test_mig_devices_in_the_table_and_in_the_list(sim: Sim) -> None:
+    mig_h100(sim, 2)
+    sim.ok("-i", "0", "-mig", "1")
+    sim.ok("mig", "-i", "0", "-cgi", "9,9", "-C")
+    listed = lines(sim.ok("-L"))
+    assert [re.sub(r"MIG-[0-9a-f-]{36}", "MIG-uuid", line) for line in listed[1:3]] == [
+        "  MIG 3g.40gb     Device  0: (UUID: MIG-uuid)", "  MIG 3g.40gb     Device  1: (UUID: MIG-uuid)"]
+    assert listed[3].startswith("GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-")
+    table = lines(sim.ok())
+    start = table.index("| MIG devices:" + " " * 76 + "|")
+    # rows as a real 580 driver prints an H100's 3g.40gb devices (gpu_models.md [MIG-TABLE])
+    assert table[start + 6:start + 9] == [
+        "|  0    1   0   0  |               0MiB / 40448MiB    | 60      0 |  3   0    3    0    3 |",
+        "|                  |               0MiB / 24740MiB    |           |                       |",
+        "+------------------+----------------------------------+-----------+-----------------------+"]
+    gpu0 = table[table.index("|=========================================+========================+======================|") + 1:][:3]
+    assert gpu0[0].endswith("Off |                   On |") and "|     N/A      Default |" in gpu0[1]
+    assert gpu0[2].endswith("|              Enabled |")
+
+
+def test_a_reboot_or_a_reset_loses_the_instances_and_keeps_mig_mode(sim: Sim) -> None:
+    mig_h100(sim)
+    sim.ok("-mig", "1")
+    sim.ok("mig", "-cgi", "19", "-C")
+    sim.gpusim("reboot")
+    assert sim.query("mig.mode.current") == [["Enabled"]] and sim.ok("mig", "-lgi") == "No GPU instances found.\n"
+    sim.ok("mig", "-cgi", "19", "-C")
+    sim.ok("-r")
+    assert sim.ok("mig", "-lgi") == "No GPU instances found.\n"
+
+
+def test_the_mig_instances_gone_fault(sim: Sim) -> None:
+    mig_h100(sim)
+    assert sim.run("fault", "0", "mig-instances-gone").returncode == 255  # MIG mode off: no instances to lose
+    sim.ok("-mig", "1")
+    sim.ok("mig", "-cgi", "19,19", "-C")
+    sim.gpusim("fault", "0", "mig-instances-gone")
+    assert sim.ok("mig", "-lgi") == "No GPU instances found.\n"
+    assert sim.query("mig.mode.current") == [["Enabled"]]
+
+
+def test_creating_instances_needs_root_and_an_idle_gpu(sim: Sim) -> None:
+    mig_h100(sim)
+    sim.ok("-mig", "1")
+    denied = sim.smi("mig", "-cgi", "19", uid=1000)
+    assert (denied.stdout, denied.returncode) == ("Failed to create GPU instances: Insufficient Permissions\n", 4)
+    sim.gpusim("fault", "0", "process")
+    busy = sim.smi("mig", "-cgi", "20", "-C")
+    # the wording of a real -cgi while a process held the GPU (gpu_models.md, "MIG")
+    assert (busy.stdout, busy.returncode) == (
+        "Unable to create a GPU instance on GPU  0 using profile 20: In use by another client\n"
+        "Failed to create GPU instances: In use by another client\n", 255)
+    sim.gpusim("fault", "0", "clear")
