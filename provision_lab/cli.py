@@ -151,6 +151,9 @@ def fault(node, kind, gpu, nic, link, port, watts, lab_dir):
       gpu-process      a process runs on the GPU (nvidia-smi lists it among
                        its compute apps): a job is there; until clear or a
                        reboot
+      gpu-mig-instances-gone
+                       the GPU's MIG instances are gone (as after a crash),
+                       MIG mode stays on; refused on a GPU not in MIG mode
       gpu-nvlink-down  NVLink link --link of the GPU no longer trains:
                        nvidia-smi nvlink -s says <inactive>, until clear
       gpu-nvlink-errors
