@@ -1,5 +1,6 @@
 """GPU checks: the driver answers, every GPU of the last good run is here and readable, links at full width
-and speed, and every task's state is as the inventory intends (the task's own plan has nothing to change)."""
+and speed, no ECC mode waits for a reboot, and every task's state is as the inventory intends (the task's own
+plan has nothing to change)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import pytest
 
 from provision.capabilities.driver import packages as driver
 from provision.capabilities.gpu import clock_events
-from provision.capabilities.gpu import layout
+from provision.capabilities.gpu import layout, modes
 from provision.core import pci
-from provision.core.checks import WARNING, fail
+from provision.core.checks import ERROR, WARNING, fail
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.gpu.model import NvidiaFacts
@@ -158,3 +159,19 @@ def check_pcie_links_run_at_full_width_and_speed(node: Node) -> None:
              # follows from it
              because=tuple(f"gpus_hold_up_under_load:{slot}" for slot in slots if slot), about=tuple(slots),
              severity=WARNING)
+
+
+def check_every_gpus_ecc_mode_is_in_effect(node: Node) -> None:
+    """An ECC mode set (by provision or by hand) takes effect at the next reboot or GPU reset; until then the GPU
+    runs the old one. One finding for the node: the one reboot takes every GPU's.
+
+    Reads: provision_gpu; each GPU's ECC mode, current and pending (nvidia-smi --query-gpu ecc.mode.current,
+    ecc.mode.pending).
+    Next step: reboot the node, drained: `provision apply INVENTORY --limit NODE --reboot` (a GPU reset,
+    nvidia-smi -r, where nothing uses the GPU and the board allows it, takes it too)"""
+    gpu_node(node)
+    unless_the_driver_is_pending(node)
+    pending = modes.ecc_pending(node.facts)
+    if pending:
+        fail("every GPU's ECC mode in effect", "reboot pending: " + "; ".join(pending),
+             f"provision apply {node.inventory_path} --limit {node.name} --reboot", severity=ERROR)

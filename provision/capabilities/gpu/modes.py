@@ -14,10 +14,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from provision.capabilities.gpu import setter_words, tuning
+from provision.capabilities.gpu.boot import UNIT
 from provision.capabilities.gpu.model import GpuFacts
 from provision.capabilities.gpu.settings import GpuSettings
 from provision.capabilities.gpu.tasks import (GPUS, GpuSettingTask, find_gpu, on_off, one_call_for_every_gpu, smi,
                                               targets_per_gpu, unless_persistent)
+from provision.core.facts import UnitRef
 from provision.core.plan import OK, Change, Item, Plan
 
 if TYPE_CHECKING:  # types only
@@ -27,6 +29,8 @@ if TYPE_CHECKING:  # types only
 ECC = "nvidia.ecc"  # every GPU's ECC mode, current and pending (a fact key: a column of nvidia.gpus)
 COMPUTE_MODE = "nvidia.compute_mode"
 AT_REBOOT = "the next reboot or GPU reset"
+# The shipped playbooks' task that enables the boot unit (playbooks/gpu.yaml, site.yaml): verify's finding for it.
+BOOT_UNIT_CHECK = "as_intended[gpu-boot-unit]"
 
 
 def ecc_waits(gpu: GpuFacts) -> bool:
@@ -98,16 +102,21 @@ class ComputeMode(GpuSettingTask):
     plans_from = GPUS | {COMPUTE_MODE}
     alters = frozenset({COMPUTE_MODE})
 
+    def unit_names(self, host: Host) -> list[UnitRef]:
+        return [UnitRef(UNIT)] if host.settings.gpu is not None else []
+
     def plan_with(self, host: Host, facts: HostFacts, gpu_settings: GpuSettings) -> Plan:
         plan = Plan()
         changes = []
+        # A reboot resets it: where the boot unit is not enabled, that is the cause (verify files it there).
+        cause = "" if facts.units.get(UnitRef(UNIT).key) == "enabled" else BOOT_UNIT_CHECK
         for gpu, want in targets_per_gpu(host, facts, gpu_settings, self.setting, plan, tuning.compute_mode_target):
             if gpu.compute_mode == want:
                 plan.unchanged.append(Item(gpu.label, OK, "compute mode", after=want))
                 continue
             changes.append(Change(
                 target=gpu.label, what="compute mode", before=gpu.compute_mode or "N/A", after=want,
-                commands=[smi(gpu, "-c", tuning.COMPUTE_MODE_ARG[want])], explain=setter_words.explain,
+                commands=[smi(gpu, "-c", tuning.COMPUTE_MODE_ARG[want])], explain=setter_words.explain, cause=cause,
                 verify=lambda f, uuid=gpu.uuid, want=want: _check_compute_mode(f, uuid, want)))
         plan.changes = one_call_for_every_gpu(changes, facts)
         return plan
