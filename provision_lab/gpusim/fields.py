@@ -137,7 +137,8 @@ GPU_FIELDS = [
     field("memory.free", "MiB", lambda g: g.memory_total - g.model.reserved_mib - memory_used(g)),
     field("compute_mode", "", lambda g: COMPUTE_WORDS[compute_mode(g.record)]),
     field("compute_cap", "", lambda g: g.model.compute_cap),
-    *[field(f"utilization.{u}", "%", lambda g: g.utilization) for u in ("gpu", "memory")],
+    # in MIG mode the GPU as a whole reports no utilization: its MIG devices do
+    *[field(f"utilization.{u}", "%", lambda g: when(not g.mig_enabled, g.utilization)) for u in ("gpu", "memory")],
     *[field(f"utilization.{u}", "%", lambda g: 0) for u in ("encoder", "decoder", "jpeg", "ofa")],
     *ecc_fields(),
     field("retired_pages.single_bit_ecc.count|retired_pages.sbe", "", lambda g: when(g.model.retired_pages, 0)),

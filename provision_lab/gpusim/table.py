@@ -6,7 +6,10 @@ import time
 
 from .gpu import Host, memory_used
 from .migviews import render_mig_list, render_mig_table
-from .modes import COMPUTE_WORDS, compute_mode, ecc_on, mig_on, mode_word
+from .modes import compute_mode, ecc_on, mig_on, mode_word
+
+# The table's Compute M. column abbreviates (real tables: `0%   E. Process`; gpu_models.md "Modes").
+TABLE_COMPUTE_WORDS = {"DEFAULT": "Default", "EXCLUSIVE_PROCESS": "E. Process", "PROHIBITED": "Prohibited"}
 
 PROCESSES_BOX = """\
 +-----------------------------------------------------------------------------------------+
@@ -52,7 +55,7 @@ def render_table(host: Host, gpus: list) -> str:
             table_row([spread(f"{fan}  {g.temperature:>3}C    {m.idle_pstate}",
                               f"{int(g.power_draw)}W / {int(g.power_limit):>4}W ", 41),
                        f"{used:>8}MiB / {g.memory_total:>6}MiB ",
-                       f"{util:>8}{COMPUTE_WORDS[compute_mode(g.record)]:>13} "]),
+                       f"{util:>8}{TABLE_COMPUTE_WORDS[compute_mode(g.record)]:>13} "]),
             table_row([" " * 41, " " * 24, f"{mode_word(mig_on(g.record)) or 'N/A':>21} "]),
             grid,
         ]

@@ -348,3 +348,16 @@ def test_creating_instances_needs_root_and_an_idle_gpu(sim: Sim) -> None:
         "Unable to create a GPU instance on GPU  0 using profile 20: In use by another client\n"
         "Failed to create GPU instances: In use by another client\n", 255)
     sim.gpusim("fault", "0", "clear")
+
+
+def test_the_table_abbreviates_exclusive_process_as_real_tables_do(sim: Sim) -> None:
+    mig_h100(sim)
+    sim.ok("-c", "3")
+    # `|      0%   E. Process |`: real 580-layout tables of an A100 and a V100 (gpu_models.md, "Modes")
+    assert "|      0%   E. Process |" in sim.ok()
+
+
+def test_in_mig_mode_the_gpu_reports_no_utilization(sim: Sim) -> None:
+    mig_h100(sim)
+    sim.ok("-mig", "1")
+    assert sim.query("utilization.gpu,utilization.memory") == [["[N/A]", "[N/A]"]]
