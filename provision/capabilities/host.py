@@ -27,6 +27,7 @@ from provision.capabilities.health.facts import KernelLogFacts, PcieFacts
 from provision.capabilities.health.thermal import Thermal
 from provision.capabilities.nccl.facts import Interface, RdmaPort
 from provision.capabilities.slurm.facts import SlurmNodeState
+from provision.capabilities.slurm.pyxis_facts import SlurmdPlugins
 from provision.capabilities.system.cpu import CpuFacts
 from provision.capabilities.system.daemons import DaemonProcess
 from provision.capabilities.topology.topo import TopologyFacts
@@ -54,6 +55,7 @@ class HostFacts:
     driver: DriverFacts = field(default_factory=DriverFacts)
     daemons: dict[str, list[DaemonProcess]] = field(default_factory=dict)  # munged, slurmd, ... -> processes
     slurm_node: SlurmNodeState | None = None  # verify only; None where not read or scontrol is not installed
+    slurmd_plugins: SlurmdPlugins | None = None  # verify only: the SPANK plugins the running slurmd loaded
     # The GPUs of the last good run (capabilities/gpu/layout.py); None when the host has no record yet.
     gpu_layout: list[RecordedGpu] | None = None
     # The network, as NCCL sees it: None when not read.

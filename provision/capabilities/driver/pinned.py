@@ -5,16 +5,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from provision.capabilities.driver.facts import upstream
-from provision.capabilities.driver.settings import DriverSettings
 from provision.capabilities.system.apt import APT_INSTALL, APT_UPDATE, apt_mark
 from provision.core.plan import OK, Change, Item, Plan
 
 if TYPE_CHECKING:  # types only
     from collections.abc import Mapping
     from provision.capabilities.host import HostFacts
+
+
+class Holds(Protocol):
+    """A block that says whether its pinned packages are held: provision_driver, provision_slurm.containers."""
+
+    @property
+    def hold(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,7 @@ class Pin:
         return f"installed but not held: {' '.join(unheld)}" if hold and unheld else None
 
 
-def plan_pinned(plan: Plan, wanted: DriverSettings, pin: Pin, facts: HostFacts) -> None:
+def plan_pinned(plan: Plan, wanted: Holds, pin: Pin, facts: HostFacts) -> None:
     """Install (upgrade, downgrade) the packages at the pin in one apt-get, then hold them; or only (un)hold them."""
     have = {name: version for name in pin.names if (version := facts.packages.get(name))}
     others = [name for name in pin.remove if facts.packages.get(name)]
@@ -76,7 +82,7 @@ def plan_pinned(plan: Plan, wanted: DriverSettings, pin: Pin, facts: HostFacts) 
         change.cause = pin.cause
 
 
-def plan_hold(plan: Plan, wanted: DriverSettings, names: list[str], facts: HostFacts) -> None:
+def plan_hold(plan: Plan, wanted: Holds, names: list[str], facts: HostFacts) -> None:
     """provision_driver.hold: every package held (apt-mark hold), so no upgrade moves it; false: none held."""
     action, off = ("hold", [n for n in names if n not in facts.held]) if wanted.hold else \
         ("unhold", [n for n in names if n in facts.held])

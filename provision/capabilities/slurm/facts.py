@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from provision.capabilities.slurm import pyxis_facts
 from provision.core.facts import FactReader, FactSection, Section
 
 if TYPE_CHECKING:  # types only
@@ -49,6 +50,9 @@ def parse_slurm_node(text: str) -> SlurmNodeState | None:
 def parse(sections: dict[str, Section], facts: HostFacts) -> None:
     if "slurm-node" in sections:
         facts.slurm_node = parse_slurm_node(sections["slurm-node"].output)
+    if pyxis_facts.SECTION.name in sections:
+        facts.slurmd_plugins = pyxis_facts.parse_slurmd_plugins(sections[pyxis_facts.SECTION.name].output)
 
 
-READER = FactReader((FactSection("slurm-node", SLURM_NODE_SNIPPET, read_by=frozenset({"verify"})),), parse)
+READER = FactReader((FactSection("slurm-node", SLURM_NODE_SNIPPET, read_by=frozenset({"verify"})),
+                     pyxis_facts.SECTION), parse)

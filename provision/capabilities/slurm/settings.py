@@ -6,6 +6,7 @@ import re
 from typing import ClassVar, Literal
 
 
+from provision.capabilities.slurm.pyxis import SlurmContainers
 from provision.core.settings import PATH_RULE, AbsolutePath, Block, Command, setting
 
 
@@ -41,6 +42,10 @@ class SlurmSettings(Block):
         None, PATH_RULE, "the site's own checker, run by the health check before verify (LBNL NHC's "
         "/usr/sbin/nhc, a DCGM diag wrapper): while it exits non-zero the node stays drained",
         examples=["/usr/local/sbin/site-health"])
+    containers: SlurmContainers | None = setting(
+        None, "a mapping: enroot, pyxis (versions), caps, hold, data_dir, runtime_dir",
+        "enroot and pyxis pinned on every node, pyxis in the plugin stack: `srun --container-image=IMAGE`",
+        examples=[{"enroot": "3.5.0", "pyxis": "0.20.0"}])
     provision_command: Command = setting("provision",
                                          "provision on the nodes: a command on PATH or an absolute path")
 

@@ -18,6 +18,7 @@ import yaml
 from provision.capabilities import clusters
 from provision.core.settings import variable
 from provision.capabilities.slurm import conf as slurm_conf
+from provision.capabilities.slurm.pyxis import slurmd_reads
 from provision.capabilities.slurm.settings import SlurmSettings
 from provision.core.facts import UnitRef
 from provision.capabilities.system.apt import APT_INSTALL, APT_UPDATE
@@ -261,7 +262,8 @@ def host_daemons(slurm: SlurmSettings, host: Host) -> list[Daemon]:
 
 
 def daemon_files(slurm: SlurmSettings, daemon: Daemon) -> list[str]:
-    return [path if path.startswith("/") else f"{slurm.conf_dir}/{path}" for path in daemon.reads]
+    pyxis = slurmd_reads(slurm.conf_dir, slurm.containers) if daemon.process == "slurmd" else []
+    return [path if path.startswith("/") else f"{slurm.conf_dir}/{path}" for path in daemon.reads] + pyxis
 
 
 class SlurmDaemons(SlurmTask):

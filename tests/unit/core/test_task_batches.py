@@ -62,7 +62,7 @@ def test_a_whole_node_converges_in_four_commands_of_changes(tmp_path):
         # each GPU setter plans from its own setting; files from their own; packages change anything
         ["fabric-manager", "container-toolkit", "cdi-spec", "container-runtime", "dcgm", "nvidia-peermem", "gpu-layout", "gpu-persistence", "gpu-ecc", "gpu-compute-mode", "gpu-power-limit", "gpu-clocks", "gpu-locked-clocks", "gpu-boot-conf",
          "gpu-boot-script", "gpu-boot-unit-file", "gpu-boot-unit", "nccl-files", "slurm-packages"],
-        ["munge-key", "slurm-config"],
+        ["munge-key", "slurm-config", "enroot-pyxis", "pyxis-plugstack"],  # the last two skip: no containers here
         # the daemons restart for the files just written: planned on the read after them
         ["slurm-daemons", "torchrun-launcher"],
     ]
