@@ -4,8 +4,10 @@ toolkit and DCGM by version; fabric manager and nvidia-peermem auto). One `apply
 driver and verify passes; one more moves it to the other driver: fabric manager (the HGX node only) at the new
 driver's exact version, the toolkit at its unchanged pin, a CDI spec that names the new driver, nvidia-peermem
 loaded after the boot where NCCL wants it, and DCGM's CUDA flavour of the new driver follow. A PCIe node whose next
-kernel has no NVIDIA module is not rebooted: its reboot is refused with the fixing command while the others move;
-the command, run as said, and a second `apply --reboot` move it too, and verify passes on the whole cluster."""
+kernel has no NVIDIA module is held back: its driver's move is refused at plan time with the fixing command while
+the others move, so it keeps working on the driver it runs (no Driver/library version mismatch) with none of the new
+driver's packages; the command, run as said, and a second `apply --reboot` move it too, and verify passes on the
+whole cluster."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from builders.stacklab import driver_moved, fabric_states, findings, on, run_fix
 
 from provision.capabilities.containers.facts import CDI_RUN, TOOLKIT_PACKAGES, parse_spec
 from provision.capabilities.topology.gdr import DMA_BUF_KERNEL, MODULES_LOAD, kernel_at_least
-from provision_lab.layout import DRIVER_VERSION, OTHER_DRIVER_VERSION
+from provision_lab.layout import DRIVER_VERSION, OTHER_DRIVER_VERSION, driver_package
 from provision_lab.stack_kernels import NEXT_KERNEL, module_package
 
 pytestmark = pytest.mark.lab
@@ -95,25 +97,36 @@ def test_one_apply_reboot_converges_the_mixed_cluster_and_verify_passes(stack_la
     assert_verify_passes(lab, converge)
 
 
-def test_one_apply_reboot_moves_the_stack_and_refuses_the_node_that_would_boot_without_its_module(stack_lab):
-    """To the lab's own inventory (OTHER_DRIVER_VERSION): the stranded node stays at the driver it runs, not down."""
+def refused_move(result, node: str) -> str:
+    """The message of the node's nvidia-driver task, refused at plan time (its one item)."""
+    (task,) = [t for h in result["hosts"] if h["host"] == node for t in h["tasks"] if t["name"] == "nvidia-driver"]
+    (item,) = task["items"]
+    assert task["status"] == item["status"] == "failed" and item["message"].startswith("refused: "), task
+    return item["message"]
+
+
+def test_one_apply_reboot_moves_the_stack_and_holds_back_the_node_that_would_boot_without_its_module(stack_lab):
+    """To the lab's own inventory (OTHER_DRIVER_VERSION): the stranded node keeps the driver it runs, working, and
+    is given none of the new driver's packages; the command its refusal names, then a second apply, move it."""
     lab = stack_lab
     lab.lab("fault", STRANDED, "kernel-without-module")
     try:
         _, verdict = verdicts(lab)  # found before any reboot, on that node alone
         assert {node: len(findings(verdict[node], NEXT_BOOT)) for node in NODES} == {**dict.fromkeys(NODES, 0),
                                                                                     STRANDED: 1}
-        _, result = lab.apply("--reboot")  # the refused host's reboot stays pending: not a clean exit
-        outcomes = {r["host"]: r for r in result["reboots"]}
-        assert {node: outcomes[node]["status"] for node in NODES} == {
-            HGX: "rebooted", STRANDED: "refused", PCIE[1]: "rebooted"}, result["reboots"]
-        refused = outcomes[STRANDED]["message"]
-        assert f"next boot's kernel {NEXT_KERNEL}" in refused
+        _, result = lab.apply("--reboot")  # the refused move is a failed task: not a clean exit
+        assert {r["host"]: r["status"] for r in result["reboots"]} == {HGX: "rebooted", PCIE[1]: "rebooted"}, \
+            result["reboots"]  # the stranded node waits for no reboot: nothing was installed to load
+        refused = refused_move(result, STRANDED)
+        assert f"the host keeps driver {DRIVER_VERSION}" in refused and f"next boot's kernel {NEXT_KERNEL}" in refused
         for node in (HGX, PCIE[1]):
             assert_stack_at(lab, node, OTHER_DRIVER_VERSION)
-        # never went down: the old driver's module still loaded (its userspace is the new one's, waiting for a boot)
-        assert f"  {DRIVER_VERSION}  " in on(lab, STRANDED, "cat /proc/driver/nvidia/version")
-        branch = OTHER_DRIVER_VERSION.split(".")[0]
+        # it works on the driver it runs: nvidia-smi answers (no Driver/library version mismatch), its stack unmoved
+        assert_stack_at(lab, STRANDED, DRIVER_VERSION)
+        assert "mismatch" not in on(lab, STRANDED, "nvidia-smi")
+        assert installed(lab, STRANDED, "nvidia-driver-*") == [f"{driver_package(DRIVER_VERSION)} {DRIVER_VERSION}"
+                                                               "-1provision1 held"]
+        branch = DRIVER_VERSION.split(".")[0]  # the module package of the driver the node keeps
 
         assert run_fixing_command(lab, STRANDED, refused) == f"apt-get install {module_package(branch)}"
         assert sorted(on(lab, STRANDED, f"ls /lib/modules/{NEXT_KERNEL}/kernel/nvidia-{branch}").split()) == [
@@ -122,6 +135,9 @@ def test_one_apply_reboot_moves_the_stack_and_refuses_the_node_that_would_boot_w
         assert code == 0 and [(r["host"], r["status"]) for r in result["reboots"]] == [(STRANDED, "rebooted")], result
         for node in NODES:
             assert_stack_at(lab, node, OTHER_DRIVER_VERSION)
+        moved = OTHER_DRIVER_VERSION.split(".")[0]  # its prebuilt module came in the driver's own apt-get
+        assert installed(lab, STRANDED, "linux-modules-nvidia-*") == [
+            f"{module_package(moved)} {OTHER_DRIVER_VERSION}-1provision1 not held"]
         assert_verify_passes(lab)
     finally:
         lab.lab("fault", STRANDED, "clear")

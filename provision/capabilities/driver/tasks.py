@@ -161,7 +161,7 @@ def other_fabric_manager(wanted: DriverSettings, facts: HostFacts) -> list[str]:
     if wanted.fabric_manager is False or facts.fabric is None:
         return []
     return sorted(name for name, version in facts.fabric.packages.items()
-                  if name in facts.held and not driver.is_pinned(wanted, version))
+                  if name in facts.fabric.held and not driver.is_pinned(wanted, version))
 
 
 def driver_pin(wanted: DriverSettings, names: list[str]) -> Pin:

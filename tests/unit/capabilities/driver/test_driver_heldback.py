@@ -36,8 +36,9 @@ def node(**values):
 
 
 def at_580(next_boot: NextBoot | None, *, fabric: dict[str, str] | None = None, held=()):
-    """A host with driver 580 installed, held and loaded, and this next boot."""
-    return facts(system=SystemFacts(uid=0, os_id="ubuntu"), packages=dict(PACKAGES), held=[*PACKAGES, *held],
+    """A host with driver 580 installed, held and loaded, and this next boot; these fabric manager packages (as the
+    fabric section reads them: the host's held list covers only the packages the tasks name, the pinned branch's)."""
+    return facts(system=SystemFacts(uid=0, os_id="ubuntu"), packages=dict(PACKAGES), held=list(PACKAGES),
                  driver=DriverFacts(loaded=KEPT, packages=dict(PACKAGES), held=list(PACKAGES), next_boot=next_boot),
                  fabric=FabricFacts(nvswitches=["0"], packages=fabric or {}, held=list(held)))
 
