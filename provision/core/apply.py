@@ -66,21 +66,25 @@ def preparing(changes: list[Change], done: Collection[tuple[str, ...]] = ()) -> 
 
 def apply_changes(conn: Connection, changes: list[Change], keep_backups: int = 3, upkeep: list[Step] | None = None,
                   prepared: Collection[tuple[str, ...]] = ()) -> BatchRun:
-    """Every change in one command: the upkeep steps first, then each preparing command the changes declare and
-    `prepared` (those run earlier in this run) leaves out, once, then the changes. A change whose preparing
-    command fails runs nothing and has its error; the others run."""
+    """Every change in one command, the upkeep steps first. Each preparing command the changes declare that
+    `prepared` (those run earlier in this run) leaves out runs once, right before the first change that needs it
+    (after what the changes before it did: a source they wrote is in the lists it fetches). A change whose
+    preparing command fails runs nothing and has its error; the others run."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    first = [upkeep] if upkeep else []
-    preps = preparing(changes, prepared)
-    at = {argv: len(first) + k for k, argv in enumerate(preps)}  # each preparing command's list in the batch
-    start = len(first) + len(preps)
-    needs = {start + i: needed for i, change in enumerate(changes)
-             if (needed := [at[argv] for argv in map(tuple, change.prepare) if argv in at])}
-    errors, lost, printed = run_batch(conn, [*first, *([Step(list(argv))] for argv in preps),
-                                             *(steps(change, stamp, keep_backups) for change in changes)], needs)
-    upkeep_error = errors[0] if first else None
-    prep_errors = {argv: errors[k] for argv, k in at.items()}
-    errors, printed = errors[start:], printed[start:]
+    lists = [upkeep] if upkeep else []
+    at: dict[tuple[str, ...], int] = {}  # each preparing command's list in the batch
+    own, needs = [], {}  # each change's list; the preparing lists it needs
+    for change in changes:
+        for argv in preparing([change], [*prepared, *at]):
+            at[argv] = len(lists)
+            lists.append([Step(list(argv))])
+        if needed := [at[argv] for argv in map(tuple, change.prepare) if argv in at]:
+            needs[len(lists)] = needed
+        own.append(len(lists))
+        lists.append(steps(change, stamp, keep_backups))
+    ran, lost, said = run_batch(conn, lists, needs)
+    prep_errors = {argv: ran[k] for argv, k in at.items()}
+    errors, printed = [ran[k] for k in own], [said[k] for k in own]
     for i, change in enumerate(changes):  # what it needed first failed: it ran nothing, and that is its error
         errors[i] = next((e for argv in map(tuple, change.prepare) if (e := prep_errors.get(argv))), errors[i])
     index = {id(change): i for i, change in enumerate(changes)}
@@ -88,14 +92,16 @@ def apply_changes(conn: Connection, changes: list[Change], keep_backups: int = 3
         carrier = index.get(id(change.runs_with))
         if change.runs_with is not None and carrier is not None:
             errors[i], printed[i] = errors[i] or errors[carrier], printed[carrier]
-    return BatchRun(errors, printed, lost, upkeep_error, [argv for argv in preps if prep_errors[argv] is None])
+    return BatchRun(errors, printed, lost, ran[0] if upkeep else None,
+                    [argv for argv, error in prep_errors.items() if error is None])
 
 
 def run_batch(conn: Connection, lists: list[list[Step]], needs: dict[int, list[int]] | None = None
               ) -> tuple[list[str | None], str | None, list[str]]:
     """Each change's error text or None, why the host was lost (None: it was not), and what each change's
-    commands printed; a list that needs others (remote.command_batch) runs only where they succeeded. Output that came back before a connection broke, or before the command's deadline, still
-    tells which commands ran and how they ended: only the rest is unknown."""
+    commands printed; a list that needs others (remote.command_batch) runs only where they succeeded. Output that
+    came back before a connection broke, or before the command's deadline, still tells which commands ran and how
+    they ended: only the rest is unknown."""
     token = new_token()
     inputs = {(i, j): f"{i}.{j}" for i, steps in enumerate(lists) for j, s in enumerate(steps) if s.stdin is not None}
     stdin = remote.batch_stdin(token, {name: lists[i][j].stdin or b"" for (i, j), name in inputs.items()})

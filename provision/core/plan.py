@@ -67,8 +67,8 @@ class Change:
     # this one runs nothing itself, that one's error is its error, and its own verify still judges it.
     runs_with: Change | None = None
     # What the host must run before the commands (apt-get update before an install): privileged argv lists that
-    # the engine runs once per host per run, however many changes declare them, ahead of the first batch that
-    # needs them (core/apply.py). Their failure is each declaring change's error, and such a change runs nothing.
+    # the engine runs once per host per run, however many changes declare them, right before the first change
+    # that needs them (core/apply.py). Their failure is each declaring change's error; such a change runs nothing.
     prepare: list[list[str]] = field(default_factory=list)
 
 

@@ -22,7 +22,8 @@ def logging(log, word: str) -> list[str]:
     return ["sh", "-c", f"echo {word} >> {log}"]
 
 
-def test_a_preparing_command_runs_once_before_the_first_change_that_needs_it(tmp_path):
+def test_a_preparing_command_runs_once_right_before_the_first_change_that_needs_it(tmp_path):
+    """After the changes before it: an apt source one of them writes is in the lists it fetches."""
     log = tmp_path / "log"
     update = logging(log, "update")
     conn = LocalConnection("here")
@@ -33,7 +34,7 @@ def test_a_preparing_command_runs_once_before_the_first_change_that_needs_it(tmp
         Change("d", "it", "", "", commands=[logging(log, "d")], prepare=[list(update)]),  # the same words: the same
     ])
     assert conn.commands_run == 1 and ran.errors == [None] * 4
-    assert log.read_text().split() == ["update", "a", "b", "c", "d"]
+    assert log.read_text().split() == ["a", "update", "b", "c", "d"]
     assert ran.prepared == [tuple(update)]
 
 
@@ -49,7 +50,7 @@ def test_a_preparing_command_that_fails_fails_the_changes_that_need_it_and_no_ot
     ])
     said = "`sh -c echo 'E: The repository is not signed.'; exit 100` exited 100: E: The repository is not signed."
     assert ran.errors == [said, None, said, None]
-    assert log.read_text().split() == ["fine", "other", "fine-only"]  # what needed the broken one ran nothing
+    assert log.read_text().split() == ["other", "fine", "fine-only"]  # what needed the broken one ran nothing
     assert ran.prepared == [tuple(fine)]  # only a success counts as done
 
 
