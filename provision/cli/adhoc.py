@@ -1,5 +1,5 @@
-"""provision clocks, power and persistence: one GPU setting now and in the boot file, planned and applied like
-apply (commands/adhoc.py), on this machine unless given an inventory; and clocks --list."""
+"""provision clocks, power, persistence, ecc and compute-mode: one GPU setting now and in the boot file, planned and
+applied like apply (commands/adhoc.py), on this machine unless given an inventory; and clocks --list."""
 
 from __future__ import annotations
 
@@ -125,3 +125,28 @@ def power(hosts: HostArgs, run: RunArgs, gpu: str | None, flags: frozenset[str],
 def persistence(hosts: HostArgs, run: RunArgs, gpu: str | None, flags: frozenset[str], state: str) -> None:
     """Turn persistence mode on or off now and at every boot."""
     run_adhoc("persistence", {"persistence": state == "on"}, "STATE", hosts, run, gpu, flags)
+
+
+@adhoc_command("ecc")
+@click.argument("state", type=click.Choice(["on", "off"]))
+def ecc(hosts: HostArgs, run: RunArgs, gpu: str | None, flags: frozenset[str], state: str) -> None:
+    """Turn ECC mode on or off (nvidia-smi -e): it takes effect at the next reboot.
+
+    \b
+    Until then the run says the reboot is pending (exit 16), and apply's
+    reboot option reboots the hosts that wait. The driver keeps the mode
+    across reboots: the boot file needs no line for it.
+    """
+    run_adhoc("ecc", {"ecc": state == "on"}, "STATE", hosts, run, gpu, flags)
+
+
+@adhoc_command("compute-mode")
+@click.argument("mode", type=click.Choice(["default", "exclusive_process", "prohibited"]))
+def compute_mode(hosts: HostArgs, run: RunArgs, gpu: str | None, flags: frozenset[str], mode: str) -> None:
+    """Set the GPUs' compute mode now and at every boot (nvidia-smi -c).
+
+    \b
+    exclusive_process: one process per GPU, so two jobs never share a card;
+    prohibited: no process at all; default: any number.
+    """
+    run_adhoc("compute-mode", {"compute_mode": mode}, "MODE", hosts, run, gpu, flags)

@@ -32,8 +32,8 @@ EXTRA_VARS_HELP = ("Variables over every host's, as ansible-playbook -e takes th
                    "mapping, or @FILE; repeatable. provision's blocks merge key by key.")
 INVENTORY_HELP = ("The inventory, as for ansible-playbook -i: a file (YAML, INI, an executable script), a directory, "
                   "or host1,host2, ; repeatable. group_vars/ and host_vars/ beside it are read. Default: "
-                  "ANSIBLE_INVENTORY, ansible.cfg's inventory, /etc/ansible/hosts; for clocks, power and persistence, "
-                  "this machine.")
+                  "ANSIBLE_INVENTORY, ansible.cfg's inventory, /etc/ansible/hosts; for the ad-hoc GPU commands "
+                  "(clocks, power, persistence, ecc, compute-mode), this machine.")
 
 
 def options(*declared: Callable[[F], F]) -> Callable[[F], F]:

@@ -19,7 +19,7 @@ from provision.core.results import (EXIT_BAD_INPUT, EXIT_NOT_TESTED, EXIT_NOT_WR
 if TYPE_CHECKING:  # types only
     from provision.verify import Verdict
 
-APPLYING = ("apply", "clocks", "power", "persistence")  # the commands that change hosts
+APPLYING = ("apply", "clocks", "power", "persistence", "ecc", "compute-mode")  # the commands that change hosts
 HOST_COMMANDS = (*APPLYING, "facts", "verify", "unlock")
 EVERY_COMMAND = (*HOST_COMMANDS, "inventory", "advise", "demo")
 STOPPABLE = (*APPLYING, "verify")  # the first Ctrl-C or SIGTERM finishes what is in flight and reports
@@ -52,7 +52,7 @@ EXIT_CODES: tuple[ExitCode, ...] = (
     ExitCode(EXIT_WOULD_CHANGE, "would change", "--check only: some host would change (a drift gate for scripts)",
              APPLYING),
     ExitCode(EXIT_REBOOT_PENDING, "reboot pending", "some host waits for a reboot: a driver installed loads at the "
-             "next boot (provision apply --reboot); not a failure", APPLYING),
+             "next boot, an ECC mode set takes effect then (provision apply --reboot); not a failure", APPLYING),
     ExitCode(EXIT_NOT_WRITTEN, "not written", "the run log (--log) could not be written to the end; the results "
              "shown stand", APPLYING),
     ExitCode(EXIT_NOT_WRITTEN, "not written", "the --junitxml or --prometheus file could not be written to the "

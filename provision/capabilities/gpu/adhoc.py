@@ -1,4 +1,5 @@
-"""Ad-hoc GPU settings (`provision clocks|power|persistence`): one setting, now and after every reboot.
+"""Ad-hoc GPU settings (`provision clocks|power|persistence|ecc|compute-mode`): one setting, now and after every
+reboot (ECC mode: at the next reboot, which the driver keeps it across).
 
 An ad-hoc change is planned and applied like `apply` (same checks, same
 tasks), on settings made per host once its facts are read:
@@ -47,10 +48,12 @@ if TYPE_CHECKING:  # types only
 
 # What each setting means for one GPU (tuning.py); persistence is taken by every GPU.
 RESOLVERS: dict[str, Callable[[GpuFacts, Any], Any]] = {
-    "power_limit": tuning.power_target, "clocks": tuning.app_clocks_target, "locked_clocks": tuning.locked_targets}
+    "power_limit": tuning.power_target, "clocks": tuning.app_clocks_target, "locked_clocks": tuning.locked_targets,
+    "ecc": tuning.ecc_target, "compute_mode": tuning.compute_mode_target}
 
 
-FLAGS = {"power_limit": "--watts", "persistence": "STATE", "clocks.mem": "--mem", "clocks.sm": "--sm",
+FLAGS = {"power_limit": "--watts", "persistence": "STATE", "ecc": "STATE", "compute_mode": "MODE",
+         "clocks.mem": "--mem", "clocks.sm": "--sm",
          "locked_clocks.mem": "--mem", "locked_clocks.sm": "--sm"}
 
 
@@ -325,6 +328,10 @@ def as_typed(change: dict[str, Any]) -> str:
     `provision clocks --mem 877 --sm 1005`, `provision power --watts 200`, `provision persistence on`."""
     if "persistence" in change:
         return f"provision persistence {'on' if change['persistence'] else 'off'}"
+    if "ecc" in change:
+        return f"provision ecc {'on' if change['ecc'] else 'off'}"
+    if "compute_mode" in change:
+        return f"provision compute-mode {change['compute_mode']}"
     if "power_limit" in change:
         return f"provision power --watts {number_or_word(change['power_limit'])}"
     words = ["provision", "clocks"]

@@ -331,7 +331,8 @@ def verify_run(monkeypatch) -> list:
     return given
 
 
-@pytest.mark.parametrize("command", [["power", "--watts", "200"], ["persistence", "on"], ["clocks", "--reset"]])
+@pytest.mark.parametrize("command", [["power", "--watts", "200"], ["persistence", "on"], ["clocks", "--reset"],
+                                     ["ecc", "on"], ["compute-mode", "exclusive_process"]])
 def test_the_adhoc_commands_take_the_inventory_as_an_argument(inventory, adhoc_run, command):
     """`power --watts 200 INVENTORY` was "unexpected extra argument"."""
     result = invoke(*command, inventory, "-l", "gpu01")
