@@ -11,7 +11,7 @@ from realdata import REAL_H200_MODES, capture
 from builders.gpus import Card, gpu
 from provision.capabilities.gpu import mig_listings
 from provision.capabilities.gpu.mig_fit import fit
-from provision.capabilities.gpu.mig_model import ComputeInstance, GpuInstance, MigFacts, MigGpu
+from provision.capabilities.gpu.mig_model import ComputeInstance, GpuInstance, MigFacts, MigGpu, default_compute_profile
 from provision.capabilities.gpu.model import GpuFacts
 
 # The H200 of the captures (its name as nvidia-smi prints it; power range as tests/fixtures/real/h200/qgpu.txt).
@@ -32,7 +32,8 @@ def h200_mig(layout: Iterable[str] = (), processes: Iterable[str] = (), compute:
     placed = fit(h200_gpu(), mig, list(layout))
     mig.gpu_instances = [GpuInstance(p.name, p.id, i + 1, where) for i, (p, where) in enumerate(placed)]
     if compute:
-        mig.compute_instances = [ComputeInstance(gi.id, gi.profile, 0, 0, None) for gi in mig.gpu_instances]
+        mig.compute_instances = [ComputeInstance(gi.id, default_compute_profile(gi.profile), 0, 0, None)
+                                 for gi in mig.gpu_instances]
     return mig
 
 

@@ -55,7 +55,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Callable
 
-from provision.capabilities.gpu import layout, tuning
+from provision.capabilities.gpu import layout, mig_boot, tuning
 from provision.capabilities.gpu.tuning import Wanted
 from provision.core.errors import Problem
 from provision.capabilities.gpu.model import GpuFacts
@@ -84,7 +84,7 @@ HEADER = """\
 # resolved settings, after the words of its settings: MIG's layout (`mig=9:0,9:4`, which the boot script's
 # mig_layout makes after the GPU's other settings). A function here returns [] for a GPU it has nothing for.
 LineWords = Callable[[GpuFacts, "HostFacts", GpuSettings], list[str]]
-LINE_WORDS: tuple[LineWords, ...] = ()
+LINE_WORDS: tuple[LineWords, ...] = (mig_boot.boot_words,)
 
 
 def gpu_line(gpu: GpuFacts, want: Wanted) -> str:

@@ -68,5 +68,6 @@ def _placements(mig: MigGpu, left: list[MigProfile], taken: Placed) -> Iterator[
 
 def cgi_argument(placed: Placed) -> str:
     """nvidia-smi mig -cgi's profile tuples with their placements pinned (its -h: "a profile name or ID and an
-    optional placement specifier, which consists of a colon and a placement start index"): "9:0,9:4"."""
-    return ",".join(f"{profile.id}:{placement.start}" for profile, placement in placed)
+    optional placement specifier, which consists of a colon and a placement start index"), by name, as the
+    inventory and the boot file write them: "3g.71gb:0,3g.71gb:4"."""
+    return ",".join(f"{profile.name}:{placement.start}" for profile, placement in placed)

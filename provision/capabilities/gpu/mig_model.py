@@ -3,6 +3,7 @@ and compute instances that exist. Keyed by GPU index, as nvidia-smi's listings p
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 
@@ -53,6 +54,12 @@ class ComputeInstance:
     placement: Placement | None  # older drivers print no Placement column
 
 
+def default_compute_profile(gpu_instance_profile: str) -> str:
+    """The name -lci gives a GPU instance's default compute instance: the profile's slices and memory, without
+    the media-engine suffix ("1g.18gb+me" -> "1g.18gb"), as compute instance profiles have none."""
+    return re.split(r"[+-]", gpu_instance_profile, maxsplit=1)[0]
+
+
 @dataclass
 class MigGpu:
     """One MIG-capable GPU: what it supports and, where MIG mode is on, what exists on it."""
@@ -76,7 +83,7 @@ class MigGpu:
         for ci in self.compute_instances:
             by_gi.setdefault(ci.gpu_instance, []).append(ci)
         return [gi for gi in self.gpu_instances
-                if [ci.profile for ci in by_gi.get(gi.id, [])] != [gi.profile]]
+                if [ci.profile for ci in by_gi.get(gi.id, [])] != [default_compute_profile(gi.profile)]]
 
 
 @dataclass

@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # types only
 MODE_KEY = "nvidia.mig_mode"  # the column of nvidia.gpus the mode task sets (mig.mode.current/pending)
 PLANS_FROM = GPUS | {MODE_KEY, "mig"}
 PENDING = "pending a GPU reset or reboot (apply --reboot)"
+# verify's check of the layout (checks_mig.py): the layout task's changes are filed under it, one finding per cause.
+LAYOUT_CHECK = "mig_layout_is_as_the_inventory_says"
 
 
 def modes(gpu: GpuFacts) -> tuple[bool | None, bool | None]:
@@ -118,12 +120,12 @@ class MigLayout(MigTask):
             refused = _in_use(gpu, mig)
             if refused:
                 plan.refused.append(Item(gpu.label, FAILED, "MIG layout", layout_words(have), layout_words(layout),
-                                         message=refused))
+                                         message=refused, cause=LAYOUT_CHECK))
                 continue
             create = [smi(gpu, "mig", "-cgi", cgi_argument(placed), "-C")] if placed else []
             plan.changes.append(Change(
                 target=gpu.label, what="MIG layout", before=layout_words(have), after=layout_words(layout),
-                commands=[*_destroy(gpu, mig), *create],
+                commands=[*_destroy(gpu, mig), *create], cause=LAYOUT_CHECK,
                 verify=lambda f, uuid=gpu.uuid, layout=layout: _check_layout(f, uuid, layout)))
         return plan
 

@@ -51,8 +51,9 @@ def batches(tmp_path, changing=lambda task: True) -> list[list[str]]:
 
 def without_the_toolkit(task) -> bool:
     """NODE sets no provision_driver.container_toolkit or dcgm: their tasks skip (tests/unit/capabilities/containers
-    has their batches where it is set); nor has it NVSwitches: the fabric manager's task skips."""
-    return not {"containers", "fabric", "dcgm"} & task.tags
+    has their batches where it is set); nor has it NVSwitches: the fabric manager's task skips; nor provision_gpu.mig:
+    the MIG tasks skip (a layout waits for the mode: test_a_mig_layout_is_planned_after_its_mode)."""
+    return not {"containers", "fabric", "dcgm", "mig"} & task.tags
 
 
 def test_a_whole_node_converges_in_four_commands_of_changes(tmp_path):
@@ -60,7 +61,7 @@ def test_a_whole_node_converges_in_four_commands_of_changes(tmp_path):
         # the driver's packages change anything: the host is read again before the GPUs are planned
         ["nouveau-blacklist", "driver-repository", "nvidia-driver"],
         # each GPU setter plans from its own setting; files from their own; packages change anything
-        ["fabric-manager", "container-toolkit", "cdi-spec", "container-runtime", "dcgm", "nvidia-peermem", "gpu-layout", "gpu-persistence", "gpu-ecc", "gpu-compute-mode", "gpu-power-limit", "gpu-clocks", "gpu-locked-clocks", "gpu-boot-conf",
+        ["fabric-manager", "container-toolkit", "cdi-spec", "container-runtime", "dcgm", "nvidia-peermem", "gpu-layout", "gpu-persistence", "gpu-mig-mode", "gpu-mig-layout", "gpu-ecc", "gpu-compute-mode", "gpu-power-limit", "gpu-clocks", "gpu-locked-clocks", "gpu-boot-conf",
          "gpu-boot-script", "gpu-boot-unit-file", "gpu-boot-unit", "nccl-files", "slurm-packages"],
         ["munge-key", "slurm-config", "enroot-pyxis", "pyxis-plugstack"],  # the last two skip: no containers here
         # the daemons restart for the files just written: planned on the read after them
@@ -74,6 +75,12 @@ def test_the_gpu_settings_and_their_boot_unit_are_one_command(tmp_path):
     first, *_ = batches(tmp_path, driver_ready)
     assert first[:3] == ["nouveau-blacklist", "driver-repository", "nvidia-driver"]  # ok: nothing to wait for
     assert first[-2:] == ["nccl-files", "slurm-packages"]
+
+
+def test_a_mig_layout_is_planned_after_its_mode(tmp_path):
+    """The layout plans from the mode the mode task changes: the host is read again between them."""
+    first, second, *_ = batches(tmp_path, lambda task: task.name in ("gpu-mig-mode", "gpu-mig-layout"))
+    assert first[-1] == "gpu-mig-mode" and second[0] == "gpu-mig-layout"
 
 
 def test_fact_names_overlap_by_part_and_star_holds_everything():

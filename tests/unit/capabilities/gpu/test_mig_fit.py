@@ -14,10 +14,10 @@ H200 = h200_mig()
 
 
 @pytest.mark.parametrize("layout, tuples", [
-    (["3g.71gb", "3g.71gb"], "9:0,9:4"),
-    (["1g.18gb"] * 7, "19:0,19:1,19:2,19:3,19:4,19:5,19:6"),
-    (["7g.141gb"], "0:0"),
-    (["1g.18gb", "4g.71gb", "2g.35gb"], "5:0,14:4,19:6"),  # the largest placed first, so the small one cannot block it
+    (["3g.71gb", "3g.71gb"], "3g.71gb:0,3g.71gb:4"),
+    (["1g.18gb"] * 7, ",".join(f"1g.18gb:{start}" for start in range(7))),
+    (["7g.141gb"], "7g.141gb:0"),
+    (["1g.18gb", "4g.71gb", "2g.35gb"], "4g.71gb:0,2g.35gb:4,1g.18gb:6"),  # the largest placed first, so the small one cannot block it
     ([], ""),
 ])
 def test_a_layout_that_fits_is_placed(layout, tuples):

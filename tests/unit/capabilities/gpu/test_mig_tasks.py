@@ -42,7 +42,7 @@ def test_the_layout_waits_for_the_mode():
 def test_the_layout_is_made_once_the_mode_is_on():
     gpu = h200_gpu()
     plan = MigLayout().plan(on(), facts(gpus=[gpu], mig=mig_facts(h200_mig())))
-    assert commands(plan) == [["nvidia-smi", "-i", gpu.uuid, "mig", "-cgi", "9:0,9:4", "-C"]]
+    assert commands(plan) == [["nvidia-smi", "-i", gpu.uuid, "mig", "-cgi", "3g.71gb:0,3g.71gb:4", "-C"]]
     made = facts(gpus=[gpu], mig=mig_facts(h200_mig(TWO)))
     assert plan.changes[0].verify(made) is None
     assert plan.changes[0].verify(facts(gpus=[gpu], mig=mig_facts(h200_mig()))) == (
@@ -55,12 +55,12 @@ def test_a_different_layout_is_destroyed_then_made():
     gpu = h200_gpu()
     plan = MigLayout().plan(on(["1g.18gb"] * 7), facts(gpus=[gpu], mig=mig_facts(h200_mig(TWO))))
     smi = ["nvidia-smi", "-i", gpu.uuid, "mig"]
-    assert commands(plan) == [[*smi, "-dci"], [*smi, "-dgi"], [*smi, "-cgi", "19:0,19:1,19:2,19:3,19:4,19:5,19:6", "-C"]]
+    assert commands(plan) == [[*smi, "-dci"], [*smi, "-dgi"], [*smi, "-cgi", ",".join(f"1g.18gb:{s}" for s in range(7)), "-C"]]
 
 
 def test_instances_without_their_compute_instance_are_made_again():
     plan = MigLayout().plan(on(), facts(gpus=[h200_gpu()], mig=mig_facts(h200_mig(TWO, compute=False))))
-    assert [c[-2:] for c in commands(plan)] == [["mig", "-dgi"], ["9:0,9:4", "-C"]]
+    assert [c[-2:] for c in commands(plan)] == [["mig", "-dgi"], ["3g.71gb:0,3g.71gb:4", "-C"]]
 
 
 def test_never_under_running_processes():
