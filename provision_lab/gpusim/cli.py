@@ -108,7 +108,7 @@ Config
   "board": "hgx-h100-8" (with "gpus": [{"model": "h100-80gb-hbm3", "count": 8}]): an HGX baseboard, its GPUs
   on four NVSwitches (/proc/driver/nvidia-nvswitch/devices while a driver is loaded): fabric.state In Progress
   at each boot until nv-fabricmanager registers them.
-  Models: v100-sxm2-16gb, rtx-3090, rtx-4090, h100-80gb-hbm3. Per-GPU overrides (uuid, bus_id,
+  Models: v100-sxm2-16gb, rtx-3090, rtx-4090, h100-80gb-hbm3, h200. Per-GPU overrides (uuid, bus_id,
   vbios, serial, module_id, pdi) are one value when count is 1, else a list of count values.
   Without overrides UUIDs are derived from the hostname and slot, so nodes differ.
   nics: the RDMA NICs topo -m shows (NIC0.. in this order; none: GPUs only). near_gpu, optional: the slot

@@ -132,9 +132,9 @@ GPU_FIELDS = [
     *[field(f"clocks_event_reasons.{r}|clocks_throttle_reasons.{r}", "",
             lambda g, bit=bit: active(g.event_reasons & bit)) for r, bit in EVENT_REASONS.items()],
     field("memory.total", "MiB", lambda g: g.memory_total),
-    field("memory.reserved", "MiB", lambda g: g.model.reserved_mib),
+    field("memory.reserved", "MiB", lambda g: g.memory_reserved),
     field("memory.used", "MiB", memory_used),
-    field("memory.free", "MiB", lambda g: g.memory_total - g.model.reserved_mib - memory_used(g)),
+    field("memory.free", "MiB", lambda g: g.memory_free),
     field("compute_mode", "", lambda g: COMPUTE_WORDS[compute_mode(g.record)]),
     field("compute_cap", "", lambda g: g.model.compute_cap),
     # in MIG mode the GPU as a whole reports no utilization: its MIG devices do

@@ -137,6 +137,15 @@ class Gpu:
         return bool(ecc_on(self.record))
 
     @property
+    def memory_reserved(self) -> int:
+        """The driver reserves bytes, not whole MiB: nvidia-smi rounds reserved and free each on its own."""
+        return round(self.model.reserved_mib)
+
+    @property
+    def memory_free(self) -> int:
+        return round(self.memory_total - self.model.reserved_mib - memory_used(self))
+
+    @property
     def mig_enabled(self) -> bool:
         return bool(mig_on(self.record))
 

@@ -35,6 +35,16 @@ MIG_PROFILES = {
         Profile(5, "4g.40gb", 4, 4, (0,), "39.50", 64, 4, 0, 4, 4, 0, 1),
         Profile(0, "7g.80gb", 7, 8, (0,), "79.25", 132, 7, 0, 8, 7, 1, 1),
     ),
+    # H200 [H200-MODES] mig-lgip.txt, mig-lgipp.txt: the same slices and placements, its own memory
+    "h200": (
+        Profile(19, "1g.18gb", 1, 1, (0, 1, 2, 3, 4, 5, 6), "16.00", 16, 1, 0, 1, 1, 0, 7),
+        Profile(20, "1g.18gb+me", 1, 1, (0, 1, 2, 3, 4, 5, 6), "16.00", 16, 1, 0, 1, 1, 1, 1),
+        Profile(15, "1g.35gb", 1, 2, (0, 2, 4, 6), "32.50", 26, 1, 0, 1, 1, 0, 4),
+        Profile(14, "2g.35gb", 2, 2, (0, 2, 4), "32.50", 32, 2, 0, 2, 2, 0, 3),
+        Profile(9, "3g.71gb", 3, 4, (0, 4), "69.75", 60, 3, 0, 3, 3, 0, 2),
+        Profile(5, "4g.71gb", 4, 4, (0,), "69.75", 64, 4, 0, 4, 4, 0, 1),
+        Profile(0, "7g.141gb", 7, 8, (0,), "140.00", 132, 7, 0, 8, 7, 1, 1),
+    ),
 }
 # The default compute instance profile of a GPU instance of N compute slices (nvml.h
 # NVML_COMPUTE_INSTANCE_PROFILE_*_SLICE): what -C and a bare -cci create, and -lci lists.

@@ -142,6 +142,24 @@ MODELS = {m.key: m for m in (
         thermal=Thermal(shutdown=-8, slowdown=-2, max_operating=0, memory_max=0, tlimit_total=87),
         nvlink="all", nvlink_links=18, nvlink_speed="26.562 GB/s",
     ),
+    Model(  # [H200]: its -q, supported clocks and MIG listings
+        key="h200", name="NVIDIA H200", brand="NVIDIA", architecture="Hopper",
+        compute_cap="9.0", device_id="0x233510DE", subsystem_id="0x18BF10DE", sub_class="0x2",
+        vbios="96.00.A5.00.1A", board_part="692-2G520-0282-001", gpu_part="2335-895-A1",
+        inforom=("G520.0282.02.02", "2.1", "7.16", "N/A"),
+        memory_mib=143771, reserved_mib=615.5, bar1_mib=262144,  # Reserved 616 MiB, Free 143156: each rounded
+        power_default=700.0, power_min=200.0, power_max=700.0,
+        pcie_gen=5, pcie_width=16, pcie_host_max=None,
+        max_clocks=Clocks(1980, 1980, 3201, 1545), idle_clocks=Clocks(345, 345, 3201, 765), boost_clock=1980,
+        default_app_clocks=(3201, 1980),
+        supported_clocks=((3201, descending(1980, 345)), (2201, descending(1980, 345))),
+        locked_mem_clocks=False, deferred_mem_clocks=True,
+        ecc_mode="Enabled", volta_ecc=False, retired_pages=False, remap_banks=3072, mig=True, fan=False,
+        serial=True, gsp=True, c2c_mode="Disabled", display_attached="Yes",
+        idle_pstate="P0", idle_power=80.8, memory_power=40.3, idle_temp=41, memory_temp=44,
+        thermal=Thermal(shutdown=-8, slowdown=-2, max_operating=0, memory_max=0, tlimit_total=87),
+        nvlink="all", nvlink_links=18, nvlink_speed="26.562 GB/s",
+    ),
 )}
 
 

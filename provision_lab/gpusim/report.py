@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 
-from .errors import Exit, HELP_HINT, RC_INVALID
+from .errors import Exit, RC_INVALID
 from .modes import COMPUTE_WORDS, compute_mode, ecc_on, ecc_pending, mig_on, mig_pending, mode_word
 from .gpu import (DEPRECATED, Gpu, Host, REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, REASON_IDLE,
                   active, enabled, memory_used, yes_no)
@@ -129,8 +129,8 @@ def q_memory(g: Gpu) -> list:
     bar1_used = 1 if m.bar1_mib > 1024 else 2
     protected = "0 MiB" if m.brand != "GeForce" else "N/A"
     return [
-        (1, "FB Memory Usage", None), (2, "Total", f"{total} MiB"), (2, "Reserved", f"{m.reserved_mib} MiB"),
-        (2, "Used", f"{used} MiB"), (2, "Free", f"{total - m.reserved_mib - used} MiB"),
+        (1, "FB Memory Usage", None), (2, "Total", f"{total} MiB"), (2, "Reserved", f"{g.memory_reserved} MiB"),
+        (2, "Used", f"{used} MiB"), (2, "Free", f"{g.memory_free} MiB"),
         (1, "BAR1 Memory Usage", None), (2, "Total", f"{m.bar1_mib} MiB"), (2, "Used", f"{bar1_used} MiB"),
         (2, "Free", f"{m.bar1_mib - bar1_used} MiB"),
         (1, "Conf Compute Protected Memory Usage", None), (2, "Total", protected), (2, "Used", protected),
@@ -349,7 +349,7 @@ def parse_display(spec: str | None) -> set | None:
         return None
     wanted = {part.strip().upper() for part in spec.split(",") if part.strip()}
     if not wanted or not wanted <= DISPLAY_TYPES:
-        raise Exit(f"Invalid display type \"{spec}\". {HELP_HINT}\n", RC_INVALID)
+        raise Exit("Failed to parse --display/-d flags\n", RC_INVALID)  # the 580 driver's words [H200-MODES]
     return wanted
 
 
