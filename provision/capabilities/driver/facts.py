@@ -29,7 +29,9 @@ if TYPE_CHECKING:  # types only
 # The packages that carry a driver version (not nvidia-settings, nvidia-container-toolkit, ... with their own):
 # Ubuntu's nvidia-driver-N[-server][-open], nvidia-headless-N, nvidia-utils-N, nvidia-kernel-common-N; NVIDIA's
 # cuda-drivers-N and nvidia-open-N; Debian's nvidia-driver and nvidia-kernel-dkms.
-DRIVER_PACKAGE_PATTERNS = ("nvidia-driver*", "nvidia-headless*", "nvidia-utils*", "nvidia-kernel-*",
+# nvidia-dkms*: Ubuntu's DKMS flavour of a branch (nvidia-dkms-580[-server][-open]), held where the inventory names it:
+# a move to another branch must remove the old one's in the same apt-get, as the driver's own.
+DRIVER_PACKAGE_PATTERNS = ("nvidia-driver*", "nvidia-headless*", "nvidia-utils*", "nvidia-kernel-*", "nvidia-dkms*",
                            "nvidia-open*", "cuda-drivers*")
 SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 
