@@ -8,7 +8,7 @@ from .env import effective_uid
 from .errors import Exit, HELP_HINT, RC_INVALID, RC_NOT_FOUND, RC_NO_PERMISSION, RC_OK, RC_OTHER, SimError
 from .helptext import MIG_HELP
 from .mig import create_default_ci, create_gi, find_profile, gpu_instances, has_mig, profile_of
-from .migviews import render_lci, render_lgi, render_lgip, render_lgipp
+from .migviews import LCI_HEAD, render_lci, render_lgi, render_lgip, render_lgipp
 
 NO_MIG_ENABLED = "No MIG-enabled devices found.\n"
 MIG_OPTIONS = {  # name: (spellings, takes a value: True, optional: None)
@@ -72,7 +72,8 @@ def mig_main(host, gpus: list, argv: list) -> tuple:
         return (render_lgi(enabled), RC_OK) if any(gpu_instances(g.record) for g in enabled) else (
             "No GPU instances found.\n", RC_OK)
     if action == "lci":
-        return render_lci(enabled, ids(opts.get("gi"))), RC_OK
+        listed = render_lci(enabled, ids(opts.get("gi")))
+        return (listed, RC_OK) if listed.count("\n") > len(LCI_HEAD) else ("No compute instances found.\n", RC_OK)
     if action == "lcip":
         raise SimError("nvidia-smi mig -lcip with MIG mode enabled is not simulated")
     if effective_uid() != 0:
@@ -104,7 +105,7 @@ def create_gis(gpus: list, opts: dict) -> tuple:
 def create_one_gi(g, spec: str, lines: list, with_ci: bool) -> tuple | None:
     name, _, start = spec.partition(":")
     profile = find_profile(g.record, name)
-    if profile is None or (start and not start.isdigit()):
+    if profile is None or (start and (not start.isdigit() or int(start) not in profile.starts)):
         return "Invalid Argument", RC_INVALID
     if running(g.record):
         return "In use by another client", RC_OTHER

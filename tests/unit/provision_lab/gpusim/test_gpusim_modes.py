@@ -323,3 +323,28 @@ def test_in_mig_mode_the_gpu_reports_no_utilization(sim: Sim) -> None:
     mig_h100(sim)
     sim.ok("-mig", "1")
     assert sim.query("utilization.gpu,utilization.memory") == [["[N/A]", "[N/A]"]]
+
+
+def test_pinned_placements_by_uuid_and_the_compute_instances_made_apart(sim: Sim) -> None:
+    """As provision's MIG layout task runs it: -i UUID, profile IDs with their start slots, then -cci."""
+    mig_h100(sim, 2)
+    uuid = sim.uuids()[1]
+    sim.ok("-i", uuid, "-mig", "1")
+    assert lines(sim.ok("mig", "-i", uuid, "-cgi", "5:0,9:4")) == [
+        "Successfully created GPU instance ID  2 on GPU  1 using profile MIG 4g.40gb (ID  5)",
+        "Successfully created GPU instance ID  1 on GPU  1 using profile MIG 3g.40gb (ID  9)"]
+    assert sim.ok("mig", "-lci") == "No compute instances found.\n"
+    assert lines(sim.ok("mig", "-i", uuid, "-cci", "-gi", "1")) == [
+        "Successfully created compute instance ID  0 on GPU  1 GPU instance ID  1 using profile MIG 3g.40gb (ID  2)"]
+    assert lines(sim.ok("mig", "-cci", "-gi", "2")) == [
+        "Successfully created compute instance ID  0 on GPU  1 GPU instance ID  2 using profile MIG 4g.40gb (ID  3)"]
+    rows = [line for line in lines(sim.ok("mig", "-lgi")) if " MIG " in line]
+    assert [row.split()[3:7] for row in rows] == [["3g.40gb", "9", "1", "4:4"], ["4g.40gb", "5", "2", "0:4"]]
+    taken = sim.smi("mig", "-i", uuid, "-cgi", "9:0")
+    assert (taken.stdout, taken.returncode) == (
+        "Unable to create a GPU instance on GPU  1 using profile 9:0: Insufficient Resources\n"
+        "Failed to create GPU instances: Insufficient Resources\n", 255)
+    nowhere = sim.smi("mig", "-i", uuid, "-cgi", "9:1")  # 3g.40gb starts at 0 or 4 only
+    assert (nowhere.stdout, nowhere.returncode) == (
+        "Unable to create a GPU instance on GPU  1 using profile 9:1: Invalid Argument\n"
+        "Failed to create GPU instances: Invalid Argument\n", 2)
