@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from provision.capabilities.gpu.adhoc import AdhocSettings, AfterTheSetting, check_change, gpu_chooser, with_gpu_block
+from provision.capabilities.gpu.boot import CONF, BootConf
 from provision.capabilities.gpu.clock_models import clock_models, lines as clock_lines  # noqa: F401  (clock_lines: for the CLI, which imports no capability)
 from provision.commands.playbook import load_playbook
 from provision.commands.run import Target, engine_for, run_stoppable
@@ -27,7 +28,9 @@ def adhoc(target: Target, change: dict[str, Any], option: str, gpus: str | None,
     # A setter that fails on a host installs nothing there that would run at boot (AfterTheSetting).
     tasks = [*setters, *(AfterTheSetting(t, setters, options.check) for t in playbook
                          if "boot" in t.tags and t.name not in task_names)]
-    hook = AdhocSettings(change, gpu_chooser(gpus), from_inventory=from_inventory)
+    # The boot file the playbook writes is the one read back as what the host is promised after a reboot.
+    conf = next((t.path for t in playbook if isinstance(t, BootConf)), CONF)
+    hook = AdhocSettings(change, gpu_chooser(gpus), from_inventory=from_inventory, conf_path=conf)
     options.adjust_host = hook
     engine = engine_for(target, tasks, options, ssh, log)
     results = run_stoppable(engine, [with_gpu_block(h) for h in target.hosts])
