@@ -173,7 +173,8 @@ def fault(node, kind, gpu, nic, link, port, watts, lab_dir):
       ib-errors        the port counts symbol_error and port_rcv_errors (a
                        marginal cable; more at each); a reboot zeroes them
       peermem-unloaded nvidia_peermem is unloaded (rmmod): NCCL has no
-                       GPUDirect RDMA; the next boot loads it again
+                       GPUDirect RDMA; the next boot loads it again where
+                       /etc/modules-load.d names it
       kernel-without-module
                        a newer kernel is installed without the NVIDIA
                        module (/boot/vmlinuz-6.1.0-40-amd64, no nvidia.ko):

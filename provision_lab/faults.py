@@ -29,7 +29,7 @@ SLOW_NIC_MBPS = 1000  # nic-slow: the port is cabled to the 1GbE switch (the see
 GONE_AT_REBOOT = ("gpu-off-bus", "gpu-ecc", "gpu-pcie-errors", "gpu-nvlink-errors", "gpu-process", "sshd-down",
                   "gpu-mig-instances-gone",  # a reboot loses every MIG instance anyway: nothing of it stays
                   "ib-errors",  # an RDMA port's counters start over at 0; a pulled or slow IB cable stays
-                  "peermem-unloaded")  # the boot loads it again
+                  "peermem-unloaded")  # the boot loads what modules-load.d names (nodeinit.load_modules)
 
 
 def inject(node: Node, kind: str, gpu: int | None, nic: str | None, link: int | None = None,
@@ -103,7 +103,9 @@ def clear(node: Node, faults: list[str]) -> str:
         netns.set_cable(node.net, node.spec.index, k, plugged=True)
     mgmt_cable(node, plugged=True)
     if node.spec.rdma:
-        node.exec(["sh", "-c", rdma.restore_script()])  # every RDMA port and module as at power-on
+        node.exec(["sh", "-c", rdma.restore_script()])  # every RDMA port as at power-on
+    if "peermem-unloaded" in faults:
+        node.exec(["sh", "-c", rdma.reload_peermem_script()])  # the rmmod undone
     if "kernel-without-module" in faults:
         node.exec(["sh", "-c", stack_kernels.clear_script()])
     bmc.clear(node)  # its sensors healthy, its event log cleared (ipmitool sel clear)

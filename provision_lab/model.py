@@ -14,7 +14,8 @@ from provision_lab.layout import DEFAULT_GPUS, DEFAULT_NICS, DRIVER_VERSION
 
 # NodeSpec fields added after labs were first made, with their defaults: a lab's layout names one only where it
 # differs, so that a lab made before the field existed (its state has none) is still the same lab.
-LATER_FIELDS = {"provision": False, "driver": True, "psu_watts": None, "board": None}
+LATER_FIELDS: dict[str, Any] = {"provision": False, "driver": True, "psu_watts": None, "board": None,
+                                "modules_load": [], "systemd": False}
 
 
 @dataclass
@@ -34,6 +35,8 @@ class NodeSpec:
     provision: bool = False  # the lab's provision layer (pylayer.py) above it: this checkout for its python3
     psu_watts: int | None = None  # the power supply's budget for the GPUs: past it under load, a GPU drops off
     board: str | None = None  # an NVSwitch baseboard the GPUs sit on (gpusim's BOARDS: "hgx-h100-8"); None: none
+    modules_load: list[str] = field(default_factory=list)  # in its /etc/modules: loaded at every boot (nodeinit)
+    systemd: bool = False  # systemctl starts and stops units now, as where systemd runs (nodeinit.systemctl)
 
     @property
     def gpu_count(self) -> int:

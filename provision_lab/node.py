@@ -31,7 +31,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from provision_lab import bmc, netns, rdma, simzip
+from provision_lab import bmc, netns, nodeinit, rdma, simzip
 from provision_lab.cgroups import JOIN, make_cgroups, remove_cgroups
 from provision_lab.layout import (APT_REPO_IN_NODE, DMESG, NETNS_DIR, NODE_INIT, NODE_MODULES, NODE_NVML_LIBRARY,
                                   NODE_RDMA,
@@ -119,11 +119,19 @@ class Node:
         bmc.install(self)  # its BMC: ipmi_sim, and how provision reaches it (bmc.py)
         for path, text in rdma.power_on_tree(self.spec.rdma).items():  # SETUP mounts it at /sys/class/infiniband
             self.write(f"{NODE_RDMA}/{path}", text, mode=0o444)
-        for path, text in rdma.boot_modules(self.spec.rdma, self.spec.driver_version).items():  # and at /sys/module
-            self.write(f"{NODE_MODULES}/{path}", text, mode=0o444)
-        for path, text in rdma.modprobe_files(self.spec.rdma).items():  # `modprobe nvidia-peermem` loads it there
-            self.write(path, text)
+        if self.spec.rdma:  # SETUP mounts a writable /sys/module over it: nothing loaded at power-on
+            (self.root / NODE_MODULES.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        for path, (mode, text) in rdma.modprobe_files(self.spec.rdma).items():  # `modprobe nvidia-peermem` loads it
+            self.write(path, text, mode=mode)
+        if self.spec.modules_load:  # what its admin has systemd-modules-load load at boot (nodeinit.load_modules)
+            modules = self.root / "etc" / "modules"
+            self.write("etc/modules", (modules.read_text() if modules.exists() else "")
+                       + "".join(f"{name}\n" for name in self.spec.modules_load))
         self.write(NODE_INIT, NODEINIT_SOURCE.read_text(), mode=0o755)
+        if self.spec.systemd:  # its boot and systemctl act as where systemd runs (nodeinit.py)
+            self.write(nodeinit.SYSTEMD_MARK, "provision lab: systemctl starts units now (nodeinit.systemctl)\n")
+            self.write(nodeinit.SYSTEMCTL, f"#!/bin/sh\nexec /usr/bin/python3 -I {NODE_INIT} --systemctl \"$@\"\n",
+                       mode=0o755)
         self.write(NODE_REBOOT, REBOOT, mode=0o755)
 
     def install_gpus(self) -> None:

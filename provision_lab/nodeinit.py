@@ -6,7 +6,8 @@ cpu,cpuacct, blkio, pids, each best effort: what fails is logged), the GPUs
 come up in their power-on state and the simulated driver installed on disk, if
 any, loads (/proc/driver/nvidia/version), the driver makes its device nodes
 (/dev/nvidiactl, /dev/nvidia0..N-1, char 195, mode 0666, when a driver loaded:
-one per GPU that enumerates), the units enabled into a target run (their
+one per GPU that enumerates), the modules /etc/modules-load.d names load (as
+systemd-modules-load does: load_modules, with the node's modprobe), the units enabled into a target run (their
 ExecStartPre, ExecStart, ExecStartPost, ordered by After=/Before=, as systemd
 would at boot), sshd starts. Then it reaps orphans until the node is powered off
 (SIGKILL from the host; being PID 1, everything in the node dies with it).
@@ -33,7 +34,10 @@ merges them. Supported, as systemd does them:
 Not supported: a Requires= unit failing does not stop the unit that requires it, *.wants/ directories
 of a service, targets other than as the enabled links' directories, Restart=, watchdogs, ExecStop*, specifiers
 (%n, %i), sockets, timers, Delegate= and TasksMax= (ignored). systemd itself never runs:
-/run/systemd/system does not exist in a node.
+/run/systemd/system does not exist in a node, and its systemctl works offline (enable, is-enabled), so a unit
+starts at the next boot; except on a node whose spec says systemd (provision_custom.lab.systemd): there the boot
+makes /run/systemd/system and records each unit's main PID, and systemctl (this file, `--systemctl`) starts, stops,
+restarts and tells a unit now, as systemd would (systemctl()).
 """
 
 from __future__ import annotations
@@ -68,6 +72,18 @@ CGROUP_CONTROLLERS = ("cpuset", "cpu,cpuacct", "blkio", "memory", "devices", "fr
 DRIVER_LOADED = "/proc/driver/nvidia/version"  # the loaded driver's (the simulator's boot writes it)
 GPU_CONFIG = "/etc/nvidia-sim/config.json"
 GPU_STATE = "/var/lib/nvidia-sim/state.json"
+# A node whose spec says systemd (provision_custom.lab.systemd: node.py writes the mark): its boot makes
+# /run/systemd/system, as systemd does (what provision and package scripts test for), records each unit it starts
+# in UNIT_STATE, and SYSTEMCTL (/usr/local/sbin/systemctl, before the real one on PATH) starts, stops and tells
+# units now, as systemd would, through this file (systemctl()).
+SYSTEMD_MARK = "/usr/lib/provision-lab/systemd"
+UNIT_STATE = "/run/provision-lab/units"  # NAME.pid: a started unit's main PID, 0 for a oneshot that ran
+REAL_SYSTEMCTL = "/usr/bin/systemctl"
+REBOOT = "/usr/sbin/reboot"  # layout.NODE_REBOOT
+SYSTEMCTL = "/usr/local/sbin/systemctl"
+# systemd-modules-load's directories, in its order: a file in an earlier one hides a later one of the same name.
+MODULES_LOAD_DIRS = ("/etc/modules-load.d", "/run/modules-load.d", "/usr/local/lib/modules-load.d",
+                     "/usr/lib/modules-load.d", "/lib/modules-load.d")
 NVIDIA_MAJOR = 195  # the NVIDIA driver's character major: nvidia0..N-1 are minors 0..N-1, nvidiactl 255
 NVIDIACTL_MINOR = 255
 
@@ -87,10 +103,14 @@ RLIMITS = {"CPU": resource.RLIMIT_CPU, "FSIZE": resource.RLIMIT_FSIZE, "DATA": r
 SIZE_SUFFIXES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50, "E": 1 << 60}
 
 
+QUIET_LOG = False  # as systemctl: the log file only, not the caller's output
+
+
 def log(message: str) -> None:
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}\n"
-    sys.stdout.write(line)
-    sys.stdout.flush()
+    if not QUIET_LOG:
+        sys.stdout.write(line)
+        sys.stdout.flush()
     with open(LOG, "a") as fh:
         fh.write(line)
 
@@ -403,18 +423,19 @@ def preexec(creds: Credentials | None, limits: dict[int, tuple[int, int]], umask
 
 # --- starting units --------------------------------------------------------------------------------
 
-def start_unit(name: str, unit: dict[str, list[str]]) -> None:
+def start_unit(name: str, unit: dict[str, list[str]]) -> int | None:
+    """Start the unit as systemd would; its main PID (0: a oneshot that ran), None where it did not start."""
     unmet = unmet_conditions(unit)
     if unmet:
         log(f"{name}: condition not met ({'; '.join(unmet)}); skipped")
-        return
+        return None
     for unknown in unknown_conditions(unit):
         log(f"{name}: {unknown}= is not supported here; taken as met")
     try:
         creds = unit_credentials(unit)
     except KeyError as exc:
         log(f"{name}: failed: no {exc.args[0]} (User=/Group=)")
-        return
+        return None
     env = unit_environment(unit)
     if creds is not None:
         env.update(creds.env)
@@ -422,7 +443,7 @@ def start_unit(name: str, unit: dict[str, list[str]]) -> None:
         env.update(make_unit_directories(name, unit, creds))
     except OSError as exc:
         log(f"{name}: failed to make its directories: {exc}")
-        return
+        return None
     limits = unit_rlimits(unit)
     umask = int(last(unit, "Service.UMask", "0022"), 8)
     cwd = last(unit, "Service.WorkingDirectory")
@@ -433,9 +454,10 @@ def start_unit(name: str, unit: dict[str, list[str]]) -> None:
     if not os.path.isdir(cwd):
         if not cwd_optional:
             log(f"{name}: failed: WorkingDirectory={cwd} does not exist")
-            return
+            return None
         cwd = "/"
     kind = last(unit, "Service.Type", "simple")
+    main_pid: int | None = 0
     steps = [(key, line) for key in ("ExecStartPre", "ExecStart", "ExecStartPost")
              for line in unit.get(f"Service.{key}", [])]
     for key, line in steps:
@@ -447,22 +469,27 @@ def start_unit(name: str, unit: dict[str, list[str]]) -> None:
         if "@" in prefixes and len(argv) > 1:
             executable, argv = argv[0], argv[1:]
         if key == "ExecStart" and kind not in WAITED_TYPES:
-            result = spawn(argv, env, LOG, preexec_fn=setup, cwd=cwd, executable=executable)
+            pids: list[int] = []
+            result = spawn(argv, env, LOG, preexec_fn=setup, cwd=cwd, executable=executable, started=pids)
             log(f"{name}: started {shlex.join(argv)}{as_user(creds, as_root)}"
                 + (f": {result}" if result else ""))
+            main_pid = pids[0] if pids else None
             continue
         rc = spawn(argv, env, LOG, wait=True, preexec_fn=setup, cwd=cwd, executable=executable)
         log(f"{name}: {key} {shlex.join(argv)}{as_user(creds, as_root)} -> {rc}")
         if rc != 0 and not ignore_failure:
             log(f"{name}: failed")
-            return
+            return None
     pidfile = last(unit, "Service.PIDFile")
     if kind == "forking" and pidfile:
         try:
             with open(pidfile) as fh:
-                log(f"{name}: running, main PID {fh.read().strip()} ({pidfile})")
+                main = fh.read().strip()
+            log(f"{name}: running, main PID {main} ({pidfile})")
+            main_pid = int(main) if main.isdigit() else main_pid
         except OSError:
             log(f"{name}: PID file {pidfile} not readable after start; the daemon may have died")
+    return main_pid
 
 
 def as_user(creds: Credentials | None, as_root: bool) -> str:
@@ -470,15 +497,134 @@ def as_user(creds: Credentials | None, as_root: bool) -> str:
 
 
 def spawn(argv: list[str], env: dict[str, str], output: str, wait: bool = False, preexec_fn=None,
-          cwd: str | None = None, executable: str | None = None) -> int | str | None:
-    """Start argv with its output appended to a log file; with wait, its exit status (or why it did not run)."""
+          cwd: str | None = None, executable: str | None = None, started: list[int] | None = None) -> int | str | None:
+    """Start argv with its output appended to a log file; with wait, its exit status (or why it did not run).
+    started: gets the process's pid (the leader of its own session)."""
     with open(output, "a") as out:
         try:
             proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, preexec_fn=preexec_fn, cwd=cwd, executable=executable)
+            if started is not None:
+                started.append(proc.pid)
             return proc.wait(timeout=90) if wait else None
         except (OSError, subprocess.SubprocessError) as exc:
             return f"error ({exc})"
+
+
+# --- systemctl, where the node's spec says systemd (provision_custom.lab.systemd) -----------------------------
+
+def systemd_node() -> bool:
+    return os.path.exists(SYSTEMD_MARK)
+
+
+def unit_name(word: str) -> str:
+    return word if "." in word else f"{word}.service"
+
+
+def record(name: str, main_pid: int | None) -> None:
+    """A started unit's main PID (0: a oneshot that ran) in UNIT_STATE, which is-active and stop read."""
+    os.makedirs(UNIT_STATE, exist_ok=True)
+    path = os.path.join(UNIT_STATE, f"{name}.pid")
+    if main_pid is None:
+        if os.path.exists(path):
+            os.remove(path)
+        return
+    with open(path, "w") as fh:
+        fh.write(f"{main_pid}\n")
+
+
+def main_pid_of(name: str) -> int | None:
+    try:
+        with open(os.path.join(UNIT_STATE, f"{name}.pid")) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except (OSError, IndexError):
+        return False
+
+
+def active(name: str) -> bool:
+    pid = main_pid_of(name)
+    return pid is not None and (pid == 0 or alive(pid))
+
+
+def stop(name: str) -> None:
+    """SIGTERM to the unit's process group (each started in a session of its own), SIGKILL after 10 s."""
+    pid = main_pid_of(name)
+    record(name, None)
+    if not pid or not alive(pid):
+        return
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 2.0)):
+        try:
+            os.killpg(pid, sig)
+        except OSError:
+            return
+        deadline = time.monotonic() + wait
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not alive(pid):
+            return
+
+
+def start(name: str, verb: str = "start") -> int:
+    """systemctl start (or the start of VERB): nothing where it runs; else its unit file with drop-ins started, as
+    at boot."""
+    if active(name):
+        return 0
+    path = unit_file(os.path.join(UNIT_DIRS[0], name))
+    if path is None:
+        print(f"Failed to {verb} {name}: Unit {name} not found.", file=sys.stderr)
+        return 5
+    main_pid = start_unit(name, parse_unit(path, dropin_files(name)))
+    record(name, main_pid)
+    if main_pid is None:
+        print(f"Job for {name} failed because the control process exited with error code.\n"
+              f"See \"systemctl status {name}\" and \"journalctl -xeu {name}\" for details.", file=sys.stderr)
+        return 1
+    return 0
+
+
+def systemctl(argv: list[str]) -> int:
+    """systemctl as it answers where systemd runs, for what the lab's units need: start, stop, restart (and
+    try-restart, reload-or-restart), is-active, enable/disable --now, daemon-reload, reboot; anything else is the
+    node's own systemctl, offline (SYSTEMD_OFFLINE=1: enable, disable, is-enabled read and write the unit links)."""
+    options = [a for a in argv if a.startswith("-")]
+    words = [a for a in argv if not a.startswith("-")]
+    verb, names = (words[0] if words else ""), [unit_name(w) for w in words[1:]]
+    quiet = "--quiet" in options or "-q" in options
+    if verb in ("start", "restart", "try-restart", "reload-or-restart", "stop"):
+        code = 0
+        for name in names:
+            if verb == "try-restart" and not active(name):
+                continue  # try-restart leaves a stopped unit stopped
+            if verb != "start":
+                stop(name)
+            if verb != "stop":
+                code = start(name, verb) or code
+        return code
+    if verb == "is-active":
+        states = ["active" if active(name) else "inactive" for name in names]
+        if not quiet:
+            print("\n".join(states))
+        return 0 if all(state == "active" for state in states) else 3
+    if verb in ("daemon-reload", "daemon-reexec", "reset-failed"):
+        return 0
+    if verb in ("reboot", "poweroff", "halt"):  # reboot(2) itself, which needs no systemd (-ff), never offline:
+        if verb == "reboot" and "--force" not in options and "-f" not in options:  # that ignores it ("in chroot")
+            os.execv(REBOOT, [REBOOT])  # the node's own (node.py): sync, then systemctl reboot -ff
+        os.execv(REAL_SYSTEMCTL, [REAL_SYSTEMCTL, *argv])
+    if verb in ("enable", "disable") and "--now" in options:
+        offline = [a for a in argv if a != "--now"]
+        code = subprocess.run([REAL_SYSTEMCTL, *offline], env={**os.environ, "SYSTEMD_OFFLINE": "1"}).returncode
+        return code or systemctl(["start" if verb == "enable" else "stop", *words[1:]])
+    os.execve(REAL_SYSTEMCTL, [REAL_SYSTEMCTL, *argv], {**os.environ, "SYSTEMD_OFFLINE": "1"})
+    return 1  # not reached
 
 
 # --- the machine ---------------------------------------------------------------------------------
@@ -576,6 +722,41 @@ def driver_devices() -> None:
         log(f"GPU devices: {exc}")
 
 
+def modules_to_load(dirs: tuple[str, ...] = MODULES_LOAD_DIRS) -> list[str]:
+    """The module names of every modules-load.d/*.conf (Debian's modules.conf is a link to /etc/modules), files in
+    name order across the directories, each name once; blank lines and comments ("#", ";") skipped."""
+    files: dict[str, str] = {}
+    for directory in reversed(dirs):
+        for path in glob.glob(os.path.join(directory, "*.conf")):
+            files[os.path.basename(path)] = path
+    names: list[str] = []
+    for name in sorted(files):
+        try:
+            with open(files[name]) as fh:
+                lines = fh.read().splitlines()
+        except OSError as exc:
+            log(f"modules-load: {files[name]}: {exc}")
+            continue
+        names += [line.strip() for line in lines if line.strip() and line.strip()[0] not in "#;"]
+    return list(dict.fromkeys(names))
+
+
+def load_modules() -> None:
+    """What systemd-modules-load does at boot: each module named there probed (its install commands run: the node's
+    kmod), logged in its words."""
+    for name in modules_to_load():
+        try:
+            proc = subprocess.run(["modprobe", name], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=30, env=ENV)
+        except (OSError, subprocess.SubprocessError) as exc:
+            log(f"systemd-modules-load: Failed to insert module '{name}': {exc}")
+            continue
+        if proc.returncode == 0:
+            log(f"systemd-modules-load: Inserted module '{name.replace('-', '_')}'")
+        else:
+            log(f"systemd-modules-load: Failed to insert module '{name}': {proc.stderr.strip() or proc.returncode}")
+
+
 def power_on_gpus() -> None:
     """The GPUs' volatile settings (persistence, power limits, clocks) are gone after a power cycle, and the
     driver on disk loads (a driver package installed since the last boot: this one's)."""
@@ -592,10 +773,16 @@ def main() -> None:
     mount_cgroups()
     power_on_gpus()
     driver_devices()  # those of the driver that loaded
+    load_modules()  # after the driver: nvidia_peermem rests on it
+    systemd = systemd_node()
+    if systemd:
+        os.makedirs("/run/systemd/system", exist_ok=True)
     units = enabled_units()
     for name in boot_order(units):
         try:
-            start_unit(name, units[name])
+            main_pid = start_unit(name, units[name])
+            if systemd:
+                record(name, main_pid)
         except Exception as exc:  # one bad unit must not stop the boot (sshd below)
             log(f"{name}: failed: {type(exc).__name__}: {exc}")
     spawn(["/usr/sbin/sshd", "-D", "-e"], ENV, "/var/log/sshd.log")
@@ -608,4 +795,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--systemctl"]:
+        QUIET_LOG = True
+        sys.exit(systemctl(sys.argv[2:]))
     main()

@@ -16,10 +16,13 @@ DOWN, Polling, link_downed counted), `ib-slow` (the link trained 1 lane of 4: 25
 receive errors counted). A boot starts again from the staged tree: the counters are 0 again, and faults.after_boot
 sets a pulled cable or a slow link up again, as the cable is still there.
 
-A node with RDMA NICs also loads nvidia_peermem at boot (GPUDirect RDMA's peer-memory module, as
-/etc/modules-load.d would): SETUP puts a tmpfs over the node's /sys/module holding nvidia_peermem/version (the
-file NCCL looks for). `peermem-unloaded` removes it (rmmod); the next boot loads it again, and so does
-`modprobe nvidia-peermem` in the node (modprobe_files: an install command of the node's modprobe.d).
+A node with RDMA NICs has GPUDirect RDMA's peer-memory module, nvidia_peermem, to load: SETUP puts a tmpfs over
+the node's /sys/module (staged empty: layout.NODE_MODULES), and `modprobe nvidia-peermem` in the node (an install
+command of its modprobe.d, modprobe_files) loads it there: nvidia_peermem/version, the file NCCL looks for, says the
+version of the driver loaded at that boot (/proc/driver/nvidia/version); with no driver loaded it fails as modprobe
+does for a module it cannot find. Nothing loads it at boot but what /etc/modules-load.d (or Debian's /etc/modules)
+names, as systemd-modules-load does (nodeinit.load_modules): provision's nvidia-peermem task, or a lab spec's
+provision_custom.lab.modules_load. `peermem-unloaded` removes it (rmmod); `clear` loads it again.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from provision_lab.layout import NODE_MODULES, NODE_RDMA
+from provision_lab.layout import NODE_LAB_DIR, NODE_RDMA
 from provision_lab.system import LabError
 
 SYS_CLASS_IB = "/sys/class/infiniband"
@@ -49,6 +52,19 @@ RDMA_FAULTS = ("ib-down", "ib-slow", "ib-errors")
 PEERMEM = "nvidia_peermem"
 SYS_MODULE = "/sys/module"
 MODPROBE_CONF = "/etc/modprobe.d/provision-lab-peermem.conf"
+PEERMEM_LOADER = f"{NODE_LAB_DIR}/insmod-nvidia-peermem"  # what the install command runs
+# The loader: the loaded driver's version from its /proc file (the first dotted number: "... Kernel Module  580.159.04
+# ..." or "... Open Kernel Module for x86_64  580.159.04 ..."), as nvidia_peermem's own version.
+LOADER = f"""#!/bin/sh
+# provision lab: insmod nvidia_peermem into this node's /sys/module (rdma.py), at the loaded driver's version.
+version=$(awk '{{for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+[.][0-9.]+$/) {{print $i; exit}}}}' \
+    /proc/driver/nvidia/version 2>/dev/null)
+if [ -z "$version" ]; then
+    echo "modprobe: FATAL: Module {PEERMEM} not found in directory /lib/modules/$(uname -r)" >&2
+    exit 1
+fi
+mkdir -p {SYS_MODULE}/{PEERMEM} && echo "$version" > {SYS_MODULE}/{PEERMEM}/version
+"""
 OLDER_LAB = ("this node has no simulated /sys/class/infiniband (a lab made before RDMA ports were simulated): "
              "`provision lab down` and `up` again")
 
@@ -64,21 +80,17 @@ def power_on_tree(rdma: list[dict[str, Any]]) -> dict[str, str]:
     return files
 
 
-def boot_modules(rdma: list[dict[str, Any]], driver_version: str) -> dict[str, str]:
-    """The staged /sys/module of a node: nvidia_peermem/version (the driver's) where the node has RDMA NICs."""
-    return {f"{PEERMEM}/version": f"{driver_version}\n"} if rdma else {}
-
-
-def modprobe_files(rdma: list[dict[str, Any]]) -> dict[str, str]:
-    """The node's modprobe.d, where it has RDMA NICs: `modprobe nvidia-peermem` (provision's nvidia-peermem task,
-    or by hand) loads the staged module into the node's /sys/module, as the real one inserts it into the kernel;
-    `modprobe -r` unloads it. The node's own kmod runs it (an install command needs no module file)."""
+def modprobe_files(rdma: list[dict[str, Any]]) -> dict[str, tuple[int, str]]:
+    """The node's modprobe.d and its loader, where it has RDMA NICs (path -> mode, text): `modprobe nvidia-peermem`
+    (provision's nvidia-peermem task, the boot's modules-load.d, or by hand) loads the module into the node's
+    /sys/module, as the real one inserts it into the kernel; `modprobe -r` unloads it. The node's own kmod runs it
+    (an install command needs no module file)."""
     if not rdma:
         return {}
-    module = f"{SYS_MODULE}/{PEERMEM}"
-    return {MODPROBE_CONF: ("# provision lab: the simulated nvidia_peermem (rdma.py)\n"
-                            f"install {PEERMEM} mkdir -p {module} && cp -a {NODE_MODULES}/{PEERMEM}/. {module}/\n"
-                            f"remove {PEERMEM} rm -rf {module}\n")}
+    return {MODPROBE_CONF: (0o644, "# provision lab: the simulated nvidia_peermem (rdma.py)\n"
+                                   f"install {PEERMEM} {PEERMEM_LOADER}\n"
+                                   f"remove {PEERMEM} rm -rf {SYS_MODULE}/{PEERMEM}\n"),
+            PEERMEM_LOADER: (0o755, LOADER)}
 
 
 def unload_peermem_script() -> str:
@@ -116,7 +128,11 @@ def fault_script(kind: str, port: str, counted: bool = True) -> str:
 
 
 def restore_script() -> str:
-    """Every port and module as at power-on: the staged trees copied over the live ones (clear); nothing in a node
-    of a lab made before they were simulated."""
-    return (f"{{ [ ! -d {NODE_RDMA} ] || [ ! -d {SYS_CLASS_IB} ] || cp -a {NODE_RDMA}/. {SYS_CLASS_IB}/; }} && "
-            f"{{ [ ! -d {NODE_MODULES} ] || cp -a {NODE_MODULES}/. {SYS_MODULE}/; }}")  # SETUP's tmpfs there
+    """Every port as at power-on: the staged tree copied over the live one (clear); nothing in a node of a lab made
+    before they were simulated."""
+    return f"[ ! -d {NODE_RDMA} ] || [ ! -d {SYS_CLASS_IB} ] || cp -a {NODE_RDMA}/. {SYS_CLASS_IB}/"
+
+
+def reload_peermem_script() -> str:
+    """What `clear` does after peermem-unloaded: modprobe it again (the rmmod undone)."""
+    return f"modprobe {PEERMEM}"

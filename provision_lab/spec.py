@@ -30,6 +30,13 @@ GPUs and NICs come from, first match wins:
   board provision_custom.lab.board: hgx-h100-8 puts the GPUs on an HGX baseboard (8x h100-80gb-hbm3 on four
         NVSwitches: no `gpus` beside it): they stay "In Progress" in the fabric until nvidia-fabricmanager of
         the loaded driver's version runs (the lab's apt repository has it: stack_fabric.py).
+  modules  provision_custom.lab.modules_load: [nvidia-peermem] names modules in the node's /etc/modules, which its boot
+        loads as systemd-modules-load does (nodeinit.py): a node whose admin set that up. Default: none, and a node
+        with RDMA NICs loads nvidia_peermem at boot only where /etc/modules-load.d names it (provision's file).
+  systemd  provision_custom.lab.systemd: true makes the node answer as one where systemd runs: /run/systemd/system
+        is there, and its systemctl starts, stops and restarts units now (a package's, apply's `systemctl restart`),
+        not only at the next boot (nodeinit.systemctl). Default false: systemctl works offline (enable, is-enabled)
+        and units start at boot, which every other lab test is written for.
   PSU   provision_custom.lab.psu_watts: N is what the node's power supplies give its GPUs: under a load (the GPU
         simulator's `load`, verify --active's stand-in) whose transients add up past it, a GPU falls off the
         bus (Xid 79), as on the V100 box. Default: no limit.
@@ -53,9 +60,11 @@ from provision_lab.system import LabError
 MODELS = ("v100-sxm2-16gb", "rtx-3090", "rtx-4090", "h100-80gb-hbm3")
 MODEL_HINTS = (("v100", "v100-sxm2-16gb", 4), ("3090", "rtx-3090", 1), ("4090", "rtx-4090", 7),
                ("h100", "h100-80gb-hbm3", 8))
-LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes", "torch", "provision", "driver", "psu_watts", "board")
+LAB_KEYS = ("gpus", "nics", "persistenced", "rdma", "numa_nodes", "torch", "provision", "driver", "psu_watts", "board",
+            "modules_load", "systemd")
 # The default lab rehearses the basement V100 fix: persistence on, 200 W.
 DEFAULT_VARS = {"provision_gpu": {"persistence": True, "power_limit": 200}}
+MODULE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,55}$")
 NIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
 HOST_PREFIX = "lab-"
 DEFAULT_NODES = 3
@@ -93,7 +102,8 @@ def _node_for(host, index: int) -> NodeSpec:
                     persistenced=bool(lab.get("persistenced", False)), rdma=_rdma(lab, where),
                     numa_nodes=_numa_nodes(lab, where), torch=_flag(lab, "torch", pylayer.wanted(), where),
                     provision=_flag(lab, "provision", False, where), driver=_flag(lab, "driver", True, where),
-                    psu_watts=_psu_watts(lab, where), board=_board(lab, where))
+                    psu_watts=_psu_watts(lab, where), board=_board(lab, where),
+                    modules_load=_modules_load(lab, where), systemd=_flag(lab, "systemd", False, where))
 
 
 def _gpus(host, lab: dict[str, Any], where: str) -> list[dict[str, Any]]:
@@ -146,6 +156,13 @@ def _numa_nodes(lab: dict[str, Any], where: str) -> int:
     if not isinstance(nodes, int) or isinstance(nodes, bool) or not 1 <= nodes <= 8:
         raise LabError(f"{where}.numa_nodes must be 1..8; got {nodes!r}", 2)
     return nodes
+
+
+def _modules_load(lab: dict[str, Any], where: str) -> list[str]:
+    names = lab.get("modules_load", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) and MODULE_NAME.match(n) for n in names):
+        raise LabError(f"{where}.modules_load must be a list of kernel module names ([nvidia-peermem]); got {names!r}", 2)
+    return list(names)
 
 
 def _psu_watts(lab: dict[str, Any], where: str) -> int | None:

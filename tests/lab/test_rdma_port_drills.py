@@ -28,8 +28,8 @@ NODE = "lab-ib-1"
 CHECK = "rdma_ports_are_up_at_rate_without_errors"
 INVENTORY = {"all": {"hosts": {"ib-1": {"provision_custom": {"lab": {
     # V100s: the proprietary kernel module (the open ones do not drive Volta), so no DMA-BUF: GPUDirect RDMA
-    # rests on nvidia_peermem, as on the V100 box
-    "torch": False, "gpus": [{"model": "v100-sxm2-16gb", "count": 4}],
+    # rests on nvidia_peermem, which its /etc/modules loads at every boot, as on the V100 box
+    "torch": False, "gpus": [{"model": "v100-sxm2-16gb", "count": 4}], "modules_load": ["nvidia-peermem"],
     "rdma": [{"name": "mlx5_0", "near_gpu": 0}, {"name": "mlx5_1", "near_gpu": 1}]}}}}}}
 
 
@@ -138,7 +138,8 @@ GDR = "gpudirect_rdma_is_available_where_nccl_uses_it"
 
 
 def test_nvidia_peermem_unloaded_is_one_gdr_finding_and_a_reboot_loads_it_again(ib_lab):
-    assert on_node("cat /sys/module/nvidia_peermem/version").strip()  # loaded at boot, as modules-load.d does
+    loaded = on_node("cat /proc/driver/nvidia/version").split("Kernel Module")[1].split()[0]
+    assert on_node("cat /sys/module/nvidia_peermem/version") == f"{loaded}\n"  # /etc/modules names it: the boot's
     assert GDR in verify()[1]["passed"]  # GPU0-mlx5_0 and GPU1-mlx5_1 behind one switch each (topo -m: PIX)
     assert lab("fault", NODE, "peermem-unloaded") == f"{NODE}: peermem-unloaded\n"
     try:
@@ -154,4 +155,17 @@ def test_nvidia_peermem_unloaded_is_one_gdr_finding_and_a_reboot_loads_it_again(
         lab("fault", NODE, "clear")
     lab("fault", NODE, "peermem-unloaded")
     lab("fault", NODE, "clear")  # clear loads it again too
+    assert on_node("cat /sys/module/nvidia_peermem/version").strip()
+
+
+def test_a_boot_loads_nvidia_peermem_only_where_modules_load_d_names_it(ib_lab):
+    on_node("cp /etc/modules /root/modules && sed -i '/^nvidia-peermem$/d' /etc/modules")
+    try:
+        lab("reboot", NODE)
+        assert on_node("test -e /sys/module/nvidia_peermem || echo unloaded") == "unloaded\n"
+        code, verdict = verify()
+        assert code == 1 and [f["check"] for f in verdict["findings"]] == [GDR], verdict["failures"]
+    finally:
+        on_node("mv /root/modules /etc/modules")
+        lab("reboot", NODE)
     assert on_node("cat /sys/module/nvidia_peermem/version").strip()

@@ -84,6 +84,8 @@ def test_nodeinit_copies_agree_with_the_layout():
     assert nodeinit.GPU_CONFIG == layout.NODE_SIM_CONFIG
     assert nodeinit.GPU_STATE == gpusim.ENV_DEFAULTS["NVIDIA_SIM_STATE"]
     assert nodeinit.DRIVER_LOADED == gpusim.ENV_DEFAULTS["NVIDIA_SIM_PROC_DRIVER"] + "/version"
+    assert nodeinit.REBOOT == layout.NODE_REBOOT
+    assert nodeinit.SYSTEMD_MARK.startswith(layout.NODE_LAB_DIR + "/")
 
 
 def test_the_driver_packages_are_named_after_their_branch():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from provision.capabilities.driver import nextboot
 from provision_lab import rdma, stack_kernels
-from provision_lab.layout import DRIVERS, NODE_MODULES
+from provision_lab.layout import DRIVER_VERSION, DRIVERS, OTHER_DRIVER_VERSION
 
 KERNEL = stack_kernels.NEXT_KERNEL
 
@@ -32,8 +32,19 @@ def test_the_fault_installs_a_kernel_that_provision_takes_for_the_next_boot_with
     assert nextboot.next_kernel(found)[0] == KERNEL and nextboot.stranded(found, "nvidia") is not None
 
 
-def test_modprobe_loads_the_staged_peermem_only_on_a_node_with_rdma_nics():
+def test_modprobe_loads_peermem_only_on_a_node_with_rdma_nics_at_the_loaded_driver_s_version(tmp_path: Path):
     assert rdma.modprobe_files([]) == {}
-    (text,) = rdma.modprobe_files([{"name": "mlx5_0"}]).values()
-    assert f"install nvidia_peermem mkdir -p /sys/module/nvidia_peermem && cp -a {NODE_MODULES}/nvidia_peermem/." \
-        in text and "remove nvidia_peermem rm -rf /sys/module/nvidia_peermem" in text
+    files = rdma.modprobe_files([{"name": "mlx5_0"}])
+    assert f"install nvidia_peermem {rdma.PEERMEM_LOADER}\n" in files[rdma.MODPROBE_CONF][1]
+    mode, loader = files[rdma.PEERMEM_LOADER]
+    proc, sys_module = tmp_path / "version", tmp_path / "module"
+    loader = loader.replace("/proc/driver/nvidia/version", str(proc)).replace(rdma.SYS_MODULE, str(sys_module))
+    kinds = {OTHER_DRIVER_VERSION: "NVIDIA UNIX x86_64 Kernel Module  {}  Wed Oct 29 23:15:11 UTC 2025",
+             DRIVER_VERSION: "NVIDIA UNIX Open Kernel Module for x86_64  {}  Release Build"}  # gpusim kernel.py NVRM_ID_*
+    for version, line in kinds.items():
+        proc.write_text(f"NVRM version: {line.format(version)}\n")
+        subprocess.run(["sh", "-c", loader], check=True, timeout=30)
+        assert (sys_module / "nvidia_peermem/version").read_text() == f"{version}\n"
+    proc.unlink()
+    failed = subprocess.run(["sh", "-c", loader], capture_output=True, text=True, timeout=30)
+    assert mode == 0o755 and failed.returncode == 1 and "Module nvidia_peermem not found" in failed.stderr
