@@ -81,6 +81,8 @@ WHERE = {
     "provision clocks --reset": "sandbox",
     "provision clocks --list": "sandbox",
     "provision persistence on": "sandbox",
+    "provision compute-mode exclusive_process": "sandbox",
+    "provision ecc off": "sandbox",
     "provision clocks --locked --sm 210,2520": "geforce",
     "mkdir -p ~/gpusim": "simulator",
     "python3 -m provision_lab.gpusim install ~/bin": "simulator",
@@ -187,7 +189,8 @@ def run(command: str, cwd: Path, env: dict | None = None, timeout: int = 600) ->
 # 64); verify after a drill finds what it broke (bit 1)
 EXITS = {f"provision apply {DEFAULT_LAB}/inventory.yaml --check": 8,
          f"provision verify {DEFAULT_LAB}/inventory.yaml --active --duration 10": 64,
-         f"provision verify {DEFAULT_LAB}/inventory.yaml --limit lab-v100-1": 1}
+         f"provision verify {DEFAULT_LAB}/inventory.yaml --limit lab-v100-1": 1,
+         "provision ecc off": 16}  # the reboot that takes the ECC mode is pending
 
 
 def ok(proc: subprocess.CompletedProcess, command: str) -> str:
@@ -346,6 +349,9 @@ def test_commands_on_this_machine_run_in_a_sandbox(tmp_path, where, model, count
     conf = tmp_path / "overlay" / "etc" / "upper" / "provision" / "gpu-tuning.conf"
     cards = [line for line in conf.read_text().splitlines() if line.startswith("gpu=")]  # not model=... lines
     assert [line.count("persistence=on") for line in cards] == [1] * 4  # the boot file, in the sandbox's /etc
+    assert "default -> exclusive_process" in outputs["provision compute-mode exclusive_process"]
+    assert [line.count("compute_mode=exclusive_process") for line in cards] == [1] * 4
+    assert "Enabled, Disabled at the next reboot or GPU reset" in outputs["provision ecc off"]
 
 
 # --- the lab -----------------------------------------------------------------------------------------
