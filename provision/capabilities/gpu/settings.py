@@ -90,13 +90,17 @@ class GpuTuning(Block):
     mig: MigSetting | None = setting(None, mig_settings.ALLOWED, mig_settings.NAMES_HINT, examples=[["3g.71gb", "3g.71gb"]])
     # ECC mode (nvidia-smi -e): the driver stores it and takes it at the next reboot or GPU reset; until then it is
     # pending (a state, not a failure). A GPU without ECC memory (GeForce: "[N/A]") refuses it.
-    ecc: bool | None = setting(None, "true or false: takes effect at the next reboot (provision apply --reboot)",
-                               "nvidia-smi -q -d ECC shows the mode, current and pending", examples=[True])
+    ecc: bool | None = setting(
+        None, "true or false", "ECC mode (nvidia-smi -e). The driver takes it at the next reboot or GPU reset: until "
+        "then the run says the reboot is pending (provision apply --reboot takes it); then it stays, with no boot "
+        "line. A GPU without ECC memory (its ECC mode reads N/A: GeForce) refuses it. nvidia-smi -q -d ECC shows "
+        "the mode, current and pending", examples=[True])
     # Compute mode (nvidia-smi -c): lost at every reboot, so the boot unit sets it again. Exclusive_Thread is
     # deprecated (nvidia-smi --help): not offered.
     compute_mode: ComputeMode | None = setting(
-        None, ", ".join(COMPUTE_MODES), "exclusive_process: one process per GPU (a GPU is never shared by two "
-        "jobs); prohibited: no process at all", examples=["exclusive_process"])
+        None, ", ".join(COMPUTE_MODES), "Compute mode (nvidia-smi -c). exclusive_process: one process per GPU (a GPU "
+        "is never shared by two jobs); prohibited: no process at all. Lost at every reboot: the boot unit sets it "
+        "again. A MIG-enabled GPU takes only default", examples=["exclusive_process"])
 
 
 TUNING_KEYS = tuple(GpuTuning.model_fields)
