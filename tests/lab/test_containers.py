@@ -1,7 +1,8 @@
 """Containers and DCGM end to end on one lab node (tests/lab/containers.yaml): apply installs the container toolkit at
 its pin, held, generates the CDI spec of the loaded driver and configures the docker that is there, and installs DCGM
-4 for the driver's CUDA major with nvidia-dcgm enabled; after a reboot the host engine runs the pinned version and
-the spec, gone with /run, is the one finding until apply generates it again; the `stale-cdi-spec` fault (a spec left
+4 for the driver's CUDA major with nvidia-dcgm enabled and restarted (the node answers as one where systemd runs:
+provision_custom.lab.systemd), so verify passes right after apply; after a reboot the host engine runs the pinned
+version and the spec, gone with /run, is the one finding until apply generates it again; the `stale-cdi-spec` fault (a spec left
 from the driver before) is one finding with its next step, and apply fixes it."""
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ CHECKS = ("container_toolkit_is_the_pinned_version", "cdi_spec_names_the_loaded_
 DCGM_CHECK = "dcgm_host_engine_runs_the_pinned_version"
 DCGM = ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda13")
 # A docker of the user's: on the PATH, with a daemon.json of its own (provision installs no engine).
-DOCKER = ("printf '#!/bin/sh\\nexit 0\\n' >/usr/local/bin/dockerd && chmod 755 /usr/local/bin/dockerd && "
+# Its unit, for the restart provision asks after configuring it (systemd runs there).
+DOCKER = ("printf '#!/bin/sh\\nexec sleep infinity\\n' >/usr/local/bin/dockerd && chmod 755 /usr/local/bin/dockerd && "
+          "printf '[Service]\\nExecStart=/usr/local/bin/dockerd\\n' >/etc/systemd/system/docker.service && "
           "mkdir -p /etc/docker && echo '{\"log-driver\": \"json-file\"}' >/etc/docker/daemon.json")
 
 
@@ -63,8 +66,9 @@ def test_apply_installs_the_toolkit_generates_the_spec_and_configures_docker(con
     daemon = json.loads(containers_lab.node_file(NODE, "/etc/docker/daemon.json").read_text())
     assert daemon["log-driver"] == "json-file" and "nvidia" in daemon["runtimes"]  # the user's key kept
     assert set(DCGM) <= set(on(containers_lab, "apt-mark showhold").split())
+    assert "Hostengine build info:\nVersion : 4.2.3" in on(containers_lab, "dcgmi -v")  # started by apply's restart
     _, verdict = verify(containers_lab)
-    assert set(CHECKS) <= set(verdict["passed"]), verdict["failures"]
+    assert {*CHECKS, DCGM_CHECK} <= set(verdict["passed"]) and not verdict["findings"], verdict["findings"]
 
 
 def test_after_a_reboot_the_host_engine_runs_and_the_spec_is_generated_again(containers_lab):
