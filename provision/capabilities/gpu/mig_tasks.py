@@ -38,6 +38,11 @@ def modes(gpu: GpuFacts) -> tuple[bool | None, bool | None]:
     return gpu.mig_mode, gpu.mig_pending
 
 
+def mig_smi(gpu: GpuFacts, *args: str) -> list[str]:
+    """An `nvidia-smi mig` command for one GPU: the subcommand comes first, then its -i (nvidia-smi mig -h)."""
+    return ["nvidia-smi", "mig", "-i", gpu.uuid, *args]
+
+
 def mig_gpu(facts: HostFacts, gpu: GpuFacts) -> MigGpu | None:
     return facts.mig.gpus.get(gpu.index) if facts.mig is not None else None
 
@@ -122,7 +127,7 @@ class MigLayout(MigTask):
                 plan.refused.append(Item(gpu.label, FAILED, "MIG layout", layout_words(have), layout_words(layout),
                                          message=refused, cause=LAYOUT_CHECK))
                 continue
-            create = [smi(gpu, "mig", "-cgi", cgi_argument(placed), "-C")] if placed else []
+            create = [mig_smi(gpu, "-cgi", cgi_argument(placed), "-C")] if placed else []
             plan.changes.append(Change(
                 target=gpu.label, what="MIG layout", before=layout_words(have), after=layout_words(layout),
                 commands=[*_destroy(gpu, mig), *create], cause=LAYOUT_CHECK,
@@ -141,8 +146,8 @@ def _destroy(gpu: GpuFacts, mig: MigGpu | None) -> list[list[str]]:
     Only what exists (nvidia-smi fails on nothing to destroy)."""
     if mig is None:
         return []
-    return ([smi(gpu, "mig", "-dci")] if mig.compute_instances else []) + (
-        [smi(gpu, "mig", "-dgi")] if mig.gpu_instances else [])
+    return ([mig_smi(gpu, "-dci")] if mig.compute_instances else []) + (
+        [mig_smi(gpu, "-dgi")] if mig.gpu_instances else [])
 
 
 def _in_use(gpu: GpuFacts, mig: MigGpu | None) -> str:

@@ -16,6 +16,10 @@ def commands(plan):
     return [c for change in plan.changes for c in change.commands]
 
 
+def gpu_uuid():
+    return h200_gpu().uuid
+
+
 def on(layout=TWO, **blocks):
     return host(provision_gpu={"mig": layout, **blocks})
 
@@ -42,7 +46,7 @@ def test_the_layout_waits_for_the_mode():
 def test_the_layout_is_made_once_the_mode_is_on():
     gpu = h200_gpu()
     plan = MigLayout().plan(on(), facts(gpus=[gpu], mig=mig_facts(h200_mig())))
-    assert commands(plan) == [["nvidia-smi", "-i", gpu.uuid, "mig", "-cgi", "3g.71gb:0,3g.71gb:4", "-C"]]
+    assert commands(plan) == [["nvidia-smi", "mig", "-i", gpu.uuid, "-cgi", "3g.71gb:0,3g.71gb:4", "-C"]]
     made = facts(gpus=[gpu], mig=mig_facts(h200_mig(TWO)))
     assert plan.changes[0].verify(made) is None
     assert plan.changes[0].verify(facts(gpus=[gpu], mig=mig_facts(h200_mig()))) == (
@@ -54,13 +58,13 @@ def test_the_layout_is_made_once_the_mode_is_on():
 def test_a_different_layout_is_destroyed_then_made():
     gpu = h200_gpu()
     plan = MigLayout().plan(on(["1g.18gb"] * 7), facts(gpus=[gpu], mig=mig_facts(h200_mig(TWO))))
-    smi = ["nvidia-smi", "-i", gpu.uuid, "mig"]
+    smi = ["nvidia-smi", "mig", "-i", gpu.uuid]
     assert commands(plan) == [[*smi, "-dci"], [*smi, "-dgi"], [*smi, "-cgi", ",".join(f"1g.18gb:{s}" for s in range(7)), "-C"]]
 
 
 def test_instances_without_their_compute_instance_are_made_again():
     plan = MigLayout().plan(on(), facts(gpus=[h200_gpu()], mig=mig_facts(h200_mig(TWO, compute=False))))
-    assert [c[-2:] for c in commands(plan)] == [["mig", "-dgi"], ["3g.71gb:0,3g.71gb:4", "-C"]]
+    assert [c[-2:] for c in commands(plan)] == [[gpu_uuid(), "-dgi"], ["3g.71gb:0,3g.71gb:4", "-C"]]
 
 
 def test_never_under_running_processes():
@@ -75,7 +79,8 @@ def test_never_under_running_processes():
 def test_disabled_destroys_the_instances_then_turns_the_mode_off():
     gpu = h200_gpu()
     plan = MigMode().plan(on("disabled"), facts(gpus=[gpu], mig=mig_facts(h200_mig(TWO))))
-    assert [c[3:] for c in commands(plan)] == [["mig", "-dci"], ["mig", "-dgi"], ["-mig", "0"]]
+    assert commands(plan) == [["nvidia-smi", "mig", "-i", gpu.uuid, "-dci"], ["nvidia-smi", "mig", "-i", gpu.uuid, "-dgi"],
+                             ["nvidia-smi", "-i", gpu.uuid, "-mig", "0"]]
     assert MigLayout().plan(on("disabled"), facts(gpus=[gpu], mig=mig_facts(h200_mig(TWO)))).changes == []
 
 
