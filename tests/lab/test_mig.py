@@ -1,7 +1,7 @@
-"""MIG end to end on a PCIe H100 node (tests/lab/mig.yaml): one apply turns MIG mode on (at once: nothing holds the
-GPU) and makes the layout, placements pinned; a second changes nothing; a reboot loses the instances and the boot
-unit makes them again; instances gone as after a crash (the gpu-mig-instances-gone fault) are one finding of
-verify, with the apply that makes them again."""
+"""MIG end to end on a PCIe H100 node (tests/lab/mig.yaml): under a process MIG mode stays pending (the run's reboot
+pending, one finding of verify) until apply --reboot takes it and makes the layout, placements pinned; a second
+apply changes nothing; a reboot loses the instances and the boot unit makes them again; instances gone as after a
+crash (the gpu-mig-instances-gone fault) are one finding of verify, with the apply that makes them again."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ pytestmark = pytest.mark.lab
 SPEC = Path(__file__).parent / "mig.yaml"
 NODE = "lab-mig-1"
 LAYOUT_CHECK = "mig_layout_is_as_the_inventory_says"
+REBOOT_PENDING = 16  # provision's exit bit: a host waits for a reboot (docs/reference/exit-codes.md)
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +36,23 @@ def gpu_instances(lab) -> list[str]:
     return sorted(f"{row[3]} {row[6]}" for row in rows)
 
 
-def test_one_apply_turns_mig_on_and_makes_the_layout(mig_lab):
+def test_mig_mode_pending_under_a_process_is_a_state_that_apply_reboot_takes(mig_lab):
+    """A process holds the GPU: the driver keeps the mode pending; the run says the reboot is pending (exit bit 16),
+    the layout waits, verify says so once; apply --reboot takes the mode and makes the layout."""
+    mig_lab.lab("fault", NODE, "gpu-process", "--gpu", "0")
     code, result = mig_lab.apply()
+    assert code == REBOOT_PENDING, failed_tasks(result)
+    (host,) = result["hosts"]
+    assert any("MIG mode Enabled is pending" in reason for reason in host["reboot_pending"]), host
+    assert gpu_instances(mig_lab) == []
+    code, verdict = verdicts(mig_lab)
+    assert [f["check"] for f in verdict[NODE]["findings"]] == ["no_gpus_mig_mode_is_pending"], verdict[NODE]
+    code, result = mig_lab.apply("--reboot")
     assert code == 0, failed_tasks(result)
     assert gpu_instances(mig_lab) == ["3g.40gb 4:4", "4g.40gb 0:4"]
+
+
+def test_then_apply_changes_nothing_and_verify_passes(mig_lab):
     code, again = mig_lab.apply()
     assert code == 0 and again["hosts"][0]["counts"]["changed"] == 0, again
     code, verdict = verdicts(mig_lab)
