@@ -29,7 +29,8 @@ from provision_lab.layout import DRIVERS, NODE_NVML_LIBRARY, NODE_SIM_ZIPAPP, NV
 from provision_lab.system import run, unmount_all_under
 
 REPO_REVISION = 3  # bump when the simulated packages or the index change: a new cache key, a fresh repository
-DEBIAN_PACKAGES = ("munge", "slurmd", "slurmctld", "slurm-client")
+# libslurm-dev: spank.h of the image's own Slurm, which the lab's pyxis plugin is compiled against (stack_pyxis.py)
+DEBIAN_PACKAGES = ("munge", "slurmd", "slurmctld", "slurm-client", "libslurm-dev")
 DEBIAN_REVISION = REVISION
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 

@@ -10,13 +10,25 @@ Which packages the repository serves besides the drivers: debs.py (LAB_DEBS).
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from provision_lab.system import run
 
 REVISION = "-1provision1"  # the Debian revision of every simulated package: VERSION-1provision1
-FileContent = tuple[int, str | bytes]  # (mode, content): text is written as UTF-8
+
+
+@dataclass(frozen=True)
+class Built:
+    """A file made when its package is built (a plugin compiled against the image's headers): its recipe is what
+    the repository's key hashes (repr), make() its bytes."""
+
+    recipe: str
+    make: Callable[[], bytes] = field(repr=False, compare=False)
+
+
+FileContent = tuple[int, str | bytes | Built]  # (mode, content): text is written as UTF-8
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,7 @@ def build_deb(deb: Deb, out_dir: Path) -> Path:
         for path_in_package, (mode, content) in files.items():
             path = tree / path_in_package.lstrip("/")
             path.parent.mkdir(parents=True, exist_ok=True)
+            content = content.make() if isinstance(content, Built) else content
             if isinstance(content, bytes):
                 path.write_bytes(content)
             else:

@@ -6,7 +6,7 @@ with a function `debs() -> list[Deb]` (Deb: provision_lab/deb.py); LAB_DEBS call
 
 from __future__ import annotations
 
-from provision_lab import stack_containers, stack_fabric, stack_kernels
+from provision_lab import stack_containers, stack_fabric, stack_kernels, stack_pyxis
 from provision_lab.deb import Deb
 
 
@@ -16,4 +16,5 @@ def LAB_DEBS() -> list[Deb]:  # noqa: N802 (the name the stack owners agreed on)
         *stack_fabric.debs(),
         *stack_containers.debs(),
         *stack_kernels.debs(),
+        *stack_pyxis.debs(),
     ]

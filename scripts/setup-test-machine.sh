@@ -21,6 +21,7 @@ PACKAGES=(
   util-linux mount                # unshare, nsenter, setpriv, overlay mounts: the lab and the README's sandbox
   systemd                         # systemctl: the demo enables its boot unit offline
   git                             # the README test's fresh copy of the checkout (git ls-files)
+  gcc libc6-dev                    # the lab: its pyxis plugin, compiled against the lab's Slurm (provision_lab/stack_pyxis.py)
 )
 if command -v apt-get >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive

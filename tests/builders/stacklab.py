@@ -1,12 +1,15 @@
 """What the GPU stack's lab tests (issue 45: tests/lab/test_fabric_manager.py, test_containers.py,
 test_reboot_safety.py, test_stack_upgrade.py) share: a command on a node, verify's verdicts, the findings of some
-checks, the fabric state of a node's GPUs, the lab's inventory pinned at another driver, and the command a refused
-reboot names, run as it says."""
+checks, the fabric state of a node's GPUs, the lab's inventory pinned at another driver, the command a refused
+reboot names, run as it says, and a command a page shows, run as written (test_pyxis.py)."""
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +55,14 @@ def run_fixing_command(lab, node: str, message: str) -> str:
     assert named, message
     on(lab, node, f"DEBIAN_FRONTEND=noninteractive {named[1].replace('install', 'install -y', 1)}")
     return named[1]
+
+
+def as_written(command: str, lab, shown_dir: str, page: Path) -> subprocess.CompletedProcess[str]:
+    """A command the page shows (indented, as its command blocks are), from the checkout, in this lab's directory
+    in place of shown_dir: provision as this checkout's, any other command by the shell."""
+    assert f"    {command}" in page.read_text(), f"{page} no longer shows {command}"
+    command = command.replace(shown_dir, str(lab.dir))
+    argv = [sys.executable, "-m", "provision", *shlex.split(command)[1:]] if command.startswith("provision ") else [
+        "bash", "-c", command]
+    return subprocess.run(argv, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=900,
+                          stdin=subprocess.DEVNULL)

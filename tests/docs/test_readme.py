@@ -30,6 +30,7 @@ must be listed in WHERE with the place it runs:
   slurm-via  tests/lab/test_slurm.py runs them as written, on that lab (its directory in place of the one shown)
   via-slurm-benchmark  the --via slurm benchmark, as written but at two compute nodes, one repeat
   driver     tests/lab/test_driver_install.py runs it as written (its lab directory in place of the one shown)
+  pyxis      tests/lab/test_pyxis.py runs them as written, in order (its lab directory in place of the one shown)
   tutorial   the lab rehearsal (lab marker), first on a lab that mirrors inventories/basement.yaml, exactly
              as written: the lab's own inventory and ssh_config, nothing else set up; the default lab
              directory shown is this test's lab directory
@@ -129,6 +130,9 @@ WHERE = {
     "provision lab up --like tests/lab/driver.yaml --dir /var/lib/provision-lab/driver": "driver",
     "provision apply /var/lib/provision-lab/driver/inventory.yaml": "driver",
     "provision apply /var/lib/provision-lab/driver/inventory.yaml --reboot --serial 1": "driver",
+    "provision lab up --like tests/lab/pyxis.yaml --dir /var/lib/provision-lab/pyxis": "pyxis",
+    "provision apply /var/lib/provision-lab/pyxis/inventory.yaml": "pyxis",
+    'ssh -F /var/lib/provision-lab/pyxis/ssh_config lab-pyx-gpu-1 "srun --help | grep container-image"': "pyxis",
 }
 
 

@@ -79,9 +79,9 @@ def check_pyxis_is_in_the_plugin_stack(node: Node) -> None:
 def check_slurmd_has_loaded_pyxis(node: Node) -> None:
     """Reads: provision_slurm.containers and .role; the SPANK plugins the running slurmd has mapped
     (/proc/PID/maps of /run/slurmd.pid): slurmd loads the plugin stack when it starts.
-    Next step: `provision apply INVENTORY --limit NODE` (restarts slurmd, whose plugin stack changed after it
-    started), or on the node `sudo systemctl restart slurmd`; a slurmd that does not start again logs why in
-    /var/log/slurm/slurmd.log ("Incompatible plugin version": pyxis built against another Slurm)."""
+    Next step: on the node `sudo systemctl restart slurmd` (apply restarts it where the plugin stack or pyxis's
+    package changed after it started); a slurmd that does not start again logs why in /var/log/slurm/slurmd.log
+    ("Incompatible plugin version": pyxis built against another Slurm)."""
     slurm, containers = _wanted(node)
     if not slurm.runs_jobs(node.name):
         pytest.skip("not a Slurm compute node (no slurmd)")
@@ -91,10 +91,11 @@ def check_slurmd_has_loaded_pyxis(node: Node) -> None:
     found = node.facts.slurmd_plugins
     if found is None:
         pytest.skip("the running slurmd's plugins were not read")
+    restart = "sudo systemctl restart slurmd" if node.facts.system.systemd_running else "sudo service slurmd restart"
     if not found.running:
         fail(f"slurmd running with {PLUGIN} loaded", "slurmd is not running",
-             f"on {node.name}: sudo systemctl restart slurmd; if it stops again, /var/log/slurm/slurmd.log says why",
-             severity=ERROR)
+             f"on {node.name}: {restart}; if it stops again, /var/log/slurm/slurmd.log says why", severity=ERROR)
     if not found.loaded(PLUGIN):
-        fail(f"slurmd running with {PLUGIN} loaded",
-             "slurmd has not loaded it (started before pyxis was in the plugin stack)", _apply(node), severity=ERROR)
+        fail(f"slurmd running with {PLUGIN} loaded", "slurmd has not loaded it (it started before pyxis was in the "
+             "plugin stack)", f"on {node.name}: {restart} (slurmd reads its plugin stack when it starts)",
+             severity=ERROR)

@@ -1,7 +1,7 @@
-"""Which SPANK plugins the running slurmd has loaded (verify): the plugins a plugin stack names are loaded when
-slurmd starts and stay mapped in it, so a plugin it lacks is one that was not in the stack when it started (or
-failed to load: a required one that fails stops slurmd from starting at all, "Plugin stack initialization
-failed")."""
+"""Which SPANK plugins the running slurmd has loaded (verify). slurmd loads its plugin stack when it starts and
+keeps each plugin with a slurmd-context callback mapped (Slurm's spank.c drops the others: "no callbacks in this
+context"); pyxis has one (slurm_spank_slurmd_exit). So a pyxis that slurmd lacks was not in the stack when it
+started; a required plugin that fails to load stops slurmd from starting at all."""
 
 from __future__ import annotations
 

@@ -244,10 +244,12 @@ def test_each_cause_is_one_finding_with_its_next_step():
     found.slurmd_plugins = SlurmdPlugins(True, ())
     packages, stack, loaded = judged(found).values()
     assert (packages, stack) == (None, None)
-    assert "has not loaded it" in loaded.found and loaded.fix == "provision apply site.yaml --limit blade-1"
+    assert "has not loaded it" in loaded.found and loaded.fix.startswith("on blade-1: sudo service slurmd restart")
+    found.system = SystemFacts(systemd_running=True)
+    assert judged(found)["slurmd_has_loaded_pyxis"].fix.startswith("on blade-1: sudo systemctl restart slurmd")
 
     found.slurmd_plugins = SlurmdPlugins(False)
-    assert "systemctl restart slurmd" in judged(found)["slurmd_has_loaded_pyxis"].fix
+    assert judged(found)["slurmd_has_loaded_pyxis"].found == "slurmd is not running"
 
 
 def test_not_judged_without_the_setting_or_slurmd():
