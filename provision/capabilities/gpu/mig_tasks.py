@@ -57,7 +57,10 @@ class MigTask(GpuSettingTask):
     plans_from = PLANS_FROM
 
     def fact_sections(self, host: Host) -> list[str]:
-        return list(mig_facts.SECTION_NAMES) if host.settings.gpu is not None else []
+        """The MIG listings, where the gpu block or an override sets mig (else apply reads none of them)."""
+        block = host.settings.gpu
+        asks = block is not None and any(o.mig is not None for o in (block, *block.overrides))
+        return list(mig_facts.SECTION_NAMES) if asks else []
 
 
 class MigMode(MigTask):

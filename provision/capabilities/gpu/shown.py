@@ -1,13 +1,15 @@
 """What `provision facts` shows of the GPUs: nvidia-smi's state, a row per GPU (persistence, power limit, the
-clocks set, PCIe link), the GPUs it cannot read, and how they differ from the last good run's record."""
+clocks set, PCIe link), their modes (ECC, pending or not, and compute mode), the GPUs it cannot read, and how they
+differ from the last good run's record."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from provision.capabilities.capability import PROBLEM, FactLine
-from provision.capabilities.gpu import layout
+from provision.capabilities.gpu import layout, mig_shown
 from provision.capabilities.gpu.model import GpuFacts
+from provision.capabilities.gpu.modes import ecc_words
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
@@ -24,7 +26,7 @@ def lines(host: Any, facts: HostFacts) -> list[FactLine]:
         return [FactLine.labelled("nvidia", f"{n.state}: {n.message}; nvidia-persistenced {daemon}")]
     shown = [FactLine.labelled("nvidia", f"driver {n.driver_version}, {len(n.gpus)} GPU(s), "
                                          f"nvidia-persistenced {daemon}"),
-             FactLine.plain(HEADER), *(FactLine.plain(row(gpu)) for gpu in n.gpus)]
+             FactLine.plain(HEADER), *(FactLine.plain(row(gpu)) for gpu in n.gpus), *mode_lines(n.gpus)]
     shown += [FactLine((("unreadable", PROBLEM), (f" {lost}", ""))) for lost in n.lost]  # not tuned until repaired
     change = layout.compare(facts.gpu_layout, n)
     if change is None:
@@ -32,7 +34,7 @@ def lines(host: Any, facts: HostFacts) -> list[FactLine]:
     elif not change:
         shown.append(FactLine.labelled("layout", "as recorded at the last good run"))
     shown += [FactLine.labelled("layout", line, PROBLEM) for line in (change.lines() if change else [])]
-    return shown + [FactLine.labelled("note", note) for note in n.notes]
+    return shown + mig_shown.lines(facts) + [FactLine.labelled("note", note) for note in n.notes]
 
 
 def row(g: GpuFacts) -> str:
@@ -40,6 +42,14 @@ def row(g: GpuFacts) -> str:
     pcie = f"gen{_num(g.pcie_gen_current)} x{_num(g.pcie_width_current)} / gen{_num(g.pcie_gen_max)} x{_num(g.pcie_width_max)}"
     persist = {True: "on", False: "off", None: "N/A"}[g.persistence]
     return f"{g.index:<4} {g.name[:29]:<29} {g.bus_id:<17} {persist:<9} {power:<25} {clocks_set(g):<19} {pcie}"
+
+
+def mode_lines(gpus: list[GpuFacts]) -> list[FactLine]:
+    """The GPUs' modes, one line per set of GPUs in the same ones: "GPU0, GPU1: ECC Enabled, compute mode default"."""
+    groups: dict[str, list[str]] = {}
+    for gpu in gpus:
+        groups.setdefault(f"ECC {ecc_words(gpu)}, compute mode {gpu.compute_mode or 'N/A'}", []).append(gpu.label)
+    return [FactLine.labelled("modes", f"{', '.join(labels)}: {words}") for words, labels in groups.items()]
 
 
 def clocks_set(gpu: GpuFacts) -> str:

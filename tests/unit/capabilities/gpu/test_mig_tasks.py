@@ -104,3 +104,5 @@ def test_only_the_gpus_an_override_names():
 
 def test_asks_for_the_mig_sections():
     assert "mig-profiles" in MigMode().fact_sections(on()) and MigLayout().fact_sections(host()) == []
+    assert MigMode().fact_sections(host(provision_gpu={"power_limit": 300})) == []
+    assert MigMode().fact_sections(host(provision_gpu={"overrides": [{"index": 1, "mig": "disabled"}]}))
