@@ -8,6 +8,7 @@ from builders.hosts import host
 
 from provision.capabilities import registry
 from provision.capabilities.gpu.modes import ComputeMode, EccMode, reboot_pending
+from provision.capabilities.gpu.shown import lines
 
 
 def h100s(n: int = 2, **values):
@@ -90,3 +91,12 @@ def test_without_the_setting_the_tasks_are_skipped():
         "provision_gpu.ecc not set"
     assert ComputeMode().plan(host(provision_gpu={}), facts(gpus=h100s())).skipped == \
         "provision_gpu.compute_mode not set"
+
+
+def test_provision_facts_shows_the_modes_once_per_set_of_gpus_alike():
+    cards = [*h100s(), gpu(2, "H100", ecc_enabled=True, ecc_pending=False, compute_mode="exclusive_process")]
+    shown = [line.text for line in lines(host(), facts(gpus=[*cards, gpu(3, "RTX 3090")]))]
+    assert [text for text in shown if text.startswith("modes")] == [
+        "modes: GPU0, GPU1: ECC Enabled, compute mode default",
+        "modes: GPU2: ECC Enabled, Disabled at the next reboot or GPU reset, compute mode exclusive_process",
+        "modes: GPU3: ECC N/A, compute mode N/A"]
