@@ -56,8 +56,9 @@ def check_mig_layout_is_as_the_inventory_says(node: Node) -> None:
     (refused while processes use the GPU: drain the node first)"""
     wanted = _layouts(node)
     mig = node.facts.mig
-    if mig is None:
-        pytest.skip("nvidia-smi mig was not read on this host")
+    if mig is None or not mig.instances_read:
+        said = "; ".join(mig.notes) if mig else ""
+        pytest.skip("nvidia-smi mig -lgi was not read on this host" + (f" ({said})" if said else ""))
     findings = []
     for gpu, layout in wanted:
         current, pending = modes(gpu)

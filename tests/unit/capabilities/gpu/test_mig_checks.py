@@ -7,6 +7,7 @@ from builders.checks import checked_node, verdict
 from builders.facts import facts
 from builders.mig import h200_gpu, h200_mig, mig_facts
 from provision.capabilities.gpu import checks_mig
+from provision.capabilities.gpu.mig_model import MigFacts
 from provision.capabilities.gpu.mig_tasks import LAYOUT_CHECK, MigLayout
 from provision.verify.as_intended import check_as_intended
 
@@ -47,6 +48,13 @@ def test_a_pending_mode_is_one_finding_and_the_layout_is_not_judged():
     assert failed.findings[0].found.startswith("reboot pending: GPU0 MIG mode Enabled is pending (now Disabled)")
     assert failed.findings[0].fix == "provision apply basement.yaml --limit rig --reboot"
     assert verdict(checks_mig.check_mig_layout_is_as_the_inventory_says, pending) is None
+
+
+def test_listings_not_read_are_not_judged():
+    unread = checked_node(facts(gpus=[h200_gpu()], mig=MigFacts(notes=["mig-instances: exit 9"])),
+                          provision_gpu={"mig": TWO})
+    assert verdict(checks_mig.check_mig_layout_is_as_the_inventory_says, unread) == (
+        "skip: nvidia-smi mig -lgi was not read on this host (mig-instances: exit 9)")
 
 
 def test_no_layout_asked_skips():
