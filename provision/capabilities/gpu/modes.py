@@ -11,7 +11,7 @@ Compute mode (`nvidia-smi -c`) is lost at every reboot: the boot file sets it ag
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from provision.capabilities.gpu import setter_words, tuning
 from provision.capabilities.gpu.boot import UNIT
@@ -83,14 +83,18 @@ class EccMode(GpuSettingTask):
         return plan
 
 
-def _check_ecc(facts: HostFacts, uuid: str, want: bool) -> str | None:
+def read_back(facts: HostFacts, uuid: str, wrong: Callable[[GpuFacts], str | None]) -> str | None:
+    """What is wrong with the GPU of this UUID on the facts read again (wrong(gpu)), or that it is gone."""
     gpu = find_gpu(facts, uuid)
-    if gpu is None:
-        return f"GPU {uuid} disappeared"
-    will_be = gpu.ecc_pending if gpu.ecc_pending is not None else gpu.ecc_enabled
-    if will_be != want:
-        return f"{gpu.label} ECC mode reads {ecc_words(gpu)}, not {on_off(want)} at {AT_REBOOT}"
-    return None
+    return f"GPU {uuid} disappeared" if gpu is None else wrong(gpu)
+
+
+def _check_ecc(facts: HostFacts, uuid: str, want: bool) -> str | None:
+    def wrong(gpu: GpuFacts) -> str | None:
+        will_be = gpu.ecc_pending if gpu.ecc_pending is not None else gpu.ecc_enabled
+        return None if will_be == want else \
+            f"{gpu.label} ECC mode reads {ecc_words(gpu)}, not {on_off(want)} at {AT_REBOOT}"
+    return read_back(facts, uuid, wrong)
 
 
 class ComputeMode(GpuSettingTask):
@@ -123,9 +127,6 @@ class ComputeMode(GpuSettingTask):
 
 
 def _check_compute_mode(facts: HostFacts, uuid: str, want: str) -> str | None:
-    gpu = find_gpu(facts, uuid)
-    if gpu is None:
-        return f"GPU {uuid} disappeared"
-    if gpu.compute_mode != want:
-        return f"{gpu.label} compute mode reads {gpu.compute_mode or 'N/A'}, not {want}{unless_persistent(facts, gpu)}"
-    return None
+    return read_back(facts, uuid, lambda gpu: None if gpu.compute_mode == want else
+                     f"{gpu.label} compute mode reads {gpu.compute_mode or 'N/A'}, not {want}"
+                     f"{unless_persistent(facts, gpu)}")
