@@ -309,6 +309,18 @@ def test_a_driver_refusing_several_fields_is_asked_again_without_each(sim, tmp_p
     assert [(g.compute_cap, g.remap_pending, g.ecc_uncorrected) for g in facts.gpus] == [(None, None, 0)] * 4
 
 
+def test_a_driver_before_mig_is_asked_again_without_the_mig_modes_and_the_other_modes_still_read(sim, tmp_path):
+    """mig.mode.* came with MIG (drivers 450 on); ECC and compute mode are older: a driver without the first still
+    reports the others, and the GPUs stay tunable."""
+    refused = ["mig.mode.current", "mig.mode.pending"]
+    section = sim.query(old_driver(tmp_path, sim, refused))
+    assert section.rc == 0 and "not a valid field" not in section.output
+    facts = nvidia_facts(section.output, section.rc)
+    assert facts.state == "ok" and facts.notes == [f"not reported by this driver: {', '.join(refused)}"]
+    assert [(g.mig_mode, g.ecc_enabled, g.ecc_pending, g.compute_mode) for g in facts.gpus] == [
+        (None, True, True, "default")] * 4
+
+
 def test_a_refusal_of_a_field_never_asked_ends_the_retries_with_nvidia_smis_words(sim, tmp_path):
     (tmp_path / "odd").mkdir()
     (tmp_path / "odd" / "nvidia-smi").write_text(
