@@ -50,7 +50,7 @@ def parse(sections: dict[str, Section], facts: HostFacts) -> None:
     _note(mig, PLACEMENTS, placements_section, placements.messages)
     instances_section = sections.get(INSTANCES, Section(0, ""))
     instances = listings.parse_gpu_instances(instances_section.output)
-    mig.instances_read = bool(instances.rows) or instances.no_mig_enabled
+    mig.instances_read = instances.answered
     for index, gi_rows in instances.rows.items():
         mig.gpus.setdefault(index, MigGpu()).gpu_instances = gi_rows
     _note(mig, INSTANCES, instances_section, instances.messages)
@@ -68,8 +68,8 @@ def parse(sections: dict[str, Section], facts: HostFacts) -> None:
 
 
 def _note(mig: MigFacts, name: str, section: Section, messages: list[str]) -> None:
-    """What a listing said besides its rows. "No MIG-enabled/supported devices found." is a state (its exit 6
-    too), not worth a note."""
-    said = [m for m in messages if m not in listings.STATES]
-    if said or (section.rc != 0 and not set(messages) & set(listings.STATES)):
+    """What a listing said besides its rows. "No MIG-enabled/supported devices found.", "No GPU instances found"
+    are states (the exit 6 of the first too), not worth a note."""
+    said = [m for m in messages if not listings.is_state(m)]
+    if said or (section.rc != 0 and len(said) == len(messages)):
         mig.notes.append(f"{name}: " + ("; ".join(said[:2]) or f"exit {section.rc}"))  # its first words say what

@@ -17,7 +17,15 @@ from provision.capabilities.gpu.mig_model import ComputeInstance, GpuInstance, M
 NO_MIG_ENABLED = "No MIG-enabled devices found."
 # What -lgip prints where no GPU supports MIG (GeForce, L4, L40S; exit 6, as published for those boards).
 NO_MIG_SUPPORTED = "No MIG-supported devices found."
-STATES = (NO_MIG_ENABLED, NO_MIG_SUPPORTED)  # answers, not errors
+# What -lgi and -lci print for a GPU whose MIG mode is on but holds none: "No GPU instances found: Not Found" as
+# published from a real A30 (the simulator prints the words alone), so matched by their start.
+NO_GPU_INSTANCES, NO_COMPUTE_INSTANCES = "No GPU instances found", "No compute instances found"
+STATES = (NO_MIG_ENABLED, NO_MIG_SUPPORTED, NO_GPU_INSTANCES, NO_COMPUTE_INSTANCES)  # answers, not errors
+
+
+def is_state(message: str) -> bool:
+    """Whether nvidia-smi's words say there is nothing to list (an answer), not that it could not list."""
+    return message.startswith(tuple(state.rstrip(".") for state in STATES))
 
 Row = TypeVar("Row")
 
@@ -41,6 +49,11 @@ class Listing(Generic[Row]):
     @property
     def no_mig_enabled(self) -> bool:
         return NO_MIG_ENABLED in self.messages
+
+    @property
+    def answered(self) -> bool:
+        """Rows, or words that say there are none: the listing was read."""
+        return bool(self.rows) or any(is_state(m) for m in self.messages)
 
     def add(self, gpu: int, row: Row) -> None:
         self.rows.setdefault(gpu, []).append(row)

@@ -59,6 +59,15 @@ def test_a_gpu_instance_without_its_compute_instance():
     assert [gi.id for gi in facts.mig.gpus[0].without_default_compute()] == [1]
 
 
+def test_mig_on_without_instances_is_read():
+    # A real A30's words (published with the driver's ": Not Found"), and the simulator's.
+    for said in ("No GPU instances found: Not Found", "No GPU instances found."):
+        facts = parsed(mig_profiles=real("mig-lgip.txt"), mig_instances=(0, said + "\n"))
+        assert facts.mig.instances_read and facts.mig.gpus[0].gpu_instances == [] and facts.mig.notes == []
+    unread = parsed(mig_profiles=real("mig-lgip.txt"), mig_instances=(9, "NVIDIA-SMI has failed\n"))
+    assert not unread.mig.instances_read and unread.mig.notes == ["mig-instances: NVIDIA-SMI has failed"]
+
+
 def test_no_mig_support_is_a_state_not_a_note():
     facts = parsed(mig_profiles=(6, "No MIG-supported devices found.\n"), mig_placements=(0, ""), mig_instances=(0, ""))
     assert facts.mig is not None and facts.mig.gpus == {} and facts.mig.notes == []
