@@ -73,6 +73,8 @@ def test_instances_gone_after_a_crash_are_one_finding_and_apply_makes_them(mig_l
     (gone,) = findings(verdict[NODE], LAYOUT_CHECK)
     assert "has no GPU instance (gone, as after a reboot or a crash)" in gone["found"], gone
     assert not findings(verdict[NODE], "as_intended[gpu-mig")  # one cause, one finding
+    code, check = mig_lab.apply("--check")
+    assert check["hosts"][0]["counts"]["changed"] == 1 and gpu_instances(mig_lab) == []  # --check touches nothing
     code, result = mig_lab.apply()
     assert code == 0, failed_tasks(result)
     assert gpu_instances(mig_lab) == ["3g.40gb 4:4", "4g.40gb 0:4"]
