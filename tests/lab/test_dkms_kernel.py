@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from builders.stacklab import driver_moved, findings, on, verdicts
@@ -35,7 +36,7 @@ def dkms_lab(lab_alone):
         yield cluster
 
 
-def failed(result: dict) -> list:
+def failed(result: dict[str, Any]) -> list[Any]:
     """What failed in an apply's JSON: (task, its message, its items' messages)."""
     return [(t["name"], t["message"], [i["message"] for i in t["items"] if i["status"] == "failed"])
             for h in result.get("hosts", []) for t in h["tasks"] if t["status"] == "failed"] or [result]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ ExecStart=/bin/sh -c 'echo $$ > {pids}; exec sleep 60'
 
 
 @pytest.fixture
-def node(tmp_path: Path, monkeypatch) -> Path:
+def node(tmp_path: Path, monkeypatch) -> Iterator[Path]:
     units = tmp_path / "lib-systemd-system"
     units.mkdir()
     (units / "engine.service").write_text(ENGINE.format(pids=tmp_path / "pids"))
