@@ -1,13 +1,15 @@
 """MIG end to end on a PCIe H100 node (tests/lab/mig.yaml): under a process MIG mode stays pending (the run's reboot
 pending, one finding of verify) until apply --reboot takes it and makes the layout, placements pinned; a second
 apply changes nothing; a reboot loses the instances and the boot unit makes them again; instances gone as after a
-crash (the gpu-mig-instances-gone fault) are one finding of verify, with the apply that makes them again."""
+crash (the gpu-mig-instances-gone fault) are one finding of verify, with the apply that makes them again; a new
+layout is refused while a process uses the GPU (named), and made once it is gone."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import yaml
 from builders.stacklab import findings, on, verdicts
 
 pytestmark = pytest.mark.lab
@@ -78,3 +80,19 @@ def test_instances_gone_after_a_crash_are_one_finding_and_apply_makes_them(mig_l
     code, result = mig_lab.apply()
     assert code == 0, failed_tasks(result)
     assert gpu_instances(mig_lab) == ["3g.40gb 4:4", "4g.40gb 0:4"]
+
+
+def test_a_new_layout_is_refused_under_a_process_then_made(mig_lab, tmp_path):
+    tree = yaml.safe_load(mig_lab.inventory.read_text())
+    tree["all"]["children"]["gpu"]["vars"]["provision_gpu"]["mig"] = ["7g.80gb"]
+    whole = tmp_path / "whole.yaml"
+    whole.write_text(yaml.safe_dump(tree))
+    mig_lab.lab("fault", NODE, "gpu-process", "--gpu", "0")
+    code, result = mig_lab.apply(inventory=whole)
+    refused = failed_tasks(result)
+    assert code != 0 and refused[0][0] == "gpu-mig-layout" and "processes use GPU0" in refused[0][2][0], refused
+    assert gpu_instances(mig_lab) == ["3g.40gb 4:4", "4g.40gb 0:4"]  # left as it was
+    mig_lab.lab("fault", NODE, "clear")
+    code, result = mig_lab.apply(inventory=whole)
+    assert code == 0, failed_tasks(result)
+    assert gpu_instances(mig_lab) == ["7g.80gb 0:8"]
