@@ -94,15 +94,15 @@ def refusal(wanted: DriverSettings, facts: HostFacts) -> HeldBack | None:
 
 def module_packages(wanted: DriverSettings, facts: HostFacts) -> list[str]:
     """Ubuntu's prebuilt module package of the pinned driver for the next boot's kernel, where the host takes its
-    modules prebuilt and lacks it: installed in the driver's own apt-get (a kernel the archive has none for fails
-    that apt-get, which then changes nothing)."""
+    modules prebuilt: named in the driver's own apt-get, installed or not, since Ubuntu's depends on its driver's
+    exact version and must move with it (a kernel the archive has none for fails that apt-get, which then changes
+    nothing)."""
     boot = facts.driver.next_boot
     kernel = boot.kernel if boot is not None else None
     if boot is None or kernel is None or not boot.module_packages or dkms_builds(boot):
         return []
     branch, flavour = nextboot.module_package_of(wanted)
-    name = f"linux-modules-nvidia-{branch}{flavour}-{kernel}"
-    return [] if name in boot.module_packages else [name]
+    return [f"linux-modules-nvidia-{branch}{flavour}-{kernel}"]
 
 
 def as_kept(wanted: DriverSettings, facts: HostFacts) -> DriverSettings:

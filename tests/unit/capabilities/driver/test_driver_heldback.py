@@ -85,7 +85,10 @@ def test_prebuilt_modules_come_in_the_drivers_own_apt_get_for_the_next_kernel():
     assert f"linux-modules-nvidia-570-server-{NEW}" in change.commands[0]
     there = boot(module_packages={f"linux-modules-nvidia-570-{NEW}": "6.8.0-100.100"})
     (change,) = NvidiaDriver().plan(node(), at_580(there)).changes
-    assert not [word for word in change.commands[0] if word.startswith("linux-modules")]  # installed already
+    assert f"linux-modules-nvidia-570-{NEW}" in change.commands[0]  # installed already: it moves with its driver
+    dkms = boot(module_packages=there.module_packages, dkms=[DkmsModule("nvidia", KEPT, OLD, "installed")], headers=[NEW])
+    (change,) = NvidiaDriver().plan(node(), at_580(dkms)).changes
+    assert not [word for word in change.commands[0] if word.startswith("linux-modules")]  # DKMS builds it
 
 
 def test_the_other_hosts_move_as_before():
