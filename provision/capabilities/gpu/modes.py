@@ -106,13 +106,11 @@ class ComputeMode(GpuSettingTask):
     plans_from = GPUS | {COMPUTE_MODE}
     alters = frozenset({COMPUTE_MODE})
 
-    def unit_names(self, host: Host) -> list[UnitRef]:
-        return [UnitRef(UNIT)] if host.settings.gpu is not None else []
-
     def plan_with(self, host: Host, facts: HostFacts, gpu_settings: GpuSettings) -> Plan:
         plan = Plan()
         changes = []
-        # A reboot resets it: where the boot unit is not enabled, that is the cause (verify files it there).
+        # A reboot resets it: where the boot unit is not enabled, that is the cause (verify files it there). Its
+        # state is the one the playbook's service task reads (a unit of its own here would be read twice).
         cause = "" if facts.units.get(UnitRef(UNIT).key) == "enabled" else BOOT_UNIT_CHECK
         for gpu, want in targets_per_gpu(host, facts, gpu_settings, self.setting, plan, tuning.compute_mode_target):
             if gpu.compute_mode == want:

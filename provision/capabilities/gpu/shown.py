@@ -45,9 +45,10 @@ def row(g: GpuFacts) -> str:
 
 
 def mode_lines(gpus: list[GpuFacts]) -> list[FactLine]:
-    """The GPUs' modes, one line per set of GPUs in the same ones: "GPU0, GPU1: ECC Enabled, compute mode default"."""
+    """The GPUs' modes, one line per set of GPUs in the same ones: "GPU0, GPU1: ECC Enabled, compute mode default";
+    none for a GPU whose driver reports neither."""
     groups: dict[str, list[str]] = {}
-    for gpu in gpus:
+    for gpu in (g for g in gpus if g.ecc_enabled is not None or g.compute_mode is not None):
         groups.setdefault(f"ECC {ecc_words(gpu)}, compute mode {gpu.compute_mode or 'N/A'}", []).append(gpu.label)
     return [FactLine.labelled("modes", f"{', '.join(labels)}: {words}") for words, labels in groups.items()]
 

@@ -21,6 +21,7 @@ SKIPPED_WITHOUT_ITS_BLOCK = {
     "gpu-layout": "gpu not set", "gpu-boot-conf": "gpu not set",
     "gpu-persistence": "provision_gpu.persistence not set", "gpu-power-limit": "provision_gpu.power_limit not set",
     "gpu-clocks": "provision_gpu.clocks not set", "gpu-locked-clocks": "provision_gpu.locked_clocks not set",
+    "gpu-ecc": "provision_gpu.ecc not set", "gpu-compute-mode": "provision_gpu.compute_mode not set",
     "gpu-mig-mode": "provision_gpu.mig not set", "gpu-mig-layout": "provision_gpu.mig not set",
     "nccl-files": "nccl not set", "torchrun-launcher": "launcher not set",
     "slurm-packages": "slurm not set", "munge-key": "slurm not set", "slurm-config": "slurm not set",

@@ -95,8 +95,10 @@ def test_without_the_setting_the_tasks_are_skipped():
 
 def test_provision_facts_shows_the_modes_once_per_set_of_gpus_alike():
     cards = [*h100s(), gpu(2, "H100", ecc_enabled=True, ecc_pending=False, compute_mode="exclusive_process")]
-    shown = [line.text for line in lines(host(), facts(gpus=[*cards, gpu(3, "RTX 3090")]))]
+    no_ecc = gpu(3, "RTX 3090", compute_mode="default")  # a real RTX 3090: ECC [N/A], compute mode Default
+    unread = gpu(4, "RTX 3090")  # neither reported (a driver without the fields): no line
+    shown = [line.text for line in lines(host(), facts(gpus=[*cards, no_ecc, unread]))]
     assert [text for text in shown if text.startswith("modes")] == [
         "modes: GPU0, GPU1: ECC Enabled, compute mode default",
         "modes: GPU2: ECC Enabled, Disabled at the next reboot or GPU reset, compute mode exclusive_process",
-        "modes: GPU3: ECC N/A, compute mode N/A"]
+        "modes: GPU3: ECC N/A, compute mode default"]
