@@ -22,10 +22,11 @@ REVISION = "-1provision1"  # the Debian revision of every simulated package: VER
 @dataclass(frozen=True)
 class Built:
     """A file made when its package is built (a plugin compiled against the image's headers): its recipe is what
-    the repository's key hashes (repr), make() its bytes."""
+    the repository's key hashes (repr), make(out_dir) its bytes, given the directory the package is built into
+    (the repository's, which holds the Debian packages fetched for it: aptrepo.ensure_repo)."""
 
     recipe: str
-    make: Callable[[], bytes] = field(repr=False, compare=False)
+    make: Callable[[Path], bytes] = field(repr=False, compare=False)
 
 
 FileContent = tuple[int, str | bytes | Built]  # (mode, content): text is written as UTF-8
@@ -76,7 +77,7 @@ def build_deb(deb: Deb, out_dir: Path) -> Path:
         for path_in_package, (mode, content) in files.items():
             path = tree / path_in_package.lstrip("/")
             path.parent.mkdir(parents=True, exist_ok=True)
-            content = content.make() if isinstance(content, Built) else content
+            content = content.make(out_dir) if isinstance(content, Built) else content
             if isinstance(content, bytes):
                 path.write_bytes(content)
             else:

@@ -4,8 +4,8 @@ NVIDIA ships enroot as `enroot` and `enroot+caps` (NVIDIA/enroot doc/installatio
 package: a site builds `nvslurm-plugin-pyxis` with `make deb` against its own Slurm, which puts the plugin in
 /usr/lib/<multiarch>/slurm/spank_pyxis.so and its plugstack line in /usr/share/pyxis/pyxis.conf, and depends on
 enroot (NVIDIA/pyxis Makefile, debian/). The lab does the same: its pyxis package carries a SPANK plugin compiled
-here against the spank.h of the lab image's own Slurm (libslurm-dev, fetched with the image's munge and Slurm:
-aptrepo.DEBIAN_PACKAGES), so the lab's real slurmd loads it ("Incompatible plugin version" otherwise) and the
+here against the spank.h of the lab image's own Slurm (libslurm-dev, fetched with the image's munge and Slurm into
+the repository: aptrepo.DEBIAN_PACKAGES), so the lab's real slurmd loads it ("Incompatible plugin version" otherwise) and the
 lab's real srun lists its options once the plugin stack names it. The plugin registers pyxis's main options; given
 --container-image it says what pyxis says first ("pyxis: importing docker image: IMAGE") and puts the image in
 the task's environment (PYXIS_LAB_IMAGE) instead of starting a container: the task runs on the node itself.
@@ -81,13 +81,10 @@ esac
 """
 
 
-def compiled_plugin() -> bytes:
-    """The plugin, compiled against the lab image's own Slurm headers (gcc on this machine)."""
-    # Imported here, not at the top: aptrepo serves this module's packages (debs.LAB_DEBS).
-    from provision_lab import aptrepo, rootfs
-
-    fetched = aptrepo.ensure_debian_packages(rootfs.ensure_image())
-    (dev,) = fetched.glob("libslurm-dev_*.deb")
+def compiled_plugin(repository: Path) -> bytes:
+    """The plugin, compiled (gcc on this machine) against the lab image's own Slurm headers: the libslurm-dev of the
+    repository being built, which holds the image's Debian packages (aptrepo.DEBIAN_PACKAGES) by then."""
+    (dev,) = repository.glob("libslurm-dev_*.deb")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         run(["dpkg-deb", "-x", str(dev), str(work / "dev")])

@@ -25,7 +25,7 @@ SKIPPED_WITHOUT_ITS_BLOCK = {
     "gpu-mig-mode": "provision_gpu.mig not set", "gpu-mig-layout": "provision_gpu.mig not set",
     "nccl-files": "nccl not set", "torchrun-launcher": "launcher not set",
     "slurm-packages": "slurm not set", "munge-key": "slurm not set", "slurm-config": "slurm not set",
-    "slurm-daemons": "slurm not set",
+    "slurm-daemons": "slurm not set", "enroot-pyxis": "slurm not set", "pyxis-plugstack": "slurm not set",
 }
 
 

@@ -25,4 +25,4 @@ def test_provision_reads_the_lab_packages_plugin_line_as_it_reads_pyxiss():
     _, plugin = pyxis.files[stack_pyxis.PLUGIN]
     assert isinstance(plugin, Built) and "container-image" in plugin.recipe
     assert "slurm_spank_slurmd_exit" in plugin.recipe  # so slurmd keeps it loaded, as it keeps pyxis
-    assert repr(plugin) == repr(Built(stack_pyxis.PLUGIN_SOURCE, lambda: b""))  # the key: the recipe, not the maker
+    assert repr(plugin) == repr(Built(stack_pyxis.PLUGIN_SOURCE, lambda _: b""))  # the key: the recipe, not the maker
