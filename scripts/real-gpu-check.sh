@@ -96,6 +96,12 @@ all:
     provision_gpu: {persistence: true, count: 1, power_limit: 700}
     provision_launcher: {nproc_per_node: gpu}
 EOF
+# The same box, also intending the GPU's modes as a real H200 has them (ECC on, compute mode default, MIG off),
+# and intents asking for MIG layouts, which apply --check plans against the card's real profiles.
+sed 's/power_limit: 700}/power_limit: 700, ecc: true, compute_mode: default, mig: disabled}/' \
+    "$work/inventory.yaml" > "$work/modes.yaml"
+sed 's/power_limit: 700}/power_limit: 700, mig: [3g.71gb, 3g.71gb]}/' "$work/inventory.yaml" > "$work/mig.yaml"
+sed 's/power_limit: 700}/power_limit: 700, mig: [4g.71gb, 4g.71gb]}/' "$work/inventory.yaml" > "$work/mig-bad.yaml"
 step() {  # NAME COMMAND...: its output to NAME.out; the wall time and exit status here
     local name=$1; shift
     echo "=== $name: $*"
@@ -110,6 +116,9 @@ step verify provision verify "$work/inventory.yaml"
 step verify-json provision verify "$work/inventory.yaml" --json
 step check provision apply "$work/inventory.yaml" --check --diff
 step local-check provision apply --local --check
+step modes-verify provision verify "$work/modes.yaml" -v
+step mig-check provision apply "$work/mig.yaml" --check --diff
+step mig-bad-check provision apply "$work/mig-bad.yaml" --check
 step load sh -c 'python3 - --seconds 8 < provision/capabilities/active/load_program.py'
 step active provision verify "$work/inventory.yaml" --active --duration "${RUNS:-20}"
 echo "=== nvidia-smi calls: $(wc -l < "$work/smi-calls.log")"
