@@ -28,7 +28,7 @@ from provision_lab.debs import LAB_DEBS
 from provision_lab.layout import DRIVERS, NODE_NVML_LIBRARY, NODE_SIM_ZIPAPP, NVIDIA_PERSISTENCED, NVIDIA_SMI
 from provision_lab.system import run, unmount_all_under
 
-REPO_REVISION = 3  # bump when the simulated packages or the index change: a new cache key, a fresh repository
+REPO_REVISION = 4  # bump when the simulated packages or the index change: a new cache key, a fresh repository
 # libslurm-dev: spank.h of the image's own Slurm, which the lab's pyxis plugin is compiled against (stack_pyxis.py)
 DEBIAN_PACKAGES = ("munge", "slurmd", "slurmctld", "slurm-client", "libslurm-dev")
 DEBIAN_REVISION = REVISION

@@ -235,7 +235,9 @@ def dcgm_files(version: str) -> dict[str, FileContent]:
 
 def dcgm(version: str) -> list[Deb]:
     """DCGM 3 as one package; DCGM 4 as -core (the host engine, dcgmi, the unit) and one -cudaNN per CUDA major."""
-    full, about = f"1:{version}{REVISION}", f"(simulated, provision lab)\nDCGM {version}, as the lab needs it."
+    # Versioned as NVIDIA's: epoch 1, and a Debian revision from DCGM 4 on ("1:3.3.6", "1:4.4.0-1").
+    full = f"1:{version}" if version.startswith("3.") else f"1:{version}{REVISION}"
+    about = f"(simulated, provision lab)\nDCGM {version}, as the lab needs it."
     if version.startswith("3."):
         return [Deb("datacenter-gpu-manager", full, files=dcgm_files(version),
                     description=f"NVIDIA Datacenter GPU Management Tools {about}")]

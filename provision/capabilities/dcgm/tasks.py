@@ -45,6 +45,12 @@ def cuda_major(branch: int, gpus: list[GpuFacts]) -> int:
     return min(major, LAST_CUDA_BEFORE_TURING) if before_turing(gpus) else major
 
 
+def apt_version(version: str) -> str:
+    """What apt-get is asked for: NVIDIA's DCGM packages carry epoch 1, DCGM 3 no Debian revision ("1:3.3.6"),
+    DCGM 4 one ("1:4.4.0-1"). Never "1:4.2.3*", which 4.2.30 matches too."""
+    return f"1:{version}" if version.startswith("3.") else f"1:{version}-*"
+
+
 def dcgm_pin(wanted: DriverSettings, gpus: list[GpuFacts]) -> Pin:
     """DCGM's packages at provision_driver.dcgm for the pinned driver; ValueError where there are none."""
     assert wanted.dcgm is not None  # the task is skipped otherwise
@@ -54,8 +60,7 @@ def dcgm_pin(wanted: DriverSettings, gpus: list[GpuFacts]) -> Pin:
                          "NVIDIA's older repositories)")
     names = (DCGM3,) if major == 3 else (
         DCGM4, f"datacenter-gpu-manager-4-cuda{cuda_major(int(wanted.wanted_branch), gpus)}")
-    # NVIDIA's DCGM packages carry epoch 1 ("1:3.3.6", "1:4.2.3-1"); any revision after the version.
-    return Pin("DCGM package", names, wanted.dcgm, f"1:{wanted.dcgm}*", cause=DCGM_CHECK,
+    return Pin("DCGM package", names, wanted.dcgm, apt_version(wanted.dcgm), cause=DCGM_CHECK,
                remove=tuple(name for name in EVERY_NAME if name not in names))
 
 

@@ -30,7 +30,7 @@ class Pin:
     what: str  # "container toolkit package"
     names: tuple[str, ...]
     version: str  # upstream: "1.17.8"
-    apt_version: str  # what apt-get is asked for: "1.17.8-*" (any Debian revision), "1:4.2.3*" (with the epoch)
+    apt_version: str  # what apt-get is asked for: "1.17.8-*" (any Debian revision), "1:4.2.3-*" (with the epoch)
     cause: str = ""  # the verify check that reports a difference (as_intended files its own under it)
     remove: tuple[str, ...] = ()  # packages of the same software under other names (another flavour), removed
     # Which installed (Debian) versions are the pin; None: those of upstream `version` exactly. The driver's

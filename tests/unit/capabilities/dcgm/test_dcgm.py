@@ -13,7 +13,7 @@ from builders.checks import checked_node, verdict
 from provision.capabilities.capability import WARNING
 from provision.capabilities.dcgm import checks, shown
 from provision.capabilities.dcgm.facts import DcgmFacts, parse_dcgm
-from provision.capabilities.dcgm.tasks import DCGM_CHECK, UNIT, Dcgm, cuda_major
+from provision.capabilities.dcgm.tasks import DCGM_CHECK, UNIT, Dcgm, apt_version, cuda_major
 from provision.capabilities.host import HostFacts
 from provision.core.facts import SystemFacts
 from provision.verify.model import Node
@@ -75,7 +75,7 @@ def test_dcgm4_installs_core_and_the_drivers_cuda_flavour_removing_the_one_befor
     plan = Dcgm().plan(node(found).inventory, found)
     (change,) = plan.changes
     install = change.commands[0]
-    assert install[-3:] == [f"{CORE}=1:4.2.3*", f"{CUDA13}=1:4.2.3*", f"{CUDA12}-"]
+    assert install[-3:] == [f"{CORE}=1:4.2.3-*", f"{CUDA13}=1:4.2.3-*", f"{CUDA12}-"]
     assert change.commands[-2:] == [["systemctl", "enable", "nvidia-dcgm.service"],
                                     ["systemctl", "restart", "nvidia-dcgm.service"]]
     assert change.cause == DCGM_CHECK
@@ -84,9 +84,19 @@ def test_dcgm4_installs_core_and_the_drivers_cuda_flavour_removing_the_one_befor
 def test_dcgm3_is_one_package_and_volta_keeps_cuda12():
     volta = with_gpus(facts({}), "7.0")
     (change,) = Dcgm().plan(node(volta).inventory, volta).changes
-    assert f"{CUDA12}=1:4.2.3*" in change.commands[0]
+    assert f"{CUDA12}=1:4.2.3-*" in change.commands[0]
     (change,) = Dcgm().plan(node(facts({}), dcgm="3.3.6").inventory, facts({})).changes
-    assert change.commands[0][-1] == "datacenter-gpu-manager=1:3.3.6*"
+    assert change.commands[0][-1] == "datacenter-gpu-manager=1:3.3.6"
+
+
+@pytest.mark.parametrize(("pin", "real", "taken"), [
+    ("4.2.3", "1:4.2.3-1", True), ("4.2.3", "1:4.2.30-1", False), ("4.4.0", "1:4.4.0-1", True),
+    ("3.3.6", "1:3.3.6", True), ("3.3.6", "1:3.3.60", False)])
+def test_apt_is_asked_for_the_pinned_version_only(pin, real, taken):
+    """NVIDIA's real versions ("datacenter-gpu-manager=1:3.3.6", "datacenter-gpu-manager-4-core=1:4.4.0-1" in
+    public install scripts), matched as apt matches a version with a wildcard (fnmatch)."""
+    from fnmatch import fnmatchcase
+    assert fnmatchcase(real, apt_version(pin)) is taken
 
 
 def test_a_pinned_dcgm_with_its_engine_running_is_left_alone_and_a_stopped_engine_started():
