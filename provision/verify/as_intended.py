@@ -41,7 +41,7 @@ def check_as_intended(node: Node, task: Task) -> None:
     if plan.failed:
         said(plan.failed_check)[1].append(plan.failed)
     units = units_setting_again(task.alters)
-    fix = f"provision apply {node.inventory_path} --limit {node.name}" + (
+    fix = node.apply_command() + (
         f" (after a reboot: is {' or '.join(units)} enabled?)" if units else "")
     fail_each([Finding(", ".join(expected) or "the inventory's settings applied", "; ".join(found), fix,
                        because=leads(cause), severity=ERROR)

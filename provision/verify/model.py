@@ -3,6 +3,7 @@ failures grouped by cause (a failure that only follows from another is filed und
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,11 @@ class Node:
 
     def __repr__(self) -> str:  # pytest shows it in ids and failures
         return self.name
+
+    def apply_command(self, *options: str) -> str:
+        """The apply that converges this node, as a finding's next step: `provision apply INVENTORY --limit
+        NAME [OPTIONS]`, each word quoted once for a shell."""
+        return shlex.join(["provision", "apply", self.inventory_path, "--limit", self.name, *options])
 
 
 @dataclass

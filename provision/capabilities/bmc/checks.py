@@ -116,7 +116,7 @@ def check_no_power_or_cooling_failure_in_the_bmc_log_since_the_last_good_run(nod
         found = ipmi.trouble(entry.sensor_type, entry.event, entry.direction)
         if found:
             logged.setdefault((entry.sensor_type, entry.sensor), []).append((entry, found))
-    accept = (f"once repaired, `provision apply {node.inventory_path} --limit {node.name} --accept-bmc-events` "
+    accept = (f"once repaired, `{node.apply_command('--accept-bmc-events')}` "
               "records the log as judged (or clear it on the node: ipmitool sel clear)")
     failed = [sensor for (_kind, sensor), hits in logged.items()
               if any(t.kind != ipmi.REDUNDANCY for _e, t in hits)]

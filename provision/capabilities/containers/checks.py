@@ -24,10 +24,6 @@ def _wanted(node: Node) -> tuple[DriverSettings, str]:
     return wanted, wanted.container_toolkit
 
 
-def _apply(node: Node) -> str:
-    return f"provision apply {node.inventory_path} --limit {node.name}"
-
-
 def _unless_nvidia_ctk(node: Node) -> None:
     if not node.facts.containers.ctk:
         pytest.skip(f"not judged while {NO_CTK} ({TOOLKIT_CHECK} says why)")
@@ -40,7 +36,7 @@ def check_container_toolkit_is_the_pinned_version(node: Node) -> None:
     pin, found = toolkit_pin(version), node.facts.containers
     missing = pin.misses(found.packages, found.held, wanted.hold)
     if missing:
-        fail(f"{', '.join(pin.names)} at {version}" + (", held" if wanted.hold else ""), missing, _apply(node),
+        fail(f"{', '.join(pin.names)} at {version}" + (", held" if wanted.hold else ""), missing, node.apply_command(),
              severity=ERROR)
 
 
@@ -63,7 +59,7 @@ def check_cdi_spec_names_the_loaded_driver(node: Node) -> None:
         generate = " && ".join(f"sudo nvidia-ctk cdi generate --output={path}" for path, _ in stale)
         fail(f"a CDI spec of driver {loaded}, the loaded one",
              f"{named} (GPU containers fail: the engine cannot stat the libraries it names)",
-             f"{_apply(node)} (or on the node: {generate})", severity=ERROR)
+             f"{node.apply_command()} (or on the node: {generate})", severity=ERROR)
 
 
 def check_container_engines_use_the_nvidia_runtime(node: Node) -> None:
@@ -79,6 +75,6 @@ def check_container_engines_use_the_nvidia_runtime(node: Node) -> None:
         pytest.skip("neither docker nor containerd is installed here (provision installs no container engine)")
     _unless_nvidia_ctk(node)
     fail_each([Finding(f"{engine} configured for the nvidia runtime", problem,
-                       f"{_apply(node)} (or on the node: sudo nvidia-ctk runtime configure --runtime={engine} && "
+                       f"{node.apply_command()} (or on the node: sudo nvidia-ctk runtime configure --runtime={engine} && "
                        f"sudo systemctl restart {engine})", about=(engine,), severity=ERROR)
                for engine, problem in found.runtime_problems.items() if problem])

@@ -28,7 +28,7 @@ def check_dcgm_host_engine_runs_the_pinned_version(node: Node) -> None:
         pin = dcgm_pin(heldback.as_kept(wanted, node.facts), node.facts.nvidia.gpus)
     except ValueError as exc:
         pytest.skip(str(exc))
-    found, apply = node.facts.dcgm, f"provision apply {node.inventory_path} --limit {node.name}"
+    found, apply = node.facts.dcgm, node.apply_command()
     missing = pin.misses(found.packages, found.held, wanted.hold)
     if missing:
         fail(f"{' '.join(pin.names)} at {pin.version}" + (", held" if wanted.hold else ""), missing, apply,

@@ -37,7 +37,7 @@ def check_driver_loaded_is_the_pinned_version(node: Node, host: TestinfraHost) -
     reasons = driver.reboot_reasons(wanted, node.facts)
     if reasons:
         fail(f"driver {pinned} loaded, as installed", "reboot pending: " + "; ".join(reasons),
-             f"provision apply {node.inventory_path} --limit {node.name} --reboot")
+             node.apply_command("--reboot"))
     loaded = node.facts.driver.loaded or node.facts.nvidia.driver_version
     if loaded is None or not driver.is_pinned(wanted, loaded):
         fail(f"driver {pinned} loaded", loaded or "no NVIDIA kernel module loaded",

@@ -26,7 +26,7 @@ JOURNAL = "journalctl -u nvidia-fabricmanager says why"
 def fix(node: Node) -> str:
     """apply installs it at the driver's version and (re)starts it where systemd runs; where none does, the
     reboot it marks pending starts it."""
-    return f"provision apply {node.inventory_path} --limit {node.name} --reboot"
+    return node.apply_command("--reboot")
 
 
 def wanted_here(node: Node) -> tuple[str, dict[str, str]]:

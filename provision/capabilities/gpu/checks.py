@@ -174,4 +174,4 @@ def check_every_gpus_ecc_mode_is_in_effect(node: Node) -> None:
     pending = modes.ecc_pending(node.facts)
     if pending:
         fail("every GPU's ECC mode in effect", "reboot pending: " + "; ".join(pending),
-             f"provision apply {node.inventory_path} --limit {node.name} --reboot", severity=ERROR)
+             node.apply_command("--reboot"), severity=ERROR)

@@ -46,7 +46,7 @@ def check_no_gpus_mig_mode_is_pending(node: Node) -> None:
     pending = pending_reasons(node.inventory, node.facts)
     if pending:
         fail("every GPU's MIG mode in effect", "reboot pending: " + "; ".join(pending),
-             f"provision apply {node.inventory_path} --limit {node.name} --reboot", severity=ERROR)
+             node.apply_command("--reboot"), severity=ERROR)
 
 
 def check_mig_layout_is_as_the_inventory_says(node: Node) -> None:
@@ -72,7 +72,7 @@ def check_mig_layout_is_as_the_inventory_says(node: Node) -> None:
 
 def _layout_finding(node: Node, gpu: GpuFacts, mig: MigGpu, layout: list[str]) -> Finding | None:
     expected = f"{gpu.label} MIG layout {layout_words(layout)}"
-    apply = f"provision apply {node.inventory_path} --limit {node.name} --tags mig"
+    apply = node.apply_command("--tags", "mig")
     have = mig.layout()
     if layout and not have:
         return Finding(expected, f"{gpu.label} has no GPU instance (gone, as after a reboot or a crash)",

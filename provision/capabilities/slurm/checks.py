@@ -23,8 +23,7 @@ def check_slurm_node_is_in_service(node: Node) -> None:
         pytest.skip("not a Slurm compute node in the inventory")
     state = node.facts.slurm_node
     if state is None:
-        fail("scontrol on the node", "Slurm is not installed", f"provision apply {node.inventory_path} "
-             f"--limit {node.name}")
+        fail("scontrol on the node", "Slurm is not installed", node.apply_command())
     if state.error:
         fail("slurmctld answering for this node", state.error,
              f"is slurmctld running on {slurm.controller}, and munged here with the cluster's key?")

@@ -25,10 +25,6 @@ def _wanted(node: Node) -> tuple[SlurmSettings, SlurmContainers]:
     return slurm, slurm.containers
 
 
-def _apply(node: Node) -> str:
-    return f"provision apply {node.inventory_path} --limit {node.name}"
-
-
 def _misses(node: Node, containers: SlurmContainers) -> str | None:
     facts = node.facts
     return next(filter(None, (pin.misses(facts.packages, facts.held, containers.hold)
@@ -60,7 +56,7 @@ def check_enroot_and_pyxis_are_the_pinned_versions(node: Node) -> None:
     missing = _misses(node, containers)
     if missing:
         fail(f"enroot {containers.enroot}, pyxis {containers.pyxis}" + (", held" if containers.hold else ""), missing,
-             _apply(node), severity=ERROR)
+             node.apply_command(), severity=ERROR)
 
 
 def check_pyxis_is_in_the_plugin_stack(node: Node) -> None:
@@ -73,7 +69,7 @@ def check_pyxis_is_in_the_plugin_stack(node: Node) -> None:
         pytest.skip(f"not judged while the packages are not the pinned ones ({PACKAGES_CHECK} says why)")
     problem = _stack_problem(node, slurm.conf_dir)
     if problem:
-        fail(f"pyxis's plugin in the plugin stack ({PYXIS_SHIPPED_CONF})", problem, _apply(node), severity=ERROR)
+        fail(f"pyxis's plugin in the plugin stack ({PYXIS_SHIPPED_CONF})", problem, node.apply_command(), severity=ERROR)
 
 
 def check_slurmd_has_loaded_pyxis(node: Node) -> None:
