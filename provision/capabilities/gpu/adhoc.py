@@ -38,7 +38,7 @@ from provision.capabilities.gpu.model import GpuFacts
 from provision.capabilities.gpu.settings import COMPUTE_MODES, GpuOverride, GpuSettings
 from provision.core.settings import number_or_word, yaml_words
 from provision.core.plan import FAILED, Plan, Task
-from provision.capabilities.gpu import boot
+from provision.capabilities.gpu import boot, mig_boot
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
@@ -128,6 +128,8 @@ def _settings(words: dict[str, str]) -> dict[str, Any]:
         entry["power_limit"] = int(watts) if watts.is_integer() else watts
     if "clocks" in words:
         entry["clocks"] = _clocks(words["clocks"])
+    if mig_boot.KEY in words:  # a MIG layout, kept: the file written again must still make it at every boot
+        entry["mig"] = mig_boot.layout_of_words(words[mig_boot.KEY])
     locks = {key: words[word] for key, word in (("sm", "locked_sm"), ("mem", "locked_mem"),
                                                 ("mem", "mem_deferred")) if word in words}
     if locks:

@@ -36,6 +36,12 @@ def boot_words(gpu: GpuFacts, facts: HostFacts, want: GpuSettings) -> list[str]:
         return []
 
 
+def layout_of_words(value: str) -> list[str]:
+    """The layout a boot line's mig= value makes (its profile names, placements dropped: the next write pins them
+    again from the facts): what boot_words wrote, read back."""
+    return [entry.partition(":")[0] for entry in value.split(",") if entry]
+
+
 def _largest_first(name: str) -> tuple[int, int]:
     found = _SIZE.match(name)
     return (-int(found[1]), -int(found[2])) if found else (0, 0)

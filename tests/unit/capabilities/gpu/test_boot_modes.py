@@ -51,6 +51,18 @@ def test_the_boot_file_read_back_keeps_its_compute_modes():
     assert boot.render(host(provision_gpu=back.model_dump(exclude_defaults=True)), facts(gpus=h100s()), text) == text
 
 
+def test_the_boot_file_read_back_keeps_a_mig_layout():
+    """An ad-hoc command (provision clocks, say) writes the boot file again from it: the MIG layout stays in it,
+    so the next boot still makes the instances."""
+    mig_gpus = gpus(2, "H100", ecc_enabled=True, ecc_pending=True, compute_mode="default", mig_mode=True)
+    settings = {"persistence": True, "overrides": [{"index": 0, "mig": ["3g.40gb", "3g.40gb"]}]}
+    text = boot.render(host(provision_gpu=settings), facts(gpus=mig_gpus))
+    assert "mig=3g.40gb,3g.40gb" in text
+    back = settings_from_boot_file(text)
+    assert [o.mig for o in back.overrides if o.mig] == [["3g.40gb", "3g.40gb"]]
+    assert boot.render(host(provision_gpu=back.model_dump(exclude_defaults=True)), facts(gpus=mig_gpus), text) == text
+
+
 def test_the_boot_script_sets_the_compute_mode_after_persistence(tmp_path):
     conf = tmp_path / "gpu-tuning.conf"
     conf.write_text(boot.render(host(provision_gpu=SETTINGS), facts(gpus=h100s())))
