@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 from provision.core import remote
 from provision.capabilities.gpu import setter_words, tuning
 from provision.capabilities.gpu.facts import clock_records_dir
-from provision.capabilities.gpu.model import ClockPair
+from provision.capabilities.gpu.model import ClockPair, GpuFacts
 from provision.capabilities.gpu.settings import GpuSettings
 from provision.core.plan import Change, Item, OK, Plan
-from provision.capabilities.gpu.tasks import (GPUS, GpuSettingTask, find_gpu, one_call_for_every_gpu, smi,
+from provision.capabilities.gpu.tasks import (GPUS, GpuSettingTask, one_call_for_every_gpu, read_back, smi,
                                               targets_per_gpu, unless_persistent)
 
 if TYPE_CHECKING:  # types only
@@ -63,12 +63,11 @@ class ApplicationClocks(GpuSettingTask):
 
 
 def _check_app_clocks(facts: HostFacts, uuid: str, target: ClockPair) -> str | None:
-    gpu = find_gpu(facts, uuid)
-    if gpu is None:
-        return f"GPU {uuid} disappeared"
-    now = f"{gpu.app_clock_mem},{gpu.app_clock_sm}"
-    return None if now == str(target) else (f"{gpu.label} application clocks read {now}, not {target}"
-                                             f"{unless_persistent(facts, gpu)}")
+    def wrong(gpu: GpuFacts) -> str | None:
+        now = f"{gpu.app_clock_mem},{gpu.app_clock_sm}"
+        return None if now == str(target) else (f"{gpu.label} application clocks read {now}, not {target}"
+                                                 f"{unless_persistent(facts, gpu)}")
+    return read_back(facts, uuid, wrong)
 
 
 class LockedClocks(GpuSettingTask):
@@ -109,8 +108,7 @@ def record_line(uuid: str, record: dict[str, str]) -> str:
 
 
 def _check_record(facts: HostFacts, uuid: str, record: dict[str, str]) -> str | None:
-    gpu = find_gpu(facts, uuid)
-    if gpu is None:
-        return f"GPU {uuid} disappeared"
-    wrong = {k: gpu.locked.get(k) for k, v in record.items() if gpu.locked.get(k) != v}
-    return f"{gpu.label} clock record in {clock_records_dir()} reads {wrong}" if wrong else None
+    def wrong(gpu: GpuFacts) -> str | None:
+        differs = {k: gpu.locked.get(k) for k, v in record.items() if gpu.locked.get(k) != v}
+        return f"{gpu.label} clock record in {clock_records_dir()} reads {differs}" if differs else None
+    return read_back(facts, uuid, wrong)

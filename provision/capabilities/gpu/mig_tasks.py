@@ -17,7 +17,7 @@ from provision.capabilities.gpu.mig_model import MigGpu
 from provision.capabilities.gpu.mig_settings import layout_of
 from provision.capabilities.gpu.model import GpuFacts
 from provision.capabilities.gpu.settings import GpuSettings
-from provision.capabilities.gpu.tasks import GPUS, GpuSettingTask, find_gpu, on_off, smi, wanted_per_gpu
+from provision.capabilities.gpu.tasks import GPUS, GpuSettingTask, on_off, read_back, smi, wanted_per_gpu
 from provision.capabilities.gpu.tuning import Refused
 from provision.core.plan import FAILED, OK, Change, Item, Plan
 
@@ -162,21 +162,19 @@ def _in_use(gpu: GpuFacts, mig: MigGpu | None) -> str:
 
 
 def _check_mode(facts: HostFacts, uuid: str, on: bool) -> str | None:
-    gpu = find_gpu(facts, uuid)
-    if gpu is None:
-        return f"GPU {uuid} disappeared"
-    pending = modes(gpu)[1]
-    return None if pending == on else f"{gpu.label} MIG mode (pending) reads {on_off(pending)}, not {on_off(on)}"
+    def wrong(gpu: GpuFacts) -> str | None:
+        pending = modes(gpu)[1]
+        return None if pending == on else f"{gpu.label} MIG mode (pending) reads {on_off(pending)}, not {on_off(on)}"
+    return read_back(facts, uuid, wrong)
 
 
 def _check_layout(facts: HostFacts, uuid: str, layout: list[str]) -> str | None:
-    gpu = find_gpu(facts, uuid)
-    if gpu is None:
-        return f"GPU {uuid} disappeared"
-    mig = mig_gpu(facts, gpu)
-    if _same(mig, layout):
-        return None
-    return f"{gpu.label} MIG layout reads {layout_words(mig.layout() if mig else [])}, not {layout_words(layout)}"
+    def wrong(gpu: GpuFacts) -> str | None:
+        mig = mig_gpu(facts, gpu)
+        if _same(mig, layout):
+            return None
+        return f"{gpu.label} MIG layout reads {layout_words(mig.layout() if mig else [])}, not {layout_words(layout)}"
+    return read_back(facts, uuid, wrong)
 
 
 def pending_reasons(host: Host, facts: HostFacts) -> list[str]:

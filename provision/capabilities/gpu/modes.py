@@ -11,13 +11,13 @@ Compute mode (`nvidia-smi -c`) is lost at every reboot: the boot file sets it ag
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from provision.capabilities.gpu import setter_words, tuning
 from provision.capabilities.gpu.boot import UNIT
 from provision.capabilities.gpu.model import GpuFacts
 from provision.capabilities.gpu.settings import GpuSettings
-from provision.capabilities.gpu.tasks import (GPUS, GpuSettingTask, find_gpu, on_off, one_call_for_every_gpu, smi,
+from provision.capabilities.gpu.tasks import (GPUS, GpuSettingTask, on_off, one_call_for_every_gpu, read_back, smi,
                                               targets_per_gpu, unless_persistent)
 from provision.core.facts import UnitRef
 from provision.core.plan import OK, Change, Item, Plan
@@ -83,10 +83,6 @@ class EccMode(GpuSettingTask):
         return plan
 
 
-def read_back(facts: HostFacts, uuid: str, wrong: Callable[[GpuFacts], str | None]) -> str | None:
-    """What is wrong with the GPU of this UUID on the facts read again (wrong(gpu)), or that it is gone."""
-    gpu = find_gpu(facts, uuid)
-    return f"GPU {uuid} disappeared" if gpu is None else wrong(gpu)
 
 
 def _check_ecc(facts: HostFacts, uuid: str, want: bool) -> str | None:

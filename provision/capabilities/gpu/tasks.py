@@ -199,6 +199,13 @@ def find_gpu(facts: HostFacts, uuid: str) -> GpuFacts | None:
     return next((g for g in facts.nvidia.gpus if g.uuid == uuid), None)
 
 
+def read_back(facts: HostFacts, uuid: str, wrong: Callable[[GpuFacts], str | None]) -> str | None:
+    """A setter's read-back (Change.verify): what is wrong with the GPU of this UUID on the facts read again
+    (wrong(gpu)), or that it is gone."""
+    gpu = find_gpu(facts, uuid)
+    return f"GPU {uuid} disappeared" if gpu is None else wrong(gpu)
+
+
 def unless_persistent(facts: HostFacts, gpu: GpuFacts) -> str:
     """Why a setting read back unchanged, when the likely cause is an unloaded driver."""
     if gpu.persistence is False and not facts.nvidia.persistenced_running:
@@ -301,13 +308,9 @@ def _daemon_dropin(facts: HostFacts) -> Change | None:
 
 
 def _check_persistence(facts: HostFacts, uuids: list[str], want: bool) -> str | None:
-    for uuid in uuids:
-        gpu = find_gpu(facts, uuid)
-        if gpu is None:
-            return f"GPU {uuid} disappeared"
-        if gpu.persistence != want:
-            return f"{gpu.label} persistence mode still {on_off(gpu.persistence)}"
-    return None
+    def wrong(gpu: GpuFacts) -> str | None:
+        return None if gpu.persistence == want else f"{gpu.label} persistence mode still {on_off(gpu.persistence)}"
+    return next((said for uuid in uuids if (said := read_back(facts, uuid, wrong))), None)
 
 
 def watts(value: float | None) -> str:
@@ -340,9 +343,8 @@ class PowerLimit(GpuSettingTask):
 
 
 def _check_power(facts: HostFacts, uuid: str, target: float) -> str | None:
-    gpu = find_gpu(facts, uuid)
-    if gpu is None:
-        return f"GPU {uuid} disappeared"
-    if gpu.power_limit is None or abs(gpu.power_limit - target) >= 0.5:
+    def wrong(gpu: GpuFacts) -> str | None:
+        if gpu.power_limit is not None and abs(gpu.power_limit - target) < 0.5:
+            return None
         return f"{gpu.label} power limit reads {watts(gpu.power_limit)}, not {watts(target)}{unless_persistent(facts, gpu)}"
-    return None
+    return read_back(facts, uuid, wrong)
