@@ -77,7 +77,7 @@ class PyxisPlugstack(ContainerTask):
     def plan_containers(self, slurm: SlurmSettings, containers: SlurmContainers, facts: HostFacts) -> Plan:
         plan = Plan()
         self.plan_plugstack(plan, slurm.conf_dir, facts)
-        if plan.failed:  # no half of it: enroot's files go with the plugin that uses them
+        if plan.failed or plan.skipped:  # no half of it: enroot's files go with the plugin that uses them
             return plan
         for want, after in ((FileWrite(ENROOT_DROP_IN, enroot_drop_in(containers)), []),
                             (FileWrite(TMPFILES, tmpfiles(containers)), [["systemd-tmpfiles", "--create", TMPFILES]])):
@@ -91,10 +91,13 @@ class PyxisPlugstack(ContainerTask):
     @staticmethod
     def plan_plugstack(plan: Plan, conf_dir: str, facts: HostFacts) -> None:
         shipped = (facts.files[PYXIS_SHIPPED_CONF].text if PYXIS_SHIPPED_CONF in facts.files else None) or ""
+        if not shipped:  # a state, not a failure: --check before the install, or an install that failed (its own)
+            plan.skipped = (f"waits for {PYXIS_PACKAGE}, which the enroot-pyxis task installs: its plugin line is "
+                            f"read from {PYXIS_SHIPPED_CONF}")
+            return
         if plugin_path(shipped) is None:
-            plan.failed = (f"{PYXIS_SHIPPED_CONF} names no pyxis plugin: {PYXIS_PACKAGE} is not installed"
-                           if not shipped else f"{PYXIS_SHIPPED_CONF} names no spank_pyxis.so: is {PYXIS_PACKAGE} "
-                           "pyxis's own package (make deb)?")
+            plan.failed = (f"{PYXIS_SHIPPED_CONF} names no spank_pyxis.so: is {PYXIS_PACKAGE} pyxis's own package "
+                           "(make deb)?")
             plan.failed_check = PACKAGES_CHECK
             return
         stack, drop_in = plugstack_paths(conf_dir)

@@ -121,9 +121,14 @@ def test_written_files_are_left_alone():
     assert plan.changes == [] and not plan.failed
 
 
-def test_without_the_package_the_stack_is_not_written_and_the_packages_check_says_why():
+def test_without_the_package_the_stack_waits_for_it_and_a_package_without_the_plugin_fails():
+    """Before the install (apply --check on a new node) the task waits, as the GPU tasks wait for the driver: the
+    packages check says what is missing, once. A package whose shipped line names no plugin is a failure."""
     plan = PyxisPlugstack().plan(blade(), installed(packages={}, files={PYXIS_SHIPPED_CONF: None}))
-    assert "nvslurm-plugin-pyxis is not installed" in plan.failed and plan.failed_check == PACKAGES_CHECK
+    assert plan.skipped.startswith("waits for nvslurm-plugin-pyxis") and not plan.failed
+    assert plan.changes == []
+    plan = PyxisPlugstack().plan(blade(), installed(files={PYXIS_SHIPPED_CONF: "# nothing here\n"}))
+    assert "names no spank_pyxis.so" in plan.failed and plan.failed_check == PACKAGES_CHECK
     assert plan.changes == []
 
 
