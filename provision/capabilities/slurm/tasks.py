@@ -66,7 +66,7 @@ class SlurmPackages(SlurmTask):
         if missing:
             plan.changes.append(Change(
                 target=" ".join(missing), what="package", before="not installed", after="installed",
-                commands=[APT_UPDATE, [*APT_INSTALL, *missing]],
+                commands=[[*APT_INSTALL, *missing]], prepare=[APT_UPDATE],
                 verify=lambda f: (None if all(f.packages.get(n) for n in missing)
                                   else "not installed: " + " ".join(n for n in missing if not f.packages.get(n)))))
         return plan

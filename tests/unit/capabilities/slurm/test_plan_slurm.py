@@ -63,7 +63,7 @@ def test_packages_follow_the_role():
     plan = SlurmPackages().plan(blade, read)
     (change,) = plan.changes
     assert change.target == "slurm-client slurmd" and change.commands[-1][-2:] == ["slurm-client", "slurmd"]
-    assert change.commands[0][-1] == "update" and [i.target for i in plan.unchanged] == ["munge"]
+    assert change.prepare[0][-1] == "update" and [i.target for i in plan.unchanged] == ["munge"]
     head = host("head-1", provision_slurm={"controller": "head-1"})
     assert SlurmPackages().package_names(head) == ["munge", "slurm-client", "slurmctld"]
 
