@@ -18,6 +18,17 @@ ERROR = "error"  # not as the inventory intends (a setting or file drifted): app
 WARNING = "warning"  # works, but slower than it should (a narrow link, a clock held down)
 SEVERITIES = (CRITICAL, ERROR, WARNING)
 
+# The smallest step that can clear a finding's cause (what `provision recover` does for it); each is larger than the
+# one before, and a step that did not clear a cause leads to the next.
+APPLY = "apply"  # a setting or file drifted: apply converges it
+RESET = "reset"  # a GPU reset clears it (the driver asks for one; a reset-class Xid)
+REBOOT = "reboot"  # only a reboot clears it (a GPU fallen off the bus; the driver asks for a node reboot)
+SERVICE = "service"  # a person must act (reseat, replace, the vendor): neither reset nor reboot helps
+REMEDIES = (APPLY, RESET, REBOOT, SERVICE)
+# A finding that names no remedy: an unknown hardware or health fault is worth one reboot before a person looks;
+# a drift is what apply is for; a slow node (a warning) is converged, and what apply does not mend stays a warning.
+DEFAULT_REMEDY = {CRITICAL: REBOOT, ERROR: APPLY, WARNING: APPLY}
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -29,14 +40,21 @@ class Finding:
     because: tuple[str, ...] = ()  # "CHECK" or "CHECK:SUBJECT": other checks' failures that would explain it
     about: tuple[str, ...] = ()  # the subjects it is about (GPU bus ids, ports): `because` may name one
     severity: str = CRITICAL
+    remedy: str = ""  # one of REMEDIES; "" is the default for its severity (see remedy_of)
+
+
+def remedy_of(finding: Finding) -> str:
+    """The smallest step that can clear the finding's cause: its own remedy, else the default for its severity."""
+    return finding.remedy or DEFAULT_REMEDY[finding.severity]
 
 
 class CheckFailed(AssertionError):
     """A node is not as intended: one finding, or several of different causes (each with its own next step)."""
 
     def __init__(self, expected: str = "", found: str = "", fix: str = "", because: str | tuple[str, ...] = (),
-                 about: tuple[str, ...] = (), severity: str = CRITICAL, findings: list[Finding] | None = None):
-        self.findings = findings or [Finding(expected, found, fix, leads(because), tuple(about), severity)]
+                 about: tuple[str, ...] = (), severity: str = CRITICAL, findings: list[Finding] | None = None,
+                 remedy: str = ""):
+        self.findings = findings or [Finding(expected, found, fix, leads(because), tuple(about), severity, remedy)]
         super().__init__("; ".join(f"expected {f.expected}, found {f.found}" + (f"; {f.fix}" if f.fix else "")
                                    for f in self.findings))
         first = self.findings[0]
@@ -49,8 +67,8 @@ def leads(because: str | tuple[str, ...]) -> tuple[str, ...]:
 
 
 def fail(expected: str, found: str, fix: str = "", because: str | tuple[str, ...] = (), about: tuple[str, ...] = (),
-         severity: str = CRITICAL) -> NoReturn:
-    raise CheckFailed(expected, found, fix, because, about, severity)
+         severity: str = CRITICAL, remedy: str = "") -> NoReturn:
+    raise CheckFailed(expected, found, fix, because, about, severity, remedy=remedy)
 
 
 def fail_each(findings: list[Finding]) -> None:
