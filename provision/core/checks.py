@@ -45,7 +45,12 @@ class Finding:
 
 def remedy_of(finding: Finding) -> str:
     """The smallest step that can clear the finding's cause: its own remedy, else the default for its severity."""
-    return finding.remedy or DEFAULT_REMEDY[finding.severity]
+    return remedy_or_default(finding.remedy, finding.severity)
+
+
+def remedy_or_default(remedy: str, severity: str) -> str:
+    """A remedy as said, or where none was, its severity's default (an unknown severity counts as critical)."""
+    return remedy or DEFAULT_REMEDY.get(severity, DEFAULT_REMEDY[CRITICAL])
 
 
 class CheckFailed(AssertionError):

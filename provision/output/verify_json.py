@@ -31,7 +31,8 @@ SCHEMA = "provision-verify/1"
 
 
 def _failure(f, with_lead: bool) -> dict[str, Any]:
-    said = {"check": f.check, "severity": f.severity, "expected": f.expected, "found": f.found, "about": f.about}
+    said = {"check": f.check, "severity": f.severity, "expected": f.expected, "found": f.found, "about": f.about,
+            "remedy": f.step}
     if with_lead:
         said |= {"next_step": f.fix, "because": f.because}
     return said
@@ -59,7 +60,7 @@ def from_json(data: dict[str, Any]) -> tuple[list[Verdict], list[dict[str, str]]
     and what was told to Slurm."""
     verdicts = [Verdict(h["host"], h["status"], h.get("message", ""), h.get("passed", []),
                         [Failure(f["check"], f["expected"], f["found"], f.get("next_step", ""), f.get("because", []),
-                                 f.get("about", []), f["severity"]) for f in h.get("failures", [])],
+                                 f.get("about", []), f["severity"], f.get("remedy", "")) for f in h.get("failures", [])],
                         h.get("skipped", []), h.get("notes", []), h.get("not_tested", []), h.get("figures", []))
                 for h in data["hosts"]]
     return verdicts, data.get("slurm", [])

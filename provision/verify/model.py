@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from provision.core.checks import CRITICAL, Finding
+from provision.core.checks import CRITICAL, Finding, remedy_or_default
 
 if TYPE_CHECKING:  # types only: the checks' view of a host is built by commands/verify.py
     from provision.capabilities.active.run import ActiveRun
@@ -53,6 +53,12 @@ class Failure:
     because: list[str] = field(default_factory=list)  # the leads it named ("CHECK" or "CHECK:SUBJECT"), likeliest first
     about: list[str] = field(default_factory=list)
     severity: str = CRITICAL
+    remedy: str = ""  # the smallest step that can clear it (core/checks.py REMEDIES); "": its severity's default
+
+    @property
+    def step(self) -> str:
+        """The remedy, or its severity's default where none was said (core/checks.py)."""
+        return remedy_or_default(self.remedy, self.severity)
 
 
 @dataclass
@@ -75,7 +81,8 @@ class Verdict:
 
 def failures(check: str, findings: list[Finding]) -> list[Failure]:
     """A check's findings as a verdict records them."""
-    return [Failure(check, f.expected, f.found, f.fix, list(f.because), list(f.about), f.severity) for f in findings]
+    return [Failure(check, f.expected, f.found, f.fix, list(f.because), list(f.about), f.severity, f.remedy)
+            for f in findings]
 
 
 @dataclass

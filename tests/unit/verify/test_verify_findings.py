@@ -106,7 +106,8 @@ def test_json_carries_findings_with_their_consequences_under_a_versioned_schema(
     lost = host["findings"][0]
     assert lost["severity"] == CRITICAL and lost["next_step"] == "reboot node1" and lost["about"] == [SLOT]
     assert [c["check"] for c in lost["consequences"]][0] == "nvidia_smi_reads_the_gpus"
-    assert set(lost["consequences"][0]) == {"check", "severity", "expected", "found", "about"}
+    assert set(lost["consequences"][0]) == {"check", "severity", "expected", "found", "about", "remedy"}
+    assert lost["remedy"] == "reboot"  # critical, and the check named no remedy: its severity's default
     assert len(host["failures"]) == 7 and host["failures"][0]["because"] == ["no_gpu_is_lost"]
     assert data["hosts"][2] | {} == {"host": "rtx3090-2", "status": "unreachable", "message": "cannot connect",
                                      "findings": [], "failures": [], "passed": [], "skipped": [], "notes": [],
