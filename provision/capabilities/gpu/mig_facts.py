@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from provision.capabilities.gpu import mig_listings as listings
+from provision.capabilities.gpu import mig_minors
 from provision.capabilities.gpu.mig_model import MigFacts, MigGpu
 from provision.capabilities.gpu.smi import split_csv_row
 from provision.core.facts import FactSection, Section
@@ -16,9 +17,9 @@ if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
 
 MIG = frozenset({"mig"})  # the HostFacts field these sections fill (refresh_on)
-PROFILES, PLACEMENTS, INSTANCES, COMPUTE, PROCESSES = (
-    "mig-profiles", "mig-placements", "mig-instances", "mig-compute", "mig-processes")
-SECTION_NAMES = (PROFILES, PLACEMENTS, INSTANCES, COMPUTE, PROCESSES)
+PROFILES, PLACEMENTS, INSTANCES, COMPUTE, PROCESSES, MINORS = (
+    "mig-profiles", "mig-placements", "mig-instances", "mig-compute", "mig-processes", "mig-minors")
+SECTION_NAMES = (PROFILES, PLACEMENTS, INSTANCES, COMPUTE, PROCESSES, MINORS)
 _LISTED = 'case "$migp" in *"GPU instance profiles"*) {};; esac'  # asked only where -lgip listed profiles
 _INSTANCES_EXIST = 'case "$migi" in *"GPU instances:"*) {};; esac'
 PROCESSES_ARGV = "nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name --format=csv,noheader"
@@ -30,6 +31,8 @@ SECTIONS = (
     FactSection(INSTANCES, _LISTED.format("nvidia-smi mig -lgi"), refresh_on=MIG, keep="migi", on_request=True),
     FactSection(COMPUTE, _INSTANCES_EXIST.format("nvidia-smi mig -lci"), refresh_on=MIG, on_request=True),
     FactSection(PROCESSES, _INSTANCES_EXIST.format(PROCESSES_ARGV), refresh_on=MIG, on_request=True),
+    # the device files of each instance (Slurm's gres.conf names them): cat, one process, where instances exist
+    FactSection(MINORS, _INSTANCES_EXIST.format(f"cat {mig_minors.MINORS_PATH}"), refresh_on=MIG, on_request=True),
 )
 
 
@@ -64,6 +67,7 @@ def parse(sections: dict[str, Section], facts: HostFacts) -> None:
         cells = split_csv_row(line)
         if len(cells) == 3 and index_of.get(cells[0]) in mig.gpus:
             mig.gpus[index_of[cells[0]]].processes.append(f"{cells[1]} {cells[2]}")
+    mig.minors = mig_minors.parse_minors(sections.get(MINORS, Section(0, "")).output)
     facts.mig = mig
 
 

@@ -93,3 +93,4 @@ class MigFacts:
     gpus: dict[int, MigGpu] = field(default_factory=dict)
     instances_read: bool = False  # -lgi answered with a table or "No MIG-enabled devices found."
     notes: list[str] = field(default_factory=list)  # what nvidia-smi said that is no listing (an error, its exit)
+    minors: dict[str, int] = field(default_factory=dict)  # mig-minors (mig_minors.py), read where instances exist

@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from provision.capabilities.clusters import partition_of, slurm_cluster
+from provision.capabilities.slurm import mig_gres
 from provision.capabilities.system import cpu as cpu_facts
 from provision.core import pci
 
@@ -232,6 +233,8 @@ def _node(host: Host, facts: HostFacts, name: str) -> tuple[dict[str, Any] | Non
     if gaps or cpu is None or cpu.memory_mib is None:  # unusable names both
         return None, None, [f"slurm.conf needs {host.name}'s CPUs and memory: {'; '.join(gaps)}"]
     gpus, problems = _gpus(host, facts.nvidia, cpu)
+    gpus, mig_problems = _with_mig_slices(host, gpus, facts)
+    problems += mig_problems
     if problems:
         return None, None, problems
     counts: dict[str, int] = {}
@@ -251,13 +254,31 @@ def _node(host: Host, facts: HostFacts, name: str) -> tuple[dict[str, Any] | Non
     autodetect = slurm_of(host).gres_autodetect
     if autodetect == "off":
         lines = sorted(gpus, key=lambda g: g["minor"])  # File= in increasing numeric order (gres.conf(5))
-        lines = [{"type": g["type"], "count": None, "file": f"/dev/nvidia{g['minor']}", "cores": g["cores"]}
+        lines = [{"type": g["type"], "count": None, "cores": g["cores"],
+                  "file": None if g.get("files") else f"/dev/nvidia{g['minor']}", "files": g.get("files")}
                  for g in lines]
     else:  # slurmd finds the device files and cores itself; the lines give each type's count
-        lines = [{"type": t, "count": n, "file": None, "cores": None} for t, n in counts.items()]
+        lines = [{"type": t, "count": n, "file": None, "files": None, "cores": None} for t, n in counts.items()]
     gres = {"name": name, "host": host.name, "autodetect": None if autodetect == "off" else autodetect,
-            "gpus": lines}
+            "gpus": lines, "mig": any("files" in g for g in gpus)}
     return node, gres, []
+
+
+def _with_mig_slices(host: Host, gpus: list[dict[str, Any]],
+                     facts: HostFacts) -> tuple[list[dict[str, Any]], list[str]]:
+    """The node's GPUs with each GPU in MIG mode replaced by its MIG devices (mig_gres.py)."""
+    in_mig = {g.index for g in facts.nvidia.gpus if g.mig_mode}
+    autodetect = slurm_of(host).gres_autodetect != "off"
+    listed: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for gpu in gpus:
+        if gpu["index"] not in in_mig:
+            listed.append(gpu)
+            continue
+        slices, why = mig_gres.mig_slices(host, gpu, facts.mig, autodetect)
+        listed += slices
+        problems += why
+    return listed, problems
 
 
 def _gpus(host: Host, nvidia: NvidiaFacts, cpu: CpuFacts) -> tuple[list[dict[str, Any]], list[str]]:

@@ -18,6 +18,7 @@ import yaml
 from provision.capabilities import clusters
 from provision.core.settings import variable
 from provision.capabilities.slurm import conf as slurm_conf
+from provision.capabilities.slurm import mig_gres
 from provision.capabilities.slurm.pyxis import slurmd_reads
 from provision.capabilities.slurm.settings import SlurmSettings
 from provision.core.facts import UnitRef
@@ -185,7 +186,7 @@ class SlurmConfig(SlurmTask):
 
     name = "slurm-config"
     tags = frozenset({"slurm", "files"})
-    plans_from = frozenset({"cpu", "nvidia.gpus"})  # and its own files, and the cluster's as read before the run
+    plans_from = frozenset({"cpu", "nvidia.gpus", "mig"})  # and its own files, and the cluster's as read before the run
     alters = frozenset()  # its files only
 
     def template_names(self) -> list[tuple[str, str]]:
@@ -201,7 +202,8 @@ class SlurmConfig(SlurmTask):
         return clusters.slurm_cluster(host, everyone) if host.settings.slurm else []
 
     def fact_sections(self, host: Host) -> list[str]:
-        return ["cpu"] if host.settings.slurm else []  # slurm.conf's node lines, cgroup.conf, gres.conf's Cores
+        # slurm.conf's node lines, cgroup.conf, gres.conf's Cores; MIG devices, gres of their own (mig_gres.py)
+        return ["cpu", *mig_gres.SECTIONS] if host.settings.slurm else []
 
     def file_paths(self, host: Host) -> list[str]:
         if host.settings.slurm is None:
