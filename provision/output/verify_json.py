@@ -32,7 +32,7 @@ SCHEMA = "provision-verify/1"
 
 def _failure(f, with_lead: bool) -> dict[str, Any]:
     said = {"check": f.check, "severity": f.severity, "expected": f.expected, "found": f.found, "about": f.about,
-            "remedy": f.step}
+            "remedy": f.remedy}
     if with_lead:
         said |= {"next_step": f.fix, "because": f.because}
     return said

@@ -53,12 +53,10 @@ class Failure:
     because: list[str] = field(default_factory=list)  # the leads it named ("CHECK" or "CHECK:SUBJECT"), likeliest first
     about: list[str] = field(default_factory=list)
     severity: str = CRITICAL
-    remedy: str = ""  # the smallest step that can clear it (core/checks.py REMEDIES); "": its severity's default
+    remedy: str = ""  # the smallest step that can clear it (core/checks.py REMEDIES); unsaid: its severity's default
 
-    @property
-    def step(self) -> str:
-        """The remedy, or its severity's default where none was said (core/checks.py)."""
-        return remedy_or_default(self.remedy, self.severity)
+    def __post_init__(self) -> None:
+        self.remedy = remedy_or_default(self.remedy, self.severity)
 
 
 @dataclass
