@@ -1,5 +1,6 @@
 """BMC checks: the power supplies and fans as the BMC's sensors read them now, and the power and cooling failures its
-event log holds since the last good run (a brownout that tripped a PSU and came back leaves only that).
+event log holds since the last good run (a brownout that tripped a PSU and came back leaves only that), with any
+part the log says went non-recoverable.
 
 "Since the last good run": the node keeps the log's newest entry at the last acceptance in
 /var/lib/provision/bmc-sel (`provision apply --accept-bmc-events` writes it, after the repair); the entries after
@@ -12,11 +13,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal, overload
 
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
 from provision.capabilities.bmc import ipmi
-from provision.core.checks import CRITICAL, WARNING, Finding, fail_each, note
+from provision.core.checks import CRITICAL, SERVICE, WARNING, Finding, fail_each, note
 
 if TYPE_CHECKING:  # types only
     from provision.verify.model import Node
@@ -24,6 +26,9 @@ if TYPE_CHECKING:  # types only
 PSU_CHECK = "power_supplies_report_no_failure"
 FAN_CHECK = "fans_report_no_failure"
 LOG_CHECK = "no_power_or_cooling_failure_in_the_bmc_log_since_the_last_good_run"
+# Every BMC finding is a part or its power or air: a person repairs it (a supply, its feed, a fan, the airflow),
+# and neither a GPU reset nor a reboot does; the logged events stay until accepted after the repair.
+REMEDY = SERVICE
 # The sensor check whose failure, on the same sensor, a logged event of this type is evidence of.
 LEAD = {"Power Supply": PSU_CHECK, "Fan": FAN_CHECK, "Cooling Device": FAN_CHECK}
 
@@ -67,15 +72,15 @@ def sensor_findings(node: Node, check: str, sensor_type: str, sensors: list[ipmi
             continue
         finding = Finding(expected, f"{sensor.name} ({sensor.number}): "
                           f"{', '.join(dict.fromkeys(t.meaning for t in troubles))} [{sensor.reading}]",
-                          ipmi.NEXT_STEP[troubles[0].kind], about=sensor.subjects, severity=severity(troubles))
+                          ipmi.NEXT_STEP[troubles[0].kind], about=sensor.subjects, severity=severity(troubles),
+                          remedy=REMEDY)
         if all(t.kind == ipmi.REDUNDANCY for t in troubles):
             redundancy.append(finding)  # a redundancy state follows from a part of its own that failed
         else:
             failed.append(sensor)
             findings.append(finding)
     leads = tuple(f"{check}:{sensor.name}" for sensor in failed)
-    findings += [Finding(f.expected, f.found, f.fix, because=leads, about=f.about, severity=f.severity)
-                 for f in redundancy]
+    findings += [replace(f, because=leads) for f in redundancy]
     fail_each(findings)
 
 
@@ -101,7 +106,8 @@ def check_fans_report_no_failure(node: Node) -> None:
 
 
 def check_no_power_or_cooling_failure_in_the_bmc_log_since_the_last_good_run(node: Node) -> None:
-    """One finding per sensor that logged trouble; a PSU or fan failing now is the cause of its own events (filed
+    """One finding per sensor that logged trouble (a power supply, fan, voltage or temperature failure, a power
+    supply's own overheating, any part the BMC declared non-recoverable); a PSU or fan failing now is the cause of its own events (filed
     under that sensor check's finding), and a redundancy lost follows from the parts that logged a failure.
 
     Reads: the BMC's event log (ipmitool sel, as root) after the entry recorded at the last acceptance
@@ -113,7 +119,7 @@ def check_no_power_or_cooling_failure_in_the_bmc_log_since_the_last_good_run(nod
     after, since = ipmi.since_record(entries, node.facts.bmc.record if node.facts.bmc else None)  # read: bmc_answer
     logged: dict[tuple[str, str], list[tuple[ipmi.SelEntry, ipmi.Trouble]]] = {}
     for entry in after:
-        found = ipmi.trouble(entry.sensor_type, entry.event, entry.direction)
+        found = ipmi.trouble(entry.sensor_type, entry.event, entry.direction, sensor=entry.sensor)
         if found:
             logged.setdefault((entry.sensor_type, entry.sensor), []).append((entry, found))
     accept = (f"once repaired, `{node.apply_command('--accept-bmc-events')}` "
@@ -130,9 +136,10 @@ def check_no_power_or_cooling_failure_in_the_bmc_log_since_the_last_good_run(nod
         if all(t.kind == ipmi.REDUNDANCY for t in troubles):
             leads += tuple(f"{LOG_CHECK}:{other}" for other in failed)
         findings.append(Finding(
-            f"no power supply, fan, voltage or temperature failure in the BMC's event log {since}",
+            f"no power supply, fan, voltage or temperature failure, and no part gone non-recoverable, in the BMC's "
+            f"event log {since}",
             f"{kind + ' ' if kind else ''}{sensor}: "
             + "; ".join(f"{meaning}{f' x{n}' if n > 1 else ''}" for meaning, n in said.items()) + f" ({when})",
             f"{ipmi.NEXT_STEP[troubles[0].kind]}; {accept}", because=leads, about=(sensor,),
-            severity=severity(troubles)))
+            severity=severity(troubles), remedy=REMEDY))
     fail_each(findings)

@@ -20,11 +20,21 @@ sometimes a last column (a threshold event's reading):
     "  1 |  Pre-Init  |0000001895| Power Supply PSU1 Status | Presence detected | Asserted"
     "  3 |  Pre-Init  |0000001897| Fan FAN2 | Lower Critical going low  | Asserted | Reading 400 < Threshold 800 RPM"
         (ipmitool 1.8.19 against a BMC whose clock was never set: OpenIPMI's ipmi_sim, the lab's BMC)
+    " 1c | 12/10/2024 | 02:50:36 | Temperature PSU1 Over Temp | Transition to Non-recoverable | Asserted"
+    " 9a | 03/09/2025 | 17:57:40 | Fan PSU1 Slow FAN1 | Transition to Non-recoverable | Asserted"
+    " 34 | 03/01/2025 | 10:30:57 | Power Supply PSU1 PWR Detect | Failure detected | Asserted"
+        (philip-bee-h/vault_backup, 000_workbench/02-dead-nodes.md: `sel elist` of GPU nodes, A100s and L40S, a
+        PSU's own temperature and fan as severity sensors, each Asserted then Deasserted seconds later)
+    " 15e | 09/15/2016 | 05:07:52 | Processor #0x4e | Transition to Non-recoverable"
+    " 160 | 09/15/2016 | 05:07:55 | Memory #0x4b | Transition to Non-recoverable"
+        (open-power/op-build issue #644: an OpenPower BMC, no direction column; any sensor may go non-recoverable)
 The event words are ipmitool's (its sensor-specific and generic event tables): for a power supply "Presence
 detected", "Failure detected", "Predictive failure", "Power Supply AC lost", "AC lost or out-of-range",
 "AC out-of-range, but present", "Config Error", "Power Supply Inactive"; for a power unit "Power off/down",
 "AC lost", "Soft-power control failure", ...; for redundancy "Fully Redundant", "Redundancy Lost",
-"Redundancy Degraded", "Non-Redundant: Insufficient Resources", ...; thresholds "Lower Critical going low".
+"Redundancy Degraded", "Non-Redundant: Insufficient Resources", ...; thresholds "Lower Critical going low";
+a severity sensor (generic reading type 07h, ipmitool/ipmitool include/ipmitool/ipmi_sel.h) "Transition to
+Critical from less severe", "Transition to Non-recoverable from less severe", "Transition to Non-recoverable".
 Some BMCs start their ids again after a restart (ipmi_sim does), so entries are told apart by their whole line
 and ordered as the log lists them, never by id.
 
@@ -175,6 +185,8 @@ REDUNDANCY = "redundancy"  # one PSU (or fan) left carrying the load
 FAN = "fan"
 VOLTAGE = "voltage"  # a rail out of range: a brownout on the board
 HEAT = "heat"
+PSU_HEAT = "psu-heat"  # a power supply's own temperature or fan sensor (the sensor's name names the PSU)
+BEYOND = "non-recoverable"  # any other part the BMC declared non-recoverable (memory, a processor, the chassis)
 
 NEXT_STEP = {
     FEED: "check that PSU's input: its cord, the PDU outlet and the circuit (a brownout under GPU load trips "
@@ -187,6 +199,11 @@ NEXT_STEP = {
          "throttle or the node shuts down without it",
     VOLTAGE: "a supply rail went out of range (a brownout): check the power supplies and their feed",
     HEAT: "check the fans, the airflow and the inlet temperature",
+    PSU_HEAT: "that power supply overheated or its own fan failed: check its fan and the air at its intake and "
+              "exhaust; replace it if it happens again (its fan is part of it); until then drain the node: a supply "
+              "that trips at full GPU load leaves the others alone with it",
+    BEYOND: "the BMC declared that part beyond recovery: have it serviced (`ipmitool sel get ID` shows the "
+            "event's data, the vendor's log or support names the part); drain the node until then",
 }
 
 # (sensor types, the event as ipmitool words it (lower case, its start), what it means, kind) for Asserted
@@ -217,6 +234,11 @@ TROUBLES: tuple[tuple[tuple[str, ...], str, str, str | None], ...] = (
 # Threshold events that mean trouble: below a lower or above an upper critical or non-recoverable threshold.
 _THRESHOLD = re.compile(r"^(lower (critical|non-recoverable) going low|upper (critical|non-recoverable) going high)$")
 _THRESHOLD_KIND = {"Fan": FAN, "Cooling Device": FAN, "Voltage": VOLTAGE, "Current": VOLTAGE, "Temperature": HEAT}
+# A severity sensor's step up (generic reading type 07h): the part reached critical, or beyond recovery.
+_WORSE = ("transition to critical from less severe", "transition to non-recoverable")
+# A temperature or fan sensor named for a power supply is that supply's own: "PSU1 Over Temp", "PSU2 Slow FAN1"
+# (the GPU nodes in ipmi.py's docstring), "PS1 Temp".
+_PSU_NAMED = re.compile(r"\b(PSU|PS|PWS)\s?\d+\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -225,20 +247,30 @@ class Trouble:
     kind: str  # FEED, PSU, ...
 
 
-def trouble(sensor_type: str, event: str, direction: str = "Asserted") -> Trouble | None:
+def trouble(sensor_type: str, event: str, direction: str = "Asserted", sensor: str = "") -> Trouble | None:
     """What an event or a state means for the node, None when nothing wrong (or an event's end: Deasserted).
-    A power supply's "Presence detected" deasserted is the PSU pulled out."""
+    A power supply's "Presence detected" deasserted is the PSU pulled out; a temperature or fan sensor named for a
+    power supply is that supply's; any sensor gone non-recoverable is trouble, whatever its type."""
     said = event.lower()
     if sensor_type == "Power Supply" and said == "presence detected" and direction == "Deasserted":
         return Trouble("removed (presence deasserted)", PSU)
     if direction == "Deasserted":
         return None
-    if sensor_type in _THRESHOLD_KIND and _THRESHOLD.match(said):
-        return Trouble(event, _THRESHOLD_KIND[sensor_type])
+    worse = said.startswith(_WORSE)
+    if sensor_type in ("Temperature", *_COOLING) and _PSU_NAMED.search(sensor) and (worse or _THRESHOLD.match(said)):
+        return Trouble(_severity_words(said) if worse else event, PSU_HEAT)
+    if sensor_type in _THRESHOLD_KIND and (_THRESHOLD.match(said) or worse):
+        return Trouble(_severity_words(said) if worse else event, _THRESHOLD_KIND[sensor_type])
     for types, words, meaning, kind in TROUBLES:
         if sensor_type in types and said.startswith(words):
             return Trouble(meaning, kind or (FAN if sensor_type in _COOLING else PSU))
+    if said.startswith("transition to non-recoverable"):
+        return Trouble("non-recoverable", BEYOND)
     return None
+
+
+def _severity_words(said: str) -> str:
+    return "non-recoverable" if said.startswith("transition to non-recoverable") else "critical"
 
 
 # A threshold sensor's status at or past a critical threshold, in words.
@@ -252,10 +284,10 @@ def sensor_troubles(sensor: SdrSensor, sensor_type: str) -> list[Trouble]:
     """What a sensor's status and states say is wrong now: its states (an "ok" status may hide a failure), else
     a status at or past a critical threshold. [] when nothing is wrong, also for a sensor with no reading (ns:
     an empty bay, a disabled sensor) or one past a non-critical threshold only (a quiet fan trips those)."""
-    found = [t for t in (trouble(sensor_type, state) for state in sensor.states) if t]
+    found = [t for t in (trouble(sensor_type, state, sensor=sensor.name) for state in sensor.states) if t]
     if not found and sensor.status in CRITICAL_STATUS:
-        found.append(Trouble(f"{sensor.reading or 'no reading'}, {CRITICAL_STATUS[sensor.status]}",
-                             FAN if sensor_type in _COOLING else PSU))
+        kind = PSU if sensor_type not in _COOLING else PSU_HEAT if _PSU_NAMED.search(sensor.name) else FAN
+        found.append(Trouble(f"{sensor.reading or 'no reading'}, {CRITICAL_STATUS[sensor.status]}", kind))
     return found
 
 

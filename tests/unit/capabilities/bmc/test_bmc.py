@@ -16,7 +16,7 @@ from provision.capabilities.bmc import checks, facts as bmc_facts, ipmi
 from provision.capabilities.bmc.facts import BmcFacts
 from provision.capabilities.bmc.tasks import BmcEventRecord
 from provision.capabilities.registry import FACTS, TASK_TYPES
-from provision.core.checks import CRITICAL, WARNING
+from provision.core.checks import CRITICAL, SERVICE, WARNING
 from provision.core.facts import FileFacts, Section
 from provision.verify import Failure, Node, by_cause
 from paths import REPO
@@ -90,6 +90,52 @@ def test_power_and_cooling_failures_mean_trouble(sensor_type, event, direction, 
 ])
 def test_other_events_are_not_power_or_cooling_trouble(sensor_type, event, direction):
     assert ipmi.trouble(sensor_type, event, direction) is None
+
+
+# Real `sel elist` lines of severity sensors (generic reading type 07h): GPU nodes whose PSU overheated or whose PSU
+# fan slowed (philip-bee-h/vault_backup, vault_backup/000_workbench/02-dead-nodes.md: A100 and L40S nodes), and an
+# OpenPower BMC's processor and memory, printed without a direction (open-power/op-build issue #644).
+ARGON = """\
+  1c | 12/10/2024 | 02:50:36 | Temperature PSU1 Over Temp | Transition to Non-recoverable | Asserted
+  1d | 12/10/2024 | 02:50:39 | Temperature PSU1 Over Temp | Transition to Non-recoverable | Deasserted
+  9a | 03/09/2025 | 17:57:40 | Fan PSU1 Slow FAN1 | Transition to Non-recoverable | Asserted
+  9b | 03/09/2025 | 17:57:42 | Fan PSU1 Slow FAN1 | Transition to Non-recoverable | Deasserted
+  34 | 03/01/2025 | 10:30:57 | Power Supply PSU1 PWR Detect | Failure detected | Asserted
+  35 | 03/01/2025 | 10:31:05 | Power Supply PSU1 PWR Detect | Presence detected | Asserted
+  96 | 03/06/2025 | 13:32:36 | Power Unit PowerUnit | Power off/down | Asserted
+"""
+OP_BUILD = """\
+ 15e | 09/15/2016 | 05:07:52 | Processor #0x4e | Transition to Non-recoverable
+ 160 | 09/15/2016 | 05:07:55 | Memory #0x4b | Transition to Non-recoverable
+ 161 | 09/15/2016 | 05:07:56 | Watchdog 2 | Hard reset | Asserted
+"""
+
+
+def test_a_psus_own_heat_and_fan_and_any_part_gone_non_recoverable_are_trouble_their_end_is_not():
+    meant = [(e.sensor, ipmi.trouble(e.sensor_type, e.event, e.direction, sensor=e.sensor))
+             for e in ipmi.parse_sel(ARGON + OP_BUILD)]
+    assert meant == [
+        ("PSU1 Over Temp", ipmi.Trouble("non-recoverable", ipmi.PSU_HEAT)), ("PSU1 Over Temp", None),
+        ("PSU1 Slow FAN1", ipmi.Trouble("non-recoverable", ipmi.PSU_HEAT)), ("PSU1 Slow FAN1", None),
+        ("PSU1 PWR Detect", ipmi.Trouble("failed", ipmi.PSU)), ("PSU1 PWR Detect", None),
+        ("PowerUnit", None),  # someone's power-off
+        ("#0x4e", ipmi.Trouble("non-recoverable", ipmi.BEYOND)), ("#0x4b", ipmi.Trouble("non-recoverable", ipmi.BEYOND)),
+        ("Watchdog 2", None)]
+
+
+@pytest.mark.parametrize("sensor_type, sensor, event, trouble", [
+    ("Temperature", "PS1 Temp", "Upper Critical going high", ipmi.Trouble("Upper Critical going high", ipmi.PSU_HEAT)),
+    ("Temperature", "CPU1 Temp", "Upper Critical going high", ipmi.Trouble("Upper Critical going high", ipmi.HEAT)),
+    ("Temperature", "Inlet Temp", "Transition to Non-recoverable", ipmi.Trouble("non-recoverable", ipmi.HEAT)),
+    ("Voltage", "PSU1 12V", "Transition to Critical from less severe", ipmi.Trouble("critical", ipmi.VOLTAGE)),
+    ("Power Supply", "PSU2 Status", "Transition to Non-recoverable from less severe",
+     ipmi.Trouble("non-recoverable", ipmi.PSU)),
+    ("Chassis", "#0xc4", "Transition to Critical from less severe", None),  # a health summary, not a part
+    ("Temperature", "PSU1 Over Temp", "Transition to Critical from Non-recoverable", None),  # better, not worse
+    ("Fan", "PSU2 Slow FAN1", "Transition to OK", None),
+])
+def test_severity_and_threshold_events_by_sensor(sensor_type, sensor, event, trouble):
+    assert ipmi.trouble(sensor_type, event, "Asserted", sensor=sensor) == trouble
 
 
 # --- sdr type -----------------------------------------------------------------------------------------------
@@ -383,6 +429,29 @@ def test_a_failing_psu_is_one_cause_with_its_logged_events_under_it():
     (cause,) = by_cause(failures)
     assert cause.failure.check == checks.PSU_CHECK and cause.failure.found.startswith("PSU2 Status (#0x62): failed")
     assert [c.check for c in cause.consequences] == [checks.LOG_CHECK]
+
+
+def test_a_psu_that_overheated_and_a_part_gone_non_recoverable_fail_once_each_for_a_person_to_service():
+    log_check = checks.check_no_power_or_cooling_failure_in_the_bmc_log_since_the_last_good_run
+    failed = verdict(log_check, node(bmc(sel=ARGON + OP_BUILD)))
+    heat, fan, psu, processor, memory = failed.findings
+    assert heat.found == "Temperature PSU1 Over Temp: non-recoverable (12/10/2024 02:50:36)"
+    assert heat.fix.startswith(ipmi.NEXT_STEP[ipmi.PSU_HEAT]) and "overheated" in heat.fix and heat.because == ()
+    assert fan.found == "Fan PSU1 Slow FAN1: non-recoverable (03/09/2025 17:57:40)"
+    assert fan.because == ("fans_report_no_failure:PSU1 Slow FAN1",)  # the fan check names it if it reads so now
+    assert psu.found == "Power Supply PSU1 PWR Detect: failed (03/01/2025 10:30:57)"
+    assert processor.found == "Processor #0x4e: non-recoverable (09/15/2016 05:07:52)"
+    assert memory.fix.startswith(ipmi.NEXT_STEP[ipmi.BEYOND])
+    assert "no part gone non-recoverable" in memory.expected
+    assert {(f.severity, f.remedy) for f in failed.findings} == {(CRITICAL, SERVICE)}
+
+
+def test_every_bmc_finding_is_for_a_person_the_redundancy_that_follows_too():
+    """Neither a GPU reset nor a reboot mends a supply, its feed or a fan: `provision recover` must not try."""
+    failed = verdict(checks.check_power_supplies_report_no_failure, node(bmc(psus=DGX1)))
+    assert [f.remedy for f in failed.findings] == [SERVICE, SERVICE]
+    assert failed.findings[1].because == ("power_supplies_report_no_failure:PSU1 Status",)
+    assert {f.remedy for f in verdict(checks.check_fans_report_no_failure, node(bmc(fans=FANS))).findings} == {SERVICE}
 
 
 # --- the record task ----------------------------------------------------------------------------------------
