@@ -56,6 +56,9 @@ class GpuFacts:
     # ("Success" or NVML's error) once Completed. None: N/A (no fabric) or a driver without the fields.
     fabric_state: str | None = None
     fabric_status: str | None = None
+    # The recovery the driver asks for (drivers 565+): "none", "reset", "reboot", "drain p2p", "drain and reset"
+    # (nvidia-smi's word, lower case; capabilities/health/recovery.py). None: N/A or a driver without the field.
+    recovery_action: str | None = None
     # Supported application-clock pairs; empty when the GPU reports none
     # (GeForce prints "N/A"): such a GPU cannot take application clocks.
     supported_clocks: list[ClockPair] = field(default_factory=list)

@@ -15,7 +15,8 @@ if TYPE_CHECKING:  # types only
 
 @dataclass
 class KernelLogFacts:
-    """The kernel's NVIDIA (NVRM) and PCIe AER lines of this boot, as printed (capabilities/health/kernlog.py reads them)."""
+    """The kernel's NVIDIA (NVRM, NVSwitch SXid) and PCIe AER lines of this boot, as printed (health/kernlog.py reads
+    them)."""
 
     source: str | None = None  # "dmesg", "sudo dmesg", "journalctl -k -b"; None: not readable
     message: str = ""  # why not readable, in the reader's words
@@ -48,7 +49,8 @@ class PcieFacts:
 # journal of this boot (readable by the adm and systemd-journal groups). The first line says which.
 KERNEL_LOG_LINES = 2000  # the newest; a storm of one error says no more in a longer tail
 KERNEL_LOG_LINE_PATTERN = (r"NVRM|AER|PCIe Bus Error|error status|\[ *[0-9]+\] [A-Z]"  # with an AER report's bits
-                           r"|nvidia.*probe|probe of")  # the kernel's words when the driver cannot take a GPU
+                           r"|nvidia.*probe|probe of"  # the kernel's words when the driver cannot take a GPU
+                           r"|SXid")  # the NVSwitch driver's errors (no NVRM in them)
 KERNEL_LOG_SNIPPET = (
     "if out=$(dmesg 2>&1); then src=dmesg; "
     "elif [ \"$(id -u)\" != 0 ] && o=$(sudo -n dmesg 2>/dev/null); then out=$o src='sudo dmesg'; "

@@ -1,4 +1,5 @@
-"""NVIDIA GPU trouble in kernel-log text: Xid errors, GPUs fallen off the bus, PCIe AER reports.
+"""NVIDIA GPU trouble in kernel-log text: Xid errors, GPUs fallen off the bus, PCIe AER reports, the driver refusing
+work until a reset (NV_ERR_RESET_REQUIRED), and NVSwitch errors (SXid).
 
 Pure functions over text, tested against real published log lines (tests/fixtures/kernlog).
 `parse` reads the output of dmesg (raw, -T/--ctime, --time-format iso, -x, -H/--reltime),
@@ -19,7 +20,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from provision.capabilities.health import recovery
 from provision.core import pci
+from provision.core.checks import REBOOT, RESET, SERVICE
 
 # --- what an Xid means -------------------------------------------------------------------------
 
@@ -287,6 +290,19 @@ def xid_info(code: int) -> XidInfo:
         f"Treat the GPU as suspect until looked up: {CATALOG_URL}", "")
 
 
+# The smallest step that clears an Xid that needs attention (core/checks.py), by its kind: the catalog's immediate
+# action is a GPU reset for memory, driver and NVLink faults, and a reboot for a GPU that left the bus; a few need a
+# person whatever is reset (the board's power).
+_REMEDY = {"memory": RESET, "driver": RESET, "nvlink": RESET, "hardware": REBOOT}
+_REMEDY_OF_CODE = {54: SERVICE, 143: RESET, 163: RESET, 165: SERVICE}
+
+
+def remedy(info: XidInfo) -> str:
+    """The smallest step that can clear this Xid's cause (judged by its cause where it names one, as event_info)."""
+    code = (info.cause or info).code
+    return _REMEDY_OF_CODE.get(code) or _REMEDY.get(info.severity, REBOOT)
+
+
 def needs_attention(info: XidInfo) -> bool:
     """True for memory, hardware, driver and NVLink faults (drain, reset or repair the node); False for
     application faults (restart the application) and informational Xids."""
@@ -295,19 +311,24 @@ def needs_attention(info: XidInfo) -> bool:
 
 # --- events --------------------------------------------------------------------------------------
 
-KINDS = ("xid", "fallen-off-bus", "init-failed", "aer-corrected", "aer-uncorrected", "gpu-uuid")
+KINDS = ("xid", "fallen-off-bus", "init-failed", "aer-corrected", "aer-uncorrected", "gpu-uuid", "reset-required",
+         "sxid")
 
 
 @dataclass(frozen=True)
 class KernelEvent:
     kind: str  # one of KINDS
-    bus_id: str | None  # pci.slot() of the device: "0000:01:00"; None when the line names none
+    # pci.slot() of the device: "0000:01:00"; None when the line names none. An SXid's is its NVSwitch's; a
+    # reset-required line names no GPU, so it takes the GPU of the Xid logged before it.
+    bus_id: str | None
     time: str  # wall-clock or relative stamp as printed ("Mar 21 20:18:56", "+0.000844"); "" when none
     uptime: float | None  # seconds since boot, from the kernel's "[   65.315783]"
-    xid: int | None
+    xid: int | None  # sxid: the SXid code
     process: str | None  # name=... of an Xid line (None for <unknown> or absent)
     pid: int | None  # pid=... of an Xid line (None for '<unknown>' or absent; 0 is the kernel)
-    detail: str  # xid: the text after code/pid/name; AER: the report and its error names; gpu-uuid: the UUID
+    # xid: the text after code/pid/name; AER: the report and its error names; gpu-uuid: the UUID; sxid: "Fatal, Link 48
+    # LTSSM Fault Up" (its Severity and Data lines are in `line`); reset-required: the driver's assertion
+    detail: str
     line: str  # the source text, verbatim; the lines of a multi-line message joined with "\n"
     serial: str | None = None  # gpu-uuid: the "GPU Board Serial Number" printed right after it
 
@@ -338,13 +359,20 @@ def event_info(event: KernelEvent) -> XidInfo:
 
 def event_needs_attention(event: KernelEvent) -> bool:
     """Whether the node needs attention because of this event. An Xid does when it is a memory, hardware, driver
-    or NVLink fault, judged by the Xid it names as its cause where it names one (event_info); an Xid 154 unless it
-    says the recommended action is now "(None)". Corrected PCIe errors are recovered by the hardware."""
+    or NVLink fault, judged by the Xid it names as its cause where it names one (event_info); an Xid 154 unless the
+    action it changed to is none; an SXid when it is fatal (non-fatal ones are "for informational purposes only",
+    says the Fabric Manager guide). Corrected PCIe errors are recovered by the hardware."""
     if event.kind == "xid":
         if event.xid == 154:
-            return not event.detail.rstrip(". ").endswith("(None)")
+            return recovery.of_xid_154(event.detail) not in (recovery.NONE, None)
         return needs_attention(event_info(event))
-    return event.kind in ("fallen-off-bus", "init-failed", "aer-uncorrected")
+    if event.kind == "sxid":
+        return sxid_is_fatal(event)
+    return event.kind in ("fallen-off-bus", "init-failed", "aer-uncorrected", "reset-required")
+
+
+def sxid_is_fatal(event: KernelEvent) -> bool:
+    return event.kind == "sxid" and event.detail.startswith("Fatal")
 
 
 def gpu_uuids(events: list[KernelEvent]) -> dict[str, str]:
@@ -424,6 +452,17 @@ _INIT_FAILED = re.compile(
 # The lines a bus-less "probe routine failed" follows: a bad BAR, or the GPU fallen off the bus before the probe.
 _NAMED_BEFORE = re.compile(r"NVRM: (?:BAR\d is .*\(PCI:|The NVIDIA GPU )(?P<bus>[0-9a-fA-F]{4}:[0-9a-fA-F:.]+)")
 
+# The driver refusing work on a GPU until it is reset (0x62 in nvstatuscodes.h), by an assertion or a check that names
+# no bus (scitix/sichek#51, NVIDIA/open-gpu-kernel-modules#1045):
+#   NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) returned from ...
+#   NVRM: GPU0 nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) ...
+_RESET_REQUIRED = re.compile(r"NVRM: (?:GPU\d+ )?(?P<detail>.*\[NV_ERR_RESET_REQUIRED\].*)$")
+# NVSwitch errors: the nvswitch driver's "nvidia-%s: SXid (PCI:%04x:%02x:%02x.%x): %05d, " then "Fatal, Link 48 ..." or
+# "Non-fatal, ...", and the same prefix again for the error's "Severity ..." and "Data {...}" lines (Fabric Manager
+# user guide, "Runtime NVSwitch and GPU Errors"; leptonai/gpud's SXid README; NVIDIA/nvtrust#124).
+_SXID = re.compile(r"nvidia-nvswitch\d*: SXid \((?:PCI:)?(?P<bus>[^)]*)\): (?P<code>\d+), (?P<rest>.*)$")
+_SXID_ERROR = ("Fatal", "Non-fatal")
+
 # AER: "<driver> <device>: [AER: ]<message>"; a report is "... error received" from the root port, then per
 # device "PCIe Bus Error: severity=..., type=..., (agent)", "device [vvvv:dddd] error status/mask=..."
 # and one "[bit] Name" line per error (linux drivers/pci/pcie/aer.c; older kernels print "id=00e5").
@@ -467,12 +506,14 @@ def _aer_kind(severity: str) -> str:
 
 
 def parse(text: str) -> list[KernelEvent]:
-    """Every Xid, fallen-off-the-bus, PCIe AER and GPU-UUID message in `text`, in order; other lines are
-    ignored, and so are syslog lines from programs (a "name[pid]:" tag) that merely quote them."""
+    """Every Xid, fallen-off-the-bus, PCIe AER, reset-required, SXid and GPU-UUID message in `text`, in order; other
+    lines are ignored, and so are syslog lines from programs (a "name[pid]:" tag) that merely quote them."""
     drafts: list[_Draft] = []
     aer_open: dict[str, _Draft] = {}  # device -> its AER report still being printed
     aer_received: _Draft | None = None  # the last "... error received" still waiting for its report
     uuid: _Draft | None = None  # the gpu-uuid line just before, for the serial number line
+    last_xid: _Draft | None = None  # the GPU a reset-required line (which names none) is about
+    sxid_open: dict[tuple[str | None, int], _Draft] = {}  # (NVSwitch, code) -> the SXid whose lines follow
     lines = text.splitlines()
     i = 0
     while i < len(lines):
@@ -488,9 +529,19 @@ def parse(text: str) -> list[KernelEvent]:
         if m := _XID.search(rest):
             extra = _match_whole(_PID_NAME, m["rest"] or "")
             pid, name = extra["pid"], extra["name"]
-            drafts.append(_Draft("xid", _bus(m["bus"]), time, uptime, [line], extra["detail"].strip(),
-                                 int(m["code"]), None if name in (None, "", "<unknown>") else name,
-                                 int(pid) if pid and pid.isdigit() else None))
+            last_xid = _Draft("xid", _bus(m["bus"]), time, uptime, [line], extra["detail"].strip(), int(m["code"]),
+                              None if name in (None, "", "<unknown>") else name, int(pid) if pid and pid.isdigit() else None)
+            drafts.append(last_xid)
+        elif m := _RESET_REQUIRED.search(rest):
+            drafts.append(_Draft("reset-required", last_xid.bus_id if last_xid else None, time, uptime, [line],
+                                 m["detail"].strip()))
+        elif m := _SXID.search(rest):
+            key = (_bus(m["bus"]), int(m["code"]))
+            if m["rest"].startswith(_SXID_ERROR):
+                sxid_open[key] = _Draft("sxid", key[0], time, uptime, [line], m["rest"].strip(), key[1])
+                drafts.append(sxid_open[key])
+            elif key in sxid_open:  # its "Severity ..." and "Data {...}" lines
+                sxid_open[key].lines.append(line)
         elif m := _UUID.search(rest):
             uuid = _Draft("gpu-uuid", _bus(m["bus"]), time, uptime, [line], m["uuid"])
             drafts.append(uuid)

@@ -247,6 +247,31 @@ EXPECTED = {
         ev("xid", "0000:01:00", "323f0f30 0000c3d8 00000000 206dae68 206da022 206da190 206d85f6 206d8d86", xid=62),
         ev("xid", "0000:01:00", "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)", xid=154),
     ],
+    # NV_ERR_RESET_REQUIRED names no bus; with no Xid before it, it names no GPU either.
+    "sichek-51-dmesg-ctime-reset-required.txt": [
+        ev("reset-required", None, "nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2874", time="Sun Jan 11 09:52:01 2026"),
+    ],
+    "ogkm-1045-journalctl-reset-required-gpu0.txt": [
+        ev("reset-required", None, "nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) returned from pRmApi->Control(pRmApi, pGpu->hInter>", time="Jun 12 16:12:25"),
+    ] * 2,
+    # An SXid's Severity and Data lines belong to the error of the same NVSwitch and code before them; one whose
+    # error line is not in the log (nvidia-nvswitch2's first Severity line) is nobody's.
+    "gpud-sxid-readme-dmesg-raw-xid79-sxid20034.txt": [
+        ev("gpu-uuid", "0000:91:00", "GPU-b6c3b2be-c55b-d076-fa0e-d464e4c7e08b", uptime=6781741.548768,
+           serial="1653723052734", lines=2),
+        ev("xid", "0000:91:00", "GPU has fallen off the bus.", xid=79, uptime=6781741.548779),
+        ev("fallen-off-bus", "0000:91:00", "GPU has fallen off the bus.", uptime=6781741.548783),
+        ev("sxid", "0000:06:00", "Fatal, Link 48 LTSSM Fault Up", xid=20034, uptime=6781753.400584),
+        ev("sxid", "0000:05:00", "Fatal, Link 63 LTSSM Fault Up", xid=20034, uptime=6781753.404587, lines=2),
+        ev("sxid", "0000:07:00", "Fatal, Link 37 LTSSM Fault Up", xid=20034, uptime=6781753.407899, lines=2),
+        ev("sxid", "0000:05:00", "Fatal, Link 62 LTSSM Fault Up", xid=20034, uptime=6781753.408138, lines=2),
+    ],
+    "nvtrust-124-dmesg-raw-sxid22013-nonfatal.txt": [
+        ev("sxid", "0000:02:00", "Non-fatal, Link 00 Minion Link DLREQ interrupt", xid=22013, uptime=25.948274,
+           lines=3),
+        ev("sxid", "0000:02:00", "Non-fatal, Link 01 Minion Link DLREQ interrupt", xid=22013, uptime=25.955391,
+           lines=2),
+    ],
     "nvidia-readme-560-knownissues-xid79-pid-only.txt": [
         ev("xid", "0000:09:00", "GPU has fallen off the bus.", xid=79, pid=2172),
         ev("fallen-off-bus", "0000:09:00", "GPU has fallen off the bus."),
