@@ -1,8 +1,8 @@
 """MIG on the models that have it: the GPU instance profiles, where each may be placed, and the GPU and compute
 instances a GPU holds (record key "gis", read with .get: a newer key). Figures and rules: gpu_models.md, "MIG".
 
-A GPU's memory is eight slots; a GPU instance takes `size` of them from one of its profile's start slots, and one
-compute instance of the default profile (all its compute slices) is what `-cgi ... -C` and `-cci` create in it."""
+A GPU's memory is eight slots; a GPU instance takes `size` of them from one of its profile's start slots. Its
+compute instances (each {"id", "profile", "start"}): migci.py."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ MIG_PROFILES = {
         Profile(0, "7g.141gb", 7, 8, (0,), "140.00", 132, 7, 0, 8, 7, 1, 1),
     ),
 }
-# The default compute instance profile of a GPU instance of N compute slices (nvml.h
-# NVML_COMPUTE_INSTANCE_PROFILE_*_SLICE): what -C and a bare -cci create, and -lci lists.
+# The compute instance profile ID of N compute slices (nvml.h NVML_COMPUTE_INSTANCE_PROFILE_N_SLICE); the one of all
+# a GPU instance's slices is its default: what -C and a bare -cci create.
 CI_PROFILE_IDS = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4}
 # BAR1 each memory slot of an instance maps, in MiB (inferred: 24740 MiB for a 3g.40gb of 4 slots, [MIG-TABLE]).
 BAR1_PER_SLOT_MIB = 6185
@@ -66,6 +66,14 @@ def find_profile(record: dict, spec: str) -> Profile | None:
 
 def gpu_instances(record: dict) -> list:
     return sorted(record.get("gis") or [], key=lambda gi: gi["id"])
+
+
+def listed_instances(record: dict, gi_ids: set | None = None) -> list:
+    """The GPU instances (those of `gi_ids` where given) in the order -lgi, -lci and -lcip list them: by profile
+    as -lgip lists profiles, then by ID (real listings: 1g.5gb 11, 12, 2g.10gb 6, 3g.20gb 1; 1g 9, 2g 3, 4g 2)."""
+    order = {p.id: n for n, p in enumerate(profiles(record))}
+    chosen = [gi for gi in gpu_instances(record) if gi_ids is None or gi["id"] in gi_ids]
+    return sorted(chosen, key=lambda gi: (order[gi["profile"]], gi["id"]))
 
 
 def profile_of(record: dict, gi: dict) -> Profile:
@@ -120,20 +128,6 @@ def create_gi(record: dict, profile: Profile, start: int | None) -> dict | None:
     gi = {"id": gi_id(profile, start), "profile": profile.id, "start": start, "cis": []}
     record["gis"] = [*gpu_instances(record), gi]
     return gi
-
-
-def create_default_ci(record: dict, gi: dict) -> dict | None:
-    """The default compute instance (all the instance's compute slices); None where it has one already."""
-    if gi["cis"]:
-        return None
-    ci = {"id": 0, "profile": CI_PROFILE_IDS[profile_of(record, gi).slices]}
-    gi["cis"].append(ci)
-    return ci
-
-
-def ci_name(record: dict, gi: dict) -> str:
-    """The default compute instance's profile name: its GPU instance's, without +me."""
-    return "MIG " + profile_of(record, gi).name.removesuffix("+me")
 
 
 def mig_devices(record: dict) -> list:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from .apps import running
 from .env import effective_uid
-from .errors import Exit, HELP_HINT, RC_INVALID, RC_NOT_FOUND, RC_NO_PERMISSION, RC_OK, RC_OTHER, SimError
+from .errors import Exit, HELP_HINT, RC_INVALID, RC_NOT_FOUND, RC_NO_PERMISSION, RC_OK, RC_OTHER
 from .helptext import MIG_HELP
-from .mig import create_default_ci, create_gi, find_profile, gpu_instances, has_mig, profile_of
-from .migviews import LCI_HEAD, render_lci, render_lgi, render_lgip, render_lgipp
+from .mig import create_gi, find_profile, gpu_instances, has_mig
+from .migci import create_ci, default_ci_profile, find_ci_profile
+from .migviews import LCI_HEAD, render_lci, render_lcip, render_lcipp, render_lgi, render_lgip, render_lgipp
 
 NO_MIG_ENABLED = "No MIG-enabled devices found.\n"
 MIG_OPTIONS = {  # name: (spellings, takes a value: True, optional: None)
@@ -19,11 +20,12 @@ MIG_OPTIONS = {  # name: (spellings, takes a value: True, optional: None)
     "C": (("-C", "--default-compute-instance"), False), "cgi": (("-cgi", "--create-gpu-instance"), True),
     "dgi": (("-dgi", "--destroy-gpu-instance"), False), "lgi": (("-lgi", "--list-gpu-instances"), False),
     "lcip": (("-lcip", "--list-compute-instance-profiles"), False),
+    "lcipp": (("-lcipp", "--list-compute-instance-possible-placements"), False),
     "cci": (("-cci", "--create-compute-instance"), None), "dci": (("-dci", "--destroy-compute-instance"), False),
     "lci": (("-lci", "--list-compute-instances"), False),
 }
 MIG_SPELLINGS = {spelling: name for name, (spellings, _) in MIG_OPTIONS.items() for spelling in spellings}
-ACTIONS = ("lgip", "lgipp", "cgi", "dgi", "lgi", "lcip", "cci", "dci", "lci")
+ACTIONS = ("lgip", "lgipp", "cgi", "dgi", "lgi", "lcip", "lcipp", "cci", "dci", "lci")
 
 
 def parse_mig_args(argv: list) -> dict:
@@ -67,15 +69,17 @@ def mig_main(host, gpus: list, argv: list) -> tuple:
         return (render_lgip if action == "lgip" else render_lgipp)(capable) if capable else NO_MIG_ENABLED, RC_OK
     enabled = [g for g in gpus if g.mig_enabled]
     if not enabled:
-        return NO_MIG_ENABLED, RC_OK if action in ("lgi", "lci", "lcip") else RC_NOT_FOUND
+        return NO_MIG_ENABLED, RC_OK if action in ("lgi", "lci", "lcip", "lcipp") else RC_NOT_FOUND
     if action == "lgi":
         return (render_lgi(enabled), RC_OK) if any(gpu_instances(g.record) for g in enabled) else (
             "No GPU instances found.\n", RC_OK)
     if action == "lci":
         listed = render_lci(enabled, ids(opts.get("gi")))
         return (listed, RC_OK) if listed.count("\n") > len(LCI_HEAD) else ("No compute instances found.\n", RC_OK)
-    if action == "lcip":
-        raise SimError("nvidia-smi mig -lcip with MIG mode enabled is not simulated")
+    if action in ("lcip", "lcipp"):  # per GPU instance: none, nothing to list (inferred)
+        if not any(gpu_instances(g.record) for g in enabled):
+            return "No GPU instances found.\n", RC_OK
+        return (render_lcip if action == "lcip" else render_lcipp)(enabled, ids(opts.get("gi"))), RC_OK
     if effective_uid() != 0:
         return denied(action), RC_NO_PERMISSION
     run = {"cgi": create_gis, "cci": create_cis, "dgi": destroy_gis, "dci": destroy_cis}[action]
@@ -114,37 +118,48 @@ def create_one_gi(g, spec: str, lines: list, with_ci: bool) -> tuple | None:
         return "Insufficient Resources", RC_OTHER
     lines.append(f"Successfully created GPU instance ID {gi['id']:>2} on GPU {g.index:>2} using profile "
                  f"MIG {profile.name} (ID {profile.id:>2})")
-    ci = create_default_ci(g.record, gi) if with_ci else None
-    if ci is not None:
-        lines.append(created_ci_line(g, gi, ci))
+    if with_ci:
+        ci_profile = default_ci_profile(g.record, gi)
+        lines.append(created_ci_line(g, gi, create_ci(g.record, gi, ci_profile), ci_profile))
     return None
 
 
-def created_ci_line(g, gi: dict, ci: dict) -> str:
-    name = profile_of(g.record, gi).name.removesuffix("+me")
+def created_ci_line(g, gi: dict, ci: dict, profile) -> str:
     return (f"Successfully created compute instance ID {ci['id']:>2} on GPU {g.index:>2} GPU instance ID "
-            f"{gi['id']:>2} using profile MIG {name} (ID {ci['profile']:>2})")
+            f"{gi['id']:>2} using profile MIG {profile.name} (ID {profile.id:>2})")
 
 
 def create_cis(gpus: list, opts: dict) -> tuple:
-    """-cci (the default profile only) in each selected GPU instance (-gi; default: all)."""
-    if opts["cci"] not in ("", None):
-        raise SimError("nvidia-smi mig -cci PROFILE is simulated with the default profile only (-cci alone)")
+    """-cci [PROFILE,...]: each profile (by name or ID; none: the default) in each selected GPU instance (-gi;
+    default: all) in turn; the first failure ends the run."""
     lines, wanted = [], ids(opts.get("gi"))
+    specs = opts["cci"].split(",") if opts["cci"] else [None]
     for g in gpus:
         for gi in gpu_instances(g.record):
             if wanted is not None and gi["id"] not in wanted:
                 continue
-            ci = create_default_ci(g.record, gi)
-            if ci is None:
-                lines += [f"Unable to create a compute instance on GPU {g.index:>2} GPU instance ID {gi['id']:>2} "
-                          "using profile default: Insufficient Resources",
-                          "Failed to create compute instances: Insufficient Resources"]
-                return "\n".join(lines) + "\n", RC_OTHER
-            lines.append(created_ci_line(g, gi, ci))
+            for spec in specs:
+                failure = create_one_ci(g, gi, spec, lines)
+                if failure:
+                    reason, rc = failure
+                    lines += [f"Unable to create a compute instance on GPU {g.index:>2} GPU instance ID {gi['id']:>2} "
+                              f"using profile {spec or 'default'}: {reason}",
+                              f"Failed to create compute instances: {reason}"]
+                    return "\n".join(lines) + "\n", rc
     if not lines:
         return "Failed to create compute instances: Not Found\n", RC_NOT_FOUND
     return "\n".join(lines) + "\n", RC_OK
+
+
+def create_one_ci(g, gi: dict, spec: str | None, lines: list) -> tuple | None:
+    profile = default_ci_profile(g.record, gi) if spec is None else find_ci_profile(g.record, gi, spec)
+    if profile is None:
+        return "Invalid Argument", RC_INVALID
+    ci = create_ci(g.record, gi, profile)
+    if ci is None:
+        return "Insufficient Resources", RC_OTHER
+    lines.append(created_ci_line(g, gi, ci, profile))
+    return None
 
 
 def destroy_cis(gpus: list, opts: dict) -> tuple:

@@ -1,10 +1,11 @@
-"""What nvidia-smi prints of MIG: `mig -lgip`, `-lgipp`, `-lgi`, `-lci` (the 580 drivers' widths), the MIG
-devices of plain `nvidia-smi` and of `-L`. Sources: gpu_models.md, "MIG"."""
+"""What nvidia-smi prints of MIG: `mig -lgip`, `-lgipp`, `-lgi`, `-lcip`, `-lcipp`, `-lci` (the 580 drivers'
+widths), the MIG devices of plain `nvidia-smi` and of `-L`. Sources: gpu_models.md, "MIG"."""
 
 from __future__ import annotations
 
-from .mig import (BAR1_PER_SLOT_MIB, ci_name, free_count, gi_memory_mib, gpu_instances, mig_devices, mig_uuid,
-                  profile_of, profiles)
+from .mig import (BAR1_PER_SLOT_MIB, free_count, gi_memory_mib, listed_instances, mig_devices,
+                  mig_uuid, profile_of, profiles)
+from .migci import ci_free_count, ci_name, ci_profile_of, ci_profiles, ci_span
 
 LGIP_RULE = "+" + "-" * 79 + "+"
 LGIP_HEAD = [
@@ -30,6 +31,15 @@ LCI_HEAD = [
     "|       Instance                       ID        ID       Start:Size |",
     "|         ID                                                         |",
     "|" + "=" * 68 + "|",
+]
+LCIP_RULE = "+" + "-" * 86 + "+"
+LCIP_HEAD = [
+    LCIP_RULE,
+    "| Compute instance profiles:                                                           |",
+    "| GPU     GPU       Name             Profile  Instances   Exclusive       Shared       |",
+    "|       Instance                       ID     Free/Total     SM       DEC   ENC   OFA  |",
+    "|         ID                                                          CE    JPEG       |",
+    "|" + "=" * 86 + "|",
 ]
 TABLE_RULE = "+" + "-" * 89 + "+"
 TABLE_GRID = "+------------------+----------------------------------+-----------+-----------------------+"
@@ -76,7 +86,7 @@ def render_lgipp(gpus: list) -> str:
 def render_lgi(gpus: list) -> str:
     lines = list(LGI_HEAD)
     for g in gpus:
-        for gi in gpu_instances(g.record):
+        for gi in listed_instances(g.record):
             p = profile_of(g.record, gi)
             lines += [f"|{g.index:>4}  {'MIG ' + p.name:<22}{p.id:>2}{gi['id']:>9}{'':10}{gi['start']}:{p.size:<6}|",
                       LGI_RULE]
@@ -86,12 +96,39 @@ def render_lgi(gpus: list) -> str:
 def render_lci(gpus: list, gi_ids: set | None) -> str:
     lines = list(LCI_HEAD)
     for g in gpus:
-        for gi, ci in mig_devices(g.record):
-            if gi_ids is None or gi["id"] in gi_ids:
-                slices = profile_of(g.record, gi).slices
-                lines += [f"|{g.index:>4}{gi['id']:>7}{'':7}{ci_name(g.record, gi):<20}{ci['profile']:>2}{ci['id']:>10}"
-                          f"{'':10}{'0:' + str(slices):<8}|", LCI_RULE]
+        for gi in listed_instances(g.record, gi_ids):
+            for ci in sorted(gi["cis"], key=lambda c: c["id"]):
+                span = ci_span(g.record, gi, ci)
+                lines += [f"|{g.index:>4}{gi['id']:>7}{'':7}{ci_name(g.record, gi, ci):<20}{ci['profile']:>2}"
+                          f"{ci['id']:>10}{'':10}{f'{span.start}:{len(span)}':<8}|", LCI_RULE]
     return "\n".join(lines) + "\n"
+
+
+def render_lcip(gpus: list, gi_ids: set | None) -> str:
+    """Each GPU instance's compute instance profiles: Free beside the compute instances it holds, `*` the
+    default; SM its own, the engines its GPU instance's (shared)."""
+    lines = list(LCIP_HEAD)
+    for g in gpus:
+        for gi in listed_instances(g.record, gi_ids):
+            gip = profile_of(g.record, gi)
+            for p in ci_profiles(g.record, gi):
+                count = f"{ci_free_count(g.record, gi, p)}/{p.total}"
+                lines += [f"|{g.index:>4}{gi['id']:>7}{'':7}{'MIG ' + p.name:<20}{p.id:>2}{'*' if p.default else ' '}"
+                          f"{'':5}{count:<5}{p.sm:>11}{gip.dec:>9}{gip.enc:>6}{gip.ofa:>6}{'':3}|",
+                          f"|{'':68}{gip.ce:>3}{gip.jpeg:>6}{'':9}|", LCIP_RULE]
+    return "\n".join(lines) + "\n"
+
+
+def render_lcipp(gpus: list, gi_ids: set | None) -> str:
+    """-lgipp's wording with the GPU instance named (inferred: no real -lcipp output was found)."""
+    lines = []
+    for g in gpus:
+        for gi in listed_instances(g.record, gi_ids):
+            for p in ci_profiles(g.record, gi):
+                label = "Placements:" if len(p.starts) > 1 else "Placement :"
+                starts = ",".join(str(s) for s in p.starts)
+                lines.append(f"GPU {g.index:>2} GI {gi['id']:>2} Profile ID {p.id:>2} {label} {{{starts}}}:{p.slices}")
+    return "".join(line + "\n" for line in lines)
 
 
 def render_mig_table(gpus: list) -> list:
@@ -102,11 +139,11 @@ def render_mig_table(gpus: list) -> list:
             continue
         any_mig = True
         for dev, (gi, ci) in enumerate(mig_devices(g.record)):
-            p = profile_of(g.record, gi)
+            p, sm = profile_of(g.record, gi), ci_profile_of(g.record, gi, ci).sm  # the memory is the GPU instance's
             unc = g.record["ecc_volatile"] if g.ecc_enabled else "N/A"
             lines += [
                 f"|{g.index:>3}  {gi['id']:>3} {ci['id']:>3} {dev:>3}  |{0:>16}MiB / {gi_memory_mib(g.record, gi):>5}MiB    |"
-                f" {p.sm:<3}{unc:>6} |{p.ce:>3}{p.enc:>4}{p.dec:>5}{p.ofa:>5}{p.jpeg:>5} |",
+                f" {sm:<3}{unc:>6} |{p.ce:>3}{p.enc:>4}{p.dec:>5}{p.ofa:>5}{p.jpeg:>5} |",
                 f"|{'':18}|{0:>16}MiB / {BAR1_PER_SLOT_MIB * p.size:>5}MiB    |{'':11}|{'':23}|",
                 TABLE_GRID,
             ]
@@ -120,5 +157,5 @@ def render_mig_table(gpus: list) -> list:
 
 def render_mig_list(g) -> str:
     """-L's lines for a GPU's MIG devices, under its own line."""
-    return "".join(f"  {ci_name(g.record, gi):<16}Device {dev:>2}: (UUID: {mig_uuid(g.record, gi, ci)})\n"
+    return "".join(f"  {ci_name(g.record, gi, ci):<16}Device {dev:>2}: (UUID: {mig_uuid(g.record, gi, ci)})\n"
                    for dev, (gi, ci) in enumerate(mig_devices(g.record)))

@@ -1,0 +1,149 @@
+"""The simulator's compute instances inside a GPU instance (`mig -lcip`, `-lcipp`, `-cci PROFILE`, `-lci`, the MIG
+devices they make), held to real listings found in public walk-throughs (code index; each cited where used):
+
+- [LCIP-580] file id 41190723681: an A100-SXM4-40GB, driver 580.126.09: `-lcip` of a 4g.20gb, 2g.10gb and 1g.5gb
+  before and after `-cci 4g.20gb` / `-cci 1c.2g.10gb` (twice) / `-cci 1g.5gb`, the `-lci` and the MIG devices box.
+- [LCIP-515] file id 37126368659: an A100 80GB, driver 515.86.01: `-lcip` of a 3g.40gb (1c, 2c, 3g), `-cci
+  1c.3g.40gb,1c.3g.40gb` and its `-lci`.
+- [LCIP-510] file id 18770773047: an A100-PCIE-40GB, driver 510.47.03: `-lcip` of two GPU instances at once,
+  `-cci 0` by ID.
+- [MIG-GUIDE-L] file id 20062291686: NVIDIA's MIG user guide, `-L` of an H100 with 1c.3g.40gb devices (R570)."""
+
+from __future__ import annotations
+
+import re
+
+from builders.simulator import Sim, lines, pycache, sim
+
+__all__ = ["pycache", "sim"]  # the fixtures, used by name
+
+# [LCIP-515] / [LCIP-580]: the 88-column box, verbatim
+REAL_LCIP_HEAD = [
+    "+--------------------------------------------------------------------------------------+",
+    "| Compute instance profiles:                                                           |",
+    "| GPU     GPU       Name             Profile  Instances   Exclusive       Shared       |",
+    "|       Instance                       ID     Free/Total     SM       DEC   ENC   OFA  |",
+    "|         ID                                                          CE    JPEG       |",
+    "|======================================================================================|",
+]
+REAL_LCIP_3G = [  # [LCIP-515], a 3g.40gb of an A100 80GB: the same names' widths as the H100's 3g.40gb
+    "|   0      1       MIG 1c.3g.40gb       0      3/3           14        2     0     0   |",
+    "|                                                                      3     0         |",
+    "+--------------------------------------------------------------------------------------+",
+    "|   0      1       MIG 2c.3g.40gb       1      1/1           28        2     0     0   |",
+    "|                                                                      3     0         |",
+    "+--------------------------------------------------------------------------------------+",
+    "|   0      1       MIG 3g.40gb          2*     1/1           42        2     0     0   |",
+    "|                                                                      3     0         |",
+    "+--------------------------------------------------------------------------------------+",
+]
+
+
+def shape(line: str) -> str:
+    """A row with each digit as 9: two rows of the same layout whose values have as many digits compare equal."""
+    return re.sub(r"\d", "9", line)
+
+
+def mig_on(sim: Sim, model: str = "h100-80gb-hbm3") -> Sim:
+    sim.configure((model, 1))
+    sim.ok("-pm", "1")  # nothing holds the GPU: MIG mode takes effect at once
+    sim.ok("-mig", "1")
+    return sim
+
+
+def test_lcip_lists_a_gpu_instances_compute_profiles_in_the_real_layout(sim: Sim) -> None:
+    mig_on(sim)
+    sim.ok("mig", "-cgi", "9:4")  # GPU instance 1, as in [LCIP-515]
+    listed = lines(sim.ok("mig", "-lcip", "-gi", "1"))
+    assert listed[:6] == REAL_LCIP_HEAD
+    assert [shape(line) for line in listed[6:]] == [shape(line) for line in REAL_LCIP_3G]
+    # the H100's own figures: a 3g.40gb's 60 SMs shared out by compute slice, its engines shared
+    assert listed[6] == "|   0      1       MIG 1c.3g.40gb       0      3/3           20        3     0     0   |"
+    assert listed[12] == "|   0      1       MIG 3g.40gb          2*     1/1           60        3     0     0   |"
+    assert listed[7] == "|                                                                      3     3         |"
+
+
+def test_a_4g_offers_no_3c_and_free_counts_follow_what_is_made(sim: Sim) -> None:
+    """[LCIP-580]: a 4g.20gb lists 1c, 2c and 4g (ID 3, the default); after -cci of the 4g profile all read 0."""
+    mig_on(sim)
+    sim.ok("mig", "-cgi", "5")
+    names = [row.split()[4] for row in lines(sim.ok("mig", "-lcip")) if " MIG " in row]
+    assert names == ["1c.4g.40gb", "2c.4g.40gb", "4g.40gb"]
+    # [LCIP-580] `-cci 4g.20gb`: "... GPU instance ID  2 using profile MIG 4g.20gb (ID  3)"
+    assert sim.ok("mig", "-gi", "2", "-cci", "4g.40gb") == (
+        "Successfully created compute instance ID  0 on GPU  0 GPU instance ID  2 using profile MIG 4g.40gb (ID  3)\n")
+    counts = [row.split()[6] for row in lines(sim.ok("mig", "-lcip")) if " MIG " in row]
+    assert counts == ["0/4", "0/2", "0/1"]
+
+
+def test_cci_by_name_twice_places_compute_instances_side_by_side(sim: Sim) -> None:
+    """[LCIP-515]: `-cci 1c.3g.40gb,1c.3g.40gb` makes IDs 0 and 1, -lci shows them at 0:1 and 1:1, and the
+    2c and 3g profiles no longer fit beside them."""
+    mig_on(sim)
+    sim.ok("mig", "-cgi", "9:4")
+    assert lines(sim.ok("mig", "-i", "0", "-gi", "1", "-cci", "1c.3g.40gb,1c.3g.40gb")) == [
+        "Successfully created compute instance ID  0 on GPU  0 GPU instance ID  1 using profile MIG 1c.3g.40gb (ID  0)",
+        "Successfully created compute instance ID  1 on GPU  0 GPU instance ID  1 using profile MIG 1c.3g.40gb (ID  0)"]
+    assert lines(sim.ok("mig", "-i", "0", "-gi", "1", "-lci"))[6:] == [  # [LCIP-515], verbatim
+        "|   0      1       MIG 1c.3g.40gb       0         0          0:1     |",
+        "+--------------------------------------------------------------------+",
+        "|   0      1       MIG 1c.3g.40gb       0         1          1:1     |",
+        "+--------------------------------------------------------------------+"]
+    counts = [row.split()[6] for row in lines(sim.ok("mig", "-lcip")) if " MIG " in row]
+    assert counts == ["1/3", "0/1", "0/1"]
+    full = sim.smi("mig", "-gi", "1", "-cci", "2c.3g.40gb")
+    assert (full.stdout, full.returncode) == (
+        "Unable to create a compute instance on GPU  0 GPU instance ID  1 using profile 2c.3g.40gb: "
+        "Insufficient Resources\nFailed to create compute instances: Insufficient Resources\n", 255)
+
+
+def test_cci_by_id_and_a_profile_the_gpu_instance_does_not_offer(sim: Sim) -> None:
+    """[LCIP-510] `-gi 11 -cci 0` on a 1g: "... GPU instance ID 11 using profile MIG 1g.5gb (ID  0)"."""
+    mig_on(sim)
+    sim.ok("mig", "-cgi", "19:4")  # a 1g.10gb at slot 4: GPU instance 11
+    assert sim.ok("mig", "-gi", "11", "-cci", "0") == (
+        "Successfully created compute instance ID  0 on GPU  0 GPU instance ID 11 using profile MIG 1g.10gb (ID  0)\n")
+    wrong = sim.smi("mig", "-gi", "11", "-cci", "2c.1g.10gb")
+    assert wrong.returncode == 2 and wrong.stdout.endswith("Failed to create compute instances: Invalid Argument\n")
+
+
+def test_lcip_lists_every_gpu_instance_in_the_drivers_order(sim: Sim) -> None:
+    """[LCIP-510]: -lcip without -gi lists each GPU instance, the smaller profile first (1g's 9 before 2g's 3),
+    as -lgi and -lci do ([LCIP-580]: 1g 9, 2g 3, 4g 2; the simulator's IDs per placement are its own)."""
+    mig_on(sim)
+    sim.ok("mig", "-cgi", "5:0,14:4,19:6", "-C")
+    gis = [row.split()[2] for row in lines(sim.ok("mig", "-lcip")) if " MIG " in row]
+    assert gis == ["13", "5", "5", "2", "2", "2"]
+    assert [row.split()[2] for row in lines(sim.ok("mig", "-lci")) if " MIG " in row] == ["13", "5", "2"]
+    assert [row.split()[5] for row in lines(sim.ok("mig", "-lgi")) if " MIG " in row] == ["13", "5", "2"]
+
+
+def test_lcipp_and_the_mig_mode_off_answer(sim: Sim) -> None:
+    sim.configure(("h100-80gb-hbm3", 1))
+    # -lcipp with MIG mode off answers as -lcip does on the real H200 (tests/fixtures/real/h200-modes/mig-lcip.txt)
+    assert sim.ok("mig", "-lcipp") == "No MIG-enabled devices found.\n"
+    sim.ok("-pm", "1")
+    sim.ok("-mig", "1")
+    assert sim.ok("mig", "-lcip") == "No GPU instances found.\n"
+    sim.ok("mig", "-cgi", "0")
+    assert lines(sim.ok("mig", "-lcipp")) == [  # -lgipp's wording with the GPU instance (inferred)
+        "GPU  0 GI  0 Profile ID  0 Placements: {0,1,2,3,4,5,6}:1",
+        "GPU  0 GI  0 Profile ID  1 Placements: {0,2,4}:2",
+        "GPU  0 GI  0 Profile ID  2 Placements: {0,3}:3",
+        "GPU  0 GI  0 Profile ID  3 Placement : {0}:4",
+        "GPU  0 GI  0 Profile ID  4 Placement : {0}:7"]
+
+
+def test_each_compute_instance_is_a_mig_device_with_its_own_sms(sim: Sim) -> None:
+    """[LCIP-580]'s box: two compute instances of one GPU instance are two MIG devices, each with its own SMs and
+    the GPU instance's memory; [MIG-GUIDE-L]: -L names them by their compute instance profile."""
+    mig_on(sim)
+    sim.ok("mig", "-cgi", "9:4")
+    sim.ok("mig", "-gi", "1", "-cci", "0,0")
+    table = lines(sim.ok())
+    start = table.index("| MIG devices:" + " " * 76 + "|")
+    assert table[start + 6] == (
+        "|  0    1   0   0  |               0MiB / 40448MiB    | 20      0 |  3   0    3    0    3 |")
+    assert table[start + 9].startswith("|  0    1   1   1  |               0MiB / 40448MiB    | 20 ")
+    listed = [re.sub(r"MIG-[0-9a-f-]{36}", "MIG-uuid", line) for line in lines(sim.ok("-L"))[1:]]
+    assert listed == ["  MIG 1c.3g.40gb  Device  0: (UUID: MIG-uuid)", "  MIG 1c.3g.40gb  Device  1: (UUID: MIG-uuid)"]
