@@ -7,7 +7,10 @@ The messages, as real drivers print them (../shared/real-outputs/setter-errors; 
 - 'Specified clock combination "(MEM 715, SM 111)" is not supported for GPU 00000002:01:00.0. Run ...' (P100);
 - "Provided power limit 10.00 W is not a valid power limit which should be between 100.00 W and 242.00 W for
   GPU 00000000:29:00.0" then "Terminating early due to previous errors." (RTX 3070);
-- "Changing power management limit is not supported for GPU: ...", "Failed to set power management limit for
+- "Changing power management limit is not supported for GPU: 00000000:01:00.0." then "Treating as warning and
+  moving on." (an RTX 4080 Laptop GPU, Dreaming-Codes/nvidia_oc PR #22; NVIDIA/open-gpu-kernel-modules issue #483):
+  a limit its firmware fixes; "... not supported in current scope for GPU: ..." elsewhere;
+- "Failed to set power management limit for
   GPU ...: Insufficient Permissions", "Unable to set persistence mode for GPU ...: Insufficient Permissions",
   "The current user does not have permission to change clocks for GPU ..." (drivers 5xx; in a container
   without the host's privileges nvidia-smi answers the same way).
@@ -41,7 +44,13 @@ def _meaning(said: str) -> str | None:
                 "container GPU settings belong to the host: run provision against the host, not the container)")
     if limits := _RANGE.search(said):
         return (f"outside what this GPU accepts ({float(limits[1]):g}..{float(limits[2]):g} W): set provision_gpu.power_limit "
-                "within it (provision facts shows each GPU's range)")
+                "within it (provision facts shows each GPU's range, the Min and Max Power Limit of `nvidia-smi -q -d "
+                "POWER`)")
+    if "power management limit is not supported" in said:
+        return ("this GPU's power limit cannot be changed here (its firmware fixes it, as on laptop GPUs; in a VM or "
+                "vGPU the host sets it): `nvidia-smi -q -d POWER` shows the range it takes, none where Min and Max "
+                "Power Limit read N/A; remove provision_gpu.power_limit for this GPU (provision_gpu.overrides), or "
+                "hold its power down with locked clocks (provision_gpu.locked_clocks)")
     if "clock combination" in said and "is not supported" in said:
         return "not a clock pair this GPU supports: pick one from `provision clocks --list` (or use --nearest)"
     if "not supported" in said.lower():

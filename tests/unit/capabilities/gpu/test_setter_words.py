@@ -27,8 +27,20 @@ def test_the_drivers_other_words():
         "Failed to set power management limit for GPU 00000000:01:00.0: Insufficient Permissions\n"
         "Terminating early due to previous errors.")
     assert "needs root" in explain("The current user does not have permission to change clocks for GPU 0000:01:00.0.")
-    assert "does not take this setting" in explain(
-        "Changing power management limit is not supported for GPU: 00000000:01:00.0.")
+    assert "does not take this setting" in explain("Setting applications clocks is not supported for GPU 0000:01:00.0.")
+
+
+@pytest.mark.parametrize("said", [
+    # an RTX 4080 Laptop GPU (Dreaming-Codes/nvidia_oc PR #22): a warning, exit 0
+    "Changing power management limit is not supported for GPU: 00000000:01:00.0.\nTreating as warning and moving on."
+    "\nAll done.",
+    "Changing power management limit is not supported in current scope for GPU: 0000000F:01:00.0",
+])
+def test_a_refused_power_limit_is_explained_as_a_power_limit_not_as_clocks(said):
+    words = explain(said)
+    assert "power limit cannot be changed here" in words and "nvidia-smi -q -d POWER" in words
+    assert "remove provision_gpu.power_limit for this GPU" in words and "application clocks" not in words
+    assert words.endswith(f"(nvidia-smi: {said.splitlines()[0]})")
     assert "no longer answers" in explain("Unable to determine the device handle for GPU0000:31:00.0: Unknown Error")
     assert explain("Some new warning for GPU 0000:01:00.0.\nTreating as warning and moving on.\nAll done.") == (
         "nvidia-smi warned and left it unchanged (nvidia-smi: Some new warning for GPU 0000:01:00.0.)")
