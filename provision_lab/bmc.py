@@ -13,8 +13,10 @@ What a node gets (Node.create):
 
 Faults (`provision lab fault NODE KIND`) are the simulator's own console commands, run in the node:
 psu-failure and ac-lost log a PSU's failure (its input) and its end, as a brownout that tripped a PSU leaves it;
-psu-sensor fails PSU1 and leaves it failed; fan-failed stops FAN1 (below its thresholds). `clear` puts the sensors
-back and clears the event log with the real `ipmitool sel clear`.
+psu-sensor fails PSU1 and leaves it failed; fan-failed stops FAN1 (below its thresholds); psu-overheat logs PSU1's
+own temperature sensor going non-recoverable and back seconds later, and memory-nonrecoverable the board's memory
+sensor the same, as the severity sensors of real GPU nodes log them (capabilities/bmc/ipmi.py). `clear` puts the
+sensors back and clears the event log with the real `ipmitool sel clear`.
 """
 
 from __future__ import annotations
@@ -34,11 +36,14 @@ CIPHER_SUITE = 3  # ipmi_sim does not answer "Get Channel Cipher Suites": ipmito
 MC = "0x20 0"  # the BMC's address and LUN, as the console's sensor commands take them
 PSUS, FANS = 2, 4
 PSU_SENSOR, FAN_SENSOR = 0x60, 0x70  # PSU i is sensor 0x60 + i, FAN i 0x70 + i
+PSU_TEMP_SENSOR, MEMORY_SENSOR = 0x64, 0x80  # PSU i's own temperature is 0x64 + i; the board's memory one sensor
 FAN_RPM_PER_UNIT = 100  # a fan's reading is units of 100 RPM (the SDR's m)
 FAN_NOMINAL, FAN_STOPPED = 72, 3  # 7200 RPM; 300 RPM: below the lower non-recoverable threshold (500)
 # A power supply sensor's states (IPMI 2.0, table 42-3, sensor type 08h): the bits the faults set.
 PRESENCE, FAILURE, AC_LOST = 0, 1, 3
-FAULTS = ("psu-failure", "ac-lost", "psu-sensor", "fan-failed")
+# A severity sensor's states (generic reading type 07h, IPMI 2.0 table 42-2): OK, and the step to non-recoverable.
+TRANSITION_TO_OK, TRANSITION_TO_NON_RECOVERABLE = 0, 6
+FAULTS = ("psu-failure", "ac-lost", "psu-sensor", "fan-failed", "psu-overheat", "memory-nonrecoverable")
 STICKY = ("psu-sensor", "fan-failed")  # a failed part stays failed through the node's reboots (the BMC's boot
 # sets its sensors up again; the event log keeps what was logged)
 
@@ -146,6 +151,35 @@ sdr type 1
 endsdr
 """
 
+# A severity sensor (a PSU's own temperature, the memory): discrete, generic reading type 07h, its transition to
+# OK and to non-recoverable asserted and deasserted with events.
+SEVERITY_SDR = """
+sdr type 1
+	sensor_owner_id		0x20
+	sensor_owner_lun	0
+	channel_number		0
+	sensor_number		{number}
+	entity_id		{entity}
+	entity_instance		{index}
+	sensor_type		{sensor_type}
+	init_scanning		true
+	init_events		true
+	init_sensor_type	true
+	default_event_gen_on	true
+	default_sensor_scan_on	true
+	sensor_auto_rearm	true
+	sensor_event_msg_ctrl	per_state
+	event_reading_type_code	0x07
+	assert_event0		true
+	assert_event6		true
+	deassert_event0		true
+	deassert_event6		true
+	event0_state_ret	true
+	event6_state_ret	true
+	id_string		"{name}"
+endsdr
+"""
+
 LAN_CONF = """\
 # provision lab: this node's BMC (ipmi_sim), on the node's own loopback only
 name "{name}"
@@ -181,13 +215,23 @@ WantedBy=multi-user.target
 
 def sdrs() -> str:
     return SDR_HEADER + "".join(PSU_SDR.format(number=hex(PSU_SENSOR + i), index=i) for i in range(1, PSUS + 1)) \
-        + "".join(FAN_SDR.format(number=hex(FAN_SENSOR + i), index=i, m=FAN_RPM_PER_UNIT) for i in range(1, FANS + 1))
+        + "".join(FAN_SDR.format(number=hex(FAN_SENSOR + i), index=i, m=FAN_RPM_PER_UNIT) for i in range(1, FANS + 1)) \
+        + "".join(SEVERITY_SDR.format(number=hex(PSU_TEMP_SENSOR + i), entity="power_supply", index=i,
+                                      sensor_type="Temperature", name=f"PSU{i} Over Temp") for i in range(1, PSUS + 1)) \
+        + SEVERITY_SDR.format(number=hex(MEMORY_SENSOR), entity="memory_device", index=1, sensor_type="Memory",
+                              name="DIMM Status")
+
+
+def severity_sensors() -> list[str]:
+    """The severity sensors' numbers: each PSU's own temperature, the memory."""
+    return [*(hex(PSU_TEMP_SENSOR + i) for i in range(1, PSUS + 1)), hex(MEMORY_SENSOR)]
 
 
 def nominal() -> list[str]:
     """Console commands that put every sensor in its healthy state, without an event."""
     return [*(f"sensor_set_bit_clr_rest {MC} {hex(PSU_SENSOR + i)} {PRESENCE} 1 0" for i in range(1, PSUS + 1)),
-            *(f"sensor_set_value {MC} {hex(FAN_SENSOR + i)} {FAN_NOMINAL} 0" for i in range(1, FANS + 1))]
+            *(f"sensor_set_value {MC} {hex(FAN_SENSOR + i)} {FAN_NOMINAL} 0" for i in range(1, FANS + 1)),
+            *(f"sensor_set_bit_clr_rest {MC} {number} {TRANSITION_TO_OK} 1 0" for number in severity_sensors())]
 
 
 def emu() -> str:
@@ -196,6 +240,8 @@ def emu() -> str:
              "mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr", "sel_enable 0x20 1000 0x0a"]
     lines += [f"sensor_add {MC} {hex(PSU_SENSOR + i)} 0x08 0x6f" for i in range(1, PSUS + 1)]
     lines += [f"sensor_add {MC} {hex(FAN_SENSOR + i)} 0x04 0x01" for i in range(1, FANS + 1)]
+    lines += [f"sensor_add {MC} {hex(PSU_TEMP_SENSOR + i)} 0x01 0x07" for i in range(1, PSUS + 1)]
+    lines += [f"sensor_add {MC} {hex(MEMORY_SENSOR)} 0x0c 0x07"]
     return "\n".join([*lines, *nominal(), "mc_enable 0x20"]) + "\n"
 
 
@@ -272,6 +318,11 @@ def inject(node, kind: str) -> str:
     if kind == "fan-failed":
         console(node, f"sensor_set_value {MC} {fan} {FAN_STOPPED} 1")
         return f"{kind} FAN1"
+    if kind in ("psu-overheat", "memory-nonrecoverable"):  # asserted, then deasserted seconds later, as logged
+        number, part = (hex(PSU_TEMP_SENSOR + 1), "PSU1") if kind == "psu-overheat" else (hex(MEMORY_SENSOR), "DIMM")
+        console(node, f"sensor_set_bit {MC} {number} {TRANSITION_TO_NON_RECOVERABLE} 1 1",
+                f"sensor_set_bit {MC} {number} {TRANSITION_TO_NON_RECOVERABLE} 0 1")
+        return f"{kind} {part}"
     raise LabError(f"unknown BMC fault {kind!r}; one of {', '.join(FAULTS)}", 2)
 
 

@@ -186,6 +186,11 @@ def fault(node, kind, gpu, nic, link, port, watts, lab_dir):
                        "Failure detected" (and the BMC logs it)
       fan-failed       FAN1 stops: 300 RPM, below its critical thresholds
                        (and the BMC logs it); clear also clears the BMC's log
+      psu-overheat     the BMC logs PSU1's own temperature sensor going
+                       "Transition to Non-recoverable" and back (it overheated)
+      memory-nonrecoverable
+                       the BMC logs its memory sensor going "Transition to
+                       Non-recoverable" and back
       psu-weak         the node's supplies give its GPUs --watts (900) from
                        now on: under a load whose transients pass it, the
                        GPU drawing most falls off the bus; across reboots

@@ -1,6 +1,7 @@
 """The BMC end to end on a lab of its own (tests/lab/bmc.yaml: one 4x V100 node, its BMC OpenIPMI's ipmi_sim,
 reached by the real ipmitool over lanplus): a clean node passes the BMC checks; each BMC fault fails its own check
-with one finding naming the PSU or fan and what happened, and nothing else; after `lab fault NODE clear` (the
+with one finding naming the PSU, fan or part and what happened (a PSU's own overheating and a memory sensor gone
+non-recoverable logged as the severity sensors of real GPU nodes log them), and nothing else; after `lab fault NODE clear` (the
 sensors healthy, `ipmitool sel clear`) it passes. An event accepted with `apply --accept-bmc-events` is judged
 no more, a later one is; a failed PSU stays failed through the node's reboot."""
 
@@ -59,7 +60,9 @@ def test_a_clean_node_passes_the_bmc_checks_read_over_lanplus(bmc_lab):
     ("ac-lost", LOG_CHECK, "Power Supply PSU1 Status: lost its AC input (entry ", []),
     ("psu-sensor", PSU_CHECK, "PSU1 Status (#0x61): failed [Presence detected, Failure detected]", [LOG_CHECK]),
     ("fan-failed", FAN_CHECK, "FAN1 (#0x71): 300 RPM, below its lower non-recoverable threshold", [LOG_CHECK]),
-], ids=["psu-failure", "ac-lost", "psu-sensor", "fan-failed"])
+    ("psu-overheat", LOG_CHECK, "Temperature PSU1 Over Temp: non-recoverable (entry ", []),
+    ("memory-nonrecoverable", LOG_CHECK, "Memory DIMM Status: non-recoverable (entry ", []),
+], ids=["psu-failure", "ac-lost", "psu-sensor", "fan-failed", "psu-overheat", "memory-nonrecoverable"])
 def test_a_bmc_fault_fails_its_check_with_one_finding_until_cleared(bmc_lab, fault, check, words, consequences):
     bmc_lab.lab("fault", NODE, fault)
     try:

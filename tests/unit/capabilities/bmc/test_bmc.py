@@ -514,8 +514,10 @@ def test_a_lab_node_gets_a_bmc_and_the_conf_provision_reaches_it_by(tmp_path):
     assert "ExecStart=/usr/bin/ipmi_sim -n -c" in (tmp_path / f"etc/systemd/system/{lab_bmc.UNIT}").read_text()
     emu = (tmp_path / "usr/lib/provision-lab/bmc/bmc.emu").read_text()
     assert "sensor_add 0x20 0 0x62 0x08 0x6f" in emu and "sensor_add 0x20 0 0x74 0x04 0x01" in emu
+    assert "sensor_add 0x20 0 0x66 0x01 0x07" in emu and "sensor_add 0x20 0 0x80 0x0c 0x07" in emu  # severity sensors
     sdrs = lab_bmc.sdrs()
-    assert sdrs.count("sdr type 1\n") == 4 + 2 and 'id_string		"PSU2 Status"' in sdrs
+    assert sdrs.count("sdr type 1\n") == 4 + 2 + 2 + 1 and 'id_string		"PSU2 Status"' in sdrs
+    assert 'id_string		"PSU1 Over Temp"' in sdrs  # named as the real GPU nodes' (ARGON above)
 
 
 def test_the_lab_bmc_faults_are_console_commands_and_a_failed_part_stays_failed_after_a_boot(tmp_path):
@@ -528,12 +530,15 @@ def test_the_lab_bmc_faults_are_console_commands_and_a_failed_part_stays_failed_
         lab_bmc.inject(node, "psu-failure")
     lab_bmc.install(node)
     said = [lab_bmc.inject(node, kind) for kind in lab_bmc.FAULTS]
-    assert said == ["psu-failure PSU1", "ac-lost PSU1", "psu-sensor PSU1", "fan-failed FAN1"]
+    assert said == ["psu-failure PSU1", "ac-lost PSU1", "psu-sensor PSU1", "fan-failed FAN1", "psu-overheat PSU1",
+                    "memory-nonrecoverable DIMM"]
     sent = [argv[4:] for argv in node.commands]
     assert all(argv[:2] == ["python3", "-c"] for argv in node.commands)
     assert sent == [["sensor_set_bit 0x20 0 0x61 1 1 1", "sensor_set_bit 0x20 0 0x61 1 0 1"],
                     ["sensor_set_bit 0x20 0 0x61 3 1 1", "sensor_set_bit 0x20 0 0x61 3 0 1"],
-                    ["sensor_set_bit 0x20 0 0x61 1 1 1"], ["sensor_set_value 0x20 0 0x71 3 1"]]
+                    ["sensor_set_bit 0x20 0 0x61 1 1 1"], ["sensor_set_value 0x20 0 0x71 3 1"],
+                    ["sensor_set_bit 0x20 0 0x65 6 1 1", "sensor_set_bit 0x20 0 0x65 6 0 1"],
+                    ["sensor_set_bit 0x20 0 0x80 6 1 1", "sensor_set_bit 0x20 0 0x80 6 0 1"]]
     node.commands.clear()
     recorded = ["psu-failure PSU1", "psu-sensor PSU1", "fan-failed FAN1", "nic-down ens803f0"]
     faults.after_boot(node, recorded)
