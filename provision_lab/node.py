@@ -47,7 +47,7 @@ SETUP = r'''set -eu
 root=$1 name=$2
 hostname "$name"
 mount -t proc proc "$root/proc"
-mount -t tmpfs -o mode=0555,size=64k,nosuid,nodev,noexec driver "$root/proc/driver"  # the node's own driver files
+mount -t tmpfs -o mode=0555,size=1m,nosuid,nodev,noexec driver "$root/proc/driver"  # the node's own driver files (nvidia-caps/mig-minors: 107 KiB)
 mount -t sysfs sysfs "$root/sys"
 if [ -d "$root''' + NODE_RDMA + r'''" ]; then  # the node's RDMA ports (rdma.py), in its mount namespace only:
   mount -t tmpfs -o mode=0755,size=64k,nosuid,nodev,noexec class "$root/sys/class"  # over its /sys/class,

@@ -10,6 +10,7 @@ import time
 
 from .env import env_path, proc_driver_path, ring_path
 from .errors import SimError
+from .migcaps import write_caps
 from .models import MODELS
 
 # --- the driver: the one installed on disk, the one a boot loaded --------------------------------------------
@@ -140,6 +141,7 @@ def write_proc_driver(state: dict | None) -> None:
     /proc/driver/nvidia-nvswitch/devices, one entry per NVSwitch; no driver loaded, neither directory."""
     directory = proc_driver_path()
     write_proc_nvswitch(state)
+    write_caps(state)  # /proc/driver/nvidia-caps and /dev/nvidia-caps (migcaps.py)
     with contextlib.suppress(OSError):
         if not state or state.get("driver_version") is None:
             remove_tree(directory)

@@ -12,6 +12,7 @@ from .gpu import Gpu, Host, normal_bus_id
 from .helptext import SMI_HELP_Z, help_text
 from .env import effective_uid
 from .kernel import installed_driver
+from .migcaps import make_instance_devices
 from .migsmi import mig_main, parse_mig_args
 from .modes import run_reset
 from .nvlink import parse_nvlink_args, render_nvlink
@@ -196,7 +197,9 @@ def smi_subcommand(host: Host, argv: list) -> tuple:
         return render_topo(host), RC_OK
     if command == "mig":
         spec = parse_mig_args(rest).get("id")
-        return mig_main(host, select_gpus(host, spec), rest)
+        answer = mig_main(host, select_gpus(host, spec), rest)
+        make_instance_devices([g.record for g in host.gpus])  # new instances' /dev/nvidia-caps files (migcaps.py)
+        return answer
     if command == "nvlink":
         view, spec = parse_nvlink_args(rest)
         gpus = select_gpus(host, spec)
