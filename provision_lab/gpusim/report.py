@@ -6,6 +6,7 @@ import random
 import time
 
 from .errors import Exit, RC_INVALID
+from .migviews import q_mig_devices
 from .modes import COMPUTE_WORDS, compute_mode, ecc_on, ecc_pending, mig_on, mig_pending, mode_word
 from .recovery import recovery_action
 from .gpu import (DEPRECATED, Gpu, Host, REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, REASON_IDLE,
@@ -46,7 +47,7 @@ def q_product(g: Gpu) -> list:
         (1, "Persistence Mode", enabled(g.persistent)), (1, "Addressing Mode", "None"),
         (1, "MIG Mode", None), (2, "Current", na(mode_word(mig_on(g.record)))),
         (2, "Pending", na(mode_word(mig_pending(g.record)))),
-    ]
+    ] + q_mig_devices(g)
 
 
 def q_accounting(g: Gpu) -> list:

@@ -147,3 +147,55 @@ def test_each_compute_instance_is_a_mig_device_with_its_own_sms(sim: Sim) -> Non
     assert table[start + 9].startswith("|  0    1   1   1  |               0MiB / 40448MiB    | 20 ")
     listed = [re.sub(r"MIG-[0-9a-f-]{36}", "MIG-uuid", line) for line in lines(sim.ok("-L"))[1:]]
     assert listed == ["  MIG 1c.3g.40gb  Device  0: (UUID: MIG-uuid)", "  MIG 1c.3g.40gb  Device  1: (UUID: MIG-uuid)"]
+
+
+# A real -q's MIG Device block (code index file id 69774384440: driver 610, a GA100 with one instance), verbatim
+# but for the figures, which are that card's
+REAL_Q_MIG_DEVICE = """\
+    MIG Device
+        Index                                          : 0
+        GPU Instance ID                                : 0
+        Compute Instance ID                            : 0
+        Device Attributes
+            Shared
+                Multiprocessor count                   : 70
+                Copy Engine count                      : 5
+                Encoder count                          : 0
+                Decoder count                          : 0
+                OFA count                              : 0
+                JPG count                              : 0
+        Shared FB Memory Usage
+            Total                                      : 64912 MiB
+            Reserved                                   : 0 MiB
+            Used                                       : 1 MiB
+            Free                                       : 64912 MiB
+        Shared BAR1 Memory
+            Total                                      : 65536 MiB
+            Used                                       : 0 MiB
+            Free                                       : 65535 MiB
+"""
+
+
+def labels(block: str) -> list[str]:
+    """Each line without its value: the indentation and the label."""
+    return [line.split(" : ", 1)[0].rstrip() for line in block.splitlines()]
+
+
+def test_q_prints_a_mig_device_block_per_compute_instance_after_mig_mode(sim: Sim) -> None:
+    mig_on(sim)
+    assert "MIG Device" not in sim.ok("-q")  # MIG on, nothing made: no block (as with MIG off on the real H200)
+    sim.ok("mig", "-cgi", "9:4")
+    sim.ok("mig", "-gi", "1", "-cci", "2c.3g.40gb,1c.3g.40gb")
+    report = lines(sim.ok("-q"))
+    first = report.index("    MIG Device")
+    assert report[first - 3:first] == [
+        "    MIG Mode", "        Current                                        : Enabled",
+        "        Pending                                        : Enabled"]
+    block = report[first:first + 21]
+    assert labels("\n".join(block)) == labels(REAL_Q_MIG_DEVICE)
+    values = [line.split(" : ", 1)[1] for line in block if " : " in line]
+    # device 0: GPU instance 1, compute instance 0 (2c: 40 of the 3g's 60 SMs), the 3g.40gb's engines and memory
+    assert values == ["0", "1", "0", "40", "3", "0", "3", "0", "3", "40448 MiB", "0 MiB", "0 MiB", "40448 MiB",
+                      "24740 MiB", "0 MiB", "24740 MiB"]
+    assert report[first + 21] == "    MIG Device" and report[first + 22].endswith(": 1")
+    assert report[first + 42] == "    Accounting Mode                                    : Disabled"
