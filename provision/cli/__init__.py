@@ -4,7 +4,7 @@ print; what a command does is in provision/commands/.
     run.py         apply, facts, unlock          options.py  what every command that reaches hosts takes
     verify.py      verify                        plays.py    --playbook and the listings (apply, verify)
     adhoc.py       clocks, power, persistence    exits.py    how a command ends
-                   ecc, compute-mode
+                   ecc, compute-mode, mig
     inventory.py   inventory
     standalone.py  demo, advise (no host contacted)
 
@@ -65,5 +65,5 @@ def main() -> None:
 
 
 for command in (run.apply, run.facts, verify.verify, run.unlock, adhoc.clocks, adhoc.power, adhoc.persistence,
-                adhoc.ecc, adhoc.compute_mode, inventory.inventory, standalone.demo, standalone.advise):
+                adhoc.ecc, adhoc.compute_mode, adhoc.mig, inventory.inventory, standalone.demo, standalone.advise):
     main.add_command(command)

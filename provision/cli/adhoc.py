@@ -1,4 +1,4 @@
-"""provision clocks, power, persistence, ecc and compute-mode: one GPU setting now and in the boot file, planned and
+"""provision clocks, power, persistence, ecc, compute-mode and mig: one GPU setting now and in the boot file, planned and
 applied like apply (commands/adhoc.py), on this machine unless given an inventory; and clocks --list."""
 
 from __future__ import annotations
@@ -150,3 +150,29 @@ def compute_mode(hosts: HostArgs, run: RunArgs, gpu: str | None, flags: frozense
     prohibited: no process at all; default: any number.
     """
     run_adhoc("compute-mode", {"compute_mode": mode}, "MODE", hosts, run, gpu, flags)
+
+
+@adhoc_command("mig")
+@click.argument("layout", metavar="off|on|PROFILE,...")
+def mig(hosts: HostArgs, run: RunArgs, gpu: str | None, flags: frozenset[str], layout: str) -> None:
+    """MIG: off, on, or a layout of GPU instance profiles, now and at every boot.
+
+    \b
+      provision mig 3g.71gb,3g.71gb    # an H200 in two halves (-cgi ... -C)
+      provision mig on                 # MIG mode on, the boot file's layout kept
+      provision mig off                # instances destroyed, MIG mode off
+    \b
+    Profiles are named as `nvidia-smi mig -lgip` lists them, comma-separated,
+    checked against each GPU before anything changes. Where the GPU is in use
+    its MIG mode waits for a reset or reboot (exit 16, apply's reboot option
+    takes it); the layout is made once the mode is on, and made again at
+    every boot. Instances under running processes are never destroyed.
+    """
+    from provision.commands.adhoc import MIG_ON
+
+    words = [word.strip() for word in layout.split(",") if word.strip()]
+    if not words or (len(words) > 1 and {"on", "off"} & set(words)):
+        raise click.BadParameter(f"{layout!r}: off, on, or GPU instance profiles (3g.71gb,3g.71gb)",
+                                 param_hint="LAYOUT")
+    change = {"mig": "disabled" if words == ["off"] else MIG_ON if words == ["on"] else words}
+    run_adhoc("mig", change, "LAYOUT", hosts, run, gpu, flags)

@@ -33,7 +33,7 @@ EXTRA_VARS_HELP = ("Variables over every host's, as ansible-playbook -e takes th
 INVENTORY_HELP = ("The inventory, as for ansible-playbook -i: a file (YAML, INI, an executable script), a directory, "
                   "or host1,host2, ; repeatable. group_vars/ and host_vars/ beside it are read. Default: "
                   "ANSIBLE_INVENTORY, ansible.cfg's inventory, /etc/ansible/hosts; for the ad-hoc GPU commands "
-                  "(clocks, power, persistence, ecc, compute-mode), this machine.")
+                  "(clocks, power, persistence, ecc, compute-mode, mig), this machine.")
 
 
 def options(*declared: Callable[[F], F]) -> Callable[[F], F]:

@@ -1,11 +1,12 @@
-"""provision clocks|power|persistence: one GPU setting, now and at every boot, planned and applied like apply
+"""provision clocks|power|persistence|ecc|compute-mode|mig: one GPU setting, now and at every boot, planned and applied like apply
 (capabilities/gpu/adhoc.py says how the setting is made per host); and clocks --list."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from provision.capabilities.gpu.adhoc import AdhocSettings, AfterTheSetting, check_change, gpu_chooser, with_gpu_block
+from provision.capabilities.gpu.adhoc import (MIG_ON, AdhocSettings, AfterTheSetting, check_change,  # noqa: F401  (MIG_ON: for the CLI)
+                                              gpu_chooser, setter_names, with_gpu_block)
 from provision.capabilities.gpu.boot import CONF, BootConf
 from provision.capabilities.gpu.clock_models import clock_models, lines as clock_lines  # noqa: F401  (clock_lines: for the CLI, which imports no capability)
 from provision.commands.playbook import load_playbook
@@ -20,9 +21,9 @@ from provision.core.runlog import RunLog
 def adhoc(target: Target, change: dict[str, Any], option: str, gpus: str | None, from_inventory: bool,
           options: RunOptions, ssh: SSHOptions, log: RunLog) -> tuple[list[HostResult], int | None, list[str], str]:
     """(results, the signal that stopped the run or None, warnings, why the run log stopped short or ""). The
-    tasks: the one for each changed setting (provision_gpu.power_limit -> gpu-power-limit), and the boot ones."""
+    tasks: the ones of each changed setting (provision_gpu.power_limit -> gpu-power-limit), and the boot ones."""
     check_change(change, option)
-    task_names = {"gpu-" + setting.replace("_", "-") for setting in change}
+    task_names = setter_names(change)
     playbook = load_playbook(playbook_path("gpu"), templates_dir(None))
     setters = [t for t in playbook if t.name in task_names]
     # A setter that fails on a host installs nothing there that would run at boot (AfterTheSetting).

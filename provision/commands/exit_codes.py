@@ -19,7 +19,7 @@ from provision.core.results import (EXIT_BAD_INPUT, EXIT_NOT_TESTED, EXIT_NOT_WR
 if TYPE_CHECKING:  # types only
     from provision.verify import Verdict
 
-APPLYING = ("apply", "clocks", "power", "persistence", "ecc", "compute-mode")  # the commands that change hosts
+APPLYING = ("apply", "clocks", "power", "persistence", "ecc", "compute-mode", "mig")  # the commands that change hosts
 HOST_COMMANDS = (*APPLYING, "facts", "verify", "unlock")
 EVERY_COMMAND = (*HOST_COMMANDS, "inventory", "advise", "demo")
 STOPPABLE = (*APPLYING, "verify")  # the first Ctrl-C or SIGTERM finishes what is in flight and reports

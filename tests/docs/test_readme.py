@@ -13,6 +13,8 @@ must be listed in WHERE with the place it runs:
   unit       run as written (the pure tests pass alone)
   advise     tests/unit/capabilities/nccl/test_advise.py runs it as written (it reads the inventory, contacts no host) and checks
              its figures and the output pasted under it
+  mig        tests/engine/test_adhoc_mig.py runs them as written, in page order, on this machine with two
+             simulated H200s, and checks what each makes of the GPUs and the boot file
   simulator  the GPU simulator block, as one shell session in an empty HOME, from an empty directory that it
              must leave empty (it works from anywhere and leaves nothing where it ran)
   sandbox    this machine as root, with a simulated 4x V100 on PATH, in a private mount namespace whose
@@ -84,6 +86,9 @@ WHERE = {
     "provision persistence on": "sandbox",
     "provision compute-mode exclusive_process": "sandbox",
     "provision ecc off": "sandbox",
+    "provision mig 3g.71gb,3g.71gb": "mig",
+    "provision mig on": "mig",
+    "provision mig off": "mig",
     "provision clocks --locked --sm 210,2520": "geforce",
     "mkdir -p ~/gpusim": "simulator",
     "python3 -m provision_lab.gpusim install ~/bin": "simulator",

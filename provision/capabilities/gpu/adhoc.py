@@ -1,5 +1,6 @@
-"""Ad-hoc GPU settings (`provision clocks|power|persistence|ecc|compute-mode`): one setting, now and after every
-reboot (ECC mode: at the next reboot, which the driver keeps it across).
+"""Ad-hoc GPU settings (`provision clocks|power|persistence|ecc|compute-mode|mig`): one setting, now and after every
+reboot (ECC mode: at the next reboot, which the driver keeps it across; MIG mode: at the GPU's next reset or
+reboot where it is in use, its layout made at every boot by the boot file's mig= word).
 
 An ad-hoc change is planned and applied like `apply` (same checks, same
 tasks), on settings made per host once its facts are read:
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import ValidationError
@@ -38,7 +40,10 @@ from provision.capabilities.gpu.model import GpuFacts
 from provision.capabilities.gpu.settings import COMPUTE_MODES, GpuOverride, GpuSettings
 from provision.core.settings import number_or_word, yaml_words
 from provision.core.plan import FAILED, Plan, Task
-from provision.capabilities.gpu import boot, mig_boot
+from provision.capabilities.gpu import boot, mig_boot, mig_facts
+from provision.capabilities.gpu.mig_fit import fit
+from provision.capabilities.gpu.mig_settings import DISABLED, layout_of
+from provision.capabilities.gpu.mig_tasks import mig_gpu
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.host import HostFacts
@@ -52,13 +57,27 @@ RESOLVERS: dict[str, Callable[[GpuFacts, Any], Any]] = {
     "ecc": tuning.ecc_target, "compute_mode": tuning.compute_mode_target}
 
 
-FLAGS = {"power_limit": "--watts", "persistence": "STATE", "ecc": "STATE", "compute_mode": "MODE",
+FLAGS = {"power_limit": "--watts", "persistence": "STATE", "ecc": "STATE", "compute_mode": "MODE", "mig": "LAYOUT",
          "clocks.mem": "--mem", "clocks.sm": "--sm",
          "locked_clocks.mem": "--mem", "locked_clocks.sm": "--sm"}
 
 
+# `provision mig on`: MIG mode on, each GPU keeping the layout its boot file (else the inventory) gives it, none
+# where there is none; not an inventory value (there a layout, [] for none, says the mode too).
+MIG_ON = "on"
+# The tasks of a setting whose task is not gpu-<setting>: MIG's mode, then its layout (mig_tasks.py).
+SETTERS = {"mig": ("gpu-mig-mode", "gpu-mig-layout")}
+
+
+def setter_names(change: dict[str, Any]) -> set[str]:
+    """The gpu playbook's tasks that set a change (provision_gpu.power_limit -> gpu-power-limit)."""
+    return {name for setting in change for name in SETTERS.get(setting, ("gpu-" + setting.replace("_", "-"),))}
+
+
 def check_change(change: dict[str, Any], option: str) -> None:
     """The command-line value, validated like an inventory value (InputError names the flag, else `option`)."""
+    if change.get("mig") == MIG_ON:
+        change = {**change, "mig": []}
     try:
         GpuOverride.model_validate({"index": 0, **change})
     except ValidationError as exc:
@@ -180,20 +199,29 @@ class AdhocSettings:
             raise InputError([Problem("command line", f"host {host.name}", "--gpu", "matches no GPU here; GPUs: "
                                       + ", ".join(f"{g.index} {g.uuid}" for g in facts.nvidia.gpus),
                                       "give indexes or UUIDs from this list")])
-        overrides = [GpuOverride.model_validate({"uuid": g.uuid, **self.change}) for g in chosen]
-        refused = self._refusals(host, list(zip(chosen, overrides)))
+        changes = [self.change_for(g, base) for g in chosen]
+        overrides = [GpuOverride.model_validate({"uuid": g.uuid, **change}) for g, change in zip(chosen, changes)]
+        refused = self._refusals(host, facts, list(zip(chosen, overrides)))
         if refused:  # said here in the command's flags, before the tasks would say it in inventory words
             raise InputError(refused)
         if self.from_inventory:
-            self._warn_if_inventory_differs(host, list(zip(chosen, overrides)))
+            self._warn_if_inventory_differs(host, list(zip(chosen, overrides, changes)))
         gpu = base.model_copy(update={"overrides": [*base.overrides, *overrides]})
         return replace(host, settings=host.settings.model_copy(update={"gpu": gpu}))
 
-    def _refusals(self, host: Host, chosen: list[tuple[GpuFacts, GpuOverride]]) -> list[Problem]:
+    def change_for(self, gpu: GpuFacts, base: GpuSettings) -> dict[str, Any]:
+        """The change as this GPU takes it: `mig on` keeps the layout the base gives the GPU ([] for none)."""
+        if self.change.get("mig") != MIG_ON:
+            return self.change
+        kept = layout_of(base.for_gpu(gpu.index, gpu.uuid, gpu.name).mig)
+        return {**self.change, "mig": kept or []}
+
+    def _refusals(self, host: Host, facts: HostFacts, chosen: list[tuple[GpuFacts, GpuOverride]]) -> list[Problem]:
         """What the chosen GPUs refuse of this change, one problem per host and refusal, its GPUs listed."""
         groups: dict[tuple[str, str, str], list[GpuFacts]] = {}
+        resolvers: dict[str, Callable[[GpuFacts, Any], Any]] = {**RESOLVERS, "mig": partial(_fits, facts)}
         for gpu, override in chosen:
-            for key, resolve in RESOLVERS.items():
+            for key, resolve in resolvers.items():
                 if key not in self.change:
                     continue
                 try:
@@ -221,13 +249,14 @@ class AdhocSettings:
             hint += ", or see `provision clocks --list`"
         return message, hint
 
-    def _warn_if_inventory_differs(self, host: Host, chosen: list[tuple[GpuFacts, GpuOverride]]) -> None:
+    def _warn_if_inventory_differs(self, host: Host,
+                                   chosen: list[tuple[GpuFacts, GpuOverride, dict[str, Any]]]) -> None:
         """One warning per host and setting the inventory says otherwise, its GPUs listed, values as typed."""
         inventory = host.settings.gpu or GpuSettings()
         differ: dict[tuple[str, str], tuple[Any, list[GpuFacts]]] = {}
-        for gpu, override in chosen:
+        for gpu, override, change in chosen:
             resolved = inventory.for_gpu(gpu.index, gpu.uuid, gpu.name)
-            for key, value in self.change.items():
+            for key, value in change.items():
                 said = getattr(resolved, key)
                 if said is not None and _same_on(gpu, key, said, getattr(override, key)):
                     continue  # e.g. --nearest snaps to the inventory's pair
@@ -241,6 +270,12 @@ class AdhocSettings:
             else:
                 self.warnings.append(f"{host.name} {gpu_list(where)}: the inventory says provision_gpu.{key} {words} "
                                      f"(`{as_typed({key: said})}`); the next `provision apply` sets that back")
+
+
+def _fits(facts: HostFacts, gpu: GpuFacts, layout: Any) -> None:
+    """A MIG layout this GPU cannot take is Refused (mig_fit.py); "disabled" asks nothing of it."""
+    if layout != DISABLED:
+        fit(gpu, mig_gpu(facts, gpu), list(layout))
 
 
 # --- the boot tasks, after the setting ---------------------------------------------------------------------
@@ -284,7 +319,9 @@ class AfterTheSetting(Task):
         return self.task.package_names(host)
 
     def fact_sections(self, host: Host) -> list[str]:
-        return self.task.fact_sections(host)
+        """The wrapped task's, and the MIG listings: a host's boot file may give a GPU a layout the inventory does
+        not (`provision mig`), and its mig= word is written again with the placements they list (mig_boot.py)."""
+        return [*self.task.fact_sections(host), *mig_facts.SECTION_NAMES]
 
     def check_params(self, file: str) -> list[Problem]:
         return self.task.check_params(file)
@@ -327,13 +364,18 @@ def gpu_list(gpus: list[GpuFacts]) -> str:
 
 def as_typed(change: dict[str, Any]) -> str:
     """A change (settings, as the command makes them or the inventory has them) as the command line that makes it:
-    `provision clocks --mem 877 --sm 1005`, `provision power --watts 200`, `provision persistence on`."""
+    `provision clocks --mem 877 --sm 1005`, `provision power --watts 200`, `provision persistence on`,
+    `provision mig 3g.71gb,3g.71gb`."""
     if "persistence" in change:
         return f"provision persistence {'on' if change['persistence'] else 'off'}"
     if "ecc" in change:
         return f"provision ecc {'on' if change['ecc'] else 'off'}"
     if "compute_mode" in change:
         return f"provision compute-mode {change['compute_mode']}"
+    if "mig" in change:
+        mig = change["mig"]
+        return "provision mig " + ("off" if mig == DISABLED else ",".join(mig) if isinstance(mig, list) and mig
+                                   else MIG_ON)
     if "power_limit" in change:
         return f"provision power --watts {number_or_word(change['power_limit'])}"
     words = ["provision", "clocks"]

@@ -31,23 +31,26 @@ def fit(gpu: GpuFacts, mig: MigGpu | None, layout: list[str]) -> Placed:
     if mig is None or not mig.profiles:
         raise Refused(f"{gpu_words(gpu)}: {asked}, but it lists no MIG profile (nvidia-smi mig -lgip): it does not "
                       "support MIG; set mig only for the GPUs that do (an override by model or uuid)", gpu, "mig",
-                      "no MIG support")
+                      "it lists no MIG profile (nvidia-smi mig -lgip): it does not support MIG")
     unknown = sorted({name for name in layout if mig.profile(name) is None})
     if unknown:
         raise Refused(f"{gpu_words(gpu)}: {asked}: it has no GPU instance profile {', '.join(unknown)}; "
-                      f"its profiles: {profiles_words(mig)}", gpu, "mig", "unknown profile", profiles_words(mig))
+                      f"its profiles: {profiles_words(mig)}", gpu, "mig", f"it has no GPU instance profile {', '.join(unknown)}",
+                      f"its profiles: {profiles_words(mig)}")
     for name in sorted(set(layout)):
         profile = mig.profile(name)
         if profile is not None and profile.total is not None and layout.count(name) > profile.total:
             raise Refused(f"{gpu_words(gpu)}: {asked}: {layout.count(name)} x {name}, but it takes at most "
-                          f"{profile.total}; its profiles: {profiles_words(mig)}", gpu, "mig", "too many",
-                          profiles_words(mig))
+                          f"{profile.total}; its profiles: {profiles_words(mig)}", gpu, "mig",
+                          f"{layout.count(name)} x {name}, but it takes at most {profile.total}",
+                          f"its profiles: {profiles_words(mig)}")
     wanted = [p for p in (mig.profile(n) for n in layout) if p is not None]
     placed = next(_placements(mig, sorted(wanted, key=lambda p: -_slices(mig, p)), []), None)
     if placed is None:
         raise Refused(f"{gpu_words(gpu)}: {asked} does not fit its memory slices (nvidia-smi mig -lgipp): no "
                       f"placement gives each GPU instance slices of its own; its profiles: {profiles_words(mig)}",
-                      gpu, "mig", "does not fit", profiles_words(mig))
+                      gpu, "mig", "does not fit its memory slices (nvidia-smi mig -lgipp): no placement gives each GPU "
+                      "instance slices of its own", f"its profiles: {profiles_words(mig)}")
     return sorted(placed, key=lambda pair: pair[1].start)
 
 

@@ -34,7 +34,8 @@ Target = TypeVar("Target")  # what a wanted value resolves to on one GPU (tuning
 GPUS = frozenset({"nvidia.gpus", "driver", "packages", "system"})
 
 SETTING_WORDS = {"persistence": "persistence mode", "power_limit": "power limit", "clocks": "application clocks",
-                 "locked_clocks": "locked clocks", "ecc": "ECC mode", "compute_mode": "compute mode"}
+                 "locked_clocks": "locked clocks", "ecc": "ECC mode", "compute_mode": "compute mode",
+                 "mig": "MIG"}
 
 
 @dataclass

@@ -332,7 +332,7 @@ def verify_run(monkeypatch) -> list:
 
 
 @pytest.mark.parametrize("command", [["power", "--watts", "200"], ["persistence", "on"], ["clocks", "--reset"],
-                                     ["ecc", "on"], ["compute-mode", "exclusive_process"]])
+                                     ["ecc", "on"], ["compute-mode", "exclusive_process"], ["mig", "3g.71gb,3g.71gb"]])
 def test_the_adhoc_commands_take_the_inventory_as_an_argument(inventory, adhoc_run, command):
     """`power --watts 200 INVENTORY` was "unexpected extra argument"."""
     result = invoke(*command, inventory, "-l", "gpu01")
