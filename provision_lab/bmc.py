@@ -40,7 +40,7 @@ PSU_TEMP_SENSOR, MEMORY_SENSOR = 0x64, 0x80  # PSU i's own temperature is 0x64 +
 FAN_RPM_PER_UNIT = 100  # a fan's reading is units of 100 RPM (the SDR's m)
 FAN_NOMINAL, FAN_STOPPED = 72, 3  # 7200 RPM; 300 RPM: below the lower non-recoverable threshold (500)
 # A power supply sensor's states (IPMI 2.0, table 42-3, sensor type 08h): the bits the faults set.
-PRESENCE, FAILURE, AC_LOST = 0, 1, 3
+PRESENCE, FAILURE, PREDICTIVE, AC_LOST = 0, 1, 2, 3
 # A severity sensor's states (generic reading type 07h, IPMI 2.0 table 42-2): OK, and the step to non-recoverable.
 TRANSITION_TO_OK, TRANSITION_TO_NON_RECOVERABLE = 0, 6
 FAULTS = ("psu-failure", "ac-lost", "psu-sensor", "fan-failed", "psu-overheat", "memory-nonrecoverable")
@@ -63,17 +63,18 @@ sdr type 18
 	id_string		"lab BMC"
 endsdr
 """
-# A power supply's status: discrete (sensor-specific, 6Fh), presence, failure, predictive failure and AC lost
-# asserted and deasserted with events.
-PSU_SDR = """
+# A discrete sensor whose states in `bits` are asserted and deasserted with events: a power supply's status
+# (sensor-specific, 6Fh: presence, failure, predictive failure, AC lost) and the severity sensors (generic 07h: OK,
+# non-recoverable; a PSU's own temperature, the memory).
+DISCRETE_SDR = """
 sdr type 1
 	sensor_owner_id		0x20
 	sensor_owner_lun	0
 	channel_number		0
 	sensor_number		{number}
-	entity_id		power_supply
+	entity_id		{entity}
 	entity_instance		{index}
-	sensor_type		Power_Supply
+	sensor_type		{sensor_type}
 	init_scanning		true
 	init_events		true
 	init_sensor_type	true
@@ -81,22 +82,22 @@ sdr type 1
 	default_sensor_scan_on	true
 	sensor_auto_rearm	true
 	sensor_event_msg_ctrl	per_state
-	event_reading_type_code	0x6f
-	assert_event0		true
-	assert_event1		true
-	assert_event2		true
-	assert_event3		true
-	deassert_event0		true
-	deassert_event1		true
-	deassert_event2		true
-	deassert_event3		true
-	event0_state_ret	true
-	event1_state_ret	true
-	event2_state_ret	true
-	event3_state_ret	true
-	id_string		"PSU{index} Status"
+	event_reading_type_code	{reading_type}
+{events}
+	id_string		"{name}"
 endsdr
 """
+
+
+def discrete_sdr(number: int, entity: str, index: int, sensor_type: str, reading_type: str, bits: tuple[int, ...],
+                 name: str) -> str:
+    events = "\n".join([*(f"\tassert_event{bit}\t\ttrue" for bit in bits),
+                        *(f"\tdeassert_event{bit}\t\ttrue" for bit in bits),
+                        *(f"\tevent{bit}_state_ret\ttrue" for bit in bits)])
+    return DISCRETE_SDR.format(number=hex(number), entity=entity, index=index, sensor_type=sensor_type,
+                               reading_type=reading_type, events=events, name=name)
+
+
 # A fan: a threshold sensor in RPM (100 RPM a unit), lower thresholds non-critical 1200, critical 800,
 # non-recoverable 500, each going low logged.
 FAN_SDR = """
@@ -151,35 +152,6 @@ sdr type 1
 endsdr
 """
 
-# A severity sensor (a PSU's own temperature, the memory): discrete, generic reading type 07h, its transition to
-# OK and to non-recoverable asserted and deasserted with events.
-SEVERITY_SDR = """
-sdr type 1
-	sensor_owner_id		0x20
-	sensor_owner_lun	0
-	channel_number		0
-	sensor_number		{number}
-	entity_id		{entity}
-	entity_instance		{index}
-	sensor_type		{sensor_type}
-	init_scanning		true
-	init_events		true
-	init_sensor_type	true
-	default_event_gen_on	true
-	default_sensor_scan_on	true
-	sensor_auto_rearm	true
-	sensor_event_msg_ctrl	per_state
-	event_reading_type_code	0x07
-	assert_event0		true
-	assert_event6		true
-	deassert_event0		true
-	deassert_event6		true
-	event0_state_ret	true
-	event6_state_ret	true
-	id_string		"{name}"
-endsdr
-"""
-
 LAN_CONF = """\
 # provision lab: this node's BMC (ipmi_sim), on the node's own loopback only
 name "{name}"
@@ -214,12 +186,14 @@ WantedBy=multi-user.target
 
 
 def sdrs() -> str:
-    return SDR_HEADER + "".join(PSU_SDR.format(number=hex(PSU_SENSOR + i), index=i) for i in range(1, PSUS + 1)) \
-        + "".join(FAN_SDR.format(number=hex(FAN_SENSOR + i), index=i, m=FAN_RPM_PER_UNIT) for i in range(1, FANS + 1)) \
-        + "".join(SEVERITY_SDR.format(number=hex(PSU_TEMP_SENSOR + i), entity="power_supply", index=i,
-                                      sensor_type="Temperature", name=f"PSU{i} Over Temp") for i in range(1, PSUS + 1)) \
-        + SEVERITY_SDR.format(number=hex(MEMORY_SENSOR), entity="memory_device", index=1, sensor_type="Memory",
-                              name="DIMM Status")
+    psus = "".join(discrete_sdr(PSU_SENSOR + i, "power_supply", i, "Power_Supply", "0x6f",
+                                (PRESENCE, FAILURE, PREDICTIVE, AC_LOST), f"PSU{i} Status") for i in range(1, PSUS + 1))
+    fans = "".join(FAN_SDR.format(number=hex(FAN_SENSOR + i), index=i, m=FAN_RPM_PER_UNIT) for i in range(1, FANS + 1))
+    severity = (TRANSITION_TO_OK, TRANSITION_TO_NON_RECOVERABLE)
+    heat = "".join(discrete_sdr(PSU_TEMP_SENSOR + i, "power_supply", i, "Temperature", "0x07", severity,
+                                f"PSU{i} Over Temp") for i in range(1, PSUS + 1))
+    return SDR_HEADER + psus + fans + heat + discrete_sdr(MEMORY_SENSOR, "memory_device", 1, "Memory", "0x07", severity,
+                                                         "DIMM Status")
 
 
 def severity_sensors() -> list[str]:
