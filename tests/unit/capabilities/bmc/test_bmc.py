@@ -204,6 +204,13 @@ def record(line: str) -> str:
     return f"{ipmi.RECORD_HEADER}\n{line}\n"
 
 
+def test_a_fan_sensor_named_for_a_power_supply_is_that_supplys_and_a_supplys_status_stays_a_supplys():
+    psu_fan, = ipmi.parse_sdr("PSU1 Slow FAN1    | 5Ah | cr  | 10.1 | 0 RPM")
+    assert [t.kind for t in ipmi.sensor_troubles(psu_fan, "Fan")] == [ipmi.PSU_HEAT]
+    psu, = ipmi.parse_sdr("PSU1 Status      | 61h | cr  | 10.1 | ")
+    assert [t.kind for t in ipmi.sensor_troubles(psu, "Power Supply")] == [ipmi.PSU]
+
+
 def test_entries_after_the_recorded_one_are_judged():
     after, since = ipmi.since_record(LOG, record(LOG[1].line))
     assert after == LOG[2:] and "11/21/2026 03:12:09" in since
