@@ -131,6 +131,7 @@ from .load import cmd_load, cmd_psu
 from .kernel import boot, empty_ring, is_version, load_driver, write_proc_driver
 from .modes import apply_pending
 from .persistenced import persistenced_main
+from .recovery import after_boot as recovery_after_boot
 from .smi import smi_main
 from .state import live_daemon_pid, load_config, open_state, require_config, reset_volatile, sync_daemon
 
@@ -201,6 +202,7 @@ def cmd_reboot(args: list) -> int:
             apply_pending(record)  # pending ECC and MIG modes take effect; MIG instances do not survive
         state["daemon"] = None
         loaded = boot(state, config)
+        recovery_after_boot(state, loaded)  # a failing card fails again
         for record in state["gpus"] if loaded else []:  # the clock event counters count from the driver's load
             record["reasons_since"] = {bit: loaded for bit in record["reasons_since"]}
     if live_daemon_pid() is None:

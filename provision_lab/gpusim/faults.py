@@ -11,12 +11,13 @@ from .gpu import REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, n
 from .kernel import init_failed, kmsg, pci_short
 from .models import MODELS
 from .modes import ecc_on, mig_on
+from .recovery import FAULTS as RECOVERY_FAULTS, inject as inject_recovery, log_off_bus
 from .state import healthy, open_state, require_config
 
 FAULTS = ("off-bus", "gone", "init-failed", "pcie-degraded", "pcie-degraded-under-load", "ecc", "power-brake", "thermal", "pcie-errors", "nvlink-down",
-          "nvlink-errors", "bad-riser", "process", "mig-instances-gone", "clear")
+          "nvlink-errors", "bad-riser", "process", "mig-instances-gone", *RECOVERY_FAULTS, "clear")
 FAULT_USAGE = ("usage: gpusim fault GPU off-bus|gone|init-failed|pcie-degraded|pcie-degraded-under-load|ecc|power-brake|thermal|pcie-errors|nvlink-down|"
-               "nvlink-errors|bad-riser|process|mig-instances-gone|clear [--width N] [--gen N] [--remap-failure] [--link L]")
+               "nvlink-errors|bad-riser|process|mig-instances-gone|reset-required|needs-reboot|failing-card|clear [--width N] [--gen N] [--remap-failure] [--link L]")
 FAULT_OPTIONS = {"pcie-degraded": {"--width": True, "--gen": True},
                  "pcie-degraded-under-load": {"--width": True, "--gen": True}, "ecc": {"--remap-failure": False},
                  "nvlink-down": {"--link": True}, "nvlink-errors": {"--link": True}}
@@ -88,6 +89,8 @@ def cmd_fault(args: list) -> int:
             if not mig_on(record):
                 raise SimError(f"GPU {record['slot']} ({model.name}) is not in MIG mode: it has no MIG instances")
             record["gis"] = []
+        elif kind in RECOVERY_FAULTS:  # the driver asks for a reset or a reboot (recovery.py)
+            inject_recovery(state, record, kind)
         elif kind == "bad-riser":  # nothing at rest: load.py logs its errors while a load runs
             record["bad_riser"] = True
         elif kind == "nvlink-errors":
@@ -97,7 +100,7 @@ def cmd_fault(args: list) -> int:
         else:  # a repaired card; its lifetime ECC count is in its InfoROM and stays
             stop_apps(record)
             record.update(healthy(), off_bus=False, gone=False, init_failed=False, link=None, link_under_load=None,
-                          ecc_aggregate=record["ecc_aggregate"])
+                          ecc_aggregate=record["ecc_aggregate"], recovery_action=None, failing=False)
     return 0
 
 
@@ -114,9 +117,7 @@ def nvlink_of(record: dict, link) -> int:
 
 def fall_off_bus(state: dict, record: dict) -> None:
     record["off_bus"] = True
-    kmsg(state, f"NVRM: Xid (PCI:{pci_short(record['bus_id'])}): 79, pid='<unknown>', name=<unknown>, "
-                "GPU has fallen off the bus.")
-    kmsg(state, f"NVRM: GPU {record['bus_id'][4:].lower()}: GPU has fallen off the bus.")
+    log_off_bus(state, record)
 
 
 # An Xid line as the 5xx drivers print one the hardware raised, no process to blame ([XID79], [H100-DBE] and

@@ -9,7 +9,6 @@ compute_mode (None: Default; volatile, see state.VOLATILE), gis (the MIG instanc
 from __future__ import annotations
 
 from .apps import running
-from .errors import RC_OTHER, RC_OK
 from .models import MODELS
 from .state import reset_volatile
 
@@ -63,30 +62,9 @@ def apply_pending(record: dict) -> None:
     record["gis"] = []
 
 
-# nvidia-smi -r: each GPU reset in turn; one that something holds is refused (5xx driver wording).
-RESET_DONE = "GPU {bus} was successfully reset."
-RESET_HELD = ("GPU {bus} is currently in use by another process.\n\n1 device is currently being used by one or more "
-              "other processes (e.g., Fabric Manager, CUDA application, graphics application such as an X server, or "
-              "a monitoring application such as another instance of nvidia-smi). Please first kill all processes "
-              "using this device and all compute applications running in the system.")
-
-
 def reset_gpu(record: dict) -> None:
     """What a reset does to a GPU: pending modes in effect, MIG instances gone, settings back to their defaults,
     volatile ECC and NVLink error counts back to 0, a row marked for remapping remapped."""
     apply_pending(record)
     reset_volatile(record)
     record.update(ecc_volatile=0, remap_pending=False, nvlink_errors={})
-
-
-def run_reset(host, gpus: list) -> tuple:
-    """(output, rc) of nvidia-smi -r over the selected GPUs."""
-    lines, rc = [], RC_OK
-    for g in gpus:
-        if held(g.record, host.daemon):
-            lines.append(RESET_HELD.format(bus=g.bus_id))
-            rc = RC_OTHER
-            continue
-        reset_gpu(g.record)
-        lines.append(RESET_DONE.format(bus=g.bus_id))
-    return "\n".join(lines + ([] if rc else ["All done."])) + "\n", rc

@@ -14,7 +14,7 @@ from .env import effective_uid
 from .kernel import installed_driver
 from .migcaps import make_instance_devices
 from .migsmi import mig_main, parse_mig_args
-from .modes import run_reset
+from .reset import run_reset
 from .nvlink import parse_nvlink_args, render_nvlink
 from .report import parse_display, render_query
 from .setters import MODULE_POWER, SETTERS, run_setter

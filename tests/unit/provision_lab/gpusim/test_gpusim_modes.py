@@ -144,7 +144,8 @@ def test_a_gpu_something_holds_is_not_reset(sim: Sim, holder: str) -> None:
         sim.gpusim("fault", "0", "process")
     done = sim.smi("-r")
     assert done.returncode == 255
-    assert done.stdout.startswith(f"GPU {sim.bus(0)} is currently in use by another process.\n\n1 device is currently")
+    assert done.stdout.startswith(f"The following GPUs could not be reset:\n  GPU {sim.bus(0)}: In use by another "
+                                  "client\n\n1 device is currently")  # the 5xx wording (gpusim/reset.py)
     assert sim.query("ecc.mode.current,ecc.mode.pending") == [["Enabled", "Disabled"]]
     if holder == "process":
         sim.gpusim("fault", "0", "clear")
