@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from provision.commands.reboot import RebootOutcome, final_results, reboot_and_converge
 from provision.commands.run import Target, engine_for, run_stoppable
 from provision.commands import via_slurm
+from provision.commands.slurm_rollout import verifier
 from provision.commands.playbook import selected_tasks, unapplied_blocks, with_flag_tasks
 from provision.core.connection import SSHOptions
 from provision.core.plan import Task
@@ -50,7 +51,8 @@ def apply(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOption
         results = run_stoppable(engine, target.hosts)
     applied = Applied(results, engine.stop.signum)
     if reboot and not options.check and not engine.stop.signum:
-        applied.reboots, applied.after = reboot_and_converge(engine, serial, reboot_timeout)
+        applied.reboots, applied.after = reboot_and_converge(engine, serial, reboot_timeout,
+                                                             verifier(target, tasks, options, ssh))
     return applied
 
 

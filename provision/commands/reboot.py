@@ -7,6 +7,9 @@ not rebooted, and the report says which.
 
 Never the machine running provision: not a `local` host, and not one whose /etc/machine-id is this machine's
 (SSH to localhost, or to this machine by another name).
+
+A Slurm compute node is not rebooted over SSH: its reboot is handed to Slurm, which reboots it when its jobs end
+(commands/slurm_rollout.py); this rollout takes the hosts Slurm does not know.
 """
 
 from __future__ import annotations
@@ -15,15 +18,21 @@ import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from provision.capabilities import registry
 from provision.core.connection import Connection, Unreachable
 from provision.core.errors import ProvisionError
 from provision.capabilities.slurm.facts import SLURM_NODE_SNIPPET, parse_slurm_node
+from provision.commands.reboot_outcome import (FAILED, LEFT_TO_SLURM, NOT_BACK, NOT_RESUMED, NOT_STARTED,  # noqa: F401
+                                               REBOOTED, REFUSED, RebootOutcome, RebootTarget, refusal,
+                                               this_machine_id)
+from provision.commands import slurm_rollout
 from provision.inventory.model import Host
 from provision.core.results import UNREACHABLE, HostResult
+
+if TYPE_CHECKING:  # types only
+    from provision.verify import Verdict
 
 MARKER = "/run/provision/reboot-marker"
 # $1: the marker's token. Detached (setsid, no tty, no stdio) so the SSH command returns before the host goes.
@@ -32,57 +41,6 @@ REBOOT_SCRIPT = (
     "setsid sh -c 'sleep 1; if [ -d /run/systemd/system ]; then systemctl reboot; else reboot; fi' "
     ">/dev/null 2>&1 </dev/null &"
 )
-MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
-
-REBOOTED, NOT_BACK, REFUSED, FAILED, NOT_STARTED = "rebooted", "not back", "refused", "failed", "not rebooted"
-
-
-@dataclass
-class RebootTarget:
-    host: Host
-    reasons: list[str]
-    machine_id: str = ""
-    # Why it must not go down now, the capabilities' word on its facts (registry.reboot_refusals): the next boot's
-    # kernel has no NVIDIA module, say. Refused with that, and the command that fixes it; the others go on.
-    refusals: list[str] = field(default_factory=list)
-
-
-@dataclass
-class RebootOutcome:
-    host: str
-    reasons: list[str]
-    status: str = NOT_STARTED  # rebooted | not back | refused | failed | not rebooted
-    message: str = ""
-    batch: int = 0  # 1-based: the hosts rebooted together
-    sent: float | None = None  # seconds from the rollout's start: the reboot was sent
-    down: float | None = None  # SSH first refused (None: never seen down, a fast boot)
-    back: float | None = None  # SSH answers and the marker is gone
-    loaded_after: str | None = None  # the driver loaded after the boot (filled in by the caller)
-
-    @property
-    def seconds(self) -> float | None:
-        return round(self.back - self.sent, 1) if self.back is not None and self.sent is not None else None
-
-
-def this_machine_id() -> str:
-    for path in MACHINE_ID_FILES:
-        try:
-            return path.read_text().strip()
-        except OSError:
-            continue
-    return ""
-
-
-def refusal(target: RebootTarget, local_run: bool, own_id: str) -> str:
-    """Why this host must not be rebooted by this run, or ''."""
-    if target.refusals:
-        return "; ".join(target.refusals)
-    if local_run or target.host.connection == "local":
-        return "this is the machine running provision (a local connection): reboot it yourself"
-    if own_id and target.machine_id == own_id:
-        return f"this is the machine running provision (machine-id {own_id[:8]}…): reboot it yourself"
-    return ""
-
 
 @dataclass
 class Rollout:
@@ -193,14 +151,20 @@ def slurm_jobs_on(conn: Connection, host: Host) -> str:
             f"(scontrol update nodename={state.name} state=drain reason=\"driver upgrade\"), then --reboot again")
 
 
-def reboot_and_converge(engine, serial: int, timeout: float) -> tuple[list[RebootOutcome], list[HostResult]]:
-    """After engine.run: reboot its hosts whose reboot is pending (a Rollout), then run the same tasks on those
-    that came back (what only a loaded driver allows, the GPU tuning; a no-op for the rest). Returns the
-    outcomes, in inventory order, and the second run's results."""
+def reboot_and_converge(engine, serial: int, timeout: float,
+                        check: Callable[[list[Host]], dict[str, Verdict]] | None = None,
+                        ) -> tuple[list[RebootOutcome], list[HostResult]]:
+    """After engine.run: reboot its hosts whose reboot is pending, then run the same tasks on those that came back
+    (what only a loaded driver allows, the GPU tuning; a no-op for the rest). Slurm compute nodes are handed to
+    Slurm (commands/slurm_rollout.py), with those an earlier run's rollout still holds, where `check` (verify
+    with a short load) is given; the others reboot over SSH (a Rollout). Returns the outcomes, Slurm's first,
+    and the second run's results."""
     pending = [s for s in engine.states if s.result and s.result.reboot_pending and s.facts]
     targets = [RebootTarget(s.host, s.result.reboot_pending, s.facts.system.machine_id,
                             registry.reboot_refusals(s.host, s.facts)) for s in pending]
     facts = {s.host.name: s.facts for s in pending}
+    slurm_outcomes, slurm_after, targets = (slurm_rollout.run_over(engine, targets, serial, timeout, check,
+                                                                   this_machine_id()) if check else ([], [], targets))
 
     def prepare(conn: Connection, host: Host) -> None:
         conn.privilege = engine.privilege(host, facts[host.name])
@@ -213,17 +177,21 @@ def reboot_and_converge(engine, serial: int, timeout: float) -> tuple[list[Reboo
     loaded = {s.host.name: s.facts.driver.loaded for s in engine.states if s.facts}
     for outcome in outcomes:
         outcome.loaded_after = loaded.get(outcome.host)
-    return outcomes, after
+    return [*slurm_outcomes, *outcomes], [*slurm_after, *after]
 
 
 def final_results(first: list[HostResult], outcomes: list[RebootOutcome], after: list[HostResult]) -> list[HostResult]:
     """Each host's result as the run ends: the second run's for the hosts rebooted, the first one's for the others,
-    a host that did not come back unreachable."""
+    a host that did not come back unreachable, a Slurm node left drained after a failed verify failed."""
     again = {r.host: r for r in after}
     lost = {o.host: o for o in outcomes if o.status == NOT_BACK}
+    drained = {o.host: o for o in outcomes if o.status == NOT_RESUMED}
     final = []
     for result in first:
-        if result.host in again:
+        if result.host in drained:
+            final.append(replace(again.get(result.host, result), status=FAILED,
+                                 message=f"rebooted, and {drained[result.host].message}"))
+        elif result.host in again:
             final.append(again[result.host])
         elif result.host in lost:
             final.append(replace(result, status=UNREACHABLE, message=f"rebooted, and {lost[result.host].message}"))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from provision.capabilities.slurm.facts import DRAIN_REASON_PREFIX
+from provision.capabilities.slurm.reboots import REBOOT_REASON_PREFIX
 from provision.core.checks import fail, note
 
 if TYPE_CHECKING:  # types only
@@ -29,6 +30,9 @@ def check_slurm_node_is_in_service(node: Node) -> None:
              f"is slurmctld running on {slurm.controller}, and munged here with the cluster's key?")
     if state.out_of_service and state.reason.startswith(DRAIN_REASON_PREFIX):
         note(node, f"drained by verify: {state.reason} (`provision verify --resume` returns it once it passes)")
+    elif state.out_of_service and state.reason.startswith(REBOOT_REASON_PREFIX):
+        note(node, f"held by a reboot provision handed to Slurm: {state.reason} (`provision apply --reboot` "
+                   "returns it to service once it passes verify)")
     elif state.out_of_service:
         fail("the node in service (idle, mixed or allocated)",
              f"{'+'.join(state.states)}" + (f", reason: {state.reason}" if state.reason else ""),

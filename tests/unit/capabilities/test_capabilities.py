@@ -113,6 +113,8 @@ COMMANDS_USING_A_CAPABILITY = {
     "provision.commands.drain": {"slurm"},
     "provision.commands.playbook": {"system"},  # a template's problems, before any host is read
     "provision.commands.reboot": {"slurm"},
+    "provision.commands.slurm_reboot": {"slurm"},  # reboots handed to Slurm
+    "provision.commands.slurm_rollout": {"slurm"},
     # recover's GPU reset stops what holds the GPUs (DCGM, the fabric manager, persistenced) by their own names
     "provision.commands.recovery": {"dcgm", "fabric", "gpu"},
     "provision.commands.verify": {"active"},

@@ -153,7 +153,7 @@ def test_slurm_conf_for_one_controller_and_two_v100_nodes(inventory):
         "SlurmctldLogFile": "/var/log/slurm/slurmctld.log", "SlurmdLogFile": "/var/log/slurm/slurmd.log",
         "ProctrackType": "proctrack/cgroup", "TaskPlugin": "task/cgroup,task/affinity",
         "SelectType": "select/cons_tres", "SelectTypeParameters": "CR_Core", "ReturnToService": "2",
-        "MpiDefault": "none", "GresTypes": "gpu"}
+        "RebootProgram": "/usr/sbin/reboot", "ResumeTimeout": "1800", "MpiDefault": "none", "GresTypes": "gpu"}
 
 
 def test_node_and_partition_lines_have_the_shape_of_real_ones(inventory, real_output):
