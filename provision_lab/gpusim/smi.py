@@ -21,6 +21,7 @@ from .setters import MODULE_POWER, SETTERS, run_setter
 from .state import load_config, open_state, unload_idle_gpus
 from .table import render_list, render_table, render_version
 from .topo import render_topo
+from .xmlreport import render_xml
 
 # The library (nvidia-smi's NVML) is not the loaded kernel module's version: a driver installed, no reboot yet.
 # Since the 5xx drivers the library's version follows, as its first two components ("550.144", "570.124").
@@ -164,7 +165,7 @@ def smi_run_on(host: Host, opts: dict, action: str, value, gpus: list) -> tuple:
         if opts.get("xml"):
             if "display" in opts:
                 raise Exit(XML_WITH_DISPLAY, RC_INVALID)
-            raise SimError("nvidia-smi -q -x (XML) is not simulated")
+            return render_xml(host, gpus), RC_OK
         return render_query(host, gpus, parse_display(opts.get("display"))), RC_OK
     if action == "list":
         return render_list(gpus), RC_OK

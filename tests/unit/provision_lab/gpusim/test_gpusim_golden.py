@@ -99,6 +99,11 @@ CAPTURES = [
     Capture("persistenced-help.txt", program="nvidia-persistenced"),
 ]
 NOT_REPRODUCED = {"help-query-gpu.txt", "proc.txt", "pci.txt"}  # not simulated / not nvidia-smi
+# -q -x: the readings, what names the second H200 (h200-modes/ was captured on it), and that card's own history
+# (one PCIe replay, one aggregate SRAM parity error in L2)
+XML_MASKS = (r"^\t+<(?:timestamp|tx_util|rx_util|gpu_temp|gpu_temp_tlimit|memory_temp|average_power_draw|"
+             r"instant_power_draw|serial|uuid|pdi|module_id|replay_counter|sram_uncorrectable_parity|sram_l2)>"
+             r"(?P<v>[^<]*)</",)
 H200_CAPTURES = [Capture(name, masks=masks, folder=REAL_H200) for name, masks in (
     ("smi-q.txt", Q_READINGS), ("smi.txt", SMI_MASKS), ("supported-clocks.txt", (Q_TIMESTAMP,)), ("qsc.txt", ()),
     ("remapped.txt", ()), ("list.txt", ()), ("topo.txt", ()), ("nvlink.txt", ()), ("version.txt", ()))] + [
@@ -107,10 +112,9 @@ H200_CAPTURES = [Capture(name, masks=masks, folder=REAL_H200) for name, masks in
 ] + [Capture(name, masks=masks, folder=REAL_H200_MODES) for name, masks in (
     ("q-modes.txt", ()), ("q-d-compute.txt", (Q_TIMESTAMP,)), ("q-d-rows.txt", (Q_TIMESTAMP,)),
     ("q-d-reset.txt", ()), ("q-reset.txt", ()), ("mig-lgip.txt", ()), ("mig-lgipp.txt", ()), ("mig-lgi.txt", ()),
-    ("mig-lci.txt", ()), ("mig-lcip.txt", ()), ("mig-help.txt", ()))]
+    ("mig-lci.txt", ()), ("mig-lcip.txt", ()), ("mig-help.txt", ()), ("q-xml.txt", XML_MASKS))]
 H200_NOT_REPRODUCED = {
     "dmesg.txt", "proc.txt", "pci.txt", "stack.txt",  # not nvidia-smi's
-    "q-xml.txt",  # -q -x is not simulated
     "q-d-ecc.txt",  # its one aggregate SRAM parity error (in L2) is that card's history, not simulated
     # fabric.* read N/A unbracketed off an NVSwitch board; the simulator prints [N/A], which the lab's fabric
     # tests (tests/lab/test_fabric_manager.py, test_stack_upgrade.py) expect: to change together

@@ -199,3 +199,42 @@ def test_q_prints_a_mig_device_block_per_compute_instance_after_mig_mode(sim: Si
                       "24740 MiB", "0 MiB", "24740 MiB"]
     assert report[first + 21] == "    MIG Device" and report[first + 22].endswith(": 1")
     assert report[first + 42] == "    Accounting Mode                                    : Disabled"
+
+
+# A real <mig_device> of -q -x (code index file id 9942539751: driver 575, an H100's 3g.40gb, the parts it showed)
+REAL_XML_MIG_DEVICE = """\
+<mig_device>
+    <index>0</index>
+    <gpu_instance_id>1</gpu_instance_id>
+    <compute_instance_id>0</compute_instance_id>
+    <device_attributes>
+        <shared>
+            <multiprocessor_count>60</multiprocessor_count>
+            <copy_engine_count>3</copy_engine_count>
+            <encoder_count>0</encoder_count>
+            <decoder_count>3</decoder_count>
+            <ofa_count>0</ofa_count>
+            <jpg_count>3</jpg_count>
+        </shared>
+    </device_attributes>
+    <fb_memory_usage>
+        <total>40448 MiB</total>
+        <reserved>0 MiB</reserved>
+        <used>298 MiB</used>
+        <free>40151 MiB</free>
+    </fb_memory_usage>
+</mig_device>"""
+
+
+def test_xml_lists_the_mig_devices_as_a_real_driver_does(sim: Sim) -> None:
+    mig_on(sim)
+    assert "<mig_devices>\n\t\t\tNone\n\t\t</mig_devices>" in sim.ok("-q", "-x")  # as the real H200's, MIG off
+    sim.ok("mig", "-cgi", "9:4", "-C")
+    xml = sim.ok("-q", "-x")
+    block = xml.split("<mig_devices>\n", 1)[1].split("\t\t</mig_devices>", 1)[0]
+    got = [line.strip() for line in block.splitlines()]
+    real = [line.strip() for line in REAL_XML_MIG_DEVICE.splitlines()]
+    # the real block, but for the memory used (a process ran on it) and our BAR1 (which it left out)
+    assert got[:19] == real[:17] + ["<used>0 MiB</used>", "<free>40448 MiB</free>"]
+    assert got[20:] == ["<bar1_memory_usage>", "<total>24740 MiB</total>", "<used>0 MiB</used>",
+                        "<free>24740 MiB</free>", "</bar1_memory_usage>", "</mig_device>"]
