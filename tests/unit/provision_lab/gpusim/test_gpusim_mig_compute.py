@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 
 from builders.simulator import Sim, lines, pycache, sim
+from provision.capabilities.gpu.mig_listings import parse_compute_instances
+from provision.capabilities.gpu.mig_model import ComputeInstance, Placement
 
 __all__ = ["pycache", "sim"]  # the fixtures, used by name
 
@@ -89,6 +91,9 @@ def test_cci_by_name_twice_places_compute_instances_side_by_side(sim: Sim) -> No
         "+--------------------------------------------------------------------+",
         "|   0      1       MIG 1c.3g.40gb       0         1          1:1     |",
         "+--------------------------------------------------------------------+"]
+    # provision's facts read them as two compute instances apart, not the GPU instance's default one
+    assert parse_compute_instances(sim.ok("mig", "-lci")).rows == {0: [
+        ComputeInstance(1, "1c.3g.40gb", 0, 0, Placement(0, 1)), ComputeInstance(1, "1c.3g.40gb", 0, 1, Placement(1, 1))]}
     counts = [row.split()[6] for row in lines(sim.ok("mig", "-lcip")) if " MIG " in row]
     assert counts == ["1/3", "0/1", "0/1"]
     full = sim.smi("mig", "-gi", "1", "-cci", "2c.3g.40gb")
