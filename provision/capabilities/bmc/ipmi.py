@@ -237,8 +237,8 @@ _THRESHOLD_KIND = {"Fan": FAN, "Cooling Device": FAN, "Voltage": VOLTAGE, "Curre
 # A severity sensor's step up (generic reading type 07h): the part reached critical, or beyond recovery.
 _WORSE = ("transition to critical from less severe", "transition to non-recoverable")
 # A temperature or fan sensor named for a power supply is that supply's own: "PSU1 Over Temp", "PSU2 Slow FAN1"
-# (the GPU nodes in ipmi.py's docstring), "PS1 Temp".
-_PSU_NAMED = re.compile(r"\b(PSU|PS|PWS)\s?\d+\b", re.IGNORECASE)
+# (the GPU nodes in this docstring), "PS1 Temp"; OpenBMC's names join words with "_" ("PSU0_TEMP").
+_PSU_NAMED = re.compile(r"(?<![a-z])(PSU|PS|PWS)[ _]?\d+(?!\d)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

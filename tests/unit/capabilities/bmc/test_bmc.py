@@ -125,7 +125,10 @@ def test_a_psus_own_heat_and_fan_and_any_part_gone_non_recoverable_are_trouble_t
 
 @pytest.mark.parametrize("sensor_type, sensor, event, trouble", [
     ("Temperature", "PS1 Temp", "Upper Critical going high", ipmi.Trouble("Upper Critical going high", ipmi.PSU_HEAT)),
+    ("Temperature", "PSU0_TEMP", "Upper Non-recoverable going high",
+     ipmi.Trouble("Upper Non-recoverable going high", ipmi.PSU_HEAT)),
     ("Temperature", "CPU1 Temp", "Upper Critical going high", ipmi.Trouble("Upper Critical going high", ipmi.HEAT)),
+    ("Temperature", "GPS1 Temp", "Upper Critical going high", ipmi.Trouble("Upper Critical going high", ipmi.HEAT)),
     ("Temperature", "Inlet Temp", "Transition to Non-recoverable", ipmi.Trouble("non-recoverable", ipmi.HEAT)),
     ("Voltage", "PSU1 12V", "Transition to Critical from less severe", ipmi.Trouble("critical", ipmi.VOLTAGE)),
     ("Power Supply", "PSU2 Status", "Transition to Non-recoverable from less severe",
