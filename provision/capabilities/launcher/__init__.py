@@ -6,4 +6,4 @@ from provision.capabilities.launcher.settings import LauncherSettings
 from provision.capabilities.launcher.tasks import TorchrunLauncher
 
 CAPABILITY = Capability(name="launcher", settings=LauncherSettings, tasks=(TorchrunLauncher,), host_rules=rules.RULES,
-                        host_refusals=(rules.group_is_one_word,))
+                        host_refusals=(rules.group_is_one_word,), checks=(f"{__name__}.checks",))

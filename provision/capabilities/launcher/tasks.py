@@ -6,6 +6,7 @@ with the node count of the whole group, this node's GPU count, and the rendezvou
 Run the same command on every node, or submit the sbatch script, which takes those from the allocation.
 Beside the wrapper goes provision-allreduce, a smoke test to run through it (or the sbatch script): a real
 torch.distributed all-reduce, NCCL on GPUs or gloo on the CPU, that checks its sum and exits non-zero if wrong.
+On MIG slices one process per node, on one slice (launcher/mig.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import posixpath
 from typing import TYPE_CHECKING
 
 from provision.capabilities import clusters
+from provision.capabilities.launcher import mig
 from provision.core.plan import BlockTask, Plan
 from provision.capabilities.launcher.settings import LauncherSettings
 from provision.capabilities.system.files import plan_rendered
@@ -81,6 +83,14 @@ class TorchrunLauncher(BlockTask[LauncherSettings]):
         if nproc is None:
             plan.failed = why_not
             return plan
+        found = mig.slices(host, facts)
+        spans = mig.spans_slices(nproc, found)
+        if spans and found.laid_out:  # the inventory's own contradiction: refused before any host is touched
+            plan.problems.append(f"{spans}; {mig.FIX}")
+            return plan
+        if spans:
+            plan.failed, plan.failed_check = f"{spans}; {mig.FIX} (nothing written)", mig.CHECK
+            return plan
         everyone = self.cluster.everyone if self.cluster else [host]
         members = clusters.training_cluster(host, everyone) or [host]
         context = {
@@ -94,7 +104,9 @@ class TorchrunLauncher(BlockTask[LauncherSettings]):
             "nccl_env": host.settings.nccl.env_file if host.settings.nccl else None,
             "sbatch_path": sbatch_path(host), "allreduce": allreduce_path(host),
             "partition": clusters.partition_of(host) if host.settings.slurm else None,
-            "gpus_per_node": int(nproc) if launcher.nproc_per_node == "gpu" else len(facts.nvidia.gpus),
+            "gpus_per_node": 1 if found.any() else int(nproc) if launcher.nproc_per_node == "gpu"
+            else len(facts.nvidia.gpus),
+            "mig": found.any(),
         }
         files = [(wrapper_path(host), WRAPPER_TEMPLATE, "0755")]
         sbatch = sbatch_path(host)
