@@ -162,6 +162,16 @@ def fault(node, kind, gpu, nic, link, port, watts, lab_dir):
       gpu-bad-riser    the GPU's riser goes bad under heavy traffic: its link
                        logs corrected AER errors while a load runs (verify's
                        active run), none at rest; until clear
+      gpu-reset-required
+                       the driver asks for a GPU reset (recovery action
+                       Reset, Xid 154): `nvidia-smi -r` clears it once
+                       nothing holds the GPU (persistence daemon, fabric
+                       manager, DCGM, a process); so does a reboot
+      gpu-needs-reboot the GPU fell off the bus and came back (Xid 79), the
+                       driver asks for a reboot (Reboot, Xid 154): a reset
+                       leaves it, a reboot clears it
+      gpu-failing-card as gpu-needs-reboot, again after every reboot (a card
+                       to replace, same serial); until clear
       nic-down         a fabric cable is pulled (the node sees NO-CARRIER)
       nic-slow         a fabric port is cabled to the 1GbE switch: its speed
                        reads 1000 Mb/s, across reboots until clear

@@ -15,7 +15,7 @@ from provision_lab.system import LabError, run
 # The simulator's `fault GPU KIND` (KIND without "gpu-").
 GPU_FAULTS = ("gpu-off-bus", "gpu-gone", "gpu-init-failed", "pcie-degraded", "pcie-degraded-under-load", "gpu-ecc", "gpu-power-brake", "gpu-thermal",
               "gpu-pcie-errors", "gpu-nvlink-down", "gpu-nvlink-errors", "gpu-bad-riser", "gpu-process",
-              "gpu-mig-instances-gone")
+              "gpu-mig-instances-gone", "gpu-reset-required", "gpu-needs-reboot", "gpu-failing-card")
 NVLINK_FAULTS = ("gpu-nvlink-down", "gpu-nvlink-errors")  # these name a link: --link L (default 0)
 FAULTS = (*GPU_FAULTS, "nic-down", "nic-slow", *rdma.RDMA_FAULTS, "peermem-unloaded", "kernel-without-module",
           *bmc.FAULTS, "psu-weak",
@@ -27,6 +27,7 @@ SLOW_NIC_MBPS = 1000  # nic-slow: the port is cabled to the 1GbE switch (the see
 # error counters start over, sshd starts, a process on a GPU has died. A gone GPU, a degraded link, an NVLink link down, a power brake or
 # overheating, a pulled cable and a slow port stay.
 GONE_AT_REBOOT = ("gpu-off-bus", "gpu-ecc", "gpu-pcie-errors", "gpu-nvlink-errors", "gpu-process", "sshd-down",
+                  "gpu-reset-required", "gpu-needs-reboot",  # a failing card fails again at every boot
                   "gpu-mig-instances-gone",  # a reboot loses every MIG instance anyway: nothing of it stays
                   "ib-errors",  # an RDMA port's counters start over at 0; a pulled or slow IB cable stays
                   "peermem-unloaded")  # the boot loads what modules-load.d names (nodeinit.load_modules)
