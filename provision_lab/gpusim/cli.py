@@ -57,6 +57,9 @@ Usage (gpusim: `python -m provision_lab.gpusim`, `python provision_lab/gpusim`, 
                                          detached): --query-compute-apps lists it while it runs; clear ends it.
                                          mig-instances-gone: the GPU's MIG instances are gone (as after a
                                          crash or a driver reload), MIG mode stays on; refused where it is off.
+                                         reset-required, needs-reboot, failing-card: the driver asks for a GPU
+                                         reset or a reboot (recovery.py: gpu_recovery_action, Xid 154); -r or a
+                                         reboot ends the first, a reboot the second, clear only the third.
                                          clear: a repaired card: every fault above undone, its counts back to 0
                                          but the aggregate (lifetime) ECC count.
   gpusim set-driver VERSION              driver VERSION installed and loaded at once, without the reboot a real
