@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from provision import __version__
-from provision.cli import adhoc, inventory, run, standalone, verify
+from provision.cli import adhoc, inventory, recover, run, standalone, verify
 from provision.core.errors import InputError, ProvisionError
 from provision.core.results import EXIT_BAD_INPUT
 
@@ -65,5 +65,6 @@ def main() -> None:
 
 
 for command in (run.apply, run.facts, verify.verify, run.unlock, adhoc.clocks, adhoc.power, adhoc.persistence,
-                adhoc.ecc, adhoc.compute_mode, adhoc.mig, inventory.inventory, standalone.demo, standalone.advise):
+                adhoc.ecc, adhoc.compute_mode, adhoc.mig, inventory.inventory, standalone.demo, standalone.advise,
+                recover.recover):
     main.add_command(command)

@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # types only
     from provision.verify import Verdict
 
 APPLYING = ("apply", "clocks", "power", "persistence", "ecc", "compute-mode", "mig")  # the commands that change hosts
-HOST_COMMANDS = (*APPLYING, "facts", "verify", "unlock")
+CHANGING = (*APPLYING, "recover")  # the commands that change hosts: apply's run options (--check, --log, ...)
+HOST_COMMANDS = (*CHANGING, "facts", "verify", "unlock")
 EVERY_COMMAND = (*HOST_COMMANDS, "inventory", "advise", "demo")
 STOPPABLE = (*APPLYING, "verify")  # the first Ctrl-C or SIGTERM finishes what is in flight and reports
 
@@ -38,6 +39,7 @@ EXIT_CODES: tuple[ExitCode, ...] = (
     ExitCode(EXIT_OK, "ok", "every host was read", ("facts",)),
     ExitCode(EXIT_OK, "ok", "every host passed", ("verify",)),
     ExitCode(EXIT_OK, "ok", "no lock is left on the selected hosts", ("unlock",)),
+    ExitCode(EXIT_OK, "ok", "every node passes verify, after the steps it took", ("recover",)),
     ExitCode(EXIT_OK, "ok", "done", ("inventory", "advise")),
     ExitCode(EXIT_OK, "ok", "every step ran (otherwise the demo exits with the failed step's own code)", ("demo",)),
     ExitCode(EXIT_TASK_FAILED, "failed", "some task failed on some host", APPLYING),
@@ -46,15 +48,18 @@ EXIT_CODES: tuple[ExitCode, ...] = (
              ("facts",)),
     ExitCode(EXIT_TASK_FAILED, "failed", "some check failed on some host", ("verify",)),
     ExitCode(EXIT_TASK_FAILED, "left alone", "a lock was left alone: a live run holds it", ("unlock",)),
+    ExitCode(EXIT_TASK_FAILED, "failed", "some node still fails: it needs a person (a card to replace), its step "
+             "failed, its jobs still run, or it is out of service for a reason not provision's", ("recover",)),
     ExitCode(EXIT_BAD_INPUT, "bad input", "bad input (the inventory, a playbook, an option): no host was touched",
              EVERY_COMMAND),
     ExitCode(EXIT_UNREACHABLE, "unreachable", "some host was unreachable (5 = both 1 and 4)", HOST_COMMANDS),
     ExitCode(EXIT_WOULD_CHANGE, "would change", "--check only: some host would change (a drift gate for scripts)",
              APPLYING),
+    ExitCode(EXIT_WOULD_CHANGE, "would change", "--check only: some node would take a step", ("recover",)),
     ExitCode(EXIT_REBOOT_PENDING, "reboot pending", "some host waits for a reboot: a driver installed loads at the "
              "next boot, an ECC mode set takes effect then (provision apply --reboot); not a failure", APPLYING),
     ExitCode(EXIT_NOT_WRITTEN, "not written", "the run log (--log) could not be written to the end; the results "
-             "shown stand", APPLYING),
+             "shown stand", CHANGING),
     ExitCode(EXIT_NOT_WRITTEN, "not written", "the --junitxml or --prometheus file could not be written to the "
              "end; the verdicts shown stand", ("verify",)),
     ExitCode(EXIT_NOT_TESTED, "not tested", "--active: some node, port or all-reduce was not tested", ("verify",)),
@@ -104,6 +109,16 @@ def verify_status(verdicts: list[Verdict], stopped: int | None = None, unwritten
     flags = ((EXIT_TASK_FAILED if FAIL in statuses else 0) | (EXIT_UNREACHABLE if UNREACHABLE in statuses else 0)
              | (EXIT_NOT_TESTED if any(v.not_tested for v in verdicts) else 0))
     return exit_status(flags, stopped, unwritten)
+
+
+def recover_status(statuses: Iterable[str], unreachable: str, planned: str, fine: Iterable[str],
+                   unwritten: Sequence[str] = ()) -> int:
+    """recover: from what became of each node (commands/recover.py): fine, planned (--check), unreachable, or
+    still failing."""
+    found, ok = set(statuses), set(fine)
+    return exit_status((EXIT_UNREACHABLE if unreachable in found else 0)
+                       | (EXIT_WOULD_CHANGE if planned in found else 0)
+                       | (EXIT_TASK_FAILED if found - ok - {unreachable, planned} else 0), None, unwritten)
 
 
 def unlock_status(statuses: Iterable[str]) -> int:

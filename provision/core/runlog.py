@@ -66,6 +66,10 @@ class RunLog:
         self._write({"event": "task", "host": host, "task": result.name, "status": result.status,
                      "check": check, "message": result.message, "items": items})
 
+    def step(self, host: str, step: str, why: str, said: str, ok: bool) -> None:
+        """One step of `provision recover` on a host: what it was, why it was chosen, what came of it."""
+        self._write({"event": "step", "host": host, "step": step, "why": why, "said": said, "ok": ok})
+
     def summary(self, results: list[HostResult], check: bool, aborted: str = "") -> None:
         """The end of a run; aborted: the signal that stopped it (the hosts not started say so)."""
         self._write({"event": "end", "check": check} | ({"aborted": aborted} if aborted else {})

@@ -115,7 +115,9 @@ COMMANDS_USING_A_CAPABILITY = {
     "provision.commands.reboot": {"slurm"},
     "provision.commands.slurm_reboot": {"slurm"},  # reboots handed to Slurm
     "provision.commands.slurm_rollout": {"slurm"},
-    # recover's GPU reset stops what holds the GPUs (DCGM, the fabric manager, persistenced) by their own names
+    # recover drains and resumes in Slurm by provision's own reasons; its GPU reset stops what holds the GPUs
+    # (DCGM, the fabric manager, persistenced) by their own names
+    "provision.commands.recover": {"slurm"},
     "provision.commands.recovery": {"dcgm", "fabric", "gpu"},
     "provision.commands.verify": {"active"},
     "provision.commands.via_slurm": {"slurm"},

@@ -9,7 +9,7 @@ import pytest
 
 from provision.capabilities.registry import RUN_FLAGS
 from provision.cli import main
-from provision.commands.exit_codes import APPLYING, HOST_COMMANDS
+from provision.commands.exit_codes import CHANGING, HOST_COMMANDS
 
 SHARED = {"-i", "--inventory", "-e", "--extra-vars", "--local", "-l", "--limit", "--list-hosts", "-u", "--user",
           "-b", "--become", "-K", "--ask-become-pass", "--ask-sudo-pass", "-f", "--forks", "--json", "-v",
@@ -32,7 +32,7 @@ def test_every_host_command_takes_the_shared_options(name):
     command = commands()[name]
     given = set(options_of(command))
     assert SHARED <= given, sorted(SHARED - given)
-    assert (RUN <= given) == (name in APPLYING), sorted(RUN - given)
+    assert (RUN <= given) == (name in CHANGING), sorted(RUN - given)
     flags = {flag.option for flag in RUN_FLAGS if name in flag.commands}
     assert flags <= given and not ({flag.option for flag in RUN_FLAGS} - flags) & given
     arguments = [p.name for p in command.params if isinstance(p, click.Argument)]

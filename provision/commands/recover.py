@@ -1,0 +1,390 @@
+"""provision recover: over the nodes verify fails (or --limit), the recovery ladder (commands/recovery/ladder.py)
+one step at a time, each followed by verify:
+
+  apply    converge what drifted (the playbook, as `apply --limit NODE`)
+  reset    drain in Slurm, wait for the node's jobs (--now: cancel them), stop what holds the GPUs, nvidia-smi -r
+           (commands/recovery/gpureset.py), start them again, apply the GPU settings again
+  reboot   drain, then Slurm's reboot once the jobs end (commands/slurm_reboot.py) on a Slurm node, else over SSH
+           as `apply --reboot` does (commands/reboot.py)
+  service  a person must act: the node stays drained; a card a reboot did not mend is recorded for replacement
+           (commands/recovery/cards.py) and named in the report
+
+A node that passes is resumed, where provision drained it; never one drained for another reason. Each step is
+written to the run log with why it was chosen. --check reads and verifies and says the first step of each node,
+touching nothing. The nodes go up the ladder side by side: one whose step fails or waits holds no other.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from provision.capabilities.slurm.facts import DRAIN_REASON_PREFIX, SlurmNodeState
+from provision.capabilities.slurm.reboots import BACK, is_ours
+from provision.commands.drain import REASON_CHARS, SlurmAction
+from provision.commands.reboot import BUSY_STATES, REBOOTED, RebootTarget, Rollout
+from provision.commands.recovery import cards, gpureset
+from provision.commands.recovery.ladder import DONE, LEFT, Step, Tried, after, gpus_to_reset, next_step
+from provision.commands.run import Target, connector, engine_for
+from provision.commands.slurm_reboot import SlurmReboots
+from provision.commands.via_slurm import controller_of
+from provision.core.checks import APPLY, REBOOT, RESET, SERVICE
+from provision.core.connection import Connection, SSHOptions
+from provision.core.errors import ProvisionError
+from provision.core.plan import FAILED, Task
+from provision.core.results import UNREACHABLE as HOST_UNREACHABLE
+from provision.core.run import Engine, RunOptions
+from provision.core.runlog import RunLog
+from provision.inventory.model import Host
+from provision.verify import UNREACHABLE, Node, Verdict, run_checks
+from provision.verify.backend import testinfra_host
+
+if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
+
+# What became of a node
+PASSES = "passes"  # verify found nothing: nothing done
+RECOVERED = "recovered"  # a step cleared every cause; verify passed after it
+PLANNED = "planned"  # --check: the step it would take
+NEEDS_SERVICE = "needs service"  # drained: a person must act (a card to replace, a part the vendor mends)
+WARNINGS_LEFT = "warnings left"  # only warnings apply did not mend: the node works, slower
+STEP_FAILED = "step failed"  # a step could not be done (left drained where it was)
+WAITING = "waiting"  # drained; its jobs still run: a later recover (or --now) goes on
+NOT_OURS = "left alone"  # out of service for a reason that is not provision's
+UNREACHED = "unreachable"
+
+MAX_PASSES = 6  # a ladder of four rungs, and a setting a reboot lost: past it, a node that still fails is a person's
+GPU_TAG = "gpu"  # the tasks a reset's lost settings come back from (persistence, power, clocks, modes, MIG)
+DRAIN_PREFIX = f"{DRAIN_REASON_PREFIX} recover"
+
+
+@dataclass
+class StepDone:
+    """One step taken on a node: what, why, what came of it."""
+
+    action: str
+    why: str
+    said: str
+    ok: bool
+
+
+@dataclass
+class Recovery:
+    host: str
+    status: str = PASSES
+    message: str = ""
+    steps: list[StepDone] = field(default_factory=list)
+    plan: str = ""  # --check: the first step and why
+    cards: list[cards.Card] = field(default_factory=list)
+
+
+@dataclass
+class Options:
+    """What recover is told: --check, --now, how long to wait for jobs and for a reboot."""
+
+    check: bool = False
+    now: bool = False  # cancel the node's jobs rather than wait for them
+    wait: float = 3600.0  # seconds for a node's jobs to end before it is left drained for a later run
+    reboot_timeout: float = 1800.0
+    poll: float = 5.0
+
+
+class Deadline:
+    """True once its time has passed: how long SlurmReboots.wait_back waits for a node's jobs."""
+
+    def __init__(self, seconds: float):
+        self.at = time.monotonic() + seconds
+
+    def __bool__(self) -> bool:
+        return time.monotonic() > self.at
+
+
+@dataclass
+class Ladder:
+    """One recover run: the hosts' ladders side by side."""
+
+    target: Target
+    tasks: list[Task]
+    options: RunOptions
+    ssh: SSHOptions
+    log: RunLog
+    told: Options
+    tried: dict[str, list[Tried]] = field(default_factory=dict)
+
+    def engine(self, tasks: list[Task] | None = None) -> Engine:
+        return engine_for(self.target, self.tasks if tasks is None else tasks, self.options, self.ssh, self.log)
+
+    def notice(self, message: str) -> None:
+        self.options.notice(message)
+
+    def run(self) -> list[Recovery]:
+        recoveries = {h.name: Recovery(h.name) for h in self.target.hosts}
+        hosts = list(self.target.hosts)
+        for number in range(MAX_PASSES + 1):  # each pass takes every host one rung up at most, then verifies
+            if not hosts:
+                break
+            looked = self.look(hosts)
+            acting: list[tuple[Host, HostFacts, Step]] = []
+            for host in hosts:
+                facts, verdict = looked[host.name]
+                step = self.decide(host, verdict, recoveries[host.name])
+                if step is not None and facts is not None:
+                    acting.append((host, facts, step))
+            if number == MAX_PASSES:  # still climbing: a person looks
+                for host, _, step in acting:
+                    recovery = recoveries[host.name]
+                    recovery.status = STEP_FAILED
+                    recovery.message = f"still failing after {len(recovery.steps)} steps; next: {step.action}"
+                break
+            with ThreadPoolExecutor(max_workers=max(1, min(len(acting), self.options.forks))) as pool:
+                done = list(pool.map(lambda job: self.take(job[0], job[1], job[2], recoveries[job[0].name]), acting))
+            hosts = [host for (host, _, step), ok in zip(acting, done) if ok]
+            for host, _, step in acting:
+                self.tried.setdefault(host.name, []).append(after(step))
+        return [recoveries[h.name] for h in self.target.hosts]
+
+    def look(self, hosts: list[Host]) -> dict[str, tuple[HostFacts | None, Verdict]]:
+        """Read and verify the hosts (as `provision verify`); the facts and the verdict of each."""
+        engine = self.engine()
+        states = engine.read_facts(hosts, keep_open=True)
+        try:
+            nodes = [Node(s.host.name, s.host, s.facts, self.tasks, testinfra_host(s.host.name, s.conn),
+                          self.target.inventory_path) for s in states if s.facts is not None and s.conn is not None]
+            checked = run_checks(nodes) if nodes else {}
+        finally:
+            engine.close(states)
+        return {s.host.name: (s.facts, checked.get(s.host.name) or Verdict(
+            s.host.name, UNREACHABLE, s.result.message if s.result else "not read")) for s in states}
+
+    def decide(self, host: Host, verdict: Verdict, recovery: Recovery) -> Step | None:
+        """The node's next step, or None where its ladder ends here (said in `recovery`)."""
+        if verdict.status == UNREACHABLE:
+            recovery.status, recovery.message = UNREACHED, verdict.message
+            return None
+        step = next_step(verdict, self.tried.get(host.name, []))
+        if step.action == DONE:
+            recovery.status = RECOVERED if recovery.steps else PASSES
+            recovery.message = "" if self.told.check else self.resume(host)
+            return None
+        if step.action == LEFT:
+            recovery.status = WARNINGS_LEFT
+            recovery.message = "; ".join(r.words() for r in step.reasons)
+            return None
+        if self.told.check:
+            recovery.status, recovery.plan = PLANNED, f"{step.action}: {step.why()}"
+            return None
+        slurm = self.slurm_node(host)
+        if slurm and slurm.out_of_service and not is_ours(slurm.reason):
+            recovery.status = NOT_OURS
+            recovery.message = (f"Slurm node {slurm.name} is out of service for another reason "
+                                f"({slurm.reason or 'none given'}): not touched")
+            return None
+        return step
+
+    def take(self, host: Host, facts: HostFacts, step: Step, recovery: Recovery) -> bool:
+        """Do the step on the node; True when verify should look again (the step was done)."""
+        why = step.why()
+        self.notice(f"{host.name}: {step.action} ({why})")
+        try:
+            said, ok, status = self.do(host, facts, step)
+        except ProvisionError as exc:
+            said, ok, status = str(exc), False, STEP_FAILED
+        recovery.steps.append(StepDone(step.action, why, said, ok))
+        self.log.step(host.name, step.action, why, said, ok)
+        self.notice(f"{host.name}: {said}")
+        if not ok:
+            recovery.status, recovery.message = status, said
+        elif step.action == SERVICE:
+            recovery.status, recovery.message = NEEDS_SERVICE, said
+            return False
+        return ok
+
+    def do(self, host: Host, facts: HostFacts, step: Step) -> tuple[str, bool, str]:
+        """(what came of it, whether it was done, the node's status where it was not)."""
+        if step.drains:  # a person's node is only drained; a reset or reboot waits for its jobs too
+            held, status = self.drain(host, step, wait=step.action != SERVICE)
+            if held:
+                return held, False, status
+        if step.action == APPLY:
+            return self.apply(host, self.tasks)
+        if step.action == RESET:
+            return self.reset(host, facts, step)
+        if step.action == REBOOT:
+            return self.reboot(host, facts, step)
+        return self.mark_cards(host, facts, step), True, NEEDS_SERVICE
+
+    # Slurm: drain, jobs, resume (asked of the controller, which answers while the node is down)
+
+    def controller(self, host: Host) -> SlurmReboots | None:
+        slurm = host.settings.slurm
+        if slurm is None or not slurm.runs_jobs(host.name):
+            return None
+        return SlurmReboots(controller_of([host], self.target.everyone, self.target.inventory_path),
+                            connector(self.target.local, self.ssh), self.notice)
+
+    def slurm_node(self, host: Host) -> SlurmNodeState | None:
+        reboots = self.controller(host)
+        if reboots is None:
+            return None
+        try:
+            return reboots.node_of(host, reboots.states())
+        finally:
+            reboots.close()
+
+    def drain(self, host: Host, step: Step, wait: bool) -> tuple[str, str]:
+        """Out of Slurm's service with provision's reason, its jobs ended (waited for, or cancelled with --now):
+        ('', '') when done (or not a Slurm node), else why the step cannot go on and the node's status."""
+        reboots = self.controller(host)
+        if reboots is None:
+            return "", ""
+        try:
+            node = reboots.node_of(host, reboots.states())
+            if node is None:
+                return f"slurmctld lists no node at {host.address}", STEP_FAILED
+            if not node.out_of_service:
+                reason = " ".join(f"{DRAIN_PREFIX} {step.action}: {step.why()}".split())[:REASON_CHARS]
+                drained = reboots.scontrol(SlurmAction(host.name, node.name, "drain", reason).argv())
+                if not drained.ok:
+                    return f"could not drain {node.name}: {drained.output.strip()[-300:]}", STEP_FAILED
+            if wait and self.told.now:
+                reboots.scontrol(["scancel", f"--nodelist={node.name}"])
+            deadline = Deadline(self.told.wait if wait else 0)
+            while wait:
+                node = reboots.node_of(host, reboots.states())
+                if node is None or not BUSY_STATES & set(node.states):
+                    break
+                if deadline:
+                    return (f"drained; its jobs still run after {self.told.wait:g} s (State={'+'.join(node.states)}): "
+                            "recover again once they end, or with --now"), WAITING
+                time.sleep(self.told.poll)
+            return "", ""
+        finally:
+            reboots.close()
+
+    def resume(self, host: Host) -> str:
+        """Back into Slurm's service where provision drained it; what was done."""
+        reboots = self.controller(host)
+        if reboots is None:
+            return ""
+        try:
+            node = reboots.node_of(host, reboots.states())
+            if node is None or not node.out_of_service:
+                return ""
+            return reboots.resume(host) or f"resumed in Slurm (was: {node.reason})"
+        finally:
+            reboots.close()
+
+    # The steps
+
+    def apply(self, host: Host, tasks: list[Task]) -> tuple[str, bool, str]:
+        result = self.engine(tasks).run([host])[0]
+        failed = [t.name for t in result.tasks if t.status == FAILED]
+        if result.status == HOST_UNREACHABLE or failed:
+            return f"apply failed: {result.message or ', '.join(failed)}", False, STEP_FAILED
+        return f"applied ({result.status})", True, ""
+
+    def reset(self, host: Host, facts: HostFacts, step: Step) -> tuple[str, bool, str]:
+        gpus = gpus_to_reset(step, facts.fabric is not None and facts.fabric.has_nvswitch)
+        held = gpureset.holders(facts)
+        engine = self.engine()
+        conn = engine.connect(host)
+        conn.open()
+        try:
+            conn.privilege = engine.privilege(host, facts)
+            done = conn.run(["sh", "-c", gpureset.reset_script(gpus, held)], sudo=True, timeout=600)
+        finally:
+            conn.close()
+        which = ", ".join(gpus) if gpus else "every GPU"
+        said = " ".join(done.output.split())
+        if not done.ok:
+            return f"reset of {which} failed: {said[-400:]}", False, STEP_FAILED
+        applied, ok, status = self.apply(host, [t for t in self.tasks if GPU_TAG in t.tags])
+        return f"reset {which} ({said[-300:]}); GPU settings {applied}", ok, status
+
+    def reboot(self, host: Host, facts: HostFacts, step: Step) -> tuple[str, bool, str]:
+        reboots = self.controller(host)
+        if reboots is not None:
+            try:
+                refused = reboots.request(host, f"recover: {step.why()}")
+                if refused:
+                    return refused, False, STEP_FAILED
+                phase = reboots.wait_back([host], self.told.reboot_timeout,
+                                          Deadline(self.told.wait + self.told.reboot_timeout)).get(host.name, "")
+            finally:
+                reboots.close()
+            if phase != BACK:
+                return f"Slurm's reboot did not end: {phase}", False, WAITING
+            return "rebooted by Slurm (drained until verify passes)", True, ""
+        engine = self.engine()
+        target = RebootTarget(host, [step.why()], facts.system.machine_id)
+
+        def prepare(conn: Connection, host: Host) -> None:
+            conn.privilege = engine.privilege(host, facts)
+
+        outcome = Rollout(engine.connect, prepare, timeout=self.told.reboot_timeout, notice=self.notice,
+                          local_run=self.options.local).run([target])[0]
+        if outcome.status != REBOOTED:
+            return f"reboot {outcome.status}: {outcome.message}", False, STEP_FAILED
+        return f"rebooted over SSH, back after {outcome.seconds} s", True, ""
+
+    def mark_cards(self, host: Host, facts: HostFacts, step: Step) -> str:
+        """The cards a reboot did not mend, recorded for replacement; what the report says."""
+        when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        said = []
+        boards = self.serials(host, facts) if step.replace else {}
+        for reason in step.replace:
+            for slot in reason.about or ("",):
+                card = card_of(host.name, slot, facts, boards, f"{reason.check}: {reason.found}")
+                try:
+                    said.append(cards.mark(card, when).words())
+                except OSError as exc:
+                    said.append(f"{card.words()} (not recorded: {exc.strerror or exc})")
+        people = [r.words() for r in step.reasons if r.step == SERVICE and r not in step.replace]
+        return "; ".join([*said, *(f"for a person: {p}" for p in people)]) or "drained for a person"
+
+    def serials(self, host: Host, facts: HostFacts) -> dict[str, str]:
+        """Slot -> board serial of each GPU nvidia-smi reads (none where it reads none)."""
+        conn = connector(self.target.local, self.ssh)(host)
+        try:
+            conn.open()
+            read = conn.run(SERIALS, timeout=60)
+        except ProvisionError:
+            return {}
+        finally:
+            conn.close()
+        found = {}
+        for line in read.stdout.splitlines() if read.ok else []:
+            bus_id, _, serial = (part.strip() for part in line.partition(","))
+            if serial and serial not in ("N/A", "[N/A]"):
+                found[short_slot(bus_id)] = serial
+        return found
+
+
+# The board serial nvidia-smi reads for each GPU (the field NVIDIA's RMA process asks for).
+SERIALS = ["nvidia-smi", "--query-gpu=pci.bus_id,serial", "--format=csv,noheader"]
+
+
+def card_of(host: str, slot: str, facts: HostFacts, serials: dict[str, str], failed: str) -> cards.Card:
+    """The card in `slot`: its serial where nvidia-smi read one, else its UUID (the facts', or the last good
+    run's record of the slot)."""
+    uuid = next((g.uuid for g in facts.nvidia.gpus if short_slot(g.bus_id) == short_slot(slot)), "")
+    if not uuid and facts.gpu_layout is not None:
+        uuid = next((g.uuid for g in facts.gpu_layout if short_slot(g.bus_id) == short_slot(slot)), "")
+    serial = serials.get(short_slot(slot)) or uuid or f"{host}-{slot or 'unknown'}"
+    return cards.Card(serial, host, slot, uuid, [failed])
+
+
+def short_slot(bus_id: str) -> str:
+    """A PCI address without its domain, lower case: nvidia-smi's 8-digit domain and the kernel's 4-digit one
+    name the same slot."""
+    return bus_id.lower().split(":", 1)[-1] if bus_id.count(":") == 2 else bus_id.lower()
+
+
+def recover(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, log: RunLog,
+            told: Options) -> list[Recovery]:
+    """Each selected host's recovery, in inventory order."""
+    return Ladder(target, tasks, options, ssh, log, told).run()
+
