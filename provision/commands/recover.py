@@ -31,6 +31,7 @@ from provision.commands.recovery.ladder import DONE, LEFT, Step, Tried, after, g
 from provision.commands.run import Target, connector, engine_for
 from provision.commands.slurm_reboot import SlurmReboots
 from provision.commands.via_slurm import controller_of
+from provision.core import pci
 from provision.core.checks import APPLY, REBOOT, RESET, SERVICE
 from provision.core.connection import Connection, SSHOptions
 from provision.core.errors import ProvisionError
@@ -359,7 +360,7 @@ class Ladder:
         for line in read.stdout.splitlines() if read.ok else []:
             bus_id, _, serial = (part.strip() for part in line.partition(","))
             if serial and serial not in ("N/A", "[N/A]"):
-                found[short_slot(bus_id)] = serial
+                found[pci.slot(bus_id)] = serial
         return found
 
 
@@ -370,17 +371,11 @@ SERIALS = ["nvidia-smi", "--query-gpu=pci.bus_id,serial", "--format=csv,noheader
 def card_of(host: str, slot: str, facts: HostFacts, serials: dict[str, str], failed: str) -> cards.Card:
     """The card in `slot`: its serial where nvidia-smi read one, else its UUID (the facts', or the last good
     run's record of the slot)."""
-    uuid = next((g.uuid for g in facts.nvidia.gpus if short_slot(g.bus_id) == short_slot(slot)), "")
+    uuid = next((g.uuid for g in facts.nvidia.gpus if pci.slot(g.bus_id) == pci.slot(slot)), "")
     if not uuid and facts.gpu_layout is not None:
-        uuid = next((g.uuid for g in facts.gpu_layout if short_slot(g.bus_id) == short_slot(slot)), "")
-    serial = serials.get(short_slot(slot)) or uuid or f"{host}-{slot or 'unknown'}"
+        uuid = next((g.uuid for g in facts.gpu_layout if pci.slot(g.bus_id) == pci.slot(slot)), "")
+    serial = serials.get(pci.slot(slot)) or uuid or f"{host}-{slot or 'unknown'}"
     return cards.Card(serial, host, slot, uuid, [failed])
-
-
-def short_slot(bus_id: str) -> str:
-    """A PCI address without its domain, lower case: nvidia-smi's 8-digit domain and the kernel's 4-digit one
-    name the same slot."""
-    return bus_id.lower().split(":", 1)[-1] if bus_id.count(":") == 2 else bus_id.lower()
 
 
 def recover(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, log: RunLog,

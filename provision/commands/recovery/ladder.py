@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from provision.core import pci
 from provision.core.checks import REBOOT, REMEDIES, RESET, SERVICE, WARNING
 from provision.verify import Verdict
 
@@ -111,22 +112,17 @@ def after(step: Step) -> Tried:
 
 
 def gpus_to_reset(step: Step, nvswitch: bool) -> tuple[str, ...]:
-    """The bus ids of the GPUs the reset-class causes name, or () for every GPU: on an NVSwitch board (NVIDIA's
-    fabric manager guide resets all GPUs together there) or when a cause names no GPU."""
+    """The PCI addresses ("0000:3b:00.0", as nvidia-smi -i takes them) of the GPUs the reset-class causes name, or
+    () for every GPU: on an NVSwitch board (NVIDIA's fabric manager guide resets all GPUs together there) or when a
+    cause names no GPU."""
     if nvswitch:
         return ()
     named: list[str] = []
     for reason in step.reasons:
         if reason.step != RESET:
             continue
-        gpus = [about for about in reason.about if is_bus_id(about)]
+        gpus = [pci.address(about) for about in reason.about if pci.address(about)]
         if not gpus:
             return ()
         named += [gpu for gpu in gpus if gpu not in named]
     return tuple(named)
-
-
-def is_bus_id(subject: str) -> bool:
-    """A GPU's PCI address as nvidia-smi or the kernel prints it (domain:bus:device.function)."""
-    parts = subject.split(":")
-    return len(parts) == 3 and "." in parts[2] and all(c in "0123456789abcdefABCDEF" for c in parts[0])

@@ -3,7 +3,7 @@ cause the step did not clear."""
 
 from __future__ import annotations
 
-from provision.commands.recovery.ladder import DONE, LEFT, after, gpus_to_reset, is_bus_id, next_step
+from provision.commands.recovery.ladder import DONE, LEFT, after, gpus_to_reset, next_step
 from provision.core.checks import APPLY, CRITICAL, ERROR, REBOOT, RESET, SERVICE, WARNING
 from provision.verify import FAIL, PASS, Verdict
 from provision.verify.model import Failure
@@ -83,13 +83,15 @@ def test_a_person_is_service_at_once() -> None:
 
 def test_the_gpus_to_reset_are_those_the_causes_name_or_all_of_them() -> None:
     two = next_step(node(reset_required(GPU0), reset_required(GPU1), drifted()))
-    assert gpus_to_reset(two, nvswitch=False) == (GPU0, GPU1)
+    assert gpus_to_reset(two, nvswitch=False) == ("0000:18:00.0", "0000:2a:00.0")
     assert gpus_to_reset(two, nvswitch=True) == ()  # an NVSwitch board resets every GPU together
     unnamed = next_step(node(Failure("no_reset_required_in_kernel_log", "none", "NV_ERR_RESET_REQUIRED",
                                      remedy=RESET, severity=CRITICAL)))
     assert gpus_to_reset(unnamed, nvswitch=False) == ()
 
 
-def test_bus_ids_are_told_from_other_subjects() -> None:
-    assert is_bus_id(GPU0) and is_bus_id("0000:41:00.0")
-    assert not is_bus_id("ens803f1") and not is_bus_id("GPU-5c3a")
+def test_a_gpu_named_by_its_slot_is_reset_by_its_address_and_other_subjects_are_not_gpus() -> None:
+    step = next_step(node(reset_required("0000:3b:00"), Failure("nic", "up", "down", about=["ens803f1"],
+                                                                remedy=RESET)))
+    assert gpus_to_reset(step, nvswitch=False) == ()  # a reset cause that names no GPU: every GPU
+    assert gpus_to_reset(next_step(node(reset_required("0000:3b:00"))), nvswitch=False) == ("0000:3b:00.0",)

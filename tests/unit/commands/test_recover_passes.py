@@ -13,6 +13,7 @@ from provision.commands import recover
 from provision.commands.recovery import cards
 from provision.commands.recovery.ladder import Step
 from provision.commands.run import Target
+from provision.core import pci
 from provision.core.checks import RESET
 from provision.core.run import RunOptions
 from provision.core.runlog import RunLog
@@ -48,7 +49,7 @@ class Scripted(recover.Ladder):
         return ""
 
     def serials(self, host, facts):
-        return {recover.short_slot(g.bus_id): f"SN-{g.index}" for g in facts.nvidia.gpus}
+        return {pci.slot(g.bus_id): f"SN-{g.index}" for g in facts.nvidia.gpus}
 
     def do(self, host, facts, step: Step):
         self.done.append((host.name, step.action))
@@ -69,7 +70,7 @@ def test_a_reset_class_fault_is_reset_and_the_node_recovered(tmp_path) -> None:
 
 def test_a_fault_that_survives_the_reset_and_the_reboot_is_a_card_to_replace(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    bus = facts(gpus=gpus(2, "H100")).nvidia.gpus[1].bus_id
+    bus = pci.slot(facts(gpus=gpus(2, "H100")).nvidia.gpus[1].bus_id)  # as the health checks name a GPU
     ladder = Scripted(tmp_path / "runs.jsonl", {"gpu-1": [reset_required("gpu-1", bus) for _ in range(3)]})
     [gpu1] = ladder.run()
     assert [action for _, action in ladder.done] == ["reset", "reboot", "service"]
