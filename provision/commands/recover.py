@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from provision.capabilities import registry
 from provision.capabilities.slurm.facts import DRAIN_REASON_PREFIX, SlurmNodeState
 from provision.capabilities.slurm.reboots import BACK, is_ours
 from provision.commands.drain import REASON_CHARS, SlurmAction
@@ -320,7 +321,7 @@ class Ladder:
                 return f"Slurm's reboot did not end: {phase}", False, WAITING
             return "rebooted by Slurm (drained until verify passes)", True, ""
         engine = self.engine()
-        target = RebootTarget(host, [step.why()], facts.system.machine_id)
+        target = RebootTarget(host, [step.why()], facts.system.machine_id, registry.reboot_refusals(host, facts))
 
         def prepare(conn: Connection, host: Host) -> None:
             conn.privilege = engine.privilege(host, facts)
