@@ -9,7 +9,7 @@ from collections.abc import Callable
 from .apps import running
 from .modes import COMPUTE_WORDS, compute_mode, ecc_on, ecc_pending, mig_on, mig_pending, mode_word
 from .errors import Exit, HELP_HINT, INVALID_COMBINATION, RC_INVALID
-from .recovery import recovery_action
+from .recovery import query_value as recovery_value
 from .gpu import (DEPRECATED, Gpu, REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, REASON_IDLE, Special,
                   active, enabled, memory_used, yes_no)
 
@@ -123,7 +123,7 @@ GPU_FIELDS = [
     field("inforom.oem", "", lambda g: g.model.inforom[1]),
     field("inforom.ecc", "", lambda g: g.model.inforom[2]),
     field("inforom.pwr|inforom.power", "", lambda g: g.model.inforom[3]),
-    field("gpu_recovery_action", "", lambda g: recovery_action(g.record)),
+    field("gpu_recovery_action", "", recovery_value),
     field("gom.current|gpu_operation_mode.current", "", lambda g: None),
     field("gom.pending|gpu_operation_mode.pending", "", lambda g: None),
     field("fan.speed", "%", lambda g: when(g.model.fan, 0)),

@@ -9,7 +9,7 @@ file format: read with .get, absent means None."""
 
 from __future__ import annotations
 
-from .errors import SimError
+from .errors import Exit, RC_INVALID, SimError
 from .kernel import kmsg, pci_short
 
 NONE, RESET, REBOOT, DRAIN_P2P, DRAIN_AND_RESET = "None", "Reset", "Reboot", "Drain P2P", "Drain and Reset"
@@ -19,6 +19,28 @@ ACTIONS = (NONE, RESET, REBOOT, DRAIN_P2P, DRAIN_AND_RESET)  # in NVML's order: 
 def recovery_action(record: dict) -> str:
     """The action the driver asks for this GPU: one of ACTIONS."""
     return record.get("recovery_action") or NONE
+
+
+# The first driver branch that has it: the open kernel module's 565.57.01 (not 560.35.03), and a real 565.57.01 -q
+# prints the line (../shared/reference/node-lifecycle-reference.md 7.2). An older driver knows no such field.
+SINCE_BRANCH = 565
+
+
+def known(driver: str) -> bool:
+    return int(driver.split(".")[0]) >= SINCE_BRANCH
+
+
+def query_value(g) -> str:
+    """--query-gpu gpu_recovery_action: an older driver refuses it as any field it does not know."""
+    if not known(g.host.driver):
+        from .fields import BAD_FIELD  # here: fields.py imports this module
+        raise Exit(BAD_FIELD.format(name="gpu_recovery_action"), RC_INVALID)
+    return recovery_action(g.record)
+
+
+def q_lines(g) -> list:
+    """-q's line, where the driver has it."""
+    return [(1, "GPU Recovery Action", recovery_action(g.record))] if known(g.host.driver) else []
 # Xid 79 as the 5xx drivers print it, no process to blame (faults.py's off-bus fault prints the same).
 XID79 = "NVRM: Xid (PCI:{pci}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 # What Xid 154 calls each action, with NVML's code (the driver's gpu.c _gpuRecoveryActionName; the wording

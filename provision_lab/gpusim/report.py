@@ -8,7 +8,7 @@ import time
 from .errors import Exit, RC_INVALID
 from .migviews import q_mig_devices
 from .modes import COMPUTE_WORDS, compute_mode, ecc_on, ecc_pending, mig_on, mig_pending, mode_word
-from .recovery import recovery_action
+from .recovery import q_lines as recovery_lines
 from .gpu import (DEPRECATED, Gpu, Host, REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, REASON_IDLE,
                   active, enabled, memory_used, yes_no)
 
@@ -74,7 +74,7 @@ def q_board(g: Gpu) -> list:
         (1, "GPU Virtualization Mode", None),
         (2, "Virtualization Mode", g.host.state.get("virtualization_mode", "None")),
         (2, "Host VGPU Mode", "N/A"), (2, "vGPU Heterogeneous Mode", "N/A"),
-        (1, "GPU Recovery Action", recovery_action(r)),
+        *recovery_lines(g),
     ]
 
 

@@ -45,6 +45,7 @@ def test_a_gpu_that_needs_a_reset_says_so_until_it_is_reset(sim: Sim) -> None:
     sim.gpusim("fault", "0", "reset-required")
     assert sim.column("gpu_recovery_action") == ["Reset", "None"]
     assert "    GPU Recovery Action                                : Reset" in sim.ok("-q", "-i", "0").splitlines()
+    assert "\t\t<gpu_recovery_action>Reset</gpu_recovery_action>" in sim.ok("-q", "-x", "-i", "0").splitlines()
     assert sim.ring_messages()[-2:] == [
         xid154(sim, "0x1 (GPU Reset Required)"),
         "NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) "
@@ -162,3 +163,12 @@ def test_a_reset_on_an_nvswitch_board_takes_the_gpus_out_of_the_fabric(sim: Sim)
     sim.gpusim("fault", "3", "reset-required")
     sim.ok("-r")  # without -i: every GPU (and NVSwitch) of the board, as NVIDIA's FM guide has it
     assert sim.query("fabric.state,gpu_recovery_action") == [["In Progress", "None"]] * 8
+
+
+def test_a_driver_before_the_recovery_action_knows_no_such_field(sim: Sim) -> None:
+    sim.configure(("h100-80gb-hbm3", 1))
+    sim.gpusim("set-driver", "550.90.07")
+    done = sim.smi("--query-gpu=index,gpu_recovery_action", "--format=csv")
+    # the real refusal of a field a driver does not know (tests/fixtures/real/h100-80gb-hbm3/bad-field.txt)
+    assert (done.stdout, done.returncode) == ('Field "gpu_recovery_action" is not a valid field to query.\n\n', 2)
+    assert "GPU Recovery Action" not in sim.ok("-q")
