@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from builders.simulator import Sim, pycache, sim
+from provision.capabilities.health.kernlog import parse
 from realdata import REAL
 
 __all__ = ["pycache", "sim"]  # the fixtures, used by name
@@ -172,3 +173,19 @@ def test_a_driver_before_the_recovery_action_knows_no_such_field(sim: Sim) -> No
     # the real refusal of a field a driver does not know (tests/fixtures/real/h100-80gb-hbm3/bad-field.txt)
     assert (done.stdout, done.returncode) == ('Field "gpu_recovery_action" is not a valid field to query.\n\n', 2)
     assert "GPU Recovery Action" not in sim.ok("-q")
+
+
+@pytest.mark.parametrize(("kind", "events"), [
+    ("reset-required", [("xid", 154), ("reset-required", None)]),
+    ("needs-reboot", [("xid", 79), ("fallen-off-bus", None), ("xid", 154)]),
+])
+def test_verify_reads_the_lines_of_each_fault_as_the_causes_they_are(sim: Sim, kind: str,
+                                                                    events: list[tuple[str, int | None]]) -> None:
+    """The contract with verify's kernel-log parser (health/kernlog.py): the same events from the simulator's
+    dmesg as from the real lines it is held to."""
+    sim.configure(("h100-80gb-hbm3", 1))
+    sim.gpusim("reboot")
+    sim.gpusim("fault", "0", kind)
+    found = [e for e in parse(sim.dmesg().stdout) if e.kind != "gpu-uuid"]
+    assert [(e.kind, e.xid if e.kind == "xid" else None) for e in found] == events
+    assert {e.bus_id for e in found} == {sim.bus(0)[4:14].lower()}
