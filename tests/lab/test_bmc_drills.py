@@ -72,6 +72,7 @@ def test_a_bmc_fault_fails_its_check_with_one_finding_until_cleared(bmc_lab, fau
         assert finding["found"].startswith(words), finding["found"]
         assert [c["check"] for c in finding["consequences"]] == consequences  # the log's events of that part
         assert finding["severity"] == "critical" and finding["next_step"]
+        assert finding["remedy"] == "service"  # a person repairs it: `provision recover` neither resets nor reboots
     finally:
         bmc_lab.lab("fault", NODE, "clear")
     passes(bmc_lab)
