@@ -10,5 +10,5 @@ from provision.capabilities.slurm.tasks import MungeKey, SlurmConfig, SlurmDaemo
 CAPABILITY = Capability(
     name="slurm", settings=SlurmSettings, facts=facts.READER,
     tasks=(SlurmPackages, MungeKey, SlurmConfig, EnrootPyxis, PyxisPlugstack, SlurmDaemons),
-    checks=(f"{__name__}.checks", f"{__name__}.checks_pyxis"),
+    checks=(f"{__name__}.checks", f"{__name__}.checks_pyxis", f"{__name__}.checks_mig"),
     host_rules=rules.RULES, host_refusals=(rules.partition_is_one_word,))

@@ -21,6 +21,7 @@ class SlurmNodeState:
     states: tuple[str, ...] = ()  # "IDLE", "DRAIN", "DOWN", "NOT_RESPONDING", ...
     reason: str = ""
     error: str = ""  # scontrol's own words when it could not answer
+    gres: str = ""  # its Gres= as slurmctld holds it: "gpu:3g.40gb:2(S:0),gpu:v100:1(S:1)"
 
     @property
     def out_of_service(self) -> bool:
@@ -43,8 +44,10 @@ def parse_slurm_node(text: str) -> SlurmNodeState | None:
     if not text.startswith("NodeName=") or state is None:
         return SlurmNodeState(error=text.splitlines()[-1] if text else "scontrol printed nothing")
     reason = re.search(r" Reason=(.*?)(?: \[[^]]*\])?(?= \w+=|$)", text)
+    gres = re.search(r"(?:^| )Gres=(\S+)", text)
     return SlurmNodeState(name=text.split()[0].removeprefix("NodeName="),
-                          states=tuple(state.group(1).split("+")), reason=reason.group(1) if reason else "")
+                          states=tuple(state.group(1).split("+")), reason=reason.group(1) if reason else "",
+                          gres=gres.group(1) if gres and gres.group(1) != "(null)" else "")
 
 
 def parse(sections: dict[str, Section], facts: HostFacts) -> None:

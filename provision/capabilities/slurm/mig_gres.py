@@ -20,6 +20,7 @@ from provision.capabilities.gpu import mig_facts, mig_minors
 from provision.capabilities.gpu.mig_model import default_compute_profile
 
 if TYPE_CHECKING:  # types only
+    from provision.capabilities.host import HostFacts
     from provision.capabilities.gpu.mig_model import ComputeInstance, GpuInstance, MigFacts
     from provision.inventory.model import Host
 
@@ -67,3 +68,28 @@ def _files(gpu_minor: int, gi: int, ci: int, minors: dict[str, int]) -> str | No
     if gi_minor is None or ci_minor is None:
         return None
     return ",".join([f"/dev/nvidia{gpu_minor}", mig_minors.cap_device(gi_minor), mig_minors.cap_device(ci_minor)])
+
+
+def layout_counts(facts: HostFacts, autodetect: bool) -> dict[str, int]:
+    """The gres types and counts the node's MIG devices make (its GPUs in MIG mode only)."""
+    in_mig = {g.index for g in facts.nvidia.gpus if g.mig_mode}
+    counts: dict[str, int] = {}
+    for index, listed in (facts.mig.gpus.items() if facts.mig is not None else []):
+        by_gi = {gi.id: gi for gi in listed.gpu_instances}
+        for ci in listed.compute_instances if index in in_mig else []:
+            if ci.gpu_instance in by_gi:
+                kind = slice_type(by_gi[ci.gpu_instance], ci, autodetect)
+                counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+def offered_counts(gres: str) -> dict[str, int]:
+    """The GPU gres of `scontrol show node`'s Gres= by type: "gpu:3g.40gb:2(S:0),gpu:v100:1" -> {"3g.40gb": 2,
+    "v100": 1}; an untyped "gpu:8" under the type ""."""
+    counts: dict[str, int] = {}
+    for item in gres.split(","):
+        words = item.split("(", 1)[0].split(":")
+        if words[0] == "gpu" and len(words) in (2, 3) and words[-1].isdigit():
+            kind = words[1] if len(words) == 3 else ""
+            counts[kind] = counts.get(kind, 0) + int(words[-1])
+    return counts

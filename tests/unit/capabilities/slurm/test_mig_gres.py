@@ -11,13 +11,16 @@ import pytest
 from paths import TEMPLATES
 from realdata import REAL
 
+from builders.checks import checked_node, verdict
 from builders.mig import h200_mig, mig_facts
 from builders.slurmnodes import head_facts, v100_node
 from provision.capabilities.gpu import mig_minors
 from provision.capabilities.gpu.mig_model import ComputeInstance, GpuInstance, MigFacts, Placement
 from provision.capabilities.host import HostFacts
 from provision.capabilities.slurm import conf as slurm
-from provision.capabilities.slurm.mig_gres import slice_type
+from provision.capabilities.slurm.checks_mig import check_slurm_offers_the_nodes_mig_slices
+from provision.capabilities.slurm.facts import SlurmNodeState, parse_slurm_node
+from provision.capabilities.slurm.mig_gres import layout_counts, offered_counts, slice_type
 from provision.capabilities.system.files import render
 from provision.inventory.load import load_inventory
 
@@ -117,3 +120,50 @@ def test_a_gpu_with_mig_off_stays_one_gres_whatever_its_profiles(tmp_path):
     ctx = context(tmp_path, mig_node(mig_facts(h200_mig([])), mode=False))
     assert ctx["nodes"][0]["gres"] == "gpu:h200:1,gpu:v100:3"
     assert "NodeName=gpu-1 Name=gpu Type=h200 File=/dev/nvidia0 Cores=0-19" in gres_lines(ctx)
+
+
+# --- verify: the gres slurmctld holds are the node's MIG devices ---------------------------------------------
+
+
+def test_scontrol_gres_reads_by_type_as_real_nodes_print_it():
+    # real `scontrol show node` Gres= values (a published a100 node, "(S:0-1)" its sockets; (null) without gres)
+    assert offered_counts("gpu:a100:8(S:0-1)") == {"a100": 8}
+    assert offered_counts("gpu:3g.40gb:2(S:0),gpu:v100:1(S:1)") == {"3g.40gb": 2, "v100": 1}
+    assert offered_counts("gpu:8") == {"": 8}
+    assert parse_slurm_node("NodeName=gpu-1 Arch=x86_64 Gres=(null) State=IDLE Partitions=gpu").gres == ""
+    assert parse_slurm_node("NodeName=cn6 State=IDLE Gres=gpu:a100:8(S:0-1) RealMemory=515000").gres == \
+        "gpu:a100:8(S:0-1)"
+
+
+def slurm_node(gres: str) -> HostFacts:
+    facts = mig_node(two_slices())
+    facts.slurm_node = SlurmNodeState(name="gpu-1", states=("IDLE",), gres=gres)
+    return facts
+
+
+SLURM = {"provision_slurm": {"controller": "head"}}
+
+
+def test_a_node_offering_its_mig_devices_passes():
+    assert layout_counts(mig_node(two_slices()), autodetect=False) == {"3g.71gb": 2}
+    assert verdict(check_slurm_offers_the_nodes_mig_slices,
+                   checked_node(slurm_node("gpu:3g.71gb:2(S:0),gpu:v100:3(S:0-1)"), "gpu-1", **SLURM)) is None
+
+
+def test_a_node_offering_its_whole_gpu_is_one_finding_with_the_apply_of_slurms_files():
+    failed = verdict(check_slurm_offers_the_nodes_mig_slices,
+                     checked_node(slurm_node("gpu:h200:1(S:0),gpu:v100:3(S:0-1)"), "gpu-1", **SLURM))
+    assert failed.expected == "the node's MIG devices as gres (gpu:3g.71gb:2)"
+    assert failed.found == "slurmctld holds gpu:h200:1(S:0),gpu:v100:3(S:0-1)"
+    assert failed.fix.startswith("provision apply basement.yaml --tags slurm")
+    assert failed.findings[0].remedy == "apply"  # Slurm's files drifted from the layout: apply converges them
+
+
+def test_no_gpu_in_mig_mode_or_no_answer_is_not_this_checks_business():
+    whole = slurm_node("gpu:h200:1")
+    whole.nvidia.gpus[0].mig_mode = False
+    assert verdict(check_slurm_offers_the_nodes_mig_slices, checked_node(whole, "gpu-1", **SLURM)) == \
+        "skip: no GPU in MIG mode"
+    silent = slurm_node("")
+    silent.slurm_node = SlurmNodeState(error="slurm_load_node error: Unable to contact slurm controller")
+    assert verdict(check_slurm_offers_the_nodes_mig_slices, checked_node(silent, "gpu-1", **SLURM)).startswith("skip:")
