@@ -19,6 +19,7 @@ NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVI
 NO_DEVICES = "No devices were found\n"
 HELP_HINT = "Please run 'nvidia-smi -h' for help."
 INVALID_COMBINATION = f"Invalid combination of input arguments. {HELP_HINT}\n"
+BAD_FIELD = 'Field "{name}" is not a valid field to query.\n\n'  # a --query-* field this driver does not know
 
 
 # --- errors -------------------------------------------------------------------------------------------

@@ -8,12 +8,10 @@ from collections.abc import Callable
 
 from .apps import running
 from .modes import COMPUTE_WORDS, compute_mode, ecc_on, ecc_pending, mig_on, mig_pending, mode_word
-from .errors import Exit, HELP_HINT, INVALID_COMBINATION, RC_INVALID
+from .errors import BAD_FIELD, Exit, HELP_HINT, INVALID_COMBINATION, RC_INVALID
 from .recovery import query_value as recovery_value
 from .gpu import (DEPRECATED, Gpu, REASON_HW_POWER_BRAKE, REASON_HW_SLOWDOWN, REASON_HW_THERMAL, REASON_IDLE, Special,
                   active, enabled, memory_used, yes_no)
-
-BAD_FIELD = 'Field "{name}" is not a valid field to query.\n\n'
 
 
 # --- the fields: their names, unit, and how each reads a GPU ------------------------------------------

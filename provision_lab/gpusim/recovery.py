@@ -9,7 +9,7 @@ file format: read with .get, absent means None."""
 
 from __future__ import annotations
 
-from .errors import Exit, RC_INVALID, SimError
+from .errors import BAD_FIELD, Exit, RC_INVALID, SimError
 from .kernel import kmsg, pci_short
 
 NONE, RESET, REBOOT, DRAIN_P2P, DRAIN_AND_RESET = "None", "Reset", "Reboot", "Drain P2P", "Drain and Reset"
@@ -33,7 +33,6 @@ def known(driver: str) -> bool:
 def query_value(g) -> str:
     """--query-gpu gpu_recovery_action: an older driver refuses it as any field it does not know."""
     if not known(g.host.driver):
-        from .fields import BAD_FIELD  # here: fields.py imports this module
         raise Exit(BAD_FIELD.format(name="gpu_recovery_action"), RC_INVALID)
     return recovery_action(g.record)
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 
-from . import recovery
 from .apps import running
 from .errors import RC_OK, RC_OTHER
 from .modes import reset_gpu
+from .recovery import reset as reset_recovery
 
 RESET_DONE = "GPU {bus} was successfully reset."
 # The 5xx drivers' refusal, verbatim (ComputeCanada/puppet-magic_castle#387 from mig-parted's log, NVIDIA/
@@ -78,7 +78,7 @@ def run_reset(host, gpus: list) -> tuple:
         return RESET_REFUSED.format(gpus=text, count=count), RC_OTHER
     for g in gpus:
         reset_gpu(g.record)
-        recovery.reset(g.record)
+        reset_recovery(g.record)
         if g.record.get("fabric_state") is not None:  # out of the NVLink fabric until FM registers it again
             g.record.update(fabric_state="In Progress", fabric_status=None)
     done = [RESET_DONE.format(bus=g.bus_id) for g in gpus]
