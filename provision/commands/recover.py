@@ -275,6 +275,8 @@ class Ladder:
             node = reboots.node_of(host, reboots.states())
             if node is None or not node.out_of_service:
                 return ""
+            if not is_ours(node.reason):
+                return f"left out of service: Slurm node {node.name}'s reason is not provision's ({node.reason})"
             return reboots.resume(host) or f"resumed in Slurm (was: {node.reason})"
         finally:
             reboots.close()
