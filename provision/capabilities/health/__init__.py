@@ -4,4 +4,5 @@ from provision.capabilities.capability import Capability
 from provision.capabilities.health import facts
 
 CAPABILITY = Capability(name="health", facts=facts.READER,
-                        checks=(f"{__name__}.checks", f"{__name__}.checks_kernel"))
+                        checks=(f"{__name__}.checks", f"{__name__}.checks_kernel",
+                                f"{__name__}.checks_recovery"))

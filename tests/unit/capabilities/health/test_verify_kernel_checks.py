@@ -11,7 +11,8 @@ from builders.gpus import gpu
 from builders.hosts import host
 from provision.capabilities.health.facts import AerCounters, KernelLogFacts, PcieFacts
 from provision.verify import Node
-from provision.capabilities.health import checks_kernel
+from provision.capabilities.health import checks_kernel, checks_recovery
+from provision.core.checks import REBOOT, RESET
 from paths import FIXTURES
 
 from builders.checks import verdict
@@ -23,8 +24,9 @@ def real_lines(name: str) -> list[str]:
     return (KERNLOG / name).read_text().split("# ---\n", 1)[1].splitlines()
 
 
-def node(lines: list[str] | None, bus_ids=(), source: str | None = "dmesg", pcie: PcieFacts | None = None) -> Node:
-    v100s = [gpu(i, "V100", bus_id=bus) for i, bus in enumerate(bus_ids)]
+def node(lines: list[str] | None, bus_ids=(), source: str | None = "dmesg", pcie: PcieFacts | None = None,
+         recovery: str | None = None) -> Node:
+    v100s = [gpu(i, "V100", bus_id=bus, recovery_action=recovery) for i, bus in enumerate(bus_ids)]
     log = KernelLogFacts(source=source, message="" if source else "dmesg: read kernel buffer failed: Operation "
                                                                     "not permitted", lines=lines or [])
     return Node("rig", host("rig"), facts(gpus=v100s, kernel_log=log, pcie=pcie), [], host=None)
@@ -122,5 +124,101 @@ def test_an_xid_45_caused_by_an_nvlink_xid_fails_naming_its_cause_under_the_nvli
     assert first.found == ("GPU0 0000:dc:00 Xid 45 caused by Xid 149 (nvlink: NVLink5 error in the link's NETIR unit "
                            "(link events: a link down, a high bit-error rate); the Xid 149 line says whether it is "
                            "Fatal or Nonfatal.) x2")
-    assert first.because == ("nvlink_links_are_up_at_speed:0000:dc:00", "nvlink_has_no_errors:0000:dc:00")
+    assert first.because == ("no_fatal_nvswitch_error_since_boot", "nvlink_links_are_up_at_speed:0000:dc:00",
+                             "nvlink_has_no_errors:0000:dc:00")
     assert first.fix.startswith("Fatal: drain and reset the GPU")
+
+
+# --- the driver's recovery: Xid 154, NV_ERR_RESET_REQUIRED (forum t/371272, scitix/sichek#51) --------------------
+
+
+def test_xid_154_is_one_finding_with_the_xid_before_it_and_asks_a_reset():
+    """forum t/371272: an Xid 62 (the firmware halted), then Xid 154 "GPU Reset Required": one cause, one reset."""
+    rig = node(real_lines("nvidia-forum-371272-no-timestamp-xid62-154.txt"), ["00000000:01:00.0"])
+    [finding] = verdict(checks_kernel.check_no_xid_errors_since_boot, rig).findings
+    assert finding.found.startswith("GPU0 0000:01:00 Xid 62 (driver: ")
+    assert finding.found.endswith("; GPU0 0000:01:00 Xid 154 (the driver asks for a GPU reset)")
+    assert finding.remedy == RESET and "nvidia-smi -r" in finding.fix
+    assert finding.because == ("no_gpu_awaits_recovery:0000:01:00",)  # the GPU's recovery action, when it fails too
+
+
+def test_a_gpu_reset_since_its_xid_154_has_only_notes():
+    rig = node(real_lines("nvidia-forum-371272-no-timestamp-xid62-154.txt"), ["00000000:01:00.0"], recovery="none")
+    assert verdict(checks_kernel.check_no_xid_errors_since_boot, rig) is None
+    assert [n.split(" (")[0] + " " + n.rsplit(": ", 1)[1] for n in rig.notes] == [
+        "GPU0 0000:01:00 Xid 62 recovered since (the driver asks no recovery for it now)",
+        "GPU0 0000:01:00 Xid 154 recovered since (the driver asks no recovery for it now)"]
+
+
+def test_reset_required_without_a_gpu_is_filed_under_the_recovery_action():
+    rig = node(real_lines("sichek-51-dmesg-ctime-reset-required.txt"), ["00000000:01:00.0"], recovery="reset")
+    [finding] = verdict(checks_kernel.check_no_xid_errors_since_boot, rig).findings
+    assert finding.found == "an unnamed GPU NV_ERR_RESET_REQUIRED (the driver refuses work until the GPU is reset)"
+    assert finding.because == ("no_gpu_awaits_recovery",) and finding.remedy == RESET
+
+
+def test_a_gpu_off_the_bus_asks_a_reboot_and_its_xid_154_joins_it():
+    """The lab's gpu-needs-reboot lines (NOTICE-RECOGNISE-wording.md): Xid 79 and its pair from gpud's SXid README's
+    node, then the Xid 154 line of NVIDIA/open-gpu-kernel-modules#1134, on one GPU."""
+    lines = real_lines("gpud-sxid-readme-dmesg-raw-xid79-sxid20034.txt")[:4] + [
+        "NVRM: Xid (PCI:0000:91:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"]
+    [finding] = verdict(checks_kernel.check_no_xid_errors_since_boot, node(lines)).findings
+    assert finding.remedy == REBOOT and finding.found.endswith("Xid 154 (the driver asks for a node reboot)")
+    assert finding.because == ("no_gpu_awaits_recovery:0000:91:00", "no_gpu_is_lost:0000:91:00",
+                               "no_gpu_failed_to_initialize:0000:91:00")
+
+
+def test_each_xid_finding_names_its_smallest_step():
+    memory = verdict(checks_kernel.check_no_xid_errors_since_boot,
+                     node(real_lines("gpu-operator-1146-syslog-xid48-64.txt"), ["00000000:07:00.0"]))
+    assert [f.remedy for f in memory.findings] == [RESET]
+    off_bus = verdict(checks_kernel.check_no_xid_errors_since_boot,
+                      node(real_lines("nvidia-readme-560-knownissues-xid79-pid-only.txt")))
+    assert [f.remedy for f in off_bus.findings] == [REBOOT]
+
+
+def test_the_recovery_action_now_is_one_finding_per_action_naming_its_gpus():
+    rig = Node("rig", host("rig"), facts(gpus=[gpu(0, "H100", recovery_action="none"),
+                                              gpu(1, "H100", recovery_action="reset"),
+                                              gpu(2, "H100", recovery_action="reset")]), [], host=None)
+    [finding] = verdict(checks_recovery.check_no_gpu_awaits_recovery, rig).findings
+    assert finding.found == ("the driver asks for a GPU reset: GPU1 00000000:02:00.0 (reset), "
+                             "GPU2 00000000:03:00.0 (reset)")
+    assert finding.about == ("0000:02:00", "0000:03:00") and finding.remedy == RESET
+
+
+@pytest.mark.parametrize("action, result", [("none", None), (None, "skip: this driver reports no recovery action")])
+def test_no_recovery_asked_passes_and_an_old_driver_is_not_applicable(action, result):
+    rig = Node("rig", host("rig"), facts(gpus=[gpu(0, "H100", recovery_action=action)]), [], host=None)
+    outcome = verdict(checks_recovery.check_no_gpu_awaits_recovery, rig)
+    assert outcome == result or outcome.startswith(result)
+
+
+# --- NVSwitch SXid (leptonai/gpud's SXid README: a node's dmesg; NVIDIA/nvtrust#124) ------------------------------
+
+
+def test_fatal_sxids_are_one_finding_reset_together_and_their_detail_lines_are_not_counted():
+    rig = node(real_lines("gpud-sxid-readme-dmesg-raw-xid79-sxid20034.txt"))
+    failed = verdict(checks_kernel.check_no_fatal_nvswitch_error_since_boot, rig)
+    assert failed.found == ("NVSwitch 0000:06:00 SXid 20034: Fatal, Link 48 LTSSM Fault Up; "
+                            "NVSwitch 0000:05:00 SXid 20034: Fatal, Link 63 LTSSM Fault Up; "
+                            "NVSwitch 0000:07:00 SXid 20034: Fatal, Link 37 LTSSM Fault Up; "
+                            "NVSwitch 0000:05:00 SXid 20034: Fatal, Link 62 LTSSM Fault Up")
+    [finding] = failed.findings
+    assert finding.remedy == RESET and "without -i" in finding.fix and rig.notes == []
+
+
+def test_an_always_fatal_sxid_asks_a_reboot():
+    """No real capture of an always-fatal SXid was found: gpud's real fatal line with the code the Fabric Manager
+    guide lists as always fatal (23001) in its place."""
+    line = "[6781753.400584] nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 23001, Fatal, Link 48 LTSSM Fault Up"
+    [finding] = verdict(checks_kernel.check_no_fatal_nvswitch_error_since_boot, node([line])).findings
+    assert finding.remedy == REBOOT
+
+
+def test_non_fatal_sxids_are_notes():
+    rig = node(real_lines("nvtrust-124-dmesg-raw-sxid22013-nonfatal.txt"))
+    assert verdict(checks_kernel.check_no_fatal_nvswitch_error_since_boot, rig) is None
+    assert rig.notes == [
+        "NVSwitch 0000:02:00 SXid 22013: Non-fatal, Link 00 Minion Link DLREQ interrupt: non-fatal, for information",
+        "NVSwitch 0000:02:00 SXid 22013: Non-fatal, Link 01 Minion Link DLREQ interrupt: non-fatal, for information"]
