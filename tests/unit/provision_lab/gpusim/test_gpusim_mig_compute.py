@@ -12,6 +12,7 @@ devices they make), held to real listings found in public walk-throughs (code in
 from __future__ import annotations
 
 import re
+import xml.etree.ElementTree as ET
 
 from builders.simulator import Sim, lines, pycache, sim
 from provision.capabilities.gpu.mig_listings import parse_compute_instances
@@ -243,3 +244,18 @@ def test_xml_lists_the_mig_devices_as_a_real_driver_does(sim: Sim) -> None:
     assert got[:19] == real[:17] + ["<used>0 MiB</used>", "<free>40448 MiB</free>"]
     assert got[20:] == ["<bar1_memory_usage>", "<total>24740 MiB</total>", "<used>0 MiB</used>",
                         "<free>24740 MiB</free>", "</bar1_memory_usage>", "</mig_device>"]
+
+
+def test_every_model_answers_q_x_as_well_formed_xml(sim: Sim) -> None:
+    """Held line by line to a real H200's in test_gpusim_golden.py; here every model answers too, one <gpu> each
+    with its -q's sections (a Volta's own ECC counters, GeForce's N/A)."""
+    models = ("v100-sxm2-16gb", "rtx-3090", "rtx-4090", "h100-80gb-hbm3", "h200")
+    sim.configure(*((model, 1) for model in models))
+    text = sim.ok("-q", "-x")
+    assert text.startswith('<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v13.dtd">\n')
+    root = ET.fromstring(text.split("\n", 2)[2])
+    gpus = root.findall("gpu")
+    assert [gpu.findtext("product_name") for gpu in gpus] == [
+        "Tesla V100-SXM2-16GB", "NVIDIA GeForce RTX 3090", "NVIDIA GeForce RTX 4090", "NVIDIA H100 80GB HBM3",
+        "NVIDIA H200"]
+    assert all(gpu.find("supported_clocks") is not None and gpu.find("mig_devices") is not None for gpu in gpus)
