@@ -32,6 +32,13 @@ def split_csv_row(line: str) -> list[str]:
     return split(line)
 
 
+def recovery_column() -> tuple[str, str]:
+    """(header, cell) of --query-gpu=gpu_recovery_action on the real H200 (h200-recovery/recovery-field.txt, which
+    has no '$' framing: the csv header, its row, rc=0, ...)."""
+    header, cell = (REAL / "h200-recovery" / "recovery-field.txt").read_text().splitlines()[:2]
+    return header, cell
+
+
 def h100_query_output(fields: list[str] | None = None) -> str:
     """What `--query-gpu=FIELDS --format=csv,nounits` prints on the real H100 (default: the fields we ask for).
 
@@ -42,7 +49,7 @@ def h100_query_output(fields: list[str] | None = None) -> str:
     values read the same in --query-gpu). compute_cap was not in those captures: its header is its name,
     and "9.0" is the H100's (CUDA's compute capability table); nor was fabric.*, N/A in the capture's -q. The
     pending modes (ecc.mode.pending, mig.mode.pending) are the real H200's (h200-modes/q-modes.txt), where the
-    H100's captures lack them.
+    H100's captures lack them; so is gpu_recovery_action (h200-recovery).
     """
     from provision.capabilities.gpu.smi import QUERY_FIELDS
 
@@ -53,5 +60,6 @@ def h100_query_output(fields: list[str] | None = None) -> str:
     columns.setdefault("compute_cap", ("compute_cap", "9.0"))
     for name in ("fabric.state", "fabric.status"):  # not in the captures either: -q's Fabric section reads N/A
         columns.setdefault(name, (name, "[N/A]"))
+    columns.setdefault("gpu_recovery_action", recovery_column())  # the H200's, the same driver
     picked = [columns[name] for name in fields or [f.name for f in QUERY_FIELDS]]
     return ", ".join(head for head, _ in picked) + "\n" + ", ".join(cell for _, cell in picked) + "\n"

@@ -136,6 +136,8 @@ QUERY_FIELDS: list[QueryField] = [
     # NVSwitch systems (HGX): the GPU's registration with the fabric nvidia-fabricmanager sets up (drivers 5xx).
     QueryField("fabric.state", "fabric_state", read_text),
     QueryField("fabric.status", "fabric_status", read_text),
+    # The recovery the driver asks for (drivers 565+; capabilities/health/recovery.py): an older driver refuses it.
+    QueryField("gpu_recovery_action", "recovery_action", read_word),
 ]
 # Without these a row cannot name its GPU: it is reported as lost, not tuned.
 IDENTITY = ("index", "uuid", "name", "bus_id")

@@ -144,12 +144,14 @@ def _leads(kind: str, bus_id: str | None) -> tuple[str, ...]:
 
 
 def _recovered_until(events: list[kernlog.KernelEvent], node: Node) -> dict[str | None, int]:
-    """GPU -> the index of its last Xid 154 that asked a recovery, for each GPU whose driver asks none now: it was
-    reset since (a reboot would have emptied the log), so its events up to there are over."""
+    """GPU -> the index of its last recovery line (an Xid 154 that asked one, the NV_ERR_RESET_REQUIRED after it),
+    for each GPU whose driver asked a recovery and asks none now: it was reset since (a reboot would have emptied
+    the log), so its events up to there are over."""
     now = {pci.slot(gpu.bus_id): gpu.recovery_action for gpu in node.facts.nvidia.gpus}
+    asked = {e.bus_id for e in events if e.kind == "xid" and e.xid == 154 and kernlog.event_needs_attention(e)}
     return {event.bus_id: i for i, event in enumerate(events)
-            if event.kind == "xid" and event.xid == 154 and kernlog.event_needs_attention(event)
-            and now.get(event.bus_id or "") == recovery.NONE}
+            if event.bus_id in asked and now.get(event.bus_id or "") == recovery.NONE
+            and (event.kind == "reset-required" or (event.kind == "xid" and event.xid == 154))}
 
 
 def check_no_gpu_failed_to_initialize(node: Node) -> None:

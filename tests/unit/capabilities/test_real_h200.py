@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from realdata import REAL_H200, REAL_H200_MODES, capture
+from realdata import REAL_H200, REAL_H200_MODES, capture, recovery_column
 
 from provision.capabilities.active import sampler
 from provision.capabilities.driver.facts import parse_driver
@@ -33,7 +33,7 @@ THE_H200 = GpuFacts(
     pcie_gen_current=5, pcie_gen_max=5, pcie_width_current=16, pcie_width_max=16,
     clock_events_active=0x1, ecc_enabled=True, ecc_uncorrected=0,
     retired_pages_pending=None, remap_pending=False, remap_failure=False, fabric_state=None, fabric_status=None,
-    ecc_pending=True, compute_mode="default", mig_mode=False, mig_pending=False,
+    ecc_pending=True, compute_mode="default", mig_mode=False, mig_pending=False, recovery_action="none",
 )
 
 
@@ -42,13 +42,14 @@ def h200(name: str) -> tuple[str, int]:
 
 
 def h200_query() -> tuple[str, int]:
-    """qgpu.txt with the columns of the same GPU's modes (h200-modes/q-modes.txt, captured apart), as the query
-    that asks for both prints them."""
+    """qgpu.txt with the columns of the same GPU's modes (h200-modes/q-modes.txt) and recovery action
+    (h200-recovery/recovery-field.txt), captured apart, as the query that asks for all of them prints them."""
     (query, rc), (modes, _) = h200("qgpu.txt"), capture("q-modes.txt", REAL_H200_MODES)
     lines = [line for line in query.splitlines() if line]
     extra = [line.split(", ", 1)[1] for line in modes.splitlines() if line]  # without their index column
     assert len(lines) == len(extra) == 2
-    return "".join(f"{line}, {more}\n" for line, more in zip(lines, extra)), rc
+    recovery = recovery_column()
+    return "".join(f"{line}, {more}, {last}\n" for line, more, last in zip(lines, extra, recovery)), rc
 
 
 def asked_fields(name: str) -> list[str]:

@@ -35,8 +35,9 @@ def test_query_gpu_reads_units_too_and_not_available_values_as_none():
     header = ", ".join((f.shown_as or [f.name])[0] for f in gpu.QUERY_FIELDS) + "\n"
     line = ("1, GPU-x, NVIDIA GeForce RTX 3090, 00000000:41:00.0, 8.6, 580.65.06, Disabled, [N/A], [N/A], "
             "[N/A], [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], 210 MHz, 405 MHz, 2100 MHz, 9751 MHz, 4, 4, 16, 16, "
-            "0x0000000000000088, [N/A], [N/A], Default, [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], [N/A]\n")
-    # GeForce: no ECC, no MIG (the modes as a real RTX 3090 reports them), no row remapper, no fabric
+            "0x0000000000000088, [N/A], [N/A], Default, [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], "
+            "[N/A]\n")
+    # GeForce: no ECC, no MIG (the modes as a real RTX 3090 reports them), no row remapper, no fabric, no recovery
     [g], _ = gpu.parse_query_gpu(header + line)
     assert g.persistence is False and g.power_limit is None and g.app_clock_sm is None
     assert (g.max_clock_sm, g.max_clock_mem, g.clock_sm, g.compute_cap) == (2100, 9751, 210, "8.6")

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from realdata import REAL_H200_MODES, capture, h100_query_output
+from realdata import REAL_H200_MODES, capture, h100_query_output, recovery_column
 
 from builders.hosts import host
 from provision.capabilities.registry import FACTS
@@ -137,6 +137,7 @@ def test_the_real_header_names_every_field_we_ask_for():
     columns = [column for name in ("qgpu.txt", "qgpu2.txt", "remapped.txt")
                for column in parsers.read_query_csv(capture(name)[0]).columns]
     columns += parsers.read_query_csv(capture("q-modes.txt", REAL_H200_MODES)[0]).columns
+    columns.append(recovery_column()[0])
     uncaptured = [f.name for f in parsers.QUERY_FIELDS if not f.header_in(columns)]
     assert uncaptured == ["compute_cap", "fabric.state", "fabric.status"]
     assert all(f'"{name}"' in capture("help-query-gpu.txt")[0] for name in uncaptured)  # this driver has them
@@ -330,3 +331,19 @@ def test_a_refusal_of_a_field_never_asked_ends_the_retries_with_nvidia_smis_word
     assert section.rc == 2
     facts = nvidia_facts(section.output, section.rc)
     assert facts.state == "error" and facts.message == 'Field "made.up" is not a valid field to query.'
+
+
+def test_a_driver_before_the_recovery_action_is_asked_again_without_it(sim):
+    """gpu_recovery_action came with the 565 branch: the simulator's 550 refuses it as any unknown field."""
+    sim.gpusim("set-driver", "550.90.07")
+    section = sim.query(f"{sim.smi_path}:/usr/bin:/bin")
+    assert section.rc == 0 and "not a valid field" not in section.output
+    facts = nvidia_facts(section.output, section.rc)
+    assert facts.state == "ok" and facts.notes == ["not reported by this driver: gpu_recovery_action"]
+    assert [g.recovery_action for g in facts.gpus] == [None] * 4
+
+
+def test_the_recovery_action_the_simulated_driver_asks_is_read_as_its_word(sim):
+    sim.gpusim("fault", "2", "reset-required")
+    facts = nvidia_facts(sim.query(f"{sim.smi_path}:/usr/bin:/bin").output)
+    assert [g.recovery_action for g in facts.gpus] == ["none", "none", "reset", "none"]

@@ -222,3 +222,18 @@ def test_non_fatal_sxids_are_notes():
     assert rig.notes == [
         "NVSwitch 0000:02:00 SXid 22013: Non-fatal, Link 00 Minion Link DLREQ interrupt: non-fatal, for information",
         "NVSwitch 0000:02:00 SXid 22013: Non-fatal, Link 01 Minion Link DLREQ interrupt: non-fatal, for information"]
+
+
+# The lab's gpu-reset-required lines (NOTICE-RECOGNISE-wording.md): forum t/371272's Xid 154, sichek#51's refusal.
+RESET_REQUIRED = ["NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset "
+                  "Required)", *real_lines("sichek-51-dmesg-ctime-reset-required.txt")[1:]]
+
+
+def test_the_refusal_after_an_xid_154_is_the_same_cause_and_a_reset_ends_both():
+    [finding] = verdict(checks_kernel.check_no_xid_errors_since_boot,
+                        node(RESET_REQUIRED, ["00000000:01:00.0"], recovery="reset")).findings
+    assert finding.found == ("GPU0 0000:01:00 Xid 154 (the driver asks for a GPU reset); GPU0 0000:01:00 "
+                             "NV_ERR_RESET_REQUIRED (the driver refuses work until the GPU is reset)")
+    assert finding.because == ("no_gpu_awaits_recovery:0000:01:00",) and finding.remedy == RESET
+    reset = node(RESET_REQUIRED, ["00000000:01:00.0"], recovery="none")
+    assert verdict(checks_kernel.check_no_xid_errors_since_boot, reset) is None and len(reset.notes) == 2
