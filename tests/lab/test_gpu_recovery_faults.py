@@ -1,14 +1,20 @@
 """The lab's recovery faults on a node with two H100s (tests/lab/recovery.yaml), each as the driver shows it and
 ended as it ends: gpu-reset-required by `nvidia-smi -r` once nothing holds the GPU (refused with the driver's words
 while a process or nvidia-persistenced does) or by a reboot; gpu-needs-reboot by a reboot only; gpu-failing-card
-by nothing but `clear` (the card replaced): it is back after every reboot, with the same serial."""
+by nothing but `clear` (the card replaced): it is back after every reboot, with the same serial. On an NVSwitch
+board (tests/lab/recovery-hgx.yaml) a running fabric manager holds every GPU, and the GPUs a reset took wait
+"In Progress" until it runs again."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
-from builders.stacklab import on
+from builders.stacklab import fabric_states, on
+
+from provision_lab import stack_fabric
+from provision_lab.simzip import sim_wrapper
 
 pytestmark = pytest.mark.lab
 
@@ -96,3 +102,48 @@ def test_a_failing_card_fails_again_after_every_reboot_until_it_is_replaced(node
         assert faults(node) == ["gpu-failing-card GPU 1"]
     node.lab("fault", NODE, "clear")
     assert actions(node) == ["None", "None"]
+
+
+# --- on an NVSwitch board: the fabric manager holds every GPU; a reset takes them out of the fabric ---------------
+
+HGX_SPEC = Path(__file__).parent / "recovery-hgx.yaml"
+HGX = "lab-recovery-hgx-1"
+START_FM = f"setsid {stack_fabric.FABRIC_MANAGER} -c {stack_fabric.FABRIC_MANAGER_CONFIG} </dev/null >/dev/null 2>&1 &"
+
+
+@pytest.fixture(scope="module")
+def hgx_lab(lab_alone):
+    """The board with its fabric manager as the package installs it (its program and its version: the driver's)."""
+    with lab_alone("recovery-hgx", lambda cluster: cluster.lab("up", "--like", str(HGX_SPEC))) as cluster:
+        program = cluster.node_file(HGX, stack_fabric.FABRIC_MANAGER)
+        program.write_text(sim_wrapper(stack_fabric.FABRIC_MANAGER))
+        program.chmod(0o755)
+        driver = on(cluster, HGX, "nvidia-smi --query-gpu=driver_version --format=csv,noheader").split()[0]
+        cluster.node_file(HGX, stack_fabric.FABRIC_MANAGER_VERSION_FILE).write_text(driver + "\n")
+        yield cluster
+
+
+def test_a_reset_waits_for_the_fabric_manager_and_leaves_the_fabric_until_it_is_back(hgx_lab):
+    on(hgx_lab, HGX, START_FM)
+    assert wait_for(lambda: fabric_states(hgx_lab, HGX) == {"Completed"}), fabric_states(hgx_lab, HGX)
+    hgx_lab.lab("fault", HGX, "gpu-reset-required", "--gpu", "3")
+    refused = hgx_lab.ssh(HGX, "nvidia-smi -r")
+    assert refused.returncode == 255 and "8 devices are currently being used" in refused.stdout, refused.stdout
+    on(hgx_lab, HGX, "pkill -x nv-fabricmanage; sleep 1")  # FM guide: stop it, reset, start it again
+    done = on(hgx_lab, HGX, "nvidia-smi -r").splitlines()
+    assert len(done) == 9 and done[-1] == "All done.", done
+    assert set(hgx_lab.ssh(HGX, "nvidia-smi --query-gpu=gpu_recovery_action --format=csv,noheader").stdout
+               .split()) == {"None"}
+    assert fabric_states(hgx_lab, HGX) == {"In Progress"}
+    on(hgx_lab, HGX, START_FM)
+    assert wait_for(lambda: fabric_states(hgx_lab, HGX) == {"Completed"}), fabric_states(hgx_lab, HGX)
+    on(hgx_lab, HGX, "pkill -x nv-fabricmanage")
+
+
+def wait_for(condition, seconds: float = 20) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
