@@ -8,7 +8,7 @@ import pytest
 
 from provision.capabilities.gpu import clock_events
 from provision.core import pci
-from provision.core.checks import CRITICAL, WARNING, fail
+from provision.core.checks import CRITICAL, REBOOT, REMEDIES, RESET, SERVICE, WARNING, fail
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.gpu.model import GpuFacts
@@ -22,16 +22,16 @@ def readable_gpus(node: Node) -> list[GpuFacts]:
     return gpus
 
 
-# GpuFacts attribute -> what its value says, what to do about it.
-MEMORY_TROUBLE: tuple[tuple[str, Callable[[Any], str], str], ...] = (
+# GpuFacts attribute -> what its value says, what to do about it, the smallest step that clears it.
+MEMORY_TROUBLE: tuple[tuple[str, Callable[[Any], str], str, str], ...] = (
     ("ecc_uncorrected", lambda n: f"{n} uncorrectable ECC error(s) since the driver loaded",
-     "drain it, then reset the GPU or reboot; if uncorrectable errors return, replace the GPU"),
+     "drain it, then reset the GPU or reboot; if uncorrectable errors return, replace the GPU", RESET),
     ("remap_pending", lambda _: "a row remap is pending",
-     "reset the GPU (nvidia-smi -r -i N, nothing running on it) or reboot to activate the remap"),
+     "reset the GPU (nvidia-smi -r -i N, nothing running on it) or reboot to activate the remap", RESET),
     ("remap_failure", lambda _: "a row remapping failed (no spare rows left)",
-     "the GPU is out of spare memory rows: replace it"),
+     "the GPU is out of spare memory rows: replace it", SERVICE),
     ("retired_pages_pending", lambda _: "a page is pending retirement",
-     "reboot (or reload the driver) to retire the page"),
+     "reboot (or reload the driver) to retire the page", REBOOT),
 )
 
 
@@ -43,16 +43,18 @@ def check_gpu_memory_has_no_uncorrectable_errors(node: Node) -> None:
     found: list[str] = []
     fixes: dict[str, None] = {}  # ordered sets: each fix and GPU once, in the order found
     about: dict[str, None] = {}
+    remedy = RESET
     for gpu in readable_gpus(node):
-        for attr, says, fix in MEMORY_TROUBLE:
+        for attr, says, fix, step in MEMORY_TROUBLE:
             value = getattr(gpu, attr)
             if value:  # None (not reported), 0 and False are all fine
                 found.append(f"{gpu.label} {gpu.bus_id}: {says(value)}")
                 fixes[fix] = None
                 about[pci.slot(gpu.bus_id)] = None
+                remedy = max(remedy, step, key=REMEDIES.index)
     if found:
         fail("no uncorrectable ECC error, no pending row remap or page retirement", "; ".join(found),
-             "; ".join(fixes), about=tuple(about))
+             "; ".join(fixes), about=tuple(about), remedy=remedy)
 
 
 def check_gpus_have_thermal_headroom(node: Node) -> None:
@@ -88,7 +90,7 @@ def check_gpus_have_thermal_headroom(node: Node) -> None:
         fail(f"every GPU at least {margin} C below its slowdown temperature (provision_gpu.thermal_margin)", "; ".join(hot),
              "check its fans (nvidia-smi -q -d PERFORMANCE, the BMC's fan sensors), the airflow and the room; a "
              "blocked or clogged heatsink; then watch it under load (provision verify again)",
-             about=tuple(about), severity=severity)
+             about=tuple(about), severity=severity, remedy=SERVICE)  # fans and air: a person, not a reset
 
 
 def check_clocks_are_not_held_down_by_heat_or_power(node: Node) -> None:

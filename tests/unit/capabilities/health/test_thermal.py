@@ -6,7 +6,7 @@ import pytest
 
 from provision.capabilities.health import checks as health
 from provision.capabilities.health import thermal
-from provision.core.checks import CRITICAL, WARNING
+from provision.core.checks import CRITICAL, REBOOT, RESET, SERVICE, WARNING
 
 from realdata import capture
 
@@ -90,6 +90,7 @@ def test_a_gpu_at_its_slowdown_temperature_fails_and_one_with_room_passes():
     failed = verdict(check, hot_node(-1))
     assert failed.found == "GPU1 00000000:02:00.0 at 86 C: 1 C past its slowdown temperature, 4 C below shutdown"
     assert failed.findings[0].about == ("0000:02:00",) and failed.findings[0].severity == CRITICAL  # 4 C to shutdown
+    assert failed.findings[0].remedy == SERVICE  # fans, airflow, the room: neither a reset nor a reboot cools it
     assert verdict(check, hot_node(2)).findings[0].severity == WARNING  # 7 C from shutdown: slower, not down
     assert verdict(check, hot_node(10)) is None
     assert verdict(check, hot_node(10, margin=15)).found.startswith("GPU1 00000000:02:00.0 at 86 C: 10 C below")
@@ -108,3 +109,12 @@ def test_a_thermal_slowdown_follows_from_the_missing_headroom_and_a_power_brake_
     brake = checked_node(facts(gpus=[gpu(0, clock_events_active=0x80)]), provision_gpu={"power_limit": 400})
     assert verdict(health.check_clocks_are_not_held_down_by_heat_or_power, brake).findings[0].because == \
         ("gpus_hold_up_under_load:0000:01:00",)
+
+
+@pytest.mark.parametrize("trouble, remedy", [
+    ({"ecc_uncorrected": 2}, RESET), ({"remap_pending": True}, RESET), ({"retired_pages_pending": True}, REBOOT),
+    ({"remap_failure": True}, SERVICE), ({"ecc_uncorrected": 2, "remap_failure": True}, SERVICE),
+])
+def test_memory_trouble_names_the_smallest_step_that_clears_all_of_it(trouble, remedy):
+    failed = verdict(health.check_gpu_memory_has_no_uncorrectable_errors, checked_node(facts(gpus=[gpu(0, **trouble)])))
+    assert failed.findings[0].remedy == remedy
