@@ -13,12 +13,14 @@ first, then what they share:
   topo          topo -m
   nvlink        nvlink -s, nvlink -e
   setters       -pm, -pl, -ac, -lgc, -lmc, -lmcd and their resets
+  reset         -r: what holds a GPU, the driver's refusal, what a reset does
   helptext      the help texts, as captured
   persistenced  nvidia-persistenced
   dmesg         dmesg
   fabric        nv-fabricmanager, on an NVSwitch board
   faults        `gpusim fault`: a GPU off the bus, gone, a degraded link, ECC errors, a power brake, an NVLink
                 down, ...
+  recovery      the recovery action (gpu_recovery_action) its faults set, a reset or a boot ends
   gpu           one GPU (and its host) as nvidia-smi shows it
   state         the config and the state file, the persistence daemon's record
   kernel        the driver installed and the one loaded, boots, the kernel log
