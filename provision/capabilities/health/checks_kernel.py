@@ -77,13 +77,14 @@ def check_no_xid_errors_since_boot(node: Node) -> None:
             key = cause_of[event.bus_id] if kind == "recovery" and event.bus_id in cause_of else _leads(kind, event.bus_id)
             cause_of[event.bus_id] = key
             group = groups.setdefault(key, _Group())
-            group.add(line, fix, remedy)
+            group.add(line, fix, remedy, event.bus_id)
             if kind == "recovery" and event.bus_id:  # the GPU's recovery action, read now, speaks for this cause
                 group.asked = f"{checks_recovery.CHECK}:{pci.slot(event.bus_id)}"
     for (line, why), n in said.items():
         note(node, f"{line}{f' x{n}' if n > 1 else ''}: {why}")
     fail_each([Finding("no Xid error that needs attention since boot", group.found(), " ".join(group.fixes),
-                       because=tuple(dict.fromkeys((group.asked, *key) if group.asked else key)), remedy=group.remedy)
+                       because=tuple(dict.fromkeys((group.asked, *key) if group.asked else key)),
+                       about=tuple(group.about), remedy=group.remedy)
                for key, group in groups.items()])
 
 
@@ -95,11 +96,14 @@ class _Group:
         self.fixes: dict[str, None] = {}
         self.remedy = REMEDIES[0]
         self.asked = ""  # the recovery check's lead for its GPU, once the driver's recovery lines joined it
+        self.about: dict[str, None] = {}  # the GPUs (a reset takes exactly these)
 
-    def add(self, line: str, fix: str, remedy: str) -> None:
+    def add(self, line: str, fix: str, remedy: str, bus_id: str | None) -> None:
         self.lines[line] += 1
         self.fixes[fix] = None
         self.remedy = max(self.remedy, remedy, key=REMEDIES.index)
+        if bus_id:
+            self.about[pci.slot(bus_id)] = None
 
     def found(self) -> str:
         return "; ".join(f"{line}{f' x{n}' if n > 1 else ''}" for line, n in self.lines.items())

@@ -235,5 +235,6 @@ def test_the_refusal_after_an_xid_154_is_the_same_cause_and_a_reset_ends_both():
     assert finding.found == ("GPU0 0000:01:00 Xid 154 (the driver asks for a GPU reset); GPU0 0000:01:00 "
                              "NV_ERR_RESET_REQUIRED (the driver refuses work until the GPU is reset)")
     assert finding.because == ("no_gpu_awaits_recovery:0000:01:00",) and finding.remedy == RESET
+    assert finding.about == ("0000:01:00",)  # the GPU a reset takes
     reset = node(RESET_REQUIRED, ["00000000:01:00.0"], recovery="none")
     assert verdict(checks_kernel.check_no_xid_errors_since_boot, reset) is None and len(reset.notes) == 2
