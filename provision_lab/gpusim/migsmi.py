@@ -119,8 +119,8 @@ def create_one_gi(g, spec: str, lines: list, with_ci: bool) -> tuple | None:
     lines.append(f"Successfully created GPU instance ID {gi['id']:>2} on GPU {g.index:>2} using profile "
                  f"MIG {profile.name} (ID {profile.id:>2})")
     if with_ci:
-        ci_profile = default_ci_profile(g.record, gi)
-        lines.append(created_ci_line(g, gi, create_ci(g.record, gi, ci_profile), ci_profile))
+        failure = create_one_ci(g, gi, None, lines)  # a new GPU instance always has room for its default one
+        assert failure is None, failure
     return None
 
 
@@ -132,7 +132,8 @@ def created_ci_line(g, gi: dict, ci: dict, profile) -> str:
 def create_cis(gpus: list, opts: dict) -> tuple:
     """-cci [PROFILE,...]: each profile (by name or ID; none: the default) in each selected GPU instance (-gi;
     default: all) in turn; the first failure ends the run."""
-    lines, wanted = [], ids(opts.get("gi"))
+    lines: list[str] = []
+    wanted = ids(opts.get("gi"))
     specs = opts["cci"].split(",") if opts["cci"] else [None]
     for g in gpus:
         for gi in gpu_instances(g.record):

@@ -110,7 +110,7 @@ def tree(lines: list) -> list:
         parent = stack[-1][1]
         tag = tag_of(parent[0], label)
         text = None if value is None else str(value)
-        node = [tag, text.removeprefix("0x") if text and tag in HEX_VALUES else text, []]
+        node: list = [tag, text.removeprefix("0x") if text and tag in HEX_VALUES else text, []]
         parent[2].append(node)
         stack.append((depth, node))
     return root[2]
