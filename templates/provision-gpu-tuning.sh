@@ -2,7 +2,8 @@
 # provision-gpu-tuning: apply the GPU settings in /etc/provision/gpu-tuning.conf.
 # Installed by provision and run at every boot by provision-gpu-tuning.service:
 # persistence, compute mode, power limits, clocks and MIG instances are lost at
-# each reboot and driver reload. (ECC and MIG mode are not: the driver keeps them.)
+# each reboot and driver reload. (ECC mode is not: the driver keeps it; MIG mode
+# only before Hopper.)
 # Every GPU is tried, whatever fails on another; the exit status says if any failed.
 # A GPU the file does not list (a replacement, a card moved in from another host)
 # gets the line of its model (model=NAME, spaces as _), else the line model=*, so
@@ -64,9 +65,14 @@ LOCK
 
 # mig_layout UUID TUPLES: the GPU's MIG layout (capabilities/gpu/mig*.py), made whole or not at all (a half-made
 # layout is destroyed and the failure logged); left alone where the GPU already has GPU instances (the unit run
-# again by hand).
+# again by hand). Since Hopper the driver keeps no MIG mode across a reload (NVIDIA's MIG user guide: no InfoROM
+# bit), so a line with a layout turns the mode on first where it reads Disabled; a GPU something holds keeps it
+# pending, and its layout is logged as not made.
 mig_layout() {
     case $(nvidia-smi mig -i "$1" -lgi 2>&1) in *"MIG "[0-9]*) echo "MIG layout of $1 present: left alone"; return 0 ;; esac
+    case $(nvidia-smi -i "$1" --query-gpu=mig.mode.current --format=csv,noheader 2>&1) in
+        *Disabled*) smi -i "$1" -mig 1 || return 0 ;;
+    esac
     smi mig -i "$1" -cgi "$2" -C && return 0
     nvidia-smi mig -i "$1" -dci >/dev/null 2>&1; nvidia-smi mig -i "$1" -dgi >/dev/null 2>&1
     echo "provision-gpu-tuning: MIG layout $2 of $1 not made (destroyed what was made)" >&2

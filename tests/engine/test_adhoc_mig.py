@@ -82,3 +82,18 @@ def test_a_layout_the_gpus_cannot_take_touches_nothing(h200_node):
     assert result.exit_code == EXIT_BAD_INPUT
     assert "provision mig 4g.71gb,4g.71gb: GPU1 (NVIDIA H200): 2 x 4g.71gb, but it takes at most 1" in result.output
     assert h200_node.query("mig.mode.current") == ["Disabled"] * 2 and not h200_node.conf.exists()
+
+
+def test_the_boot_script_turns_mig_mode_on_again_where_the_driver_lost_it(h200_node):
+    """Hopper and later keep no MIG mode across a driver reload (NVIDIA's MIG user guide): the boot line's layout
+    turns it on first, then makes the instances."""
+    as_shown(h200_node, COMMANDS[0])
+    h200_node.gpusim("reboot")
+    for gpu in ("0", "1"):  # what a Hopper reboot leaves: the mode off as well
+        assert h200_node.smi("-i", gpu, "-mig", "0").returncode == 0
+    assert h200_node.query("mig.mode.current") == ["Disabled"] * 2
+    boot = subprocess.run(["sh", str(TEMPLATES / "provision-gpu-tuning.sh"), str(h200_node.conf)],
+                          capture_output=True, text=True, timeout=60)
+    assert boot.returncode == 0, boot.stderr
+    assert h200_node.query("mig.mode.current") == ["Enabled"] * 2
+    assert instances(h200_node) == [f"{gpu} 3g.71gb {start}:4" for gpu in (0, 1) for start in (0, 4)]

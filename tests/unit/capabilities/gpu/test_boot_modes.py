@@ -80,6 +80,9 @@ def test_the_boot_script_sets_the_compute_mode_after_persistence(tmp_path):
         "-i GPU-2330-0001 -pm 1", "-i GPU-2330-0001 -c DEFAULT"]
 
 
+MODE_QUERY = "-i GPU-2330-0000 --query-gpu=mig.mode.current --format=csv,noheader"
+
+
 def boot_calls(tmp_path, conf_text: str, answers: str = "") -> tuple[list[str], subprocess.CompletedProcess[str]]:
     """The boot script run on conf_text with an nvidia-smi that logs its calls and answers with the shell case
     arms `answers` (after the query of the GPUs, which it answers with none)."""
@@ -104,15 +107,15 @@ def test_a_line_word_of_another_part_follows_the_settings_and_the_script_makes_t
                                "gpu=GPU-2330-0001 index=1 persistence=on"]
     calls, done = boot_calls(tmp_path, text)
     assert done.returncode == 0, done.stderr
-    assert calls[:4] == ["-i GPU-2330-0000 -pm 1", "mig -i GPU-2330-0000 -lgi", "mig -i GPU-2330-0000 -cgi 9:0,9:4 -C",
-                         "-i GPU-2330-0001 -pm 1"]
+    assert calls[:5] == ["-i GPU-2330-0000 -pm 1", "mig -i GPU-2330-0000 -lgi", MODE_QUERY,
+                         "mig -i GPU-2330-0000 -cgi 9:0,9:4 -C", "-i GPU-2330-0001 -pm 1"]
 
 
 def test_a_mig_layout_that_cannot_be_made_is_destroyed_and_the_boot_fails(tmp_path):
     calls, done = boot_calls(tmp_path, "gpu=GPU-2330-0000 mig=9:0,9:0\n",
                              "*-cgi*) echo 'Unable to create a GPU instance on GPU  0 using profile 9: "
                              "Insufficient Resources'; exit 2;;")
-    assert calls[:4] == ["mig -i GPU-2330-0000 -lgi", "mig -i GPU-2330-0000 -cgi 9:0,9:0 -C",
+    assert calls[:5] == ["mig -i GPU-2330-0000 -lgi", MODE_QUERY, "mig -i GPU-2330-0000 -cgi 9:0,9:0 -C",
                          "mig -i GPU-2330-0000 -dci", "mig -i GPU-2330-0000 -dgi"]
     assert done.returncode == 1 and "MIG layout 9:0,9:0 of GPU-2330-0000 not made" in done.stderr
 
@@ -124,3 +127,11 @@ def test_a_gpu_that_has_its_instances_is_left_alone(tmp_path):
                              "*-lgi*) echo '|   0  MIG 3g.71gb          9        2          0:4     |';;")
     assert done.returncode == 0 and calls[:1] == ["mig -i GPU-2330-0000 -lgi"]
     assert not any("-cgi" in call for call in calls) and "present: left alone" in done.stdout
+
+
+def test_a_mig_mode_the_driver_lost_is_turned_on_before_the_layout(tmp_path):
+    """Hopper and later keep no MIG mode across a driver reload (NVIDIA's MIG user guide)."""
+    calls, done = boot_calls(tmp_path, "gpu=GPU-2330-0000 mig=9:0,9:4\n", "*mig.mode.current*) echo Disabled;;")
+    assert done.returncode == 0, done.stderr
+    assert calls[:4] == ["mig -i GPU-2330-0000 -lgi", MODE_QUERY, "-i GPU-2330-0000 -mig 1",
+                         "mig -i GPU-2330-0000 -cgi 9:0,9:4 -C"]
