@@ -91,3 +91,11 @@ def test_the_boot_tasks_read_the_mig_listings_their_line_is_pinned_by():
 
     after = AfterTheSetting(Boot(), [], check=False)
     assert set(SECTION_NAMES) <= set(after.fact_sections(host()))
+
+
+def test_the_inventory_saying_otherwise_is_a_warning_in_the_commands_words():
+    hook = AdhocSettings({"mig": "disabled"}, gpu_chooser("0"), from_inventory=True)
+    hook(host(provision_gpu={"mig": ["3g.71gb", "3g.71gb"]}), h200_facts((), ()))
+    [warning] = hook.warnings
+    assert warning.startswith("node1 GPU0: the inventory says provision_gpu.mig")
+    assert warning.endswith("(`provision mig 3g.71gb,3g.71gb`); the next `provision apply` sets that back")
