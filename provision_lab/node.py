@@ -291,11 +291,15 @@ SUPERVISOR = ("import sys; sys.path.insert(0, sys.argv[1]); from provision_lab i
 # /usr/sbin/reboot in a node (the image has none: systemd-sysv's, a link to systemctl, would refuse without
 # systemd): what `reboot -f` does in the end, sync and reboot(2) with RB_AUTOBOOT, which systemctl does itself
 # when forced twice. Only in a lab node (its PID 1 is the lab's init): there reboot(2) ends the node's PID
-# namespace, never this machine.
+# namespace, never this machine. It takes the seconds a machine takes to go down and through its firmware:
+# slurmctld (22.05) counts a reboot it issued as done only when the node's boot time, now less its uptime in
+# whole seconds rounded up, is not before the second it asked; a node back within that second stays
+# REBOOT_ISSUED until ResumeTimeout.
 REBOOT = """#!/bin/sh
 # provision lab: reboot this node now (sync, then reboot(2)); the lab boots it again.
 grep -qa provision-lab-init /proc/1/cmdline || { echo "reboot: not a provision lab node" >&2; exit 1; }
 sync
+sleep 3
 exec systemctl reboot --force --force
 """
 

@@ -51,8 +51,10 @@ def apply(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOption
         results = run_stoppable(engine, target.hosts)
     applied = Applied(results, engine.stop.signum)
     if reboot and not options.check and not engine.stop.signum:
-        applied.reboots, applied.after = reboot_and_converge(engine, serial, reboot_timeout,
-                                                             verifier(target, tasks, options, ssh))
+        with engine.stop.catching():  # a Slurm rollout waits on jobs: a signal leaves the rest to Slurm
+            applied.reboots, applied.after = reboot_and_converge(engine, serial, reboot_timeout,
+                                                                 verifier(target, tasks, options, ssh))
+        applied.stopped = engine.stop.signum
     return applied
 
 

@@ -102,7 +102,7 @@ class SlurmRollout:
         outcomes = {t.host.name: o for t, o in asked}
         phases = self.slurm.wait_back([t.host for t, _ in asked], self.timeout, self.stop,
                                       lambda host, phase: self.seen(outcomes[host.name], phase))
-        back = [t.host for t, _ in asked if phases.get(t.host.name) == reboots.BACK]
+        back = [t.host for t, _ in asked if phases.get(t.host.name) == reboots.BACK and not self.stop]
         for target, outcome in asked:
             if target.host not in back:
                 self.not_back(outcome, phases.get(target.host.name, reboots.UNKNOWN))
@@ -117,9 +117,9 @@ class SlurmRollout:
         self.notice(f"{outcome.host}: {phase} (+{self.now()} s)")
 
     def not_back(self, outcome: RebootOutcome, phase: str) -> None:
-        if phase in (reboots.REQUESTED, reboots.DRAINED) and self.stop:
+        if self.stop and phase != reboots.TIMED_OUT:  # a stopped run converges nothing more: all left to Slurm
             outcome.status = LEFT_TO_SLURM
-            outcome.message = ("the run stopped while Slurm waits for its jobs: it reboots then, and stays drained "
+            outcome.message = (f"the run stopped ({phase}): Slurm reboots it when its jobs end, and it stays drained "
                                "until `provision apply --reboot` picks it up")
         elif phase == reboots.TIMED_OUT:
             outcome.status, outcome.message = NOT_BACK, "Slurm's ResumeTimeout passed: drained again, left for you"

@@ -11,7 +11,7 @@ import base64
 import hashlib
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import yaml
 
@@ -220,6 +220,10 @@ class SlurmConfig(SlurmTask):
             plan.skipped = elsewhere
             return plan
         read = {**(self.cluster.facts if self.cluster else {}), host.name: facts}
+        rebooting = rebooting_hosts(host, everyone, read)
+        if rebooting:
+            plan.skipped = rebooting
+            return plan
         context = slurm_conf.slurm_context(host, everyone, read, unread=self.cluster.unread if self.cluster else None,
                                       health_check_program=HEALTH_CHECK)
         if isinstance(context, list):
@@ -240,6 +244,16 @@ class SlurmConfig(SlurmTask):
             plan_rendered(plan, self.template_folder(), [(ACTIVE_SBATCH, ACTIVE_SBATCH_TEMPLATE, "0755")], active, facts)
             plan_written(plan, FileWrite(NODE_INVENTORY, node_inventory(everyone)), facts)
         return plan
+
+
+def rebooting_hosts(host: Host, everyone: Sequence[Host], read: Mapping[str, HostFacts | None]) -> str:
+    """Why slurm.conf waits, or '': a node of the cluster whose new driver waits for its reboot lists no GPU
+    (its library and loaded module differ), and the file needs every node's. It stays as it is meanwhile: a
+    driver moved under a rolling reboot (apply --reboot through Slurm) changes none of its lines."""
+    names = [h.name for h in clusters.slurm_cluster(host, everyone)
+             if (f := read.get(h.name)) is not None and f.nvidia.state == "mismatch"]
+    return (f"waits for the reboot of {', '.join(names)}: its new driver lists no GPU until then, and slurm.conf "
+            "needs them; the file stays as it is") if names else ""
 
 
 @dataclass(frozen=True)

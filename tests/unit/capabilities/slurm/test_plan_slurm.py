@@ -220,6 +220,23 @@ def test_with_local_the_cluster_wide_files_and_key_are_not_judged_from_one_node(
     assert key.plan(inv.hosts["blade-1"], blade).skipped.startswith("needs the facts of head-1,")
 
 
+def test_slurm_conf_waits_while_a_node_of_the_cluster_waits_for_its_new_drivers_reboot(inv):
+    """A driver moved under a rolling reboot: the nodes not rebooted yet answer 'Driver/library version mismatch'
+    and list no GPU. slurm.conf waits for them (skipped, the file as it is) rather than failing on every node."""
+    from provision.core.resources import templates_dir
+    from provision.capabilities.slurm.tasks import SlurmConfig
+
+    read = {"head-1": host_facts(), "blade-1": host_facts(),
+            "blade-2": host_facts(state="mismatch", message="Failed to initialize NVML: Driver/library version "
+                                  "mismatch NVML library version: 570.195")}
+    config = SlurmConfig()
+    config.templates = templates_dir()
+    config.cluster = Cluster(list(inv.hosts.values()), read, {})
+    plan = config.plan(inv.hosts["blade-1"], read["blade-1"])
+    assert plan.skipped == ("waits for the reboot of blade-2: its new driver lists no GPU until then, and "
+                            "slurm.conf needs them; the file stays as it is") and not plan.failed
+
+
 def test_the_health_check_runs_verify_on_the_node_against_an_inventory_that_means_the_same(inv, tmp_path):
     from provision.capabilities import clusters
     from provision.core.resources import templates_dir
