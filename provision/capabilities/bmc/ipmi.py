@@ -200,8 +200,8 @@ NEXT_STEP = {
     VOLTAGE: "a supply rail went out of range (a brownout): check the power supplies and their feed",
     HEAT: "check the fans, the airflow and the inlet temperature",
     PSU_HEAT: "that power supply overheated or its own fan failed: check its fan and the air at its intake and "
-              "exhaust; replace it if it happens again (its fan is part of it); until then drain the node: a supply "
-              "that trips at full GPU load leaves the others alone with it",
+              "exhaust; replace it if it happens again (its fan is part of it); until then drain the node: if it trips "
+              "at full GPU load, the others carry the node alone",
     BEYOND: "the BMC declared that part beyond recovery: have it serviced (`ipmitool sel get ID` shows the "
             "event's data, the vendor's log or support names the part); drain the node until then",
 }
