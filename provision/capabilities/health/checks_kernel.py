@@ -61,6 +61,7 @@ def check_no_xid_errors_since_boot(node: Node) -> None:
     names = gpu_names(node)
     with_xid_79 = {e.bus_id for e in events if e.kind == "xid" and e.xid == 79}
     recovered = _recovered_until(events, node)
+    readable = {pci.slot(gpu.bus_id) for gpu in node.facts.nvidia.gpus}
     groups: dict[tuple[str, ...], _Group] = {}
     cause_of: dict[str | None, tuple[str, ...]] = {}  # GPU -> the group of its last serious event
     said: Counter[tuple[str, str]] = Counter()  # (line, why it is only a note) -> times
@@ -69,6 +70,8 @@ def check_no_xid_errors_since_boot(node: Node) -> None:
         if judged is None:
             continue
         line, fix, remedy, kind = judged
+        if kind == "off-bus" and event.bus_id in readable:  # it answers again, but NVIDIA's step is still a reboot
+            line += ", back on the bus now"
         if kind is None:
             said[line, "an application's fault, not the node's"] += 1
         elif i <= recovered.get(event.bus_id, -1):

@@ -164,6 +164,10 @@ def test_a_gpu_off_the_bus_asks_a_reboot_and_its_xid_154_joins_it():
         "NVRM: Xid (PCI:0000:91:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"]
     [finding] = verdict(checks_kernel.check_no_xid_errors_since_boot, node(lines)).findings
     assert finding.remedy == REBOOT and finding.found.endswith("Xid 154 (the driver asks for a node reboot)")
+    assert "back on the bus" not in finding.found
+    [back] = verdict(checks_kernel.check_no_xid_errors_since_boot, node(lines, ["00000000:91:00.0"])).findings
+    assert "GPU0 0000:91:00 Xid 79 (hardware: " in back.found and "fault).), back on the bus now;" in back.found
+    assert back.remedy == REBOOT
     assert finding.because == ("no_gpu_awaits_recovery:0000:91:00", "no_gpu_is_lost:0000:91:00",
                                "no_gpu_failed_to_initialize:0000:91:00")
 
