@@ -62,8 +62,8 @@ def check_no_xid_errors_since_boot(node: Node) -> None:
     with_xid_79 = {e.bus_id for e in events if e.kind == "xid" and e.xid == 79}
     recovered = _recovered_until(events, node)
     readable = {pci.slot(gpu.bus_id) for gpu in node.facts.nvidia.gpus}
-    groups: dict[tuple[str, ...], _Group] = {}
-    cause_of: dict[str | None, tuple[str, ...]] = {}  # GPU -> the group of its last serious event
+    groups: dict[tuple[str | None, tuple[str, ...]], _Group] = {}  # one per GPU and cause: (GPU, leads) -> lines
+    cause_of: dict[str | None, _Group] = {}  # GPU -> the group of its last serious event
     said: Counter[tuple[str, str]] = Counter()  # (line, why it is only a note) -> times
     for i, event in enumerate(events):
         judged = _judge(event, names, with_xid_79)
@@ -77,18 +77,18 @@ def check_no_xid_errors_since_boot(node: Node) -> None:
         elif i <= recovered.get(event.bus_id, -1):
             said[line, "recovered since (the driver asks no recovery for it now)"] += 1
         else:
-            key = cause_of[event.bus_id] if kind == "recovery" and event.bus_id in cause_of else _leads(kind, event.bus_id)
-            cause_of[event.bus_id] = key
-            group = groups.setdefault(key, _Group())
+            group = (cause_of[event.bus_id] if kind == "recovery" and event.bus_id in cause_of
+                     else groups.setdefault((event.bus_id, _leads(kind, event.bus_id)), _Group()))
+            cause_of[event.bus_id] = group
             group.add(line, fix, remedy, event.bus_id)
             if kind == "recovery" and event.bus_id:  # the GPU's recovery action, read now, speaks for this cause
                 group.asked = f"{checks_recovery.CHECK}:{pci.slot(event.bus_id)}"
     for (line, why), n in said.items():
         note(node, f"{line}{f' x{n}' if n > 1 else ''}: {why}")
     fail_each([Finding("no Xid error that needs attention since boot", group.found(), " ".join(group.fixes),
-                       because=tuple(dict.fromkeys((group.asked, *key) if group.asked else key)),
+                       because=tuple(dict.fromkeys((group.asked, *leads) if group.asked else leads)),
                        about=tuple(group.about), remedy=group.remedy)
-               for key, group in groups.items()])
+               for (_, leads), group in groups.items()])
 
 
 class _Group:

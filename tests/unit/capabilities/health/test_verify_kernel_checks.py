@@ -242,3 +242,15 @@ def test_the_refusal_after_an_xid_154_is_the_same_cause_and_a_reset_ends_both():
     assert finding.about == ("0000:01:00",)  # the GPU a reset takes
     reset = node(RESET_REQUIRED, ["00000000:01:00.0"], recovery="none")
     assert verdict(checks_kernel.check_no_xid_errors_since_boot, reset) is None and len(reset.notes) == 2
+
+
+def test_two_gpus_with_driver_faults_are_two_causes_each_naming_its_gpu():
+    """gpud's testdata (Xid 119 on 0000:9b:00) and forum t/371272 (Xid 62, 154 on 0000:01:00) in one log: the GSP
+    timeouts of one GPU are not the other's halt, and a reset takes each GPU alone."""
+    lines = (real_lines("gpud-testdata-dmesg-ctime-xid119.txt")
+             + real_lines("nvidia-forum-371272-no-timestamp-xid62-154.txt"))
+    rig = node(lines, ["00000000:01:00.0", "00000000:9B:00.0"], recovery="none")
+    rig.facts.nvidia.gpus[0].recovery_action = "reset"
+    findings = verdict(checks_kernel.check_no_xid_errors_since_boot, rig).findings
+    assert [(f.about, f.remedy, f.because) for f in findings] == [
+        (("0000:9b:00",), RESET, ()), (("0000:01:00",), RESET, ("no_gpu_awaits_recovery:0000:01:00",))]
