@@ -231,8 +231,9 @@ def test_a_big_clusters_files_render_within_the_step_budget():
     assert slurm.count("\nNodeName=") == 5000 and f"Nodes={','.join(names)} Default=YES" in slurm
     gres = render(templates_dir(), "gres.conf.j2", {
         "cluster_name": "big", "autodetect_nvidia": False, "gres_autodetect": None,
-        "gres_nodes": [{"name": n, "autodetect": None, "gpus": [{"type": "h100", "count": 1, "file": f"/dev/nvidia{g}",
-                                                                  "cores": "0-55"} for g in range(8)]} for n in names]})
+        "gres_nodes": [{"name": n, "autodetect": None, "mig": False,
+                        "gpus": [{"type": "h100", "count": 1, "file": f"/dev/nvidia{g}", "files": None,
+                                  "cores": "0-55"} for g in range(8)]} for n in names]})
     assert gres.count("\nNodeName=") == 40000
 
 
