@@ -93,6 +93,9 @@ Environment
                       each boot, gone while no driver is loaded (default /proc/driver/nvidia; where another
                       NVIDIA_SIM_* path is set, the state's path + ".proc-driver-nvidia", so that a test's
                       simulator never writes to /proc)
+  NVIDIA_SIM_CAPS_DEV  /dev/nvidia-caps, the MIG capability devices (migcaps.py) beside the driver's
+                      /proc/driver/nvidia-caps/mig-minors (default /dev/nvidia-caps; where another NVIDIA_SIM_*
+                      path is set, the state's path + ".dev-nvidia-caps")
 
 Driver
   Installed and loaded, as on a real machine. The installed driver is what NVIDIA_SIM_LIBRARY says; without
