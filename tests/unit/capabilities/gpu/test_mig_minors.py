@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
-from realdata import REAL
+from realdata import REAL, REAL_H200_MODES, capture
 
-from provision.capabilities.gpu import mig_minors
+from builders.mig import h200_gpu
+from provision.capabilities.gpu import mig_facts, mig_minors
+from provision.capabilities.host import HostFacts
+from provision.core.facts import Section
 
 MINORS = REAL / "h200-recovery" / "mig-minors.txt"
 
@@ -32,3 +35,13 @@ def test_words_that_are_no_table_line_are_left_out():
 
 def test_a_capability_is_a_device_file_under_dev_nvidia_caps():
     assert mig_minors.cap_device(13) == "/dev/nvidia-caps/nvidia-cap13"
+
+
+def test_the_batch_section_fills_the_mig_facts_minors():
+    facts = HostFacts()
+    facts.nvidia.gpus = [h200_gpu()]
+    profiles, rc = capture("mig-lgip.txt", REAL_H200_MODES)
+    mig_facts.parse({mig_facts.PROFILES: Section(rc, profiles), mig_facts.MINORS: Section(0, real_table())}, facts)
+    assert facts.mig is not None and facts.mig.minors[mig_minors.compute_instance_cap(0, 2, 0)] == 22
+    mig_facts.parse({mig_facts.PROFILES: Section(rc, profiles)}, facts)  # no instances: the section is not asked
+    assert facts.mig.minors == {}
