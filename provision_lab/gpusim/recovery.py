@@ -21,29 +21,13 @@ def recovery_action(record: dict) -> str:
     return record.get("recovery_action") or NONE
 
 
-# The first driver branch that has it: the open kernel module's 565.57.01 (not 560.35.03), and a real 565.57.01 -q
-# prints the line (../shared/reference/node-lifecycle-reference.md 7.2). An older driver knows no such field.
-SINCE_BRANCH = 565
+# --- the faults, and what ends them --------------------------------------------------------------------------
 
-
-def known(driver: str) -> bool:
-    return int(driver.split(".")[0]) >= SINCE_BRANCH
-
-
-def query_value(g) -> str:
-    """--query-gpu gpu_recovery_action: an older driver refuses it as any field it does not know."""
-    if not known(g.host.driver):
-        raise Exit(BAD_FIELD.format(name="gpu_recovery_action"), RC_INVALID)
-    return recovery_action(g.record)
-
-
-def q_lines(g) -> list:
-    """-q's line, where the driver has it."""
-    return [(1, "GPU Recovery Action", recovery_action(g.record))] if known(g.host.driver) else []
-# Xid 79 as the 5xx drivers print it, no process to blame (faults.py's off-bus fault prints the same).
+# Xid 79 as the 5xx drivers print it, no process to blame (faults.py's off-bus fault logs it too).
 XID79 = "NVRM: Xid (PCI:{pci}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
-# What Xid 154 calls each action, with NVML's code (the driver's gpu.c _gpuRecoveryActionName; the wording
-# verify holds its parser to: /work/notes/s55 RECOGNISE, ../shared/reference/node-lifecycle-reference.md 7.3).
+# What Xid 154 calls each action, with NVML's code (the driver's gpu.c _gpuRecoveryActionName,
+# ../shared/reference/node-lifecycle-reference.md 7.3; verify's health/kernlog.py reads these lines, and
+# test_gpusim_recovery holds the two together).
 XID154_NAMES = {NONE: "None", RESET: "GPU Reset Required", REBOOT: "Node Reboot Required", DRAIN_P2P: "Drain P2P",
                 DRAIN_AND_RESET: "Drain and Reset"}
 XID154 = "NVRM: Xid (PCI:{pci}): 154, GPU recovery action changed from 0x{old:x} ({old_name}) to 0x{new:x} ({new_name})"
@@ -99,8 +83,31 @@ def reset(record: dict) -> None:
 
 def after_boot(state: dict, loaded: float | None) -> None:
     """A boot: every GPU starts with nothing to recover, except a failing card, which fails again soon after
-    the driver loads (`loaded`: seconds of uptime; None: no driver, nothing logs)."""
+    the driver loads (`loaded`: when it loaded, as kernel.boot returns it; None: no driver, nothing logs)."""
     for record in state["gpus"]:
         record["recovery_action"] = NONE
         if record.get("failing") and loaded is not None and not record.get("gone"):
             off_the_bus_and_back(state, record)
+
+
+# --- what nvidia-smi shows of it ----------------------------------------------------------------------------
+
+# The first driver branch that has it: the open kernel module's 565.57.01 (not 560.35.03), and a real 565.57.01 -q
+# prints the line (../shared/reference/node-lifecycle-reference.md 7.2). An older driver knows no such field.
+SINCE_BRANCH = 565
+
+
+def known(driver: str) -> bool:
+    return int(driver.split(".")[0]) >= SINCE_BRANCH
+
+
+def query_value(g) -> str:
+    """--query-gpu gpu_recovery_action: an older driver refuses it as any field it does not know."""
+    if not known(g.host.driver):
+        raise Exit(BAD_FIELD.format(name="gpu_recovery_action"), RC_INVALID)
+    return recovery_action(g.record)
+
+
+def q_lines(g) -> list:
+    """-q's line, where the driver has it."""
+    return [(1, "GPU Recovery Action", recovery_action(g.record))] if known(g.host.driver) else []
