@@ -59,7 +59,8 @@ Usage (gpusim: `python -m provision_lab.gpusim`, `python provision_lab/gpusim`, 
                                          crash or a driver reload), MIG mode stays on; refused where it is off.
                                          reset-required, needs-reboot, failing-card: the driver asks for a GPU
                                          reset or a reboot (recovery.py: gpu_recovery_action, Xid 154); -r or a
-                                         reboot ends the first, a reboot the second, clear only the third.
+                                         reboot ends the first, a reboot the second, clear only the third;
+                                         reset-required --drain: Drain and Reset (its work may end first).
                                          clear: a repaired card: every fault above undone, its counts back to 0
                                          but the aggregate (lifetime) ECC count.
   gpusim set-driver VERSION              driver VERSION installed and loaded at once, without the reboot a real

@@ -17,10 +17,12 @@ from .state import healthy, open_state, require_config
 FAULTS = ("off-bus", "gone", "init-failed", "pcie-degraded", "pcie-degraded-under-load", "ecc", "power-brake", "thermal", "pcie-errors", "nvlink-down",
           "nvlink-errors", "bad-riser", "process", "mig-instances-gone", *RECOVERY_FAULTS, "clear")
 FAULT_USAGE = ("usage: gpusim fault GPU off-bus|gone|init-failed|pcie-degraded|pcie-degraded-under-load|ecc|power-brake|thermal|pcie-errors|nvlink-down|"
-               "nvlink-errors|bad-riser|process|mig-instances-gone|reset-required|needs-reboot|failing-card|clear [--width N] [--gen N] [--remap-failure] [--link L]")
+               "nvlink-errors|bad-riser|process|mig-instances-gone|reset-required|needs-reboot|failing-card|clear [--width N] [--gen N] [--remap-failure] [--link L] "
+               "[--drain]")
 FAULT_OPTIONS = {"pcie-degraded": {"--width": True, "--gen": True},
                  "pcie-degraded-under-load": {"--width": True, "--gen": True}, "ecc": {"--remap-failure": False},
-                 "nvlink-down": {"--link": True}, "nvlink-errors": {"--link": True}}
+                 "nvlink-down": {"--link": True}, "nvlink-errors": {"--link": True},
+                 "reset-required": {"--drain": False}}
 # What one nvlink-errors fault adds to a link's Replay, Recovery and CRC Errors (inferred, gpu_models.md): each
 # CRC error is a flit the receiver asks again for (a replay), and the burst ends in one retraining (a recovery).
 NVLINK_ERROR_BURST = (5, 1, 5)
@@ -45,7 +47,8 @@ def parse_fault_options(kind: str, args: list) -> dict:
         if name not in allowed or (allowed[name] and not rest):
             raise SimError(f"unknown fault {' '.join([kind, *args])!r}: off-bus, gone, init-failed, pcie-degraded "
                            "[--width N] [--gen N], pcie-degraded-under-load [--width N] [--gen N], ecc [--remap-failure], power-brake, thermal, pcie-errors, "
-                           "nvlink-down [--link L], nvlink-errors [--link L], bad-riser, process, mig-instances-gone, clear")
+                           "nvlink-down [--link L], nvlink-errors [--link L], bad-riser, process, mig-instances-gone, "
+                           "reset-required [--drain], needs-reboot, failing-card, clear")
         options[name] = rest.pop(0) if allowed[name] else True
     return options
 
@@ -90,7 +93,7 @@ def cmd_fault(args: list) -> int:
                 raise SimError(f"GPU {record['slot']} ({model.name}) is not in MIG mode: it has no MIG instances")
             record["gis"] = []
         elif kind in RECOVERY_FAULTS:  # the driver asks for a reset or a reboot (recovery.py)
-            inject_recovery(state, record, kind)
+            inject_recovery(state, record, kind, drain=bool(extra.get("--drain")))
         elif kind == "bad-riser":  # nothing at rest: load.py logs its errors while a load runs
             record["bad_riser"] = True
         elif kind == "nvlink-errors":

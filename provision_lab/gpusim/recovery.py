@@ -62,13 +62,15 @@ def log_off_bus(state: dict, record: dict) -> None:
     kmsg(state, f"NVRM: GPU {record['bus_id'][4:].lower()}: GPU has fallen off the bus.")
 
 
-def inject(state: dict, record: dict, kind: str) -> None:
-    """One of FAULTS on the GPU of `record`."""
+def inject(state: dict, record: dict, kind: str, drain: bool = False) -> None:
+    """One of FAULTS on the GPU of `record`; drain (reset-required): Drain and Reset, where the work running may
+    end before the reset, so nothing is refused yet."""
     if record.get("gone") or record.get("off_bus"):
         raise SimError(f"GPU {record['slot']} is off the bus: the driver cannot hear of its faults")
     if kind == "reset-required":  # a fault the GPU's firmware cannot recover from by itself, no classic Xid first
-        change_action(state, record, RESET)
-        kmsg(state, RESET_REQUIRED)  # the job on it asks for a channel and is refused
+        change_action(state, record, DRAIN_AND_RESET if drain else RESET)
+        if not drain:
+            kmsg(state, RESET_REQUIRED)  # the job on it asks for a channel and is refused
         return
     record["failing"] = kind == "failing-card" or bool(record.get("failing"))
     off_the_bus_and_back(state, record)

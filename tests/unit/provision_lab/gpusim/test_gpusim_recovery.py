@@ -55,6 +55,15 @@ def test_a_gpu_that_needs_a_reset_says_so_until_it_is_reset(sim: Sim) -> None:
     assert sim.column("gpu_recovery_action") == ["None", "None"]
 
 
+def test_drain_and_reset_lets_the_work_end_and_is_cleared_by_a_reset(sim: Sim) -> None:
+    sim.configure(("h100-80gb-hbm3", 1))
+    sim.gpusim("fault", "0", "reset-required", "--drain")
+    assert sim.column("gpu_recovery_action") == ["Drain and Reset"]
+    assert sim.ring_messages()[-1] == xid154(sim, "0x4 (Drain and Reset)")  # nothing refused yet
+    sim.ok("-r")
+    assert sim.column("gpu_recovery_action") == ["None"]
+
+
 def test_a_reboot_ends_a_reset_required_state_too(sim: Sim) -> None:
     sim.configure(("h100-80gb-hbm3", 1))
     sim.gpusim("fault", "0", "reset-required")
