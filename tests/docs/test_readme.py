@@ -34,6 +34,8 @@ must be listed in WHERE with the place it runs:
   driver     tests/lab/test_driver_install.py runs it as written (its lab directory in place of the one shown)
   pyxis      tests/lab/test_pyxis.py runs them as written, in order (its lab directory in place of the one shown)
   recover    tests/lab/test_recover.py runs them as written, in order (its lab directory in place of the one shown)
+  slurm-reboot  tests/lab/test_slurm_reboot.py runs them as written, in order (its lab directory in place of the
+             one shown)
   tutorial   the lab rehearsal (lab marker), first on a lab that mirrors inventories/basement.yaml, exactly
              as written: the lab's own inventory and ssh_config, nothing else set up; the default lab
              directory shown is this test's lab directory
@@ -138,6 +140,8 @@ WHERE = {
     "provision apply /var/lib/provision-lab/driver/inventory.yaml --reboot --serial 1": "driver",
     "provision lab up --like tests/lab/pyxis.yaml --dir /var/lib/provision-lab/pyxis": "pyxis",
     "provision apply /var/lib/provision-lab/pyxis/inventory.yaml": "pyxis",
+    "provision lab up --like tests/lab/slurm_reboot.yaml --dir /var/lib/provision-lab/slurm-reboot": "slurm-reboot",
+    "provision apply /var/lib/provision-lab/slurm-reboot/inventory.yaml --reboot --serial 1": "slurm-reboot",
     "provision lab up --like tests/lab/recovery.yaml --dir /var/lib/provision-lab/recovery": "recover",
     "provision apply /var/lib/provision-lab/recovery/inventory.yaml": "recover",
     "provision lab fault lab-recovery-1 gpu-reset-required --gpu 1 --dir /var/lib/provision-lab/recovery": "recover",

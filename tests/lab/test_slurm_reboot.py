@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -22,17 +23,30 @@ import yaml
 from provision.capabilities.slurm import reboots
 from provision_lab.layout import DRIVER_VERSION, OTHER_DRIVER_VERSION
 
+from docs.test_readme import commands_for  # tests/docs, through tests/ on sys.path (WHERE is there)
+
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
-SPEC = Path(__file__).parent / "slurm_reboot.yaml"
 HEAD, NODES = "lab-head", ["lab-gpu-1", "lab-gpu-2"]
+# The Slurm how-to's block (tests/docs/test_readme.py: place "slurm-reboot"), each command as written but in this
+# test's lab directory: the lab, and the upgrade once the inventory pins the other driver.
+SHOWN_DIR = "/var/lib/provision-lab/slurm-reboot"
+DOC_UP, DOC_REBOOT = commands_for("slurm-reboot")
+
+
+def as_written(command: str, lab, *more: str) -> subprocess.CompletedProcess:
+    """A command of the how-to, from the checkout, in this test's lab directory (and more options after it)."""
+    argv = shlex.split(command.replace(SHOWN_DIR, str(lab.dir)))
+    return subprocess.run([sys.executable, "-m", "provision", *argv[1:], *more], cwd=REPO, capture_output=True,
+                          text=True, timeout=900, stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture(scope="module")
 def reboot_lab(lab_alone):
     def up(cluster):
-        cluster.lab("up", "--like", str(SPEC))
+        made = as_written(DOC_UP, cluster)
+        assert made.returncode == 0, made.stdout + made.stderr
         code, result = cluster.apply()
         assert code == 0, result
         wait_for("both GPU nodes idle", lambda: idle(cluster))
@@ -72,11 +86,12 @@ def loaded(lab, node: str) -> str:
     return on(lab, node, "nvidia-smi --query-gpu=driver_version --format=csv,noheader").split()[0]
 
 
-def pinned(lab, path: Path, version: str) -> Path:
+def pinned(lab, version: str) -> Path:
+    """The lab's own inventory, its GPU nodes' driver pinned at VERSION (as a user edits the pin)."""
     tree = yaml.safe_load(lab.inventory.read_text())
     tree["all"]["children"]["gpu"]["vars"]["provision_driver"]["version"] = version
-    path.write_text(yaml.safe_dump(tree))
-    return path
+    lab.inventory.write_text(yaml.safe_dump(tree))
+    return lab.inventory
 
 
 def job_on(lab, node: str, seconds: int, tag: str) -> str:
@@ -106,7 +121,9 @@ class Watch(threading.Thread):
             time.sleep(1)
 
 
-def test_a_driver_upgrade_under_a_running_job_goes_node_by_node_through_slurm(reboot_lab, tmp_path):
+def test_a_driver_upgrade_under_a_running_job_goes_node_by_node_through_slurm(reboot_lab):
+    assert DOC_UP == f"provision lab up --like tests/lab/slurm_reboot.yaml --dir {SHOWN_DIR}"
+    assert DOC_REBOOT == f"provision apply {SHOWN_DIR}/inventory.yaml --reboot --serial 1"
     lab = reboot_lab
     assert {loaded(lab, n) for n in NODES} == {DRIVER_VERSION}
     conf = lab.node_file(HEAD, "/etc/slurm/slurm.conf").read_text()
@@ -116,15 +133,16 @@ def test_a_driver_upgrade_under_a_running_job_goes_node_by_node_through_slurm(re
     watch = Watch(lab)
     watch.start()
     started = time.monotonic()
+    pinned(lab, OTHER_DRIVER_VERSION)
     try:
-        code, result = lab.apply("--reboot", "--serial", "1", inventory=pinned(lab, tmp_path / "570.yaml",
-                                                                             OTHER_DRIVER_VERSION))
+        done = as_written(DOC_REBOOT, lab, "--json")
     finally:
         watch.done.set()
         watch.join()
     print(f"apply --reboot of {len(NODES)} Slurm nodes, one with a 40 s job: {time.monotonic() - started:.0f} s")
-    print(json.dumps(result.get("reboots"), indent=1), watch.seen)
-    assert code == 0, result
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(done.stdout)
+    print(json.dumps(result["reboots"], indent=1), watch.seen)
     rebooted = {o["host"]: o for o in result["reboots"]}
     assert [(o["host"], o["via"], o["status"]) for o in result["reboots"]] == [(n, "slurm", "rebooted") for n in NODES]
     assert all(o["message"] == "verify passed: resumed in Slurm" for o in rebooted.values())
@@ -150,14 +168,14 @@ def drained_back(lab, node: str) -> str:
     return line if line.startswith("drain provision-reboot:") and reboots.ISSUED_WORDS in line else ""
 
 
-def test_a_stopped_rollout_is_left_to_slurm_and_a_later_run_picks_it_up(reboot_lab, tmp_path):
+def test_a_stopped_rollout_is_left_to_slurm_and_a_later_run_picks_it_up(reboot_lab):
     """SIGTERM while Slurm waits for a job: the run ends and leaves both nodes of its batch to Slurm. The idle one
     is back already, the busy one reboots when its job ends; both stay out of service until a later
     `apply --reboot` verifies them and resumes them, without a second reboot."""
     lab = reboot_lab
     idle_one, busy = NODES
     job = job_on(lab, busy, 30, "pickup")
-    inventory = pinned(lab, tmp_path / "580.yaml", DRIVER_VERSION)
+    inventory = pinned(lab, DRIVER_VERSION)
     proc = subprocess.Popen([sys.executable, "-m", "provision", "apply", str(inventory), "--ssh-config",
                              str(lab.ssh_config), "--json", "--log", str(lab.log), "--reboot", "--serial", "2"],
                             cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
