@@ -29,7 +29,8 @@ from provision.output import report
 @click.option("--serial", type=click.IntRange(1, 10000), default=1, show_default=True,
               help="With --reboot: hosts rebooted at a time; one that does not come back stops the rollout.")
 @click.option("--reboot-timeout", type=click.FloatRange(10, 7200), default=600, show_default=True,
-              help="With --reboot: seconds a host has to go down and answer SSH again.")
+              help="With --reboot: seconds a host has to go down and answer SSH again (a Slurm compute node: "
+                   "from Slurm issuing its reboot to the node registering again).")
 @via_option("apply")
 def apply(hosts: HostArgs, run: RunArgs, playbook: str | None, templates: str | None, tags: str, skip_tags: str,
           flags: frozenset[str], reboot: bool, serial: int, reboot_timeout: float, via: str) -> None:
@@ -37,7 +38,9 @@ def apply(hosts: HostArgs, run: RunArgs, playbook: str | None, templates: str | 
 
     A driver installed or changed loads at the next boot: the host is
     reported as "reboot pending" until then. --reboot reboots those hosts,
-    --serial N at a time (never this machine), and applies them again.
+    --serial N at a time (never this machine), and applies them again. A
+    Slurm compute node's reboot is handed to Slurm: drained, rebooted when
+    its jobs end, and resumed only after it passes verify under a short load.
 
     Each host records its GPUs (index, UUID, bus id) at a good run. When
     they differ later (one fell off the bus, was replaced or renumbered), the

@@ -294,7 +294,8 @@ def print_reboots(outcomes, serial: int) -> None:
         name = f"{o.host:<{width}}"
         if o.status == "rebooted":
             down = f"down +{o.down} s, " if o.down is not None else ""
-            click.echo(f"  {name}  {click.style('rebooted', fg='green')}  batch {o.batch}: sent +{o.sent} s, {down}"
-                       f"back +{o.back} s ({o.seconds} s); driver loaded: {o.loaded_after or 'none'}")
+            slurm = "through Slurm, " if o.via == "slurm" else ""  # sent: asked of slurmctld; down: reboot issued
+            click.echo(f"  {name}  {click.style('rebooted', fg='green')}  batch {o.batch}: {slurm}sent +{o.sent} s, "
+                       f"{down}back +{o.back} s ({o.seconds} s); driver loaded: {o.loaded_after or 'none'}")
         else:
             click.echo(f"  {name}  {click.style(o.status, fg='red')}  {o.message}")

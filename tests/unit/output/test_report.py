@@ -111,3 +111,19 @@ def test_facts_shows_the_clocks_the_way_they_are_set():
     assert clocks_set(gpu(0, "RTX 4090", locked={"sm": "210,2520"})) == "locked sm 210,2520"
     assert clocks_set(gpu(0, "RTX 3090")) == "default"
     assert clocks_set(gpu(0, "RTX 3090", locked={"sm": "default"})) == "default"
+
+
+def test_the_reboots_say_which_went_through_slurm_and_why_a_node_stayed_drained(capsys):
+    from provision.commands.reboot_outcome import NOT_RESUMED, REBOOTED, RebootOutcome
+    from provision.output.report import print_reboots
+
+    print_reboots([RebootOutcome("gpu-1", ["pending"], REBOOTED, via="slurm", batch=1, sent=0.1, down=36.5, back=40.5,
+                                 loaded_after="570.195.03"),
+                   RebootOutcome("gpu-2", ["pending"], REBOOTED, batch=2, sent=41.0, back=60.0, loaded_after="570.195.03"),
+                   RebootOutcome("gpu-3", ["pending"], NOT_RESUMED, "left drained in Slurm: verify failed: x: y",
+                                 via="slurm")], 1)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == ("  gpu-1  rebooted  batch 1: through Slurm, sent +0.1 s, down +36.5 s, back +40.5 s (40.4 s); "
+                        "driver loaded: 570.195.03")
+    assert lines[3] == "  gpu-2  rebooted  batch 2: sent +41.0 s, back +60.0 s (19.0 s); driver loaded: 570.195.03"
+    assert lines[4] == "  gpu-3  not resumed  left drained in Slurm: verify failed: x: y"
