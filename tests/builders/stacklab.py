@@ -1,7 +1,8 @@
 """What the GPU stack's lab tests (issue 45: tests/lab/test_fabric_manager.py, test_containers.py,
 test_reboot_safety.py, test_stack_upgrade.py) share: a command on a node, verify's verdicts, the findings of some
 checks, the fabric state of a node's GPUs, the lab's inventory pinned at another driver, the command a refused
-reboot names, run as it says, and a command a page shows, run as written (test_pyxis.py)."""
+reboot names, run as it says, a command a page shows, run as written (test_pyxis.py), and a wait for a condition
+(test_slurm.py, test_slurm_reboot.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -57,12 +59,24 @@ def run_fixing_command(lab, node: str, message: str) -> str:
     return named[1]
 
 
-def as_written(command: str, lab, shown_dir: str, page: Path) -> subprocess.CompletedProcess[str]:
+def as_written(command: str, lab, shown_dir: str, page: Path, *more: str) -> subprocess.CompletedProcess[str]:
     """A command the page shows (indented, as its command blocks are), from the checkout, in this lab's directory
-    in place of shown_dir: provision as this checkout's, any other command by the shell."""
+    in place of shown_dir: provision as this checkout's (with more options after it), any other command by the
+    shell."""
     assert f"    {command}" in page.read_text(), f"{page} no longer shows {command}"
     command = command.replace(shown_dir, str(lab.dir))
-    argv = [sys.executable, "-m", "provision", *shlex.split(command)[1:]] if command.startswith("provision ") else [
-        "bash", "-c", command]
+    argv = [sys.executable, "-m", "provision", *shlex.split(command)[1:], *more] if command.startswith(
+        "provision ") else ["bash", "-c", command]
     return subprocess.run(argv, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=900,
                           stdin=subprocess.DEVNULL)
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
+    """check()'s first true value, asked every second; fails naming `what` when none comes within timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            assert value, f"{what} within {timeout:g}s"
+            return value
+        time.sleep(1)

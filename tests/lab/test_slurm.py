@@ -22,6 +22,7 @@ import yaml
 from provision.core import hostlock
 from provision.core.runlog import default_path
 
+from builders.stacklab import wait_for
 from docs.test_readme import commands_for  # tests/docs, through tests/ on sys.path (WHERE is there)
 
 pytestmark = pytest.mark.lab
@@ -65,16 +66,6 @@ def on(lab, node: str, command: str, ok: bool = True) -> str:
     proc = lab.ssh(node, command)
     assert not ok or proc.returncode == 0, f"{node}: {command}: {proc.stdout}{proc.stderr}"
     return proc.stdout
-
-
-def wait_for(what, check, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            assert value, f"{what} within {timeout:g}s"
-            return value
-        time.sleep(1)
 
 
 def idle_nodes(lab) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
+from builders.stacklab import as_written, driver_moved, on, wait_for
 
 from provision.capabilities.slurm import reboots
 from provision_lab.layout import DRIVER_VERSION, OTHER_DRIVER_VERSION
@@ -28,6 +27,7 @@ from docs.test_readme import commands_for  # tests/docs, through tests/ on sys.p
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
+PAGE = REPO / "docs" / "how-to" / "slurm-torchrun.md"
 HEAD, NODES = "lab-head", ["lab-gpu-1", "lab-gpu-2"]
 # The Slurm how-to's block (tests/docs/test_readme.py: place "slurm-reboot"), each command as written but in this
 # test's lab directory: the lab, and the upgrade once the inventory pins the other driver.
@@ -35,45 +35,27 @@ SHOWN_DIR = "/var/lib/provision-lab/slurm-reboot"
 DOC_UP, DOC_REBOOT = commands_for("slurm-reboot")
 
 
-def as_written(command: str, lab, *more: str) -> subprocess.CompletedProcess:
-    """A command of the how-to, from the checkout, in this test's lab directory (and more options after it)."""
-    argv = shlex.split(command.replace(SHOWN_DIR, str(lab.dir)))
-    return subprocess.run([sys.executable, "-m", "provision", *argv[1:], *more], cwd=REPO, capture_output=True,
-                          text=True, timeout=900, stdin=subprocess.DEVNULL)
-
-
 @pytest.fixture(scope="module")
 def reboot_lab(lab_alone):
     def up(cluster):
-        made = as_written(DOC_UP, cluster)
+        made = as_written(DOC_UP, cluster, SHOWN_DIR, PAGE)
         assert made.returncode == 0, made.stdout + made.stderr
         code, result = cluster.apply()
         assert code == 0, result
-        wait_for("both GPU nodes idle", lambda: idle(cluster))
+        wait_for("both GPU nodes idle", lambda: idle(cluster), timeout=120)
 
     with lab_alone("slurm-reboot", up) as cluster:
         yield cluster
 
 
-def on(lab, node: str, command: str, ok: bool = True) -> str:
-    proc = lab.ssh(node, command)
-    assert not ok or proc.returncode == 0, f"{node}: {command}: {proc.stdout}{proc.stderr}"
-    return proc.stdout
-
-
-def wait_for(what, check, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            assert value, f"{what} within {timeout:g}s"
-            return value
-        time.sleep(1)
+def said(lab, node: str, command: str) -> str:
+    """What the command printed on the node, whatever its exit status (a state that may not be there yet)."""
+    return lab.ssh(node, command).stdout
 
 
 def node_lines(lab) -> dict[str, str]:
     """sinfo's state and reason per node: 'idle none', 'drain provision-reboot: ...'."""
-    out = on(lab, HEAD, "sinfo -h -N -o '%N|%t|%E'", ok=False)
+    out = said(lab, HEAD, "sinfo -h -N -o '%N|%t|%E'")
     return {n: f"{t} {e}" for n, t, e in (line.split("|", 2) for line in out.splitlines() if line.count("|") == 2)}
 
 
@@ -88,17 +70,15 @@ def loaded(lab, node: str) -> str:
 
 def pinned(lab, version: str) -> Path:
     """The lab's own inventory, its GPU nodes' driver pinned at VERSION (as a user edits the pin)."""
-    tree = yaml.safe_load(lab.inventory.read_text())
-    tree["all"]["children"]["gpu"]["vars"]["provision_driver"]["version"] = version
-    lab.inventory.write_text(yaml.safe_dump(tree))
-    return lab.inventory
+    return driver_moved(lab, version, lab.inventory)
 
 
 def job_on(lab, node: str, seconds: int, tag: str) -> str:
     """A batch job on NODE that runs SECONDS and then writes /root/TAG-done: proof it ran to its end there."""
     job = on(lab, HEAD, f"sbatch --parsable -w {node} -N1 -o /root/{tag}.out "
                         f"--wrap 'sleep {seconds}; hostname > /root/{tag}-done'").strip()
-    wait_for(f"job {job} running", lambda: on(lab, HEAD, f"squeue -h -j {job} -o %T", ok=False).strip() == "RUNNING")
+    wait_for(f"job {job} running", lambda: said(lab, HEAD, f"squeue -h -j {job} -o %T").strip() == "RUNNING",
+             timeout=120)
     return job
 
 
@@ -135,7 +115,7 @@ def test_a_driver_upgrade_under_a_running_job_goes_node_by_node_through_slurm(re
     started = time.monotonic()
     pinned(lab, OTHER_DRIVER_VERSION)
     try:
-        done = as_written(DOC_REBOOT, lab, "--json")
+        done = as_written(DOC_REBOOT, lab, SHOWN_DIR, PAGE, "--json")
     finally:
         watch.done.set()
         watch.join()
@@ -191,7 +171,7 @@ def test_a_stopped_rollout_is_left_to_slurm_and_a_later_run_picks_it_up(reboot_l
     assert proc.returncode == 128 + signal.SIGTERM, out + err
     outcomes = {o["host"]: o for o in json.loads(out)["reboots"]}
     assert {n: o["status"] for n, o in outcomes.items()} == {idle_one: "left to Slurm", busy: "left to Slurm"}
-    wait_for("the job done", lambda: on(lab, HEAD, f"squeue -h -j {job}", ok=False).strip() == "", timeout=90)
+    wait_for("the job done", lambda: said(lab, HEAD, f"squeue -h -j {job}").strip() == "", timeout=90)
     back = wait_for("the busy node back from Slurm's reboot, still drained", lambda: drained_back(lab, busy),
                     timeout=180)
     assert lab.node_file(busy, "/root/pickup-done").read_text().strip() == busy  # the job ran to its end
