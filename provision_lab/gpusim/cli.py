@@ -136,7 +136,7 @@ from .errors import RC_INVALID, RC_SIM, SimError
 from .faults import cmd_fault
 from .load import cmd_load, cmd_psu
 from .kernel import boot, empty_ring, is_version, load_driver, write_proc_driver
-from .modes import apply_pending
+from .modes import apply_pending, driver_unloaded
 from .persistenced import persistenced_main
 from .recovery import after_boot as recovery_after_boot
 from .smi import smi_main
@@ -207,6 +207,7 @@ def cmd_reboot(args: list) -> int:
             # cooling, a bad bridge): they stay
             record.update(ecc_volatile=0, retired_pending=False, remap_pending=False, nvlink_errors={})
             apply_pending(record)  # pending ECC and MIG modes take effect; MIG instances do not survive
+            driver_unloaded(record)  # Hopper and later: MIG mode went with the driver
         state["daemon"] = None
         loaded = boot(state, config)
         recovery_after_boot(state, loaded)  # a failing card fails again

@@ -45,7 +45,11 @@ class Model(namedtuple("Model", [
     "locked_gpu_clocks",  # -lgc: Volta and newer, i.e. every model here
     "events_supported",
     "ecc_cost_mib",  # memory ECC takes where it is enabled: GDDR stores its check bits in-band, HBM beside the data
-], defaults=(0, "", True, "0x00000000000001FF", 0))):
+    # Where MIG mode lives (NVIDIA's MIG user guide; ../shared/reference/node-lifecycle-reference.md 5.1, 5.4):
+    # True: a status bit in the InfoROM (Ampere), kept across reboots, and enabling it needs a GPU reset;
+    # False: in the loaded driver only (Hopper and later), in effect without a reset, gone when the driver unloads.
+    "mig_in_inforom",
+], defaults=(0, "", True, "0x00000000000001FF", 0, False))):
     __slots__ = ()
 
     @property
@@ -137,6 +141,7 @@ MODELS = {m.key: m for m in (
         supported_clocks=((2619, descending(1980, 345)), (1593, descending(1980, 345))),
         locked_mem_clocks=False, deferred_mem_clocks=True,
         ecc_mode="Enabled", volta_ecc=False, retired_pages=False, remap_banks=2560, mig=True, fan=False,
+        mig_in_inforom=False,
         serial=True, gsp=True, c2c_mode="Disabled", display_attached="Yes",
         idle_pstate="P0", idle_power=73.8, memory_power=32.2, idle_temp=36, memory_temp=38,
         thermal=Thermal(shutdown=-8, slowdown=-2, max_operating=0, memory_max=0, tlimit_total=87),
@@ -155,6 +160,7 @@ MODELS = {m.key: m for m in (
         supported_clocks=((3201, descending(1980, 345)), (2201, descending(1980, 345))),
         locked_mem_clocks=False, deferred_mem_clocks=True,
         ecc_mode="Enabled", volta_ecc=False, retired_pages=False, remap_banks=3072, mig=True, fan=False,
+        mig_in_inforom=False,
         serial=True, gsp=True, c2c_mode="Disabled", display_attached="Yes",
         idle_pstate="P0", idle_power=80.8, memory_power=40.3, idle_temp=41, memory_temp=44,
         thermal=Thermal(shutdown=-8, slowdown=-2, max_operating=0, memory_max=0, tlimit_total=87),

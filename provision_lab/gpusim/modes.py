@@ -1,6 +1,7 @@
 """A GPU's modes: ECC and MIG (each current, and pending until the GPU resets), compute mode (volatile), and what
-brings pending modes into effect: a GPU reset (`nvidia-smi -r`) or a reboot. Real texts and figures:
-gpu_models.md, "Modes".
+brings pending modes into effect: a GPU reset (`nvidia-smi -r`) or a reboot. MIG mode follows the architecture
+(models.Model.mig_in_inforom): Ampere keeps it in the InfoROM across reboots, Hopper and later keep it only while
+the driver is loaded, so a reboot disables it. Real texts and figures: gpu_models.md, "Modes".
 
 The record keys are newer than the state file format, so each is read with .get and the model's default:
 ecc_on / ecc_pending (bool; None where the GPU has no ECC), mig_on / mig_pending (bool; None without MIG),
@@ -53,6 +54,24 @@ def held(record: dict, daemon: dict | None) -> bool:
     """Something holds the GPU open, so the driver cannot reset it: a process on it, or the persistence daemon
     (which keeps a handle on every GPU: NVIDIA/gpu-operator#118)."""
     return bool(running(record)) or daemon is not None
+
+
+def mig_held(record: dict, daemon: dict | None) -> bool:
+    """Whether a MIG mode change stays pending. Where it needs a reset (the InfoROM's mode, Ampere) whatever holds
+    the GPU keeps it pending; since Hopper "enabling MIG mode no longer requires a GPU reset" (NVIDIA's MIG user
+    guide), so the persistence daemon's handle does not, while a process on the GPU (its context) still does."""
+    if MODELS[record["model"]].mig_in_inforom:
+        return held(record, daemon)
+    return bool(running(record))
+
+
+def driver_unloaded(record: dict) -> None:
+    """The driver unloads (a reboot): MIG mode that only the driver kept (Hopper and later: "an unload and reload
+    of the driver kernel modules will disable MIG mode") is Disabled, a pending change with it; the InfoROM's
+    stays (apply_pending brings a pending one in)."""
+    model = MODELS[record["model"]]
+    if model.mig and not model.mig_in_inforom:
+        record.update(mig_on=False, mig_pending=False)
 
 
 def apply_pending(record: dict) -> None:

@@ -10,7 +10,7 @@ from .env import effective_uid
 from .errors import RC_OTHER, RC_INVALID, RC_NOT_SUPPORTED, RC_NO_PERMISSION, RC_OK
 from .gpu import Gpu, Host, enabled
 from .kernel import kmsg
-from .modes import COMPUTE_MODES, held, mig_on
+from .modes import COMPUTE_MODES, mig_held, mig_on
 
 ALL_DONE = "All done."
 MOVING_ON = "Treating as warning and moving on."
@@ -174,8 +174,8 @@ def plan_compute_mode(host: Host, g: Gpu, name: str):
 
 
 def plan_mig(host: Host, g: Gpu, want: bool):
-    """At once where nothing holds the GPU (the driver resets it), else pending until a reset or reboot; refused
-    while GPU instances exist."""
+    """At once where nothing holds the GPU (Ampere: the driver resets it; Hopper+: no reset needed), else pending
+    until a reset or reboot (modes.mig_held); refused while GPU instances exist."""
     verb = "enable" if want else "disable"
     if not g.model.mig:
         return warn(f"Unable to {verb} MIG Mode for GPU {g.bus_id}: Not Supported")
@@ -184,7 +184,7 @@ def plan_mig(host: Host, g: Gpu, want: bool):
 
     def apply() -> Outcome:
         g.record["mig_pending"] = want
-        if mig_on(g.record) == want or not held(g.record, host.daemon):
+        if mig_on(g.record) == want or not mig_held(g.record, host.daemon):
             g.record["mig_on"] = want
             return ok(f"{enabled(want)} MIG Mode for GPU {g.bus_id}")
         return ok(MIG_PENDING.format(state=verb, bus=g.bus_id))

@@ -182,10 +182,21 @@ def test_mig_mode_takes_effect_at_once_where_nothing_holds_the_gpu(sim: Sim) -> 
     assert sim.query("mig.mode.current,mig.mode.pending") == [["Disabled", "Disabled"]]
 
 
-def test_mig_mode_is_pending_while_the_daemon_holds_the_gpu_until_a_reset(sim: Sim) -> None:
+def test_on_hopper_the_daemon_does_not_keep_mig_mode_pending(sim: Sim) -> None:
+    """Since Hopper enabling MIG mode needs no GPU reset (node-lifecycle-reference.md 5.1), so the persistence
+    daemon's handle, which keeps an Ampere's change pending, does not keep a Hopper's."""
     sim.configure(("h100-80gb-hbm3", 1))
     assert sim.run("nvidia-persistenced").returncode == 0
+    assert sim.ok("-i", "0", "-mig", "1") == f"Enabled MIG Mode for GPU {sim.bus(0)}\nAll done.\n"
+    assert sim.query("mig.mode.current,mig.mode.pending") == [["Enabled", "Enabled"]]
+    sim.stop_daemon()
+
+
+def test_mig_mode_is_pending_while_a_process_holds_the_gpu_until_a_reset(sim: Sim) -> None:
+    mig_h100(sim)
+    sim.gpusim("fault", "0", "process")
     bus = sim.bus(0)
+    # the real DGX warning, node-lifecycle-reference.md 5.1
     assert sim.ok("-mig", "1") == (
         f"Warning: MIG mode is in pending enable state for GPU {bus}:In use by another client\n{bus} is currently "
         "being used by one or more other processes (e.g. CUDA application or a monitoring application such as another "
@@ -193,7 +204,7 @@ def test_mig_mode_is_pending_while_the_daemon_holds_the_gpu_until_a_reset(sim: S
         "the system to make MIG mode effective.\nAll done.\n")
     assert sim.query("mig.mode.current,mig.mode.pending") == [["Disabled", "Enabled"]]
     assert sim.ok("mig", "-lgi") == "No MIG-enabled devices found.\n"
-    sim.stop_daemon()
+    sim.gpusim("fault", "0", "clear")
     sim.ok("-r")
     assert sim.query("mig.mode.current,mig.mode.pending") == [["Enabled", "Enabled"]]
 
@@ -278,15 +289,22 @@ def test_mig_devices_in_the_table_and_in_the_list(sim: Sim) -> None:
     assert gpu0[2].endswith("|              Enabled |")
 
 
-def test_a_reboot_or_a_reset_loses_the_instances_and_keeps_mig_mode(sim: Sim) -> None:
+def test_a_reset_loses_the_instances_and_keeps_mig_mode(sim: Sim) -> None:
+    mig_h100(sim)
+    sim.ok("-mig", "1")
+    sim.ok("mig", "-cgi", "19", "-C")
+    sim.ok("-r")
+    assert sim.query("mig.mode.current") == [["Enabled"]] and sim.ok("mig", "-lgi") == "No GPU instances found.\n"
+
+
+def test_a_hopper_loses_mig_mode_with_its_instances_at_a_reboot(sim: Sim) -> None:
+    """Hopper+ keeps MIG mode only while the driver is loaded (no InfoROM bit; node-lifecycle-reference.md 5.4)."""
     mig_h100(sim)
     sim.ok("-mig", "1")
     sim.ok("mig", "-cgi", "19", "-C")
     sim.gpusim("reboot")
-    assert sim.query("mig.mode.current") == [["Enabled"]] and sim.ok("mig", "-lgi") == "No GPU instances found.\n"
-    sim.ok("mig", "-cgi", "19", "-C")
-    sim.ok("-r")
-    assert sim.ok("mig", "-lgi") == "No GPU instances found.\n"
+    assert sim.query("mig.mode.current,mig.mode.pending") == [["Disabled", "Disabled"]]
+    assert sim.ok("mig", "-lgi") == "No MIG-enabled devices found.\n"
 
 
 def test_the_mig_instances_gone_fault(sim: Sim) -> None:
