@@ -20,7 +20,8 @@ Usage (gpusim: `python -m provision_lab.gpusim`, `python provision_lab/gpusim`, 
   gpusim reboot                          power cycle: the driver on disk (the installed one, see Driver) is
                                          the one that loads; persistence off, power limits and clocks back to
                                          defaults, pending -lmcd, ECC and MIG modes applied, MIG instances and
-                                         compute mode gone, fallen-off GPUs back; a degraded
+                                         compute mode gone (MIG mode too on Hopper: the driver alone kept it),
+                                         fallen-off GPUs back; a degraded
                                          link stays degraded; volatile ECC and NVLink error counts back to 0,
                                          a pending page retirement or row remap takes effect; forced clock
                                          event reasons (power brake, thermal) and NVLink links down stay; the

@@ -8,7 +8,7 @@ from builders.facts import facts
 from builders.mig import h200_gpu, h200_mig, mig_facts
 from provision.capabilities.gpu import checks_mig
 from provision.capabilities.gpu.mig_model import MigFacts
-from provision.capabilities.gpu.mig_tasks import LAYOUT_CHECK, MigLayout
+from provision.capabilities.gpu.mig_tasks import LAYOUT_CHECK, MigLayout, MigMode
 from provision.verify.as_intended import check_as_intended
 
 TWO = ["3g.71gb", "3g.71gb"]
@@ -66,3 +66,17 @@ def test_the_layout_tasks_drift_is_filed_under_the_layout_check():
     drifted = node(mig=h200_mig(["7g.141gb"]))
     failed = verdict(check_as_intended, drifted, MigLayout())
     assert all(LAYOUT_CHECK in finding.because for finding in failed.findings)
+
+
+def test_a_hoppers_mig_mode_lost_at_a_reboot_without_the_boot_unit_is_one_finding_with_its_step():
+    """Hopper and later keep MIG mode only while the driver is loaded (node-lifecycle-reference.md 5.4): after a
+    reboot without provision-gpu-tuning.service the mode reads Disabled, nothing pending, no instances. That is
+    the mode task's finding alone; the layout waits for the mode and is not judged."""
+    rebooted = node(gpu=h200_gpu(mode=False, pending=False), mig=h200_mig())
+    assert verdict(checks_mig.check_no_gpus_mig_mode_is_pending, rebooted) is None
+    assert verdict(checks_mig.check_mig_layout_is_as_the_inventory_says, rebooted) is None
+    assert verdict(check_as_intended, rebooted, MigLayout()) is None
+    (finding,) = verdict(check_as_intended, rebooted, MigMode()).findings
+    assert (finding.expected, finding.found) == ("GPU0 MIG mode Enabled", "GPU0 MIG mode Disabled")
+    assert finding.fix == ("provision apply basement.yaml --limit rig "
+                           "(after a reboot: is provision-gpu-tuning.service enabled?)")
