@@ -12,11 +12,14 @@ import pytest
 import yaml
 from builders.stacklab import findings, on, verdicts
 
+from provision.capabilities.gpu.boot import UNIT
+
 pytestmark = pytest.mark.lab
 
 SPEC = Path(__file__).parent / "mig.yaml"
 NODE = "lab-mig-1"
 LAYOUT_CHECK = "mig_layout_is_as_the_inventory_says"
+MODE_QUERY = "nvidia-smi --query-gpu=mig.mode.current --format=csv,noheader"
 REBOOT_PENDING = 16  # provision's exit bit: a host waits for a reboot (docs/reference/exit-codes.md)
 
 
@@ -62,7 +65,28 @@ def test_then_apply_changes_nothing_and_verify_passes(mig_lab):
 
 
 def test_a_reboot_loses_the_instances_and_the_boot_unit_makes_them_again(mig_lab):
+    mig_lab.lab("reboot", NODE)  # MIG mode too (a Hopper's): the unit turns it on first
+    assert on(mig_lab, NODE, MODE_QUERY).split() == ["Enabled"]
+    assert gpu_instances(mig_lab) == ["3g.40gb 4:4", "4g.40gb 0:4"]
+    code, verdict = verdicts(mig_lab)
+    assert code == 0, verdict[NODE]["findings"]
+
+
+def test_without_the_boot_unit_a_reboot_leaves_mig_mode_off_one_finding_apply_brings_it_back(mig_lab):
+    """The H100 keeps MIG mode only while the driver is loaded (Hopper and later: no InfoROM bit, NVIDIA's MIG
+    user guide): a reboot without provision-gpu-tuning.service leaves it Disabled with no instances."""
+    on(mig_lab, NODE, f"systemctl disable {UNIT}")
     mig_lab.lab("reboot", NODE)
+    assert on(mig_lab, NODE, MODE_QUERY).split() == ["Disabled"] and gpu_instances(mig_lab) == []
+    code, verdict = verdicts(mig_lab)
+    causes = {f["check"]: f for f in verdict[NODE]["findings"]}  # the mode under the unit's finding, not beside it
+    assert code != 0 and "as_intended[gpu-mig-mode]" not in causes and not findings(verdict[NODE], LAYOUT_CHECK)
+    unit = causes["as_intended[gpu-boot-unit]"]
+    assert [c["check"] for c in unit["consequences"]] == ["as_intended[gpu-mig-mode]"], unit
+    assert unit["next_step"].startswith("provision apply "), unit
+    code, result = mig_lab.apply()
+    assert code == 0, failed_tasks(result)
+    assert on(mig_lab, NODE, MODE_QUERY).split() == ["Enabled"]
     assert gpu_instances(mig_lab) == ["3g.40gb 4:4", "4g.40gb 0:4"]
     code, verdict = verdicts(mig_lab)
     assert code == 0, verdict[NODE]["findings"]

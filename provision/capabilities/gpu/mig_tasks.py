@@ -3,7 +3,9 @@ its default compute instance).
 
 The mode is the driver's to take at the next GPU reset or reboot where the GPU is in use: until then it is
 pending, a state like a driver installed that waits for its reboot (`pending_reasons`, and `apply --reboot`).
-The layout is made only once the mode is on; a different layout is destroyed first (compute instances, then
+Hopper and later keep the mode only while the driver is loaded (NVIDIA's MIG user guide: no InfoROM bit), so a
+reboot turns it off and the boot unit turns it on again: where that unit is not enabled, a mode found off is filed
+under the unit's finding. The layout is made only once the mode is on; a different layout is destroyed first (compute instances, then
 GPU instances), but never under running processes: that GPU is refused with the processes named. Every layout
 is checked against the GPU's profiles and placements before anything changes (mig_fit.py)."""
 
@@ -12,13 +14,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from provision.capabilities.gpu import mig_facts
+from provision.capabilities.gpu.boot import UNIT
 from provision.capabilities.gpu.mig_fit import cgi_argument, fit
 from provision.capabilities.gpu.mig_model import MigGpu
 from provision.capabilities.gpu.mig_settings import layout_of
 from provision.capabilities.gpu.model import GpuFacts
+from provision.capabilities.gpu.modes import BOOT_UNIT_CHECK
 from provision.capabilities.gpu.settings import GpuSettings
 from provision.capabilities.gpu.tasks import GPUS, GpuSettingTask, on_off, read_back, smi, wanted_per_gpu
-from provision.capabilities.gpu.tuning import Refused
+from provision.capabilities.gpu.tuning import Refused, compute_capability
+from provision.core.facts import UnitRef
 from provision.core.plan import FAILED, OK, Change, Item, Plan
 
 if TYPE_CHECKING:  # types only
@@ -94,8 +99,18 @@ class MigMode(MigTask):
             plan.changes.append(Change(
                 target=gpu.label, what="MIG mode", before=on_off(current), after=on_off(on),
                 commands=[*([] if on else _destroy(gpu, mig_gpu(facts, gpu))), smi(gpu, "-mig", "1" if on else "0")],
+                cause=_lost_at_boot(facts, gpu, on),
                 verify=lambda f, uuid=gpu.uuid, on=on: _check_mode(f, uuid, on)))
         return plan
+
+
+def _lost_at_boot(facts: HostFacts, gpu: GpuFacts, on: bool) -> str:
+    """The boot unit's finding where a Hopper-or-later GPU's MIG mode reads off for want of it (the driver lost it
+    at the last load and no enabled unit turned it on again); else '' (the mode task's own finding)."""
+    cc = compute_capability(gpu)
+    if not on or cc is None or cc < (9, 0):
+        return ""  # Ampere keeps MIG mode in the InfoROM: a reboot does not turn it off
+    return "" if facts.units.get(UnitRef(UNIT).key) == "enabled" else BOOT_UNIT_CHECK
 
 
 class MigLayout(MigTask):

@@ -3,12 +3,15 @@ without its compute instance; the layout task's changes filed under the layout's
 
 from __future__ import annotations
 
+import pytest
 from builders.checks import checked_node, verdict
 from builders.facts import facts
 from builders.mig import h200_gpu, h200_mig, mig_facts
 from provision.capabilities.gpu import checks_mig
+from provision.capabilities.gpu.boot import UNIT
 from provision.capabilities.gpu.mig_model import MigFacts
 from provision.capabilities.gpu.mig_tasks import LAYOUT_CHECK, MigLayout, MigMode
+from provision.capabilities.gpu.modes import BOOT_UNIT_CHECK
 from provision.verify.as_intended import check_as_intended
 
 TWO = ["3g.71gb", "3g.71gb"]
@@ -68,15 +71,25 @@ def test_the_layout_tasks_drift_is_filed_under_the_layout_check():
     assert all(LAYOUT_CHECK in finding.because for finding in failed.findings)
 
 
-def test_a_hoppers_mig_mode_lost_at_a_reboot_without_the_boot_unit_is_one_finding_with_its_step():
-    """Hopper and later keep MIG mode only while the driver is loaded (node-lifecycle-reference.md 5.4): after a
-    reboot without provision-gpu-tuning.service the mode reads Disabled, nothing pending, no instances. That is
-    the mode task's finding alone; the layout waits for the mode and is not judged."""
-    rebooted = node(gpu=h200_gpu(mode=False, pending=False), mig=h200_mig())
-    assert verdict(checks_mig.check_no_gpus_mig_mode_is_pending, rebooted) is None
-    assert verdict(checks_mig.check_mig_layout_is_as_the_inventory_says, rebooted) is None
-    assert verdict(check_as_intended, rebooted, MigLayout()) is None
-    (finding,) = verdict(check_as_intended, rebooted, MigMode()).findings
-    assert (finding.expected, finding.found) == ("GPU0 MIG mode Enabled", "GPU0 MIG mode Disabled")
-    assert finding.fix == ("provision apply basement.yaml --limit rig "
-                           "(after a reboot: is provision-gpu-tuning.service enabled?)")
+
+def rebooted(unit: str, compute_cap: str = "9.0"):
+    """A GPU whose MIG mode reads off, nothing pending, no instances: what a reboot leaves on Hopper and later,
+    which keep the mode only while the driver is loaded (node-lifecycle-reference.md 5.4)."""
+    gpu = h200_gpu(mode=False, pending=False, compute_cap=compute_cap)
+    return checked_node(facts(gpus=[gpu], mig=mig_facts(h200_mig()), units={UNIT: unit}), provision_gpu={"mig": TWO})
+
+
+@pytest.mark.parametrize(("unit", "compute_cap", "because"), [
+    ("disabled", "9.0", (BOOT_UNIT_CHECK,)),  # the unit would have turned it on: its finding's consequence
+    ("enabled", "9.0", ()),
+    ("disabled", "8.0", ()),  # Ampere keeps MIG mode in the InfoROM: off is not the reboot's doing
+])
+def test_mig_mode_off_after_a_reboot_is_one_finding_with_its_step(unit, compute_cap, because):
+    node_ = rebooted(unit, compute_cap)
+    assert verdict(checks_mig.check_no_gpus_mig_mode_is_pending, node_) is None
+    assert verdict(checks_mig.check_mig_layout_is_as_the_inventory_says, node_) is None  # waits for the mode
+    assert verdict(check_as_intended, node_, MigLayout()) is None
+    (finding,) = verdict(check_as_intended, node_, MigMode()).findings
+    assert (finding.expected, finding.found, finding.because) == ("GPU0 MIG mode Enabled", "GPU0 MIG mode Disabled",
+                                                                 because)
+    assert finding.fix == f"provision apply basement.yaml --limit rig (after a reboot: is {UNIT} enabled?)"
