@@ -15,6 +15,7 @@ from realdata import REAL
 from builders.simulator import Sim, pycache, sim
 from provision.capabilities.gpu import mig_minors
 
+__all__ = ["pycache", "sim"]  # the fixtures, used by name
 CAPTURES = REAL / "h200-recovery"
 
 
