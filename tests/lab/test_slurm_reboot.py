@@ -22,17 +22,17 @@ from builders.stacklab import as_written, driver_moved, on, wait_for
 from provision.capabilities.slurm import reboots
 from provision_lab.layout import DRIVER_VERSION, OTHER_DRIVER_VERSION
 
-from docs.test_readme import commands_for  # tests/docs, through tests/ on sys.path (WHERE is there)
-
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "how-to" / "slurm-torchrun.md"
 HEAD, NODES = "lab-head", ["lab-gpu-1", "lab-gpu-2"]
 # The Slurm how-to's block (tests/docs/test_readme.py: place "slurm-reboot"), each command as written but in this
-# test's lab directory: the lab, and the upgrade once the inventory pins the other driver.
+# test's lab directory (as_written holds the page to showing them): the lab, and the upgrade once the inventory
+# pins the other driver.
 SHOWN_DIR = "/var/lib/provision-lab/slurm-reboot"
-DOC_UP, DOC_REBOOT = commands_for("slurm-reboot")
+DOC_UP = f"provision lab up --like tests/lab/slurm_reboot.yaml --dir {SHOWN_DIR}"
+DOC_REBOOT = f"provision apply {SHOWN_DIR}/inventory.yaml --reboot --serial 1"
 
 
 @pytest.fixture(scope="module")
@@ -102,8 +102,6 @@ class Watch(threading.Thread):
 
 
 def test_a_driver_upgrade_under_a_running_job_goes_node_by_node_through_slurm(reboot_lab):
-    assert DOC_UP == f"provision lab up --like tests/lab/slurm_reboot.yaml --dir {SHOWN_DIR}"
-    assert DOC_REBOOT == f"provision apply {SHOWN_DIR}/inventory.yaml --reboot --serial 1"
     lab = reboot_lab
     assert {loaded(lab, n) for n in NODES} == {DRIVER_VERSION}
     conf = lab.node_file(HEAD, "/etc/slurm/slurm.conf").read_text()
