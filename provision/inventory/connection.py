@@ -125,6 +125,8 @@ def file_missing(path: Any, base: Path) -> str:
     that is not a path: its own check says so). Relative paths start at the inventory's directory."""
     if not isinstance(path, str) or not path:
         return ""
+    if "\0" in path:  # no file system takes one; os.stat refuses it with ValueError, not OSError
+        return "a path cannot hold a NUL character"
     found = inventory_path(base, path)
     if found is None:
         return "cannot be read as a path (an unknown ~user?)"

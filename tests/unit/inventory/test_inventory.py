@@ -660,6 +660,16 @@ def refused_lines(tmp_path: Path, text: str) -> list[str]:
     return [str(problem) for problem in inventory.refusals(list(inventory.hosts.values()))]
 
 
+def test_a_key_path_with_a_nul_character_is_refused_not_a_crash(tmp_path):
+    # hypothesis found it: os.stat raises ValueError (not OSError) on a NUL in the path
+    [line] = refused_lines(tmp_path, """
+        all:
+          hosts:
+            a: {provision_ssh_config: "h\\0"}
+    """)
+    assert "host a: provision_ssh_config: 'h\\x00': a path cannot hold a NUL character" in line
+
+
 def test_an_ssh_config_that_is_not_there_is_refused_where_written(tmp_path):
     [line] = refused_lines(tmp_path, """
         all:
