@@ -10,9 +10,9 @@ import pytest
 
 from provision.capabilities.driver import packages as driver
 from provision.capabilities.gpu import clock_events
-from provision.capabilities.gpu import layout, modes
+from provision.capabilities.gpu import layout, modes, smi
 from provision.core import pci
-from provision.core.checks import ERROR, WARNING, fail
+from provision.core.checks import ERROR, REBOOT, RESET, WARNING, fail
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.gpu.model import NvidiaFacts
@@ -129,7 +129,9 @@ def check_no_gpu_is_lost(node: Node) -> None:
              "and check its riser and power cables",
              # lost under verify --active's load: that finding says why (the peaks, the fix) and this follows
              because=tuple(f"gpus_hold_up_under_load:{pci.slot(lost.bus_id)}" for lost in nvidia.lost if lost.bus_id),
-             about=tuple(pci.slot(lost.bus_id) for lost in nvidia.lost if lost.bus_id))
+             about=tuple(pci.slot(lost.bus_id) for lost in nvidia.lost if lost.bus_id),
+             # a GPU the driver says a reset brings back needs no reboot; one off the bus does
+             remedy=RESET if all(lost.message == smi.REQUIRES_RESET.strip("[]") for lost in nvidia.lost) else REBOOT)
 
 
 def check_pcie_links_run_at_full_width_and_speed(node: Node) -> None:
@@ -174,4 +176,4 @@ def check_every_gpus_ecc_mode_is_in_effect(node: Node) -> None:
     pending = modes.ecc_pending(node.facts)
     if pending:
         fail("every GPU's ECC mode in effect", "reboot pending: " + "; ".join(pending),
-             node.apply_command("--reboot"), severity=ERROR)
+             node.apply_command("--reboot"), severity=ERROR, remedy=RESET)

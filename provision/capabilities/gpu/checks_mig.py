@@ -15,7 +15,7 @@ from provision.capabilities.gpu.mig_model import MigGpu
 from provision.capabilities.gpu.mig_settings import layout_of
 from provision.capabilities.gpu.mig_tasks import layout_words, modes, pending_reasons
 from provision.capabilities.gpu.tasks import resolve_gpus
-from provision.core.checks import ERROR, Finding, fail, fail_each
+from provision.core.checks import ERROR, RESET, Finding, fail, fail_each
 
 if TYPE_CHECKING:  # types only
     from provision.capabilities.gpu.model import GpuFacts
@@ -46,7 +46,7 @@ def check_no_gpus_mig_mode_is_pending(node: Node) -> None:
     pending = pending_reasons(node.inventory, node.facts)
     if pending:
         fail("every GPU's MIG mode in effect", "reboot pending: " + "; ".join(pending),
-             node.apply_command("--reboot"), severity=ERROR)
+             node.apply_command("--reboot"), severity=ERROR, remedy=RESET)
 
 
 def check_mig_layout_is_as_the_inventory_says(node: Node) -> None:

@@ -26,7 +26,8 @@ MISSING = frozenset({
     "[Requested functionality has been deprecated]",
 })
 # Cells that speak for the whole GPU, not one field: it cannot be read or tuned until repaired.
-GPU_GONE = frozenset({"[GPU is lost]", "[GPU requires reset]"})
+REQUIRES_RESET = "[GPU requires reset]"  # the one of them a GPU reset brings back
+GPU_GONE = frozenset({"[GPU is lost]", REQUIRES_RESET})
 
 
 class ParseError(ValueError):

@@ -252,3 +252,13 @@ def test_the_fabric_fields_parse_and_an_older_driver_without_them_is_no_fabric()
     assert (read.gpus[0].fabric_state, read.gpus[0].fabric_status) == ("In Progress", None)
     old = read_query_gpu("index, uuid, name, pci.bus_id\n0, GPU-0, Tesla V100-SXM2-16GB, 00000000:18:00.0\n")
     assert old.gpus[0].fabric_state is None
+
+
+def test_a_gpu_the_driver_says_a_reset_brings_back_asks_a_reset_and_one_off_the_bus_a_reboot():
+    requires_reset = LostGpu("0000:02:00.0", "GPU requires reset")  # as smi reads a row of "[GPU requires reset]"
+    off_the_bus = LostGpu("0000:03:00.0", "Unable to determine the device handle for GPU0000:03:00.0: Unknown Error")
+    [finding] = verdict(checks.check_no_gpu_is_lost, node(NvidiaFacts(state="ok", lost=[requires_reset]))).findings
+    assert finding.remedy == "reset"
+    [finding] = verdict(checks.check_no_gpu_is_lost,
+                        node(NvidiaFacts(state="ok", lost=[requires_reset, off_the_bus]))).findings
+    assert finding.remedy == "reboot"  # one reboot brings both back

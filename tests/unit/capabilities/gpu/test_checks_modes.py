@@ -23,6 +23,7 @@ def test_an_ecc_mode_pending_is_one_finding_with_the_reboot_that_takes_it():
     assert failed.found == ("reboot pending: GPU0 ECC mode Enabled, Disabled at the next reboot or GPU reset; "
                             "GPU1 ECC mode Enabled, Disabled at the next reboot or GPU reset")
     assert failed.fix == "provision apply basement.yaml --limit rig --reboot"
+    assert failed.findings[0].remedy == "reset"  # a GPU reset takes a pending mode too (provision recover)
     assert verdict(check_as_intended, node, EccMode()) is None  # set: nothing for apply to change
 
 

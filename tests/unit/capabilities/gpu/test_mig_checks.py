@@ -50,6 +50,7 @@ def test_a_pending_mode_is_one_finding_and_the_layout_is_not_judged():
     failed = verdict(checks_mig.check_no_gpus_mig_mode_is_pending, pending)
     assert failed.findings[0].found.startswith("reboot pending: GPU0 MIG mode Enabled is pending (now Disabled)")
     assert failed.findings[0].fix == "provision apply basement.yaml --limit rig --reboot"
+    assert failed.findings[0].remedy == "reset"
     assert verdict(checks_mig.check_mig_layout_is_as_the_inventory_says, pending) is None
 
 
