@@ -79,6 +79,9 @@ capture mig-lgipp nvidia-smi mig -lgipp
 capture mig-lcip nvidia-smi mig -lcip
 capture mig-lgi nvidia-smi mig -lgi
 capture mig-lci nvidia-smi mig -lci
+# What a recovery reads: the driver's recovery action, and the MIG device files Slurm's gres names.
+capture q-recovery nvidia-smi --query-gpu=index,pci.bus_id,gpu_recovery_action --format=csv
+capture mig-caps sh -c 'ls -l /proc/driver/nvidia-caps /dev/nvidia-caps; head -20 /proc/driver/nvidia-caps/mig-minors'
 # What sits next to the driver on the node: packages, kernels and their modules, the stack's tools.
 capture stack sh -c 'uname -r; cat /etc/os-release; dpkg-query -W -f="\${Package} \${Version} \${Status}\n" 2>&1 |
     grep -i -E "nvidia|dcgm|cuda|fabric|nscq|enroot|pyxis|linux-(image|modules)"; ls -l /boot; cat /boot/grub/grubenv;
@@ -119,6 +122,8 @@ step local-check provision apply --local --check
 step modes-verify provision verify "$work/modes.yaml" -v
 step mig-check provision apply "$work/mig.yaml" --check --diff
 step mig-bad-check provision apply "$work/mig-bad.yaml" --check
+step mig-adhoc-check provision mig 3g.71gb,3g.71gb --check
+step recover-check provision recover "$work/inventory.yaml" --check
 step load sh -c 'python3 - --seconds 8 < provision/capabilities/active/load_program.py'
 step active provision verify "$work/inventory.yaml" --active --duration "${RUNS:-20}"
 echo "=== nvidia-smi calls: $(wc -l < "$work/smi-calls.log")"
