@@ -87,7 +87,16 @@ class GpuTuning(Block):
         None, '{mem: MHz, sm: MHz, nearest: bool} or "default"', examples=[{"mem": 1215, "sm": 1410}])
     locked_clocks: ClockLocks | None = setting(
         None, '{sm: [MIN, MAX], mem: [MIN, MAX]} or "default"', examples=[{"sm": [1410, 1980]}])
-    mig: MigSetting | None = setting(None, mig_settings.ALLOWED, mig_settings.NAMES_HINT, examples=[["3g.71gb", "3g.71gb"]])
+    mig: MigSetting | None = setting(
+        None, mig_settings.ALLOWED, f"MIG (nvidia-smi -mig, nvidia-smi mig -cgi ... -C): {mig_settings.NAMES_HINT}, "
+        "each GPU's layout checked against what that GPU lists before any host is touched. MIG mode waits for a GPU "
+        "reset or reboot where the GPU is in use (the run says pending; provision apply --reboot takes it); the "
+        "layout is made once the mode is on, never under running processes. Instances are lost at every reboot, "
+        "and on Hopper and later (H100, H200, B200) MIG mode too: the boot unit turns the mode on and makes the "
+        "layout again before slurmd, DCGM and the container runtime start. A GPU in MIG mode takes compute mode "
+        "default only; under Slurm each MIG device is a gres typed by its profile (--gres=gpu:3g.71gb:1), and a "
+        "torchrun launcher runs one process per node on it (NCCL does not span slices)",
+        examples=[["3g.71gb", "3g.71gb"]])
     # ECC mode (nvidia-smi -e): the driver stores it and takes it at the next reboot or GPU reset; until then it is
     # pending (a state, not a failure). A GPU without ECC memory (GeForce: "[N/A]") refuses it.
     ecc: bool | None = setting(
