@@ -59,7 +59,7 @@ def recover(hosts: HostArgs, run: RunArgs, playbook: str | None, templates: str 
     log = run.log(command, target)
     told = recover_command.Options(check=run.check, now=now, wait=wait, reboot_timeout=reboot_timeout)
     try:
-        recoveries = recover_command.recover(target, tasks, options, hosts.ssh, log, told)
+        recoveries, stopped = recover_command.recover(target, tasks, options, hosts.ssh, log, told)
     finally:
         progress.close()
     if hosts.as_json:
@@ -68,7 +68,8 @@ def recover(hosts: HostArgs, run: RunArgs, playbook: str | None, templates: str 
         for recovery in recoveries:
             print_recovery(recovery)
     exit_with(recover_status([r.status for r in recoveries], recover_command.UNREACHED, recover_command.PLANNED,
-                             (recover_command.PASSES, recover_command.RECOVERED), [log.unwritten]), [log.unwritten])
+                             (recover_command.PASSES, recover_command.RECOVERED), [log.unwritten], stopped),
+              [log.unwritten])
 
 
 def print_recovery(recovery) -> None:

@@ -23,7 +23,7 @@ APPLYING = ("apply", "clocks", "power", "persistence", "ecc", "compute-mode", "m
 CHANGING = (*APPLYING, "recover")  # the commands that change hosts: apply's run options (--check, --log, ...)
 HOST_COMMANDS = (*CHANGING, "facts", "verify", "unlock")
 EVERY_COMMAND = (*HOST_COMMANDS, "inventory", "advise", "demo")
-STOPPABLE = (*APPLYING, "verify")  # the first Ctrl-C or SIGTERM finishes what is in flight and reports
+STOPPABLE = (*APPLYING, "verify", "recover")  # the first Ctrl-C or SIGTERM finishes what is in flight and reports
 
 
 @dataclass(frozen=True)
@@ -112,13 +112,13 @@ def verify_status(verdicts: list[Verdict], stopped: int | None = None, unwritten
 
 
 def recover_status(statuses: Iterable[str], unreachable: str, planned: str, fine: Iterable[str],
-                   unwritten: Sequence[str] = ()) -> int:
+                   unwritten: Sequence[str] = (), stopped: int | None = None) -> int:
     """recover: from what became of each node (commands/recover.py): fine, planned (--check), unreachable, or
     still failing."""
     found, ok = set(statuses), set(fine)
     return exit_status((EXIT_UNREACHABLE if unreachable in found else 0)
                        | (EXIT_WOULD_CHANGE if planned in found else 0)
-                       | (EXIT_TASK_FAILED if found - ok - {unreachable, planned} else 0), None, unwritten)
+                       | (EXIT_TASK_FAILED if found - ok - {unreachable, planned} else 0), stopped, unwritten)
 
 
 def unlock_status(statuses: Iterable[str]) -> int:

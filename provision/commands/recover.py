@@ -12,10 +12,19 @@ one step at a time, each followed by verify:
 A node that passes is resumed, where provision drained it; never one drained for another reason. Each step is
 written to the run log with why it was chosen. --check reads and verifies and says the first step of each node,
 touching nothing. The nodes go up the ladder side by side: one whose step fails or waits holds no other.
+
+The first Ctrl-C or SIGTERM (core/stopping.py) starts no new step and no new verify: a step's commands in flight
+end (an apply's batch, the reset with what it stopped started again, a reboot sent over SSH until it is back), a
+wait for a node's jobs or for Slurm's reboot ends at once, and each node is left as its step left it, drained
+where it was, and said so (exit 128 + the signal); a later recover reads it again and goes on. A second signal
+abandons the run at once.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,9 +46,10 @@ from provision.core.checks import APPLY, REBOOT, RESET, SERVICE
 from provision.core.connection import Connection, SSHOptions
 from provision.core.errors import ProvisionError
 from provision.core.plan import FAILED, Task
-from provision.core.results import UNREACHABLE as HOST_UNREACHABLE
+from provision.core.results import EXIT_STOPPED_BASE, NOT_STARTED, UNREACHABLE as HOST_UNREACHABLE, signal_name
 from provision.core.run import Engine, RunOptions
 from provision.core.runlog import RunLog
+from provision.core.stopping import Stop
 from provision.inventory.model import Host
 from provision.verify import UNREACHABLE, Node, Verdict, run_checks
 from provision.verify.backend import testinfra_host
@@ -57,6 +67,10 @@ STEP_FAILED = "step failed"  # a step could not be done (left drained where it w
 WAITING = "waiting"  # drained; its jobs still run: a later recover (or --now) goes on
 NOT_OURS = "left alone"  # out of service for a reason that is not provision's
 UNREACHED = "unreachable"
+STOPPED = "stopped"  # Ctrl-C or SIGTERM: left as its step left it; a later recover goes on
+
+STOPPING = ("the steps in flight end, none starts; a wait for jobs or for Slurm's reboot ends now, the node left as "
+            "it is")  # what a first signal does to recover
 
 MAX_PASSES = 6  # a ladder of four rungs, and a setting a reboot lost: past it, a node that still fails is a person's
 GPU_TAG = "gpu"  # the tasks a reset's lost settings come back from (persistence, power, clocks, modes, MIG)
@@ -95,13 +109,15 @@ class Options:
 
 
 class Deadline:
-    """True once its time has passed: how long SlurmReboots.wait_back waits for a node's jobs."""
+    """True once its time has passed, or once the run is asked to stop: how long recover waits for a node's jobs
+    (and SlurmReboots.wait_back for its reboot)."""
 
-    def __init__(self, seconds: float):
+    def __init__(self, seconds: float, stop: object = None):
         self.at = time.monotonic() + seconds
+        self.stop = stop
 
     def __bool__(self) -> bool:
-        return time.monotonic() > self.at
+        return bool(self.stop) or time.monotonic() > self.at
 
 
 @dataclass
@@ -115,20 +131,36 @@ class Ladder:
     log: RunLog
     told: Options
     tried: dict[str, list[Tried]] = field(default_factory=dict)
+    stop: Stop = field(init=False)  # one for the whole run: every engine it makes stops with it
+
+    def __post_init__(self) -> None:
+        self.stop = Stop(self.options.notice)
+        self.stop.said = STOPPING
 
     def engine(self, tasks: list[Task] | None = None) -> Engine:
-        return engine_for(self.target, self.tasks if tasks is None else tasks, self.options, self.ssh, self.log)
+        return engine_for(self.target, self.tasks if tasks is None else tasks, self.options, self.ssh, self.log,
+                          self.stop)
 
     def notice(self, message: str) -> None:
         self.options.notice(message)
 
     def run(self) -> list[Recovery]:
+        """Every host's ladder; stoppable (module doc): a KeyboardInterrupt, the second signal, goes through."""
         recoveries = {h.name: Recovery(h.name) for h in self.target.hosts}
+        with self.stop.catching():
+            self.passes(recoveries)
+        return [recoveries[h.name] for h in self.target.hosts]
+
+    def passes(self, recoveries: dict[str, Recovery]) -> None:
         hosts = list(self.target.hosts)
         for number in range(MAX_PASSES + 1):  # each pass takes every host one rung up at most, then verifies
             if not hosts:
                 break
-            looked = self.look(hosts)
+            looked = {} if self.stop else self.look(hosts)
+            if self.stop:  # what was read while stopping may be partial: nothing is decided on it
+                for host in hosts:
+                    self.stopped(recoveries[host.name])
+                break
             acting: list[tuple[Host, HostFacts, Step]] = []
             for host in hosts:
                 facts, verdict = looked[host.name]
@@ -146,7 +178,19 @@ class Ladder:
             hosts = [host for (host, _, step), ok in zip(acting, done) if ok]
             for host, _, step in acting:
                 self.tried.setdefault(host.name, []).append(after(step))
-        return [recoveries[h.name] for h in self.target.hosts]
+
+    def stopped(self, recovery: Recovery) -> None:
+        """A node the stop reached between its steps (a step stopped in its middle says so itself)."""
+        if recovery.status == STOPPED:
+            return
+        recovery.status = STOPPED
+        last = recovery.steps[-1] if recovery.steps else None
+        recovery.message = (f"{self.halted()} after its {last.action}, before the verify after it: a later "
+                            "recover verifies it and goes on" if last else f"{self.halted()} before its step: "
+                            "not touched")
+
+    def halted(self) -> str:
+        return f"the run was stopped ({signal_name(self.stop.signum or 0)})"
 
     def look(self, hosts: list[Host]) -> dict[str, tuple[HostFacts | None, Verdict]]:
         """Read and verify the hosts (as `provision verify`); the facts and the verdict of each."""
@@ -188,6 +232,9 @@ class Ladder:
 
     def take(self, host: Host, facts: HostFacts, step: Step, recovery: Recovery) -> bool:
         """Do the step on the node; True when verify should look again (the step was done)."""
+        if self.stop:
+            self.stopped(recovery)
+            return False
         why = step.why()
         self.notice(f"{host.name}: {step.action} ({why})")
         try:
@@ -210,6 +257,8 @@ class Ladder:
             held, status = self.drain(host, step, wait=step.action != SERVICE)
             if held:
                 return held, False, status
+            if self.stop:
+                return f"{self.halted()} before the {step.action}: left as it is", False, STOPPED
         if step.action == APPLY:
             return self.apply(host, self.tasks)
         if step.action == RESET:
@@ -253,11 +302,14 @@ class Ladder:
                     return f"could not drain {node.name}: {drained.output.strip()[-300:]}", STEP_FAILED
             if wait and self.told.now:
                 reboots.scontrol(["scancel", f"--nodelist={node.name}"])
-            deadline = Deadline(self.told.wait if wait else 0)
+            deadline = Deadline(self.told.wait if wait else 0, self.stop)
             while wait:
                 node = reboots.node_of(host, reboots.states())
                 if node is None or not BUSY_STATES & set(node.states):
                     break
+                if self.stop:
+                    return (f"drained; {self.halted()} while its jobs still ran (State={'+'.join(node.states)}): "
+                            "recover again to go on"), STOPPED
                 if deadline:
                     return (f"drained; its jobs still run after {self.told.wait:g} s (State={'+'.join(node.states)}): "
                             "recover again once they end, or with --now"), WAITING
@@ -286,6 +338,9 @@ class Ladder:
     def apply(self, host: Host, tasks: list[Task]) -> tuple[str, bool, str]:
         result = self.engine(tasks).run([host])[0]
         failed = [t.name for t in result.tasks if t.status == FAILED]
+        if self.stop and (result.status == NOT_STARTED or any(t.status == NOT_STARTED for t in result.tasks)):
+            done = ", ".join(f"{count} {status}" for status, count in result.counts().items() if count)
+            return f"apply cut short, {self.halted()}: {done or 'nothing done'}", False, STOPPED
         if result.status == HOST_UNREACHABLE or failed:
             return f"apply failed: {result.message or ', '.join(failed)}", False, STEP_FAILED
         return f"applied ({result.status})", True, ""
@@ -315,10 +370,13 @@ class Ladder:
                 refused = reboots.request(host, f"recover: {step.why()}")
                 if refused:
                     return refused, False, STEP_FAILED
-                phase = reboots.wait_back([host], self.told.reboot_timeout,
-                                          Deadline(self.told.wait + self.told.reboot_timeout)).get(host.name, "")
+                phase = reboots.wait_back([host], self.told.reboot_timeout, Deadline(
+                    self.told.wait + self.told.reboot_timeout, self.stop)).get(host.name, "")
             finally:
                 reboots.close()
+            if phase != BACK and self.stop:
+                return (f"asked of Slurm ({phase}); {self.halted()}: Slurm reboots it once its jobs end, it stays "
+                        "drained, and a later recover verifies it"), False, STOPPED
             if phase != BACK:
                 return f"Slurm's reboot did not end: {phase}", False, WAITING
             return "rebooted by Slurm (drained until verify passes)", True, ""
@@ -382,7 +440,17 @@ def card_of(host: str, slot: str, facts: HostFacts, serials: dict[str, str], fai
 
 
 def recover(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, log: RunLog,
-            told: Options) -> list[Recovery]:
-    """Each selected host's recovery, in inventory order."""
-    return Ladder(target, tasks, options, ssh, log, told).run()
+            told: Options) -> tuple[list[Recovery], int | None]:
+    """Each selected host's recovery, in inventory order, and the signal that stopped the run (None: none did).
+    A second signal exits 128 + the first's number at once."""
+    ladder = Ladder(target, tasks, options, ssh, log, told)
+    try:
+        return ladder.run(), ladder.stop.signum
+    except KeyboardInterrupt:
+        options.notice("Abandoned: a step in flight may be partly done (a node drained, GPU holders stopped); "
+                       "run provision recover again to read it and go on.")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # at once: the workers still inside a command would otherwise be waited for at the interpreter's exit
+        os._exit(EXIT_STOPPED_BASE + (ladder.stop.signum or signal.SIGINT))
 

@@ -16,6 +16,7 @@ from provision.core.plan import Task
 from provision.core.results import HostResult, exit_code
 from provision.core.run import Engine, RunOptions
 from provision.core.runlog import RunLog
+from provision.core.stopping import Stop
 from provision.core.sshargs import ssh_config_problem
 from provision.inventory.ansiblecfg import read_config
 from provision.inventory.model import Host
@@ -87,9 +88,9 @@ def connector(local: bool, ssh: SSHOptions) -> Callable[[Host], Connection]:
 
 
 def engine_for(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions,
-               log: RunLog | None = None) -> Engine:
+               log: RunLog | None = None, stop: Stop | None = None) -> Engine:
     return Engine(tasks, options, connector(target.local, ssh), EXTENSIONS, log, target.inventory_path,
-                  target.everyone)
+                  target.everyone, stop)
 
 
 def run_stoppable(engine: Engine, hosts: list[Host]) -> list[HostResult]:

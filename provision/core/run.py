@@ -54,7 +54,7 @@ __all__ = ["Engine", "Event", "Extensions", "HostState", "RunOptions"]  # what t
 class Engine:
     def __init__(self, tasks: list[Task], options: RunOptions, connect: Callable[[Host], Connection],
                  extensions: Extensions, log: RunLog | None = None, inventory_path: str = "",
-                 everyone: list[Host] | None = None):
+                 everyone: list[Host] | None = None, stop: Stop | None = None):
         self.extensions = extensions
         self.inventory_path = inventory_path
         self.everyone = everyone  # the whole inventory (a run may be limited to some of it); None: the run's hosts
@@ -64,7 +64,8 @@ class Engine:
         self.log = log
         self.states: list[HostState] = []  # the last run's hosts, with the facts read last
         self.owner = hostlock.Owner.this_run(options.command)  # the lock owner line of this run, on every host
-        self.stop = Stop(options.notice)  # set by the first SIGINT/SIGTERM while in stop.catching()
+        # set by the first SIGINT/SIGTERM while in stop.catching(); shared where one command runs several engines
+        self.stop = stop or Stop(options.notice)
         self.abandoned = False  # a second signal: the run log's last word is said; workers that wake log nothing
         self.pool = HostPool(options)
         self.reader = HostReader(options, extensions.facts, self.owner, self.stop, inventory_path)
