@@ -25,13 +25,14 @@ class HostApplier:
         self.tasks, self.options, self.stop, self.reader = tasks, options, stop, reader
         self.record, self.started = record, started  # started: the host begins a task (for the progress display)
 
-    def apply_host(self, state: HostState) -> None:
-        """The tasks in order, in batches."""
+    def apply_host(self, state: HostState, tasks: list[Task] | None = None) -> None:
+        """The tasks in order (tasks: a stage of them, core/stages.py; None: all), in batches."""
+        tasks = self.tasks if tasks is None else tasks
         result = state.result
         batch: list[Outcome] = []
-        first = 0  # where the batch begins in self.tasks
+        first = 0  # where the batch begins in tasks
         try:
-            for i, task in enumerate([*self.tasks, None]):
+            for i, task in enumerate([*tasks, None]):
                 if batch and (task is None or not joins(task, state.host, batch)):
                     if self.stop:
                         break
@@ -45,13 +46,13 @@ class HostApplier:
                         state.prepared.update(preparing(plan.changes))
             else:
                 return
-            if first == 0:  # read again under the lock, nothing changed: the host was not started
+            if first == 0 and not result.tasks:  # read again under the lock, nothing changed: the host was not started
                 result.status, result.message = NOT_STARTED, self.stop.words()
             else:
-                self.not_started(state, self.tasks[first:], self.stop.words())
+                self.not_started(state, tasks[first:], self.stop.words())
         except HostLost as lost:
             result.status, result.message = UNREACHABLE, f"lost during {lost.tasks}: {lost.reason}"
-            self.not_started(state, self.tasks[lost.after:], "not started: the host was lost")
+            self.not_started(state, tasks[lost.after:], "not started: the host was lost")
 
     def _apply_batch(self, state: HostState, batch: list[Outcome], after: int, last: bool) -> None:
         """Apply the batch's changes in one command, read the host again once, and record each task in order, its

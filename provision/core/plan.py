@@ -113,6 +113,9 @@ class Task:
     settings_blocks: frozenset[str] = frozenset()  # the inventory blocks it applies (besides `when:`)
     templates: Path | None = None  # the templates folder (--templates, else shipped): set by load_playbook
     cluster: "Cluster | None" = None  # the whole inventory and the facts read: set by the engine before planning
+    # Its plan reads other hosts' facts as this run leaves them: every host of the run applies the tasks before it
+    # first, and cluster.facts is brought up to date then (core/stages.py).
+    waits_for_peers: ClassVar[bool] = False
 
     def __init__(self, params: dict[str, Any] | None = None, name: str | None = None, tags: list[str] | None = None):
         self.params = params or {}

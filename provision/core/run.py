@@ -16,6 +16,10 @@ read; the last read gives the lock back. A first converge of the GPU
 settings, their boot unit and NCCL's files is four commands: read, read
 under the lock (hostread.py), apply, read again.
 
+A task whose plan reads other hosts' facts and waits for its peers (Task.waits_for_peers: slurm.conf) begins a
+stage (stages.py): every host applies the stage before it first, and the cluster's facts are brought up to date
+then, so each host's copy is planned from the same, current view of the others.
+
 A run never strands a host: its lock is given back as soon as the host is
 done, a lease keeps it only while this process lives (hostlock.py), and the
 first Ctrl-C or SIGTERM (stopping.py) lets the changes in flight finish and
@@ -25,6 +29,7 @@ changes is unreachable, with what it changed before, not verified.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING, Callable
 
@@ -42,6 +47,7 @@ from provision.core.plan import Plan, Task
 from provision.core.results import NOT_STARTED, UNREACHABLE, HostResult, TaskResult, signal_name
 from provision.core.runlog import RunLog
 from provision.core.runoptions import Event, Extensions, RunOptions
+from provision.core.stages import brought_up_to_date, stages
 from provision.core.stopping import Stop
 
 if TYPE_CHECKING:  # the types a run is given (the capabilities' facts, the inventory's hosts): never imported
@@ -63,6 +69,7 @@ class Engine:
         self.connect = connect
         self.log = log
         self.states: list[HostState] = []  # the last run's hosts, with the facts read last
+        self.cluster: Cluster | None = None  # what the tasks see of the whole inventory (see_cluster)
         self.owner = hostlock.Owner.this_run(options.command)  # the lock owner line of this run, on every host
         # set by the first SIGINT/SIGTERM while in stop.catching(); shared where one command runs several engines
         self.stop = stop or Stop(options.notice)
@@ -111,6 +118,7 @@ class Engine:
                 cluster.unread[state.host.name] = state.result.message or state.result.status
         for task in self.tasks:
             task.cluster = cluster
+        self.cluster = cluster
 
     def plan_all(self, host: Host, facts: HostFacts) -> list[tuple[Task, Plan]]:
         return [(task, task.plan(host, facts)) for task in self.tasks]
@@ -155,7 +163,7 @@ class Engine:
                 if problems:
                     raise InputError(problems)
             with hostlock.Heartbeat(self.owner, self.held_locks, self.options.notice):
-                self.pool.each(self._phase2, states, "done")
+                self._apply_in_stages(states)
         except KeyboardInterrupt:  # a second signal
             self.abandoned = True
             lockrelease.abandon(states, self.owner)
@@ -199,20 +207,44 @@ class Engine:
                     return
             state.plans = self.plan_all(state.host, state.facts)
 
-    def _phase2(self, state: HostState) -> None:
+    def _apply_in_stages(self, states: list[HostState]) -> None:
+        """Phase 2 in stages (core/stages.py): every host applies a stage's tasks before any starts the next,
+        which plans on the cluster's facts as the stage left them."""
+        split = stages(self.tasks)
+        for i, tasks in enumerate(split):
+            last = i == len(split) - 1
+            if i and self.cluster is not None:
+                brought_up_to_date(self.cluster, {s.host.name: s.facts for s in states if s.facts is not None
+                                                  and s.result.status != UNREACHABLE},
+                                   {s.host.name: s.result.message for s in states if s.result.status == UNREACHABLE})
+            self.pool.each(functools.partial(self._phase2, tasks=tasks, first=i == 0, last=last), states,
+                           "done" if last else None)
+
+    def _phase2(self, state: HostState, tasks: list[Task] | None = None, first: bool = True,
+                last: bool = True) -> None:
+        """One stage of the host's changes (tasks; None: all of them)."""
+        tasks = self.tasks if tasks is None else tasks
+        if first or self._goes_on(state, tasks):
+            self._stage(state, tasks, first, last)
+        state.result.settle()
+        state.result.seconds = round(time.monotonic() - state.started, 3)
+
+    def _stage(self, state: HostState, tasks: list[Task], first: bool, last: bool) -> None:
         result = state.result
         if self.stop and result.status not in (UNREACHABLE, NOT_STARTED):
             result.status, result.message = NOT_STARTED, self.stop.words()
         elif state.facts is not None:
             try:
                 # Something to change: read again under the host lock (another run may have changed the host
-                # since the first read), then apply. A no-op and --check never lock: one command per host.
-                changes = not self.options.check and any(plan.changes for _, plan in state.plans)
+                # since the first read), then apply. A no-op and --check never lock: one command per host. A later
+                # stage plans again: the cluster's facts it plans from are newer than the first plans'.
+                plans = (state.plans if first else [(t, t.plan(state.host, state.facts)) for t in tasks])
+                changes = not self.options.check and any(plan.changes for task, plan in plans if task in tasks)
                 if not changes or self.read_into(state, lock=True):
-                    if not self.options.check:
+                    if first and not self.options.check:
                         state.upkeep = self.extensions.upkeep(state.facts)
-                    self.apply_host(state)
-                    if state.upkeep and not self.stop:  # no change went to the host to take it along
+                    self.applier.apply_host(state, tasks)
+                    if state.upkeep and last and not self.stop:  # no change went to the host to take it along
                         errors, _, _ = run_batch(state.connection, [state.upkeep])
                         self.applier.upkept(state, errors[0])
                     result.reboot_pending = self.extensions.reboot_pending(state.host, state.facts)
@@ -220,8 +252,18 @@ class Engine:
                 result.status, result.message = UNREACHABLE, str(exc)
             finally:
                 self.release_lock(state)  # done with this host: another run may have it now
-        result.settle()
-        result.seconds = round(time.monotonic() - state.started, 3)
+
+    def _goes_on(self, state: HostState, tasks: list[Task]) -> bool:
+        """Whether the host applies a later stage: it applied the ones before, and was neither lost nor stopped
+        (then its tasks of this stage are said not started)."""
+        result = state.result
+        if not result.tasks or result.status == NOT_STARTED:  # not started at all: unreachable, stopped, lock refused
+            return False
+        if result.status == UNREACHABLE or self.stop:
+            self.applier.not_started(state, tasks, "not started: the host was lost" if result.status == UNREACHABLE
+                                     else self.stop.words())
+            return False
+        return True
 
     def _input_problems(self, states: list[HostState]) -> list[Problem]:
         return [problem for state in states for problem in state.problems] + [

@@ -186,8 +186,11 @@ class SlurmConfig(SlurmTask):
 
     name = "slurm-config"
     tags = frozenset({"slurm", "files"})
-    plans_from = frozenset({"cpu", "nvidia.gpus", "mig"})  # and its own files, and the cluster's as read before the run
+    plans_from = frozenset({"cpu", "nvidia.gpus", "mig"})  # and its own files, and the other hosts' facts
     alters = frozenset()  # its files only
+    # Every host's copy from the same, current view: the other hosts as this run left them (a MIG layout made in it
+    # is in the controller's gres as in the node's own), or slurmctld drains a node whose gres it does not expect.
+    waits_for_peers = True
 
     def template_names(self) -> list[tuple[str, str]]:
         return [("task", template) for template in [*CONFIG_TEMPLATES.values(), HEALTH_CHECK_TEMPLATE,

@@ -38,7 +38,7 @@ def batches(tmp_path, changing=lambda task: True) -> list[list[str]]:
     out: list[list[str]] = []
     batch: list[Planned | TaskResult] = []
     for task in tasks:
-        if batch and not joins(task, host, batch):
+        if batch and (task.waits_for_peers or not joins(task, host, batch)):  # a stage begins (core/stages.py)
             out.append([p.task.name if isinstance(p, Planned) else p.name for p in batch])
             batch = []
         if changing(task):
@@ -56,14 +56,16 @@ def without_the_toolkit(task) -> bool:
     return not {"containers", "fabric", "dcgm", "mig"} & task.tags
 
 
-def test_a_whole_node_converges_in_four_commands_of_changes(tmp_path):
+def test_a_whole_node_converges_in_five_commands_of_changes(tmp_path):
     assert batches(tmp_path, without_the_toolkit) == [
         # the driver's packages change anything: the host is read again before the GPUs are planned
         ["nouveau-blacklist", "driver-repository", "nvidia-driver"],
         # each GPU setter plans from its own setting; files from their own; packages change anything
         ["fabric-manager", "container-toolkit", "cdi-spec", "container-runtime", "dcgm", "nvidia-peermem", "gpu-layout", "gpu-persistence", "gpu-mig-mode", "gpu-mig-layout", "gpu-ecc", "gpu-compute-mode", "gpu-power-limit", "gpu-clocks", "gpu-locked-clocks", "gpu-boot-conf",
          "gpu-boot-script", "gpu-boot-unit-file", "gpu-boot-unit", "nccl-files", "slurm-packages"],
-        ["munge-key", "slurm-config", "enroot-pyxis", "pyxis-plugstack"],  # the last two skip: no containers here
+        ["munge-key"],
+        # a stage of its own: slurm.conf plans from every host's facts as the first stage left them
+        ["slurm-config", "enroot-pyxis", "pyxis-plugstack"],  # the last two skip: no containers here
         # the daemons restart for the files just written: planned on the read after them
         ["slurm-daemons", "torchrun-launcher"],
     ]
