@@ -9,6 +9,10 @@ one step at a time, each followed by verify:
   service  a person must act: the node stays drained; a card a reboot did not mend is recorded for replacement
            (commands/recovery/cards.py) and named in the report
 
+A node whose cause showed under load (a finding of verify --active, or a drain of provision's that names one) is
+verified again under a short load, as apply --reboot's Slurm rollout verifies a node back from its reboot
+(commands/slurm_rollout.verifier), each time it passes idle: it is resumed only when that passes too.
+
 A node that passes is resumed, where provision drained it; never one drained for another reason. Each step is
 written to the run log with why it was chosen. --check reads and verifies and says the first step of each node,
 touching nothing. The nodes go up the ladder side by side: one whose step fails or waits holds no other.
@@ -37,9 +41,11 @@ from provision.capabilities.slurm.reboots import BACK, is_ours
 from provision.commands.drain import REASON_CHARS, SlurmAction
 from provision.commands.reboot import BUSY_STATES, REBOOTED, RebootTarget, Rollout
 from provision.commands.recovery import cards, gpureset
-from provision.commands.recovery.ladder import DONE, LEFT, Step, Tried, after, gpus_to_reset, next_step
+from provision.commands.recovery.ladder import (DONE, LEFT, UNDER_LOAD, Step, Tried, after, gpus_to_reset,
+                                                next_step, showed_under_load)
 from provision.commands.run import Target, connector, engine_for
 from provision.commands.slurm_reboot import SlurmReboots
+from provision.commands.slurm_rollout import ACTIVE_SECONDS, judged, verifier
 from provision.commands.via_slurm import controller_of
 from provision.core import pci
 from provision.core.checks import APPLY, REBOOT, RESET, SERVICE
@@ -51,7 +57,7 @@ from provision.core.run import Engine, RunOptions
 from provision.core.runlog import RunLog
 from provision.core.stopping import Stop
 from provision.inventory.model import Host
-from provision.verify import UNREACHABLE, Node, Verdict, run_checks
+from provision.verify import NOT_TESTED, PASS, UNREACHABLE, Node, Verdict, run_checks
 from provision.verify.backend import testinfra_host
 
 if TYPE_CHECKING:  # types only
@@ -67,6 +73,7 @@ STEP_FAILED = "step failed"  # a step could not be done (left drained where it w
 WAITING = "waiting"  # drained; its jobs still run: a later recover (or --now) goes on
 NOT_OURS = "left alone"  # out of service for a reason that is not provision's
 UNREACHED = "unreachable"
+UNPROVEN = "not proven"  # passes idle, but its cause showed under load and no load could be run: not resumed
 STOPPED = "stopped"  # Ctrl-C or SIGTERM: left as its step left it; a later recover goes on
 
 STOPPING = ("the steps in flight end, none starts; a wait for jobs or for Slurm's reboot ends now, the node left as "
@@ -75,6 +82,7 @@ STOPPING = ("the steps in flight end, none starts; a wait for jobs or for Slurm'
 MAX_PASSES = 6  # a ladder of four rungs, and a setting a reboot lost: past it, a node that still fails is a person's
 GPU_TAG = "gpu"  # the tasks a reset's lost settings come back from (persistence, power, clocks, modes, MIG)
 DRAIN_PREFIX = f"{DRAIN_REASON_PREFIX} recover"
+LOADED = "verify --active"  # the proof under load, as a node's report and the run log name it
 
 
 @dataclass
@@ -131,6 +139,7 @@ class Ladder:
     log: RunLog
     told: Options
     tried: dict[str, list[Tried]] = field(default_factory=dict)
+    loaded: set[str] = field(default_factory=set)  # the nodes whose causes showed under load in this run
     stop: Stop = field(init=False)  # one for the whole run: every engine it makes stops with it
 
     def __post_init__(self) -> None:
@@ -157,6 +166,14 @@ class Ladder:
             if not hosts:
                 break
             looked = {} if self.stop else self.look(hosts)
+            due = [h for h in hosts if not self.stop and self.due_under_load(h, *looked[h.name])]
+            if due and self.told.check:
+                for host in due:
+                    recoveries[host.name].status, recoveries[host.name].plan = PLANNED, self.proof_why()
+                hosts = [h for h in hosts if h not in due]
+            elif due:
+                proved = self.prove(due, recoveries)
+                looked.update((h.name, (looked[h.name][0], proved[h.name])) for h in due)
             if self.stop:  # what was read while stopping may be partial: nothing is decided on it
                 for host in hosts:
                     self.stopped(recoveries[host.name])
@@ -179,12 +196,45 @@ class Ladder:
             for host, _, step in acting:
                 self.tried.setdefault(host.name, []).append(after(step))
 
+    def due_under_load(self, host: Host, facts: HostFacts | None, verdict: Verdict) -> bool:
+        """Whether the node, passing idle, must pass under load before it returns to service: a cause of it showed
+        under load in this run, or provision drained it in Slurm for one (verify --active --drain)."""
+        if verdict.status != PASS or facts is None:
+            return False
+        node = facts.slurm_node
+        drained = node is not None and node.out_of_service and is_ours(node.reason) and f"{UNDER_LOAD}:" in node.reason
+        return drained or host.name in self.loaded
+
+    def proof_why(self) -> str:
+        return f"{LOADED} ({ACTIVE_SECONDS:g} s): its cause showed under load; it returns to service only if that passes"
+
+    def prove(self, hosts: list[Host], recoveries: dict[str, Recovery]) -> dict[str, Verdict]:
+        """verify under a short load, the rollout's own (slurm_rollout.verifier), stopped with this run: each
+        node's verdict, recorded as a step of its own."""
+        why = self.proof_why()
+        for host in hosts:
+            self.notice(f"{host.name}: {why}")
+        verdicts = verifier(self.target, self.tasks, self.options, self.ssh, self.stop)(hosts)
+        self.stop.said = STOPPING  # verify's own words while its loads ran
+        proved = {}
+        for host in hosts:
+            verdict = proved[host.name] = verdicts.get(host.name) or Verdict(host.name, UNREACHABLE, "no verdict")
+            said = "passed" if verdict.status == PASS else judged(verdict)
+            recoveries[host.name].steps.append(StepDone(LOADED, why, said, verdict.status == PASS))
+            self.log.step(host.name, LOADED, why, said, verdict.status == PASS)
+            if showed_under_load(verdict):
+                self.loaded.add(host.name)
+        return proved
+
     def stopped(self, recovery: Recovery) -> None:
         """A node the stop reached between its steps (a step stopped in its middle says so itself)."""
         if recovery.status == STOPPED:
             return
         recovery.status = STOPPED
         last = recovery.steps[-1] if recovery.steps else None
+        if last and last.action == LOADED:
+            recovery.message = f"{self.halted()} during its {LOADED}: not resumed; a later recover loads it again"
+            return
         recovery.message = (f"{self.halted()} after its {last.action}, before the verify after it: a later "
                             "recover verifies it and goes on" if last else f"{self.halted()} before its step: "
                             "not touched")
@@ -209,6 +259,10 @@ class Ladder:
         """The node's next step, or None where its ladder ends here (said in `recovery`)."""
         if verdict.status == UNREACHABLE:
             recovery.status, recovery.message = UNREACHED, verdict.message
+            return None
+        if verdict.status == NOT_TESTED:  # the load did not run: nothing proves the cause gone, nor names a step
+            recovery.status = UNPROVEN
+            recovery.message = f"not resumed: {judged(verdict)}"
             return None
         step = next_step(verdict, self.tried.get(host.name, []))
         if step.action == DONE:

@@ -24,6 +24,7 @@ from provision.core.connection import SSHOptions
 from provision.core.plan import Task
 from provision.core.run import RunOptions
 from provision.core.errors import ProvisionError
+from provision.core.stopping import Stop
 from provision.core.results import HostResult
 from provision.inventory.model import Host
 
@@ -205,12 +206,13 @@ def run_over(engine, targets: list[RebootTarget], serial: int, timeout: float,
     return outcomes, rollout.after, [t for t in targets if t not in known]
 
 
-def verifier(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions,
+def verifier(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, stop: Stop | None = None,
              ) -> Callable[[list[Host]], dict[str, Verdict]]:
-    """verify with a short load, as the rollout asks it of the nodes back from their reboot: host -> verdict."""
+    """verify with a short load, as the rollout asks it of the nodes back from their reboot (and recover of a node
+    whose cause showed under load, with its run's stop): host -> verdict."""
     def check(hosts: list[Host]) -> dict[str, Verdict]:
         back = Target(target.inventory_path, hosts, target.everyone, target.local)
         verdicts = verify_command.verify(back, tasks, replace(options, command="verify", reading="verify"), ssh,
-                                         active=ACTIVE_SECONDS)[0]
+                                         active=ACTIVE_SECONDS, stop=stop)[0]
         return {v.host: v for v in verdicts}
     return check

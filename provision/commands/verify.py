@@ -26,6 +26,7 @@ from provision.core.localfiles import not_written, write_atomically
 from provision.core.plan import Task
 from provision.core.results import EXIT_STOPPED_BASE
 from provision.core.run import RunOptions
+from provision.core.stopping import Stop
 from provision.output import junit, prometheus as prometheus_file, verify_json
 from provision.verify import NOT_TESTED, PASS, UNREACHABLE, Node, Verdict, run_checks
 from provision.verify.backend import testinfra_host
@@ -34,14 +35,15 @@ from provision.verify.switch import unknown_names
 
 def verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, junitxml: str | None = None,
            drain: bool = False, resume: bool = False, active: float | None = None,
-           via_slurm: list[str] | None = None,
-           prometheus: str | None = None) -> tuple[list[Verdict], list[dict[str, str]], list[str], int | None]:
+           via_slurm: list[str] | None = None, prometheus: str | None = None,
+           stop: Stop | None = None) -> tuple[list[Verdict], list[dict[str, str]], list[str], int | None]:
     """A verdict per selected host (unreachable ones too), what was told to Slurm, why the JUnit XML or the
     Prometheus textfile was not written (empty: they were, or none was asked for), and the signal that stopped the
     run (None: none did). active:
     seconds of load on each host before it is judged (commands/active.py). via_slurm: the arguments of `provision
     verify` on each compute node that verifies itself through srun (commands/via_slurm.py); None: every host over
-    SSH. A check switched off by a name that is no check of verify is an InputError before any host is read."""
+    SSH. stop: the Stop of a command that verifies as one of its steps (recover), which a signal now stops too.
+    A check switched off by a name that is no check of verify is an InputError before any host is read."""
     problems = unknown_names(target.hosts, tasks, target.inventory_path)
     if problems:
         raise InputError(problems)
@@ -49,7 +51,7 @@ def verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptio
         # pytest writes its JUnit XML here, and it goes into place whole afterwards: a file that cannot be written
         # at the end (the disk filled, its directory went) costs that file, never the verdicts
         xml = os.path.join(scratch, "junit.xml") if junitxml else None
-        verdicts, told, stopped = _verify(target, tasks, options, ssh, xml, drain, resume, active, via_slurm)
+        verdicts, told, stopped = _verify(target, tasks, options, ssh, xml, drain, resume, active, via_slurm, stop)
         unwritten = []
         if junitxml and xml and os.path.exists(xml):  # none when no host was checked, as before
             data = junit.regroup(Path(xml).read_bytes(), verdicts)  # consequences under their cause
@@ -75,8 +77,9 @@ STOPPING = "the loads stop, what was measured is judged and reported"  # what a 
 
 def _verify(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOptions, junitxml: str | None,
             drain: bool, resume: bool, active: float | None,
-            via_slurm: list[str] | None) -> tuple[list[Verdict], list[dict[str, str]], int | None]:
-    engine = engine_for(target, tasks, options, ssh)
+            via_slurm: list[str] | None, stop: Stop | None = None,
+            ) -> tuple[list[Verdict], list[dict[str, str]], int | None]:
+    engine = engine_for(target, tasks, options, ssh, stop=stop)
     engine.stop.said = STOPPING
     srun, hosts = (fan_out(target, ssh, "verify", via_slurm, engine.owner.run, options.notice)
                    if via_slurm is not None else (None, target.hosts))

@@ -18,6 +18,9 @@ from provision.core.checks import REBOOT, REMEDIES, RESET, SERVICE, WARNING
 from provision.verify import Verdict
 
 DONE = "done"  # nothing left to do: verify passes
+# verify --active's check (capabilities/active/checks.py), as the health and GPU checks name it in because=: a cause
+# it found, or one that follows from it, showed under load, and only a verify under load proves it gone
+UNDER_LOAD = "gpus_hold_up_under_load"
 # Only warnings apply did not mend are left: the node works (slower); a drain, a reset or a reboot for that is a
 # person's call, never recover's.
 LEFT = "left"
@@ -104,6 +107,13 @@ def next_step(verdict: Verdict, tried: Sequence[Tried] = ()) -> Step:
         return Step(DONE)
     asked = [r.step for r in found if r.step != LEFT]
     return Step(max(asked, key=REMEDIES.index) if asked else LEFT, tuple(found))
+
+
+def showed_under_load(verdict: Verdict) -> bool:
+    """Whether a cause the verdict found showed under load: verify --active's own check, or one that follows from
+    it (a GPU the load took off the bus)."""
+    return any(f.check == UNDER_LOAD or any(lead.partition(":")[0] == UNDER_LOAD for lead in f.because)
+               for f in verdict.failures)
 
 
 def after(step: Step) -> Tried:
