@@ -7,54 +7,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from builders.hosts import host
+from builders.slurmctld import Controller
 
 from provision.commands import recover
 from provision.commands.recovery.ladder import next_step
 from provision.commands.run import Target
-from provision.capabilities.slurm.facts import SlurmNodeState
 from provision.core.checks import RESET
-from provision.core.connection import CommandResult, SSHOptions
+from provision.core.connection import SSHOptions
 from provision.core.run import RunOptions
 from provision.core.runlog import RunLog
 from provision.verify import FAIL, Verdict
 from provision.verify.model import Failure
 
 SLURM = {"controller": "head"}
-
-
-class Controller:
-    """slurmctld as SlurmReboots asks it: one node, its state words and reason, and what it was asked."""
-
-    def __init__(self, *states: str, reason: str = "", busy_for: int = 0):
-        self.node = SlurmNodeState("gpu-1", tuple(states), reason)
-        self.asked: list[list[str]] = []
-        self.busy_for = busy_for  # how many more reads still show its jobs
-
-    def states(self):
-        if self.busy_for:
-            self.busy_for -= 1
-        elif "ALLOCATED" in self.node.states:
-            self.node = SlurmNodeState("gpu-1", tuple(s for s in self.node.states if s != "ALLOCATED") or ("IDLE",),
-                                       self.node.reason)
-        return {"gpu-1": self.node}
-
-    @staticmethod
-    def node_of(host, states):
-        return states.get(host.name)
-
-    def scontrol(self, argv):
-        self.asked.append(argv)
-        if "State=DRAIN" in argv:
-            reason = next(a for a in argv if a.startswith("Reason="))[len("Reason="):]
-            self.node = SlurmNodeState("gpu-1", (*self.node.states, "DRAIN"), reason)
-        return CommandResult(argv, 0, "", "")
-
-    def resume(self, host):
-        self.asked.append(["resume", host.name])
-        return ""
-
-    def close(self):
-        pass
 
 
 class OnSlurm(recover.Ladder):

@@ -11,15 +11,15 @@ from pathlib import Path
 from builders.facts import facts
 from builders.gpus import gpus
 from builders.hosts import host
+from builders.slurmctld import Controller
 
 from provision.capabilities.slurm import reboots
-from provision.capabilities.slurm.facts import SlurmNodeState
 from provision.commands import recover
 from provision.commands.exit_codes import exit_help, recover_status
 from provision.commands.recovery.ladder import Step, next_step
 from provision.commands.run import Target
 from provision.core.checks import REBOOT, RESET
-from provision.core.connection import CommandResult, SSHOptions
+from provision.core.connection import SSHOptions
 from provision.core.run import RunOptions
 from provision.core.runlog import RunLog
 from provision.verify import FAIL, PASS, Verdict
@@ -83,52 +83,21 @@ def test_sigterm_stops_it_and_the_handlers_are_given_back(tmp_path) -> None:
     assert signal.getsignal(signal.SIGTERM) is before
 
 
-class Slurmctld:
-    """One node whose jobs never end and whose reboot is never issued; what it was asked."""
-
-    def __init__(self, stop) -> None:
-        self.node = SlurmNodeState("gpu-1", ("ALLOCATED",), "")
-        self.asked: list[list[str]] = []
-        self.stop = stop  # asked to stop at the first look at the node's jobs, as a Ctrl-C while waiting
-
-    def states(self):
-        if self.asked:
-            self.stop.request(signal.SIGINT)
-        return {"gpu-1": self.node}
-
-    @staticmethod
-    def node_of(host, states):
-        return states.get(host.name)
-
-    def scontrol(self, argv):
-        self.asked.append(argv)
-        if "State=DRAIN" in argv:
-            self.node = SlurmNodeState("gpu-1", (*self.node.states, "DRAIN"), argv[-1].removeprefix("Reason="))
-        return CommandResult(argv, 0, "", "")
-
-    def request(self, host, why):
-        self.asked.append(["scontrol", "reboot", why])
-        self.node = SlurmNodeState("gpu-1", ("ALLOCATED", "DRAIN", "REBOOT_REQUESTED"), reboots.reason_for(why))
-        return ""
-
-    def wait_back(self, hosts, timeout, stop=None, seen=None):
-        assert stop, "a stop ends the wait for Slurm's reboot at once"
-        return {h.name: reboots.phase_of(self.node) for h in hosts}
-
-    def close(self):
-        pass
-
-
 class OnSlurm(recover.Ladder):
     def __init__(self, tmp_path: Path):
         node = host("gpu-1", provision_slurm=SLURM)
         super().__init__(Target("inventory.yaml", [node], [node, host("head", provision_slurm=SLURM)]), [],
                          RunOptions(), SSHOptions(), RunLog(tmp_path / "runs.jsonl", "recover", "inventory.yaml"),
                          recover.Options(poll=0))
-        self.slurmctld = Slurmctld(self.stop)
+        self.slurmctld = Controller("ALLOCATED", busy_for=10**6, on_read=self.interrupted)
 
     def controller(self, host):
         return self.slurmctld
+
+    def interrupted(self, slurmctld: Controller) -> None:
+        """A Ctrl-C once the node is drained, while recover waits for its jobs."""
+        if slurmctld.asked:
+            self.stop.request(signal.SIGINT)
 
 
 def test_a_stop_while_the_jobs_run_leaves_the_node_drained_and_says_so(tmp_path) -> None:
