@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from provision.capabilities import registry
 from provision.capabilities.slurm.facts import DRAIN_REASON_PREFIX, SlurmNodeState
-from provision.capabilities.slurm.reboots import BACK, is_ours
+from provision.capabilities.slurm.reboots import BACK, ISSUED, REQUESTED, is_ours, phase_of
 from provision.commands.drain import REASON_CHARS, SlurmAction
 from provision.commands.reboot import BUSY_STATES, REBOOTED, RebootTarget, Rollout
 from provision.commands.recovery import cards, gpureset
@@ -264,6 +264,12 @@ class Ladder:
             recovery.status = UNPROVEN
             recovery.message = f"not resumed: {judged(verdict)}"
             return None
+        slurm = None if self.told.check else self.slurm_node(host)
+        if slurm is not None and phase_of(slurm) in (REQUESTED, ISSUED):  # asked by a run that stopped: a reset or
+            recovery.status = WAITING  # a resume now would cross the reboot Slurm still owes it
+            recovery.message = (f"Slurm node {slurm.name}: {phase_of(slurm)} ({slurm.reason}): Slurm reboots it once "
+                                "its jobs end; recover again once it is back")
+            return None
         step = next_step(verdict, self.tried.get(host.name, []))
         if step.action == DONE:
             recovery.status = RECOVERED if recovery.steps else PASSES
@@ -276,7 +282,6 @@ class Ladder:
         if self.told.check:
             recovery.status, recovery.plan = PLANNED, f"{step.action}: {step.why()}"
             return None
-        slurm = self.slurm_node(host)
         if slurm and slurm.out_of_service and not is_ours(slurm.reason):
             recovery.status = NOT_OURS
             recovery.message = (f"Slurm node {slurm.name} is out of service for another reason "

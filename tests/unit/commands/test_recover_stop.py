@@ -124,3 +124,14 @@ def test_a_stopped_run_exits_128_plus_the_signal_and_recover_help_says_so() -> N
     assert recover_status([recover.STOPPED], recover.UNREACHED, recover.PLANNED, fine, stopped=signal.SIGINT) == 130
     assert recover_status([recover.STOPPED], recover.UNREACHED, recover.PLANNED, fine) == 1
     assert "130" in exit_help("recover") and "143" in exit_help("recover")
+
+
+def test_a_later_recover_leaves_a_reboot_slurm_still_owes_to_slurm(tmp_path) -> None:
+    """A reboot a stopped recover asked of Slurm: the next recover neither resets nor resumes the node under it."""
+    ladder = OnSlurm(tmp_path)
+    ladder.slurmctld = Controller("ALLOCATED", "DRAIN", "REBOOT_REQUESTED",
+                                  reason=reboots.reason_for("recover: no_gpu_is_lost: gone (remedy reboot)"))
+    recovery = recover.Recovery("gpu-1")
+    assert ladder.decide(ladder.target.hosts[0], failing("gpu-1"), recovery) is None
+    assert recovery.status == recover.WAITING and ladder.slurmctld.asked == []
+    assert recovery.message.startswith(f"Slurm node gpu-1: {reboots.REQUESTED} (provision-reboot: recover: ")
