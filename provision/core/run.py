@@ -231,7 +231,7 @@ class Engine:
 
     def _stage(self, state: HostState, tasks: list[Task], first: bool, last: bool) -> None:
         result = state.result
-        if self.stop and result.status not in (UNREACHABLE, NOT_STARTED):
+        if first and self.stop and result.status not in (UNREACHABLE, NOT_STARTED):  # later: _goes_on said it
             result.status, result.message = NOT_STARTED, self.stop.words()
         elif state.facts is not None:
             try:
@@ -248,6 +248,8 @@ class Engine:
                         errors, _, _ = run_batch(state.connection, [state.upkeep])
                         self.applier.upkept(state, errors[0])
                     result.reboot_pending = self.extensions.reboot_pending(state.host, state.facts)
+                elif not first:  # its lock refused or the host lost between stages: the report lists them all
+                    self.applier.not_started(state, tasks, f"not started: {result.message}")
             except Unreachable as exc:
                 result.status, result.message = UNREACHABLE, str(exc)
             finally:

@@ -45,10 +45,11 @@ class SeesPeers(Task):
         return Plan(changes=[Change("conf", "file", "", str(sorted(view.items())))])
 
 
-def engine(tasks: list[Task], lose: str | None = None, forks: int = 1,
-           stop_after: str | None = None) -> tuple[Engine, list[str]]:
+def engine(tasks: list[Task], lose: str | None = None, forks: int = 1, stop_after: str | None = None,
+           locked: str | None = None) -> tuple[Engine, list[str]]:
     """An engine over HOSTS whose hosts are read and changed in memory: a node's layout is made by the 'layout'
-    task (lose: that host is lost during it; stop_after: a SIGTERM once that host applied its first stage).
+    task (lose: that host is lost during it; stop_after: a SIGTERM once that host applied its first stage;
+    locked: another run holds that host's lock once its first stage gave it back).
     Returns the engine and the order in which hosts applied stages."""
     run = Engine(tasks, RunOptions(forks=forks, notice=lambda words: None), lambda host: None,
                  Extensions(facts=None))
@@ -72,7 +73,13 @@ def engine(tasks: list[Task], lose: str | None = None, forks: int = 1,
             run.stop.request(signal.SIGTERM)
 
     run.gather = gather
-    run.read_into = lambda state, lock: True
+    def read_into(state, lock):
+        if state.host.name == locked and state.result.tasks:
+            state.result.message = "locked by another run (apply on ops-1) for 60 s"
+            return False
+        return True
+
+    run.read_into = read_into
     run.release_lock = lambda state, *args, **kwargs: None
     run.release = lambda state: None
     run.applier.apply_host = apply_host
@@ -143,3 +150,12 @@ def test_a_run_stopped_between_stages_starts_no_later_stage_and_says_so():
     assert [(t.name, t.status) for r in results for t in r.tasks][1::2] == [("conf", NOT_STARTED)] * 3
     assert results[1].tasks[1].message == "not started: the run was stopped (SIGTERM)"
     assert results[1].status == CHANGED  # its layout was made
+
+
+def test_a_host_whose_lock_is_taken_between_stages_says_its_later_tasks_not_started():
+    run, order = engine([MakesLayout(), SeesPeers()], locked="node-1")
+    node = run.run(hosts())[1]
+    assert "node-1:conf" not in order
+    assert [(t.name, t.status, t.message) for t in node.tasks] == [
+        ("layout", CHANGED, ""), ("conf", NOT_STARTED, "not started: locked by another run (apply on ops-1) for 60 s")]
+    assert node.status == "failed"
