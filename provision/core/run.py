@@ -210,7 +210,7 @@ class Engine:
     def _apply_in_stages(self, states: list[HostState]) -> None:
         """Phase 2 in stages (core/stages.py): every host applies a stage's tasks before any starts the next,
         which plans on the cluster's facts as the stage left them."""
-        split = stages(self.tasks)
+        split = stages(self.tasks, [s.host for s in states])
         for i, tasks in enumerate(split):
             last = i == len(split) - 1
             if i and self.cluster is not None:

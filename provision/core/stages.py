@@ -6,20 +6,22 @@ this run left them (a MIG layout made earlier in the run), as each node's own co
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from provision.core.cluster import Cluster
 
 if TYPE_CHECKING:  # the types a run is given: never imported
     from provision.capabilities.host import HostFacts
     from provision.core.plan import Task
+    from provision.inventory.model import Host
 
 
-def stages(tasks: list[Task]) -> list[list[Task]]:
-    """tasks in order, a new stage beginning at each task that waits for its peers (none waits: one stage)."""
+def stages(tasks: list[Task], hosts: Sequence[Host]) -> list[list[Task]]:
+    """tasks in order, a new stage beginning at each task that waits for its peers and applies to one of the
+    run's hosts (none does: one stage, and each host takes its lock once)."""
     split: list[list[Task]] = [[]]
     for task in tasks:
-        if task.waits_for_peers and split[-1]:
+        if task.waits_for_peers and split[-1] and any(task.applies(host) for host in hosts):
             split.append([])
         split[-1].append(task)
     return split

@@ -6,6 +6,7 @@ in the same run, as the node's own copy is, and slurmctld never meets a node wit
 from __future__ import annotations
 
 import signal
+import textwrap
 from types import SimpleNamespace
 
 from provision.capabilities.slurm.tasks import MungeKey, SlurmConfig
@@ -16,6 +17,7 @@ from provision.core.resources import playbook_path, templates_dir
 from provision.core.results import NOT_STARTED, UNREACHABLE, TaskResult
 from provision.core.run import Engine, Extensions, RunOptions
 from provision.core.stages import brought_up_to_date, stages
+from provision.inventory.load import load_inventory
 
 HOSTS = ["head", "node-1", "node-2"]
 
@@ -97,19 +99,35 @@ def hosts() -> list[SimpleNamespace]:
 
 def test_tasks_split_before_each_task_that_waits_for_its_peers():
     first, conf, last = MakesLayout(), SeesPeers(), MakesLayout()
-    assert stages([first, conf, last]) == [[first], [conf, last]]
-    assert stages([first, last]) == [[first, last]]
-    assert stages([conf, first]) == [[conf, first]]  # nothing before it: one stage
+    assert stages([first, conf, last], hosts()) == [[first], [conf, last]]
+    assert stages([first, last], hosts()) == [[first, last]]
+    assert stages([conf, first], hosts()) == [[conf, first]]  # nothing before it: one stage
 
 
-def test_slurm_config_waits_for_its_peers_and_the_munge_key_does_not():
+def site_stages(tmp_path, slurm: str) -> list[list[str]]:
+    (tmp_path / "inventory.yaml").write_text(textwrap.dedent(f"""\
+        all:
+          hosts:
+            node-1:
+              provision_gpu: {{mig: [3g.40gb, 3g.40gb]}}
+              {slurm}
+        """))
+    host = load_inventory(str(tmp_path / "inventory.yaml")).hosts["node-1"]
+    return [[task.name for task in stage] for stage in stages(load_playbook(playbook_path("site"), templates_dir()),
+                                                               [host])]
+
+
+def test_slurm_config_waits_for_its_peers_and_the_munge_key_does_not(tmp_path):
     """The munge key is the controller's as read before the run (its package makes a key of its own mid-run)."""
-    site = stages(load_playbook(playbook_path("site"), templates_dir()))
-    names = [[task.name for task in stage] for stage in site]
-    assert len(site) == 2, names
+    names = site_stages(tmp_path, "provision_slurm: {controller: node-1, role: both}")
+    assert len(names) == 2, names
     assert names[1][0] == "slurm-config" and "munge-key" in names[0], names
     assert {"gpu-mig-mode", "gpu-mig-layout", "nvidia-driver"} <= set(names[0]), names
     assert SlurmConfig.waits_for_peers and not MungeKey.waits_for_peers
+
+
+def test_a_run_without_slurm_is_one_stage(tmp_path):
+    assert len(site_stages(tmp_path, "")) == 1
 
 
 def test_every_host_plans_the_conf_from_the_layouts_the_run_made_with_one_host_at_a_time():
