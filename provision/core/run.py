@@ -125,10 +125,6 @@ class Engine:
 
     # -- phase 2: apply -----------------------------------------------------------
 
-    def apply_host(self, state: HostState) -> None:
-        """The tasks in order, in batches (applyhost.py)."""
-        self.applier.apply_host(state)
-
     def _started(self, state: HostState, task: Task) -> None:
         self.options.progress(Event("applied", self.pool.done, self.pool.total, state.host.name, task.name))
 
