@@ -2,7 +2,8 @@
 and two GPU nodes of two simulated V100s). A GPU that asks for a reset on a node running a job: recover drains the
 node with provision's reason, waits for the job to end (or, with --now, cancels it), resets the GPU, verifies and
 resumes the node; a node someone else drained is never touched, fault and all. A recover stopped while it waits
-for the job leaves the node drained with provision's reason and says so; a later recover goes on."""
+for the job leaves the node drained with provision's reason and says so; a later recover goes on. A node drained
+by verify --active for a cause only a load shows is resumed only once a short load passes."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ import pytest
 from builders.slurmlab import job_on, job_state, node_lines
 from builders.stacklab import on, wait_for
 
-from provision.core.results import EXIT_OK, EXIT_TASK_FAILED
+from provision.commands.recovery.ladder import UNDER_LOAD
+from provision.core.results import EXIT_OK, EXIT_TASK_FAILED, EXIT_WOULD_CHANGE
 
 pytestmark = pytest.mark.lab
 
@@ -146,3 +148,22 @@ def test_a_stopped_recover_leaves_the_node_drained_and_recover_now_goes_on(lab):
     assert job_state(lab, HEAD, job) == "CANCELLED"
     assert not lab.node_file(busy, "/root/long-done").exists()
     assert actions(lab, busy) == ["None", "None"] and node_lines(lab, HEAD)[busy] == "idle none"
+
+
+def test_a_node_drained_for_a_cause_under_load_is_resumed_only_after_a_load_passes(lab):
+    """A riser that trains down only under load: verify --active --drain drains the node; idle it passes, so
+    recover plans a short load, and once the riser is mended resumes the node after that load passed."""
+    node = NODES[0]
+    lab.lab("fault", node, "pcie-degraded-under-load", "--gpu", "0")
+    drained = lab.provision("verify", str(lab.inventory), "--ssh-config", str(lab.ssh_config), "--active",
+                            "--duration", "6", "--json", "--limit", node, "--drain")
+    assert drained.returncode == EXIT_TASK_FAILED, drained.stdout + drained.stderr
+    assert node_lines(lab, HEAD)[node].startswith(f"drain provision-verify: {UNDER_LOAD}: ")
+    code, planned = recovered(lab, "--check")
+    assert code == EXIT_WOULD_CHANGE, planned
+    assert planned[node]["status"] == "planned" and planned[node]["plan"].startswith("verify --active (10 s)"), planned
+    lab.lab("fault", node, "clear")  # the riser reseated
+    code, recoveries = recovered(lab)
+    assert code == EXIT_OK, recoveries
+    assert [(s["action"], s["ok"]) for s in recoveries[node]["steps"]] == [("verify --active", True)], recoveries
+    assert recoveries[node]["status"] == "recovered" and node_lines(lab, HEAD)[node] == "idle none"
