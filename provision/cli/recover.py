@@ -43,9 +43,9 @@ def recover(hosts: HostArgs, run: RunArgs, playbook: str | None, templates: str 
     clear is a card to replace: recorded under the state directory with its
     serial, slot and what failed, and the node stays drained. A node that
     passes is resumed where provision drained it, never one drained for
-    another reason; where its cause showed under load (verify --active),
-    only once a short verify --active passes too. --check says each node's
-    first step and touches nothing. Ctrl-C or SIGTERM lets the steps in
+    another reason; where its cause showed only under load, once verify
+    passes it under a short load too. --check says each node's first step
+    and touches nothing. Ctrl-C or SIGTERM lets the steps in
     flight end and starts none; recover again goes on.
     Every step goes to the run log with why it was chosen.
     """
