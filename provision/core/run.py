@@ -72,7 +72,7 @@ class Engine:
         self.cluster: Cluster | None = None  # what the tasks see of the whole inventory (see_cluster)
         self.owner = hostlock.Owner.this_run(options.command)  # the lock owner line of this run, on every host
         # set by the first SIGINT/SIGTERM while in stop.catching(); shared where one command runs several engines
-        self.stop = stop or Stop(options.notice)
+        self.stop = stop if stop is not None else Stop(options.notice)  # a Stop is falsy until signalled
         self.abandoned = False  # a second signal: the run log's last word is said; workers that wake log nothing
         self.pool = HostPool(options)
         self.reader = HostReader(options, extensions.facts, self.owner, self.stop, inventory_path)

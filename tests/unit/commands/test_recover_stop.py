@@ -135,3 +135,10 @@ def test_a_later_recover_leaves_a_reboot_slurm_still_owes_to_slurm(tmp_path) -> 
     assert ladder.decide(ladder.target.hosts[0], failing("gpu-1"), recovery) is None
     assert recovery.status == recover.WAITING and ladder.slurmctld.asked == []
     assert recovery.message.startswith(f"Slurm node gpu-1: {reboots.REQUESTED} (provision-reboot: recover: ")
+
+
+def test_every_engine_of_the_run_stops_with_it(tmp_path) -> None:
+    """The apply of a step, the read, the GPU settings after a reset: one Stop, not yet signalled (and so false)
+    when they are made."""
+    ladder = Stopped(tmp_path / "runs.jsonl", {"gpu-1": []})
+    assert ladder.engine().stop is ladder.stop and ladder.engine([]).stop is ladder.stop
