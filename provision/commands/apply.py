@@ -53,7 +53,7 @@ def apply(target: Target, tasks: list[Task], options: RunOptions, ssh: SSHOption
     if reboot and not options.check and not engine.stop.signum:
         with engine.stop.catching():  # a Slurm rollout waits on jobs: a signal leaves the rest to Slurm
             applied.reboots, applied.after = reboot_and_converge(engine, serial, reboot_timeout,
-                                                                 verifier(target, tasks, options, ssh))
+                                                                 verifier(target, tasks, options, ssh, engine.stop))
         applied.stopped = engine.stop.signum
     return applied
 
